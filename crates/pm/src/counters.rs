@@ -1,0 +1,146 @@
+//! Per-thread persistence counters.
+//!
+//! Counters are thread-local on purpose: a global atomic would put a shared
+//! cache line on every flush of every thread and distort the very costs being
+//! measured. The benchmark driver reads and resets them from each worker
+//! thread (`thread_counters`, `reset_thread_counters`) and sums the results.
+
+use std::cell::Cell;
+
+/// A snapshot of one thread's persistence work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PmCounters {
+    /// Cache lines written back by a flush instruction (or, in eADR mode,
+    /// lines whose flush was elided are not counted).
+    pub lines_flushed: u64,
+    /// Store fences issued.
+    pub fences: u64,
+    /// Bytes written with non-temporal stores.
+    pub non_temporal_bytes: u64,
+    /// Bytes stored into the pool by any kind of store.
+    pub bytes_written: u64,
+    /// 256-byte media blocks entered by flushed or non-temporal lines: a line
+    /// in the same block as the previous persisted line is not counted again.
+    pub blocks_256_written: u64,
+    /// Nanoseconds spent in emulated media stalls (the `emulated` backend).
+    pub stall_ns: u64,
+    /// `msync` calls made to reach power-failure durability on non-DAX files.
+    pub msyncs: u64,
+}
+
+impl PmCounters {
+    /// Field-wise sum, for aggregating worker threads.
+    pub fn add(&mut self, other: &PmCounters) {
+        self.lines_flushed += other.lines_flushed;
+        self.fences += other.fences;
+        self.non_temporal_bytes += other.non_temporal_bytes;
+        self.bytes_written += other.bytes_written;
+        self.blocks_256_written += other.blocks_256_written;
+        self.stall_ns += other.stall_ns;
+        self.msyncs += other.msyncs;
+    }
+
+    /// Field-wise difference `self - earlier` (saturating).
+    pub fn since(&self, earlier: &PmCounters) -> PmCounters {
+        PmCounters {
+            lines_flushed: self.lines_flushed.saturating_sub(earlier.lines_flushed),
+            fences: self.fences.saturating_sub(earlier.fences),
+            non_temporal_bytes: self.non_temporal_bytes.saturating_sub(earlier.non_temporal_bytes),
+            bytes_written: self.bytes_written.saturating_sub(earlier.bytes_written),
+            blocks_256_written: self.blocks_256_written.saturating_sub(earlier.blocks_256_written),
+            stall_ns: self.stall_ns.saturating_sub(earlier.stall_ns),
+            msyncs: self.msyncs.saturating_sub(earlier.msyncs),
+        }
+    }
+}
+
+/// Per-thread live counters plus the write-stream state the latency model
+/// needs (which 256 B block the previous persisted line was in, and how many
+/// sequential and random lines wait for the next fence).
+pub(crate) struct ThreadCounters {
+    pub lines_flushed: Cell<u64>,
+    pub fences: Cell<u64>,
+    pub non_temporal_bytes: Cell<u64>,
+    pub bytes_written: Cell<u64>,
+    pub blocks_256_written: Cell<u64>,
+    pub stall_ns: Cell<u64>,
+    pub msyncs: Cell<u64>,
+    /// Absolute address / 256 of the last persisted line, `u64::MAX` if none.
+    pub last_block: Cell<u64>,
+    /// Lines since the last fence that continued a sequential stream.
+    pub pending_sequential_lines: Cell<u64>,
+    /// Lines since the last fence that started a new stream.
+    pub pending_random_lines: Cell<u64>,
+}
+
+thread_local! {
+    pub(crate) static COUNTERS: ThreadCounters = const {
+        ThreadCounters {
+            lines_flushed: Cell::new(0),
+            fences: Cell::new(0),
+            non_temporal_bytes: Cell::new(0),
+            bytes_written: Cell::new(0),
+            blocks_256_written: Cell::new(0),
+            stall_ns: Cell::new(0),
+            msyncs: Cell::new(0),
+            last_block: Cell::new(u64::MAX),
+            pending_sequential_lines: Cell::new(0),
+            pending_random_lines: Cell::new(0),
+        }
+    };
+}
+
+#[inline(always)]
+pub(crate) fn bump(cell: &Cell<u64>, amount: u64) {
+    cell.set(cell.get().wrapping_add(amount));
+}
+
+/// Records that the line at absolute address `line_address` is on its way to
+/// the medium (flushed or written non-temporally).
+#[inline(always)]
+pub(crate) fn note_persisted_line(counters: &ThreadCounters, line_address: u64) {
+    let block = line_address >> 8;
+    let last = counters.last_block.get();
+    if block == last || block == last.wrapping_add(1) {
+        bump(&counters.pending_sequential_lines, 1);
+    } else {
+        bump(&counters.pending_random_lines, 1);
+    }
+    if block != last {
+        bump(&counters.blocks_256_written, 1);
+    }
+    counters.last_block.set(block);
+}
+
+/// The calling thread's counters.
+pub fn thread_counters() -> PmCounters {
+    COUNTERS.with(|c| PmCounters {
+        lines_flushed: c.lines_flushed.get(),
+        fences: c.fences.get(),
+        non_temporal_bytes: c.non_temporal_bytes.get(),
+        bytes_written: c.bytes_written.get(),
+        blocks_256_written: c.blocks_256_written.get(),
+        stall_ns: c.stall_ns.get(),
+        msyncs: c.msyncs.get(),
+    })
+}
+
+/// Resets the calling thread's counters to zero.
+pub fn reset_thread_counters() {
+    COUNTERS.with(|c| {
+        for cell in [
+            &c.lines_flushed,
+            &c.fences,
+            &c.non_temporal_bytes,
+            &c.bytes_written,
+            &c.blocks_256_written,
+            &c.stall_ns,
+            &c.msyncs,
+            &c.pending_sequential_lines,
+            &c.pending_random_lines,
+        ] {
+            cell.set(0);
+        }
+        c.last_block.set(u64::MAX);
+    })
+}

@@ -1,0 +1,118 @@
+//! Byte layout of a pool. ARCHITECTURE.md ("Pool layout") draws the same
+//! picture; keep them in step.
+//!
+//! ```text
+//! 0x0000  header (one 512 B checksummed record, see `HeaderRecord`)
+//! 0x1000  mutable words: clean-shutdown flag (8 B), open count (8 B)
+//! 0x2000  root table: ROOT_SLOTS slots of 64 B (one cache line each)
+//! 0x3000  chunk table: chunk_count little-endian u64 entries
+//! data    first chunk, aligned to chunk_size; chunk i at data + i*chunk_size
+//! ```
+//!
+//! All integers are little-endian. Every mutable word is 8-byte aligned and
+//! changes by a single failure-atomic 8-byte store.
+
+/// "PMTXPOOL".
+pub const MAGIC: [u8; 8] = *b"PMTXPOOL";
+/// Layout version this build reads and writes.
+pub const LAYOUT_VERSION: u32 = 1;
+/// Offset of the header record.
+pub const HEADER_OFFSET: u64 = 0;
+/// Bytes covered by the header checksum (the record minus its last 8 bytes).
+pub const HEADER_RECORD_SIZE: u64 = 512;
+/// Offset of the clean-shutdown word.
+pub const CLEAN_SHUTDOWN_OFFSET: u64 = 0x1000;
+/// Offset of the open-count word.
+pub const OPEN_COUNT_OFFSET: u64 = 0x1008;
+/// Value of the clean-shutdown word after a clean close.
+pub const CLEAN_SHUTDOWN_MAGIC: u64 = 0x434C_4541_4E5F_5348; // "CLEAN_SH"
+/// Offset of the root table.
+pub const ROOT_TABLE_OFFSET: u64 = 0x2000;
+/// Number of named-root slots.
+pub const ROOT_SLOTS: u64 = 64;
+/// Size of one root slot.
+pub const ROOT_SLOT_SIZE: u64 = 64;
+/// Longest root name in bytes.
+pub const ROOT_NAME_MAX: usize = 48;
+/// High 32 bits of a valid root slot's state word; the low 32 bits hold the
+/// CRC-32 of the name, so a torn or foreign slot is detected.
+pub const ROOT_TAG: u64 = 0x524F_4F54; // "ROOT"
+/// Offset of the chunk table.
+pub const CHUNK_TABLE_OFFSET: u64 = 0x3000;
+/// Default chunk size: 2 MiB, Zen's page-level allocation unit.
+pub const DEFAULT_CHUNK_SIZE: u64 = 2 << 20;
+/// Smallest chunk size accepted (tests and simulations use small chunks).
+pub const MIN_CHUNK_SIZE: u64 = 64 << 10;
+/// Smallest pool: metadata plus one chunk of the smallest size.
+pub const MIN_POOL_SIZE: u64 = CHUNK_TABLE_OFFSET + 8 + MIN_CHUNK_SIZE * 2;
+
+/// Chunk table entry of a chunk never used since the pool was created (its
+/// bytes are zero).
+pub const CHUNK_FREE_ZERO: u64 = 0;
+/// Chunk table entry of a freed chunk whose bytes may be non-zero.
+pub const CHUNK_FREE_DIRTY: u64 = 0xF4EE_0000_0000_0000;
+/// Marker in the top byte of an allocated chunk's entry; the low 56 bits are
+/// the owner tag chosen by the engine.
+pub const CHUNK_OWNED_MARKER: u64 = 0xC7;
+/// Mask of the owner part of an entry.
+pub const CHUNK_OWNER_MASK: u64 = (1 << 56) - 1;
+
+/// Field offsets inside the header record.
+pub mod header {
+    /// `[u8; 8]` magic.
+    pub const MAGIC: usize = 0;
+    /// `u32` layout version.
+    pub const VERSION: usize = 8;
+    /// `u32` header record size.
+    pub const RECORD_SIZE: usize = 12;
+    /// `u64` pool size in bytes.
+    pub const POOL_SIZE: usize = 16;
+    /// `u64` chunk size.
+    pub const CHUNK_SIZE: usize = 24;
+    /// `u64` number of data chunks.
+    pub const CHUNK_COUNT: usize = 32;
+    /// `u64` offset of the first chunk.
+    pub const DATA_OFFSET: usize = 40;
+    /// `u64` creation time, seconds since the Unix epoch.
+    pub const CREATED_UNIX_SECONDS: usize = 48;
+    /// `u64` random pool identifier.
+    pub const POOL_ID: usize = 56;
+    /// `u64` pool size requested by the creator.
+    pub const REQUESTED_SIZE: usize = 64;
+    /// `[u8; 32]` creator version string, NUL padded.
+    pub const CREATOR: usize = 72;
+    /// `u32` CRC-32 of bytes `0..CHECKSUM`.
+    pub const CHECKSUM: usize = 504;
+}
+
+const _: () = assert!(header::CREATOR + 32 <= header::CHECKSUM);
+const _: () = assert!(header::CHECKSUM + 8 == HEADER_RECORD_SIZE as usize);
+const _: () = assert!(HEADER_RECORD_SIZE <= CLEAN_SHUTDOWN_OFFSET);
+const _: () = assert!(ROOT_TABLE_OFFSET + ROOT_SLOTS * ROOT_SLOT_SIZE <= CHUNK_TABLE_OFFSET);
+const _: () = assert!(ROOT_NAME_MAX + 16 == ROOT_SLOT_SIZE as usize);
+const _: () = assert!(DEFAULT_CHUNK_SIZE.is_power_of_two() && MIN_CHUNK_SIZE.is_power_of_two());
+
+/// Root slot field offsets (relative to the slot).
+pub mod root_slot {
+    /// `u64` state: 0 empty, else `ROOT_TAG << 32 | crc32(name)`.
+    pub const STATE: u64 = 0;
+    /// `u64` value (an offset or any word the engine chooses).
+    pub const VALUE: u64 = 8;
+    /// `[u8; 48]` name, NUL padded.
+    pub const NAME: u64 = 16;
+}
+
+/// Geometry of a pool of `size` bytes with chunks of `chunk_size`.
+pub fn geometry(size: u64, chunk_size: u64) -> Option<(u64, u64)> {
+    // chunk_count entries + data must fit; solve by decreasing guess.
+    let mut chunk_count = size / chunk_size;
+    while chunk_count > 0 {
+        let table_end = CHUNK_TABLE_OFFSET + chunk_count * 8;
+        let data_offset = table_end.div_ceil(chunk_size) * chunk_size;
+        if data_offset + chunk_count * chunk_size <= size {
+            return Some((chunk_count, data_offset));
+        }
+        chunk_count -= 1;
+    }
+    None
+}

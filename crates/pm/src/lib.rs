@@ -1,0 +1,35 @@
+//! pmtx-pm: the persistent-memory layer.
+//!
+//! This crate is the one place in pmtx that holds raw pointers into a pool
+//! and executes `asm!`. It provides:
+//!
+//! * [`Mapping`]: a pool file mapped with `MAP_SYNC` on DAX, or a plain shared
+//!   mapping (reported as such), or anonymous memory;
+//! * [`PmBackend`]: the only path for stores, flushes and fences, with three
+//!   implementations: [`Direct`] (real instructions), [`Emulated`] (plus a
+//!   latency model) and [`Sim`] (the crash simulator);
+//! * [`Pool`]: header, 2 MiB chunk allocator and named roots, all crash-safe;
+//! * per-thread persistence counters ([`thread_counters`]).
+//!
+//! The media model these follow is written down in ARCHITECTURE.md.
+
+mod backend;
+mod counters;
+pub mod cpu;
+mod error;
+pub mod layout;
+mod mapping;
+mod persist_batch;
+mod pool;
+pub mod sim;
+
+pub use backend::{
+    BackendInfo, BackendKind, Direct, Emulated, LatencyModel, PersistenceDomain, PmBackend, PmOptions,
+};
+pub use counters::{reset_thread_counters, thread_counters, PmCounters};
+pub use cpu::{CpuFeatures, FlushInstruction, CACHE_LINE};
+pub use error::{PoolError, PoolResult};
+pub use mapping::{Mapping, MappingKind};
+pub use persist_batch::PersistBatch;
+pub use pool::{ChunkId, ChunkOwner, Pool, PoolCheckReport, PoolInfo};
+pub use sim::Sim;

@@ -1,0 +1,578 @@
+//! A pool: header, named roots and a crash-safe allocator of fixed-size
+//! chunks (2 MiB by default, Zen's page-level unit), over any backend.
+//!
+//! Crash safety of the metadata rests on one rule: every mutable metadata
+//! word changes by a single failure-atomic 8-byte store that is persisted
+//! before the change is used. The header is written once at creation and
+//! checksummed; a chunk's table entry is its whole state (free-zero,
+//! free-dirty or owned-by-tag), so no crash can leave a chunk half allocated;
+//! a root slot becomes valid by one store of its state word after its name
+//! and value are durable.
+
+use crate::backend::{BackendInfo, PmBackend, PmOptions};
+use crate::error::{PoolError, PoolResult};
+use crate::layout::{self, header};
+use crate::mapping::Mapping;
+use parking_lot::Mutex;
+use std::path::{Path, PathBuf};
+
+/// Index of a data chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChunkId(pub u64);
+
+/// The 56-bit tag an engine stores in the chunk table to claim a chunk, so
+/// that after a restart it finds its chunks by scanning the table (nothing
+/// is leaked between allocation and linking).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChunkOwner(u64);
+
+impl ChunkOwner {
+    /// Builds a tag; `None` if it does not fit in 56 bits or is zero.
+    pub fn new(tag: u64) -> Option<Self> {
+        (tag != 0 && tag <= layout::CHUNK_OWNER_MASK).then_some(Self(tag))
+    }
+    /// A tag from an engine-defined kind (16 bits), group (24 bits) and
+    /// thread (16 bits), e.g. (zen heap, table, worker).
+    pub fn compose(kind: u16, group: u32, thread: u16) -> Self {
+        assert!(kind != 0, "chunk owner kind 0 is reserved");
+        assert!(group < (1 << 24), "chunk owner group {group} exceeds 24 bits");
+        Self(((kind as u64) << 40) | ((group as u64) << 16) | thread as u64)
+    }
+    /// The raw tag.
+    pub fn tag(&self) -> u64 {
+        self.0
+    }
+    /// Kind part of a composed tag.
+    pub fn kind(&self) -> u16 {
+        (self.0 >> 40) as u16
+    }
+    /// Group part of a composed tag.
+    pub fn group(&self) -> u32 {
+        ((self.0 >> 16) & 0xFF_FFFF) as u32
+    }
+    /// Thread part of a composed tag.
+    pub fn thread(&self) -> u16 {
+        self.0 as u16
+    }
+}
+
+/// Decoded, immutable pool geometry from the header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolGeometry {
+    /// Pool size in bytes.
+    pub size: u64,
+    /// Chunk size in bytes.
+    pub chunk_size: u64,
+    /// Number of data chunks.
+    pub chunk_count: u64,
+    /// Offset of chunk 0.
+    pub data_offset: u64,
+    /// Creation time (Unix seconds).
+    pub created_unix_seconds: u64,
+    /// Random identifier.
+    pub pool_id: u64,
+    /// Size the creator asked for.
+    pub requested_size: u64,
+    /// Creator version string.
+    pub creator: String,
+}
+
+/// Everything `pmtx pool info` prints.
+#[derive(Clone, Debug)]
+pub struct PoolInfo {
+    /// The file, if any.
+    pub path: Option<PathBuf>,
+    /// Geometry from the header.
+    pub geometry: PoolGeometry,
+    /// Backend, mapping, flush instruction and domain.
+    pub backend: BackendInfo,
+    /// Whether the last close was clean (read at open).
+    pub was_clean_shutdown: bool,
+    /// Times the pool has been opened.
+    pub open_count: u64,
+    /// Chunks owned by some engine.
+    pub chunks_used: u64,
+    /// Named roots and their values.
+    pub roots: Vec<(String, u64)>,
+}
+
+/// Result of a full metadata check.
+#[derive(Clone, Debug)]
+pub struct PoolCheckReport {
+    /// Geometry from the header.
+    pub geometry: PoolGeometry,
+    /// Chunks owned.
+    pub chunks_used: u64,
+    /// Free chunks known to be zero.
+    pub chunks_free_zero: u64,
+    /// Free chunks that were used before.
+    pub chunks_free_dirty: u64,
+    /// Valid named roots.
+    pub roots: u64,
+}
+
+/// A pool over backend `B`.
+pub struct Pool<B: PmBackend> {
+    backend: B,
+    geometry: PoolGeometry,
+    label: PathBuf,
+    was_clean_shutdown: bool,
+    /// Serialises allocation decisions; the persistent state is the table.
+    allocation: Mutex<AllocationHint>,
+    /// Serialises root-slot creation.
+    roots_lock: Mutex<()>,
+}
+
+struct AllocationHint {
+    next: u64,
+}
+
+fn read_u32(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+fn read_u64(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn random_id() -> u64 {
+    use rand::RngCore;
+    rand::rngs::OsRng.next_u64()
+}
+
+impl<B: PmBackend> Pool<B> {
+    /// Creates a pool file of `size` bytes (which must not exist yet).
+    pub fn create(path: &Path, size: u64, chunk_size: u64, options: &PmOptions) -> PoolResult<Self> {
+        validate_create(path, size, chunk_size)?;
+        let mapping = match Mapping::create_file(path, size) {
+            Ok(mapping) => mapping,
+            Err(error) => return Err(error),
+        };
+        let result = Self::format(mapping, size, chunk_size, options);
+        if result.is_err() {
+            let _ = std::fs::remove_file(path);
+        }
+        result
+    }
+
+    /// Creates a pool in anonymous memory (simulations, tests).
+    pub fn create_in_memory(size: u64, chunk_size: u64, options: &PmOptions) -> PoolResult<Self> {
+        let label = Path::new("<memory>");
+        validate_create(label, size, chunk_size)?;
+        Self::format(Mapping::anonymous(size)?, size, chunk_size, options)
+    }
+
+    /// Opens an existing pool file, validating header and chunk table.
+    pub fn open(path: &Path, options: &PmOptions) -> PoolResult<Self> {
+        let mapping = Mapping::open_file(path)?;
+        Self::open_mapping(mapping, path, options)
+    }
+
+    /// Opens a crash image (or any byte copy of a pool) in anonymous memory.
+    pub fn open_image(bytes: &[u8], options: &PmOptions) -> PoolResult<Self> {
+        let label = Path::new("<image>");
+        if (bytes.len() as u64) < layout::MIN_POOL_SIZE {
+            return Err(PoolError::TooSmall {
+                path: label.into(),
+                size: bytes.len() as u64,
+                minimum: layout::MIN_POOL_SIZE,
+            });
+        }
+        Self::open_mapping(Mapping::from_bytes(bytes)?, label, options)
+    }
+
+    fn format(mapping: Mapping, size: u64, chunk_size: u64, options: &PmOptions) -> PoolResult<Self> {
+        let label = mapping.path().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("<memory>"));
+        let (chunk_count, data_offset) = layout::geometry(size, chunk_size).ok_or(PoolError::TooSmall {
+            path: label.clone(),
+            size,
+            minimum: layout::MIN_POOL_SIZE,
+        })?;
+        let backend = B::from_mapping(mapping, options)?;
+        let geometry = PoolGeometry {
+            size,
+            chunk_size,
+            chunk_count,
+            data_offset,
+            created_unix_seconds: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            pool_id: random_id(),
+            requested_size: size,
+            creator: format!("pmtx {}", env!("CARGO_PKG_VERSION")),
+        };
+        // The file is fresh (zero) so the chunk table already says "free,
+        // zero" everywhere and the root table is empty. Make sure of it for
+        // anonymous memory and reused files alike, then persist the header
+        // last: a crash before the header is durable leaves a file that
+        // `open` rejects as not-a-pool, never a half-formatted pool.
+        backend.write_zeros(layout::CLEAN_SHUTDOWN_OFFSET, data_offset - layout::CLEAN_SHUTDOWN_OFFSET);
+        backend.flush(layout::CLEAN_SHUTDOWN_OFFSET, data_offset - layout::CLEAN_SHUTDOWN_OFFSET);
+        backend.fence();
+        let record = encode_header(&geometry);
+        backend.write(layout::HEADER_OFFSET, &record);
+        backend.persist(layout::HEADER_OFFSET, record.len() as u64);
+        backend.crash_point("pool header written");
+        Ok(Self {
+            backend,
+            geometry,
+            label,
+            was_clean_shutdown: true,
+            allocation: Mutex::new(AllocationHint { next: 0 }),
+            roots_lock: Mutex::new(()),
+        })
+    }
+
+    fn open_mapping(mapping: Mapping, label: &Path, options: &PmOptions) -> PoolResult<Self> {
+        let actual = mapping.len();
+        let mut record = vec![0u8; layout::HEADER_RECORD_SIZE as usize];
+        let backend = B::from_mapping(mapping, options)?;
+        if actual < layout::HEADER_RECORD_SIZE {
+            return Err(PoolError::TooSmall { path: label.into(), size: actual, minimum: layout::MIN_POOL_SIZE });
+        }
+        backend.read(layout::HEADER_OFFSET, &mut record);
+        let geometry = decode_header(&record, label, actual)?;
+        let pool = Self {
+            backend,
+            geometry,
+            label: label.to_path_buf(),
+            was_clean_shutdown: false,
+            allocation: Mutex::new(AllocationHint { next: 0 }),
+            roots_lock: Mutex::new(()),
+        };
+        pool.check_metadata()?;
+        let clean = pool.backend.load_u64(layout::CLEAN_SHUTDOWN_OFFSET) == layout::CLEAN_SHUTDOWN_MAGIC;
+        // IMPORTANT: clear the flag durably before anyone writes, so a crash
+        // from here on is never mistaken for a clean shutdown.
+        pool.backend.store_u64(layout::CLEAN_SHUTDOWN_OFFSET, 0);
+        let opens = pool.backend.load_u64(layout::OPEN_COUNT_OFFSET);
+        pool.backend.store_u64(layout::OPEN_COUNT_OFFSET, opens.wrapping_add(1));
+        pool.backend.persist(layout::CLEAN_SHUTDOWN_OFFSET, 16);
+        Ok(Self { was_clean_shutdown: clean, ..pool })
+    }
+
+    /// Marks the pool cleanly shut down and closes it. Engines call this only
+    /// after their own state is durable; a pool dropped without `close` is
+    /// treated as crashed at the next open.
+    pub fn close(self) {
+        self.backend.store_u64(layout::CLEAN_SHUTDOWN_OFFSET, layout::CLEAN_SHUTDOWN_MAGIC);
+        self.backend.persist(layout::CLEAN_SHUTDOWN_OFFSET, 8);
+    }
+
+    /// The backend: the only way to access pool bytes.
+    #[inline(always)]
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Geometry from the header.
+    pub fn geometry(&self) -> &PoolGeometry {
+        &self.geometry
+    }
+
+    /// Whether the previous close was clean (fast-path recovery allowed).
+    pub fn was_clean_shutdown(&self) -> bool {
+        self.was_clean_shutdown
+    }
+
+    /// Byte offset of `chunk`.
+    #[inline]
+    pub fn chunk_offset(&self, chunk: ChunkId) -> u64 {
+        debug_assert!(chunk.0 < self.geometry.chunk_count);
+        self.geometry.data_offset + chunk.0 * self.geometry.chunk_size
+    }
+
+    /// The chunk containing `offset`, if it lies in the data area.
+    pub fn chunk_of(&self, offset: u64) -> Option<ChunkId> {
+        let data = offset.checked_sub(self.geometry.data_offset)?;
+        let index = data / self.geometry.chunk_size;
+        (index < self.geometry.chunk_count).then_some(ChunkId(index))
+    }
+
+    fn entry_offset(&self, chunk: ChunkId) -> u64 {
+        layout::CHUNK_TABLE_OFFSET + chunk.0 * 8
+    }
+
+    /// Allocates a chunk for `owner`. With `zeroed`, the chunk's bytes are
+    /// zero and durable before the allocation is. The table entry is durable
+    /// when this returns, so after a crash the chunk is found by its owner.
+    pub fn allocate_chunk(&self, owner: ChunkOwner, zeroed: bool) -> PoolResult<ChunkId> {
+        let mut hint = self.allocation.lock();
+        let count = self.geometry.chunk_count;
+        for step in 0..count {
+            let chunk = ChunkId((hint.next + step) % count);
+            let entry_offset = self.entry_offset(chunk);
+            let entry = self.backend.load_u64(entry_offset);
+            if entry != layout::CHUNK_FREE_ZERO && entry != layout::CHUNK_FREE_DIRTY {
+                continue;
+            }
+            if zeroed && entry == layout::CHUNK_FREE_DIRTY {
+                let offset = self.chunk_offset(chunk);
+                self.backend.write_zeros(offset, self.geometry.chunk_size);
+                self.backend.flush(offset, self.geometry.chunk_size);
+            }
+            let tag = (layout::CHUNK_OWNED_MARKER << 56) | owner.tag();
+            self.backend.store_u64(entry_offset, tag);
+            // One fence covers the zeroing and the entry: the entry's line is
+            // flushed after the zeroes, and both are durable at the fence.
+            self.backend.persist(entry_offset, 8);
+            hint.next = (chunk.0 + 1) % count;
+            return Ok(chunk);
+        }
+        Err(PoolError::Full { chunks: count, chunk_size: self.geometry.chunk_size })
+    }
+
+    /// Returns `chunk` to the pool. The caller must hold no live data there.
+    pub fn free_chunk(&self, chunk: ChunkId) {
+        let entry_offset = self.entry_offset(chunk);
+        let _hint = self.allocation.lock();
+        debug_assert!(self.chunk_owner(chunk).is_some(), "freeing a free chunk {chunk:?}");
+        self.backend.store_u64(entry_offset, layout::CHUNK_FREE_DIRTY);
+        self.backend.persist(entry_offset, 8);
+    }
+
+    /// Owner of `chunk`, or `None` if free.
+    pub fn chunk_owner(&self, chunk: ChunkId) -> Option<ChunkOwner> {
+        let entry = self.backend.load_u64(self.entry_offset(chunk));
+        (entry >> 56 == layout::CHUNK_OWNED_MARKER).then_some(ChunkOwner(entry & layout::CHUNK_OWNER_MASK))
+    }
+
+    /// Every owned chunk with its owner, in chunk order.
+    pub fn owned_chunks(&self) -> Vec<(ChunkId, ChunkOwner)> {
+        (0..self.geometry.chunk_count)
+            .filter_map(|index| self.chunk_owner(ChunkId(index)).map(|owner| (ChunkId(index), owner)))
+            .collect()
+    }
+
+    /// Chunks owned by `owner`, in chunk order.
+    pub fn chunks_owned_by(&self, owner: ChunkOwner) -> Vec<ChunkId> {
+        self.owned_chunks().into_iter().filter(|(_, o)| *o == owner).map(|(c, _)| c).collect()
+    }
+
+    /// Number of chunks still free.
+    pub fn free_chunks(&self) -> u64 {
+        self.geometry.chunk_count - self.owned_chunks().len() as u64
+    }
+
+    fn root_slot_offset(slot: u64) -> u64 {
+        layout::ROOT_TABLE_OFFSET + slot * layout::ROOT_SLOT_SIZE
+    }
+
+    fn slot_name(&self, slot: u64) -> Option<String> {
+        let offset = Self::root_slot_offset(slot);
+        let state = self.backend.load_u64(offset + layout::root_slot::STATE);
+        if state == 0 {
+            return None;
+        }
+        let mut name = [0u8; layout::ROOT_NAME_MAX];
+        self.backend.read(offset + layout::root_slot::NAME, &mut name);
+        let len = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+        Some(String::from_utf8_lossy(&name[..len]).into_owned())
+    }
+
+    fn find_root_slot(&self, name: &str) -> Option<u64> {
+        (0..layout::ROOT_SLOTS).find(|slot| self.slot_name(*slot).as_deref() == Some(name))
+    }
+
+    /// The value of root `name`, if it exists.
+    pub fn root(&self, name: &str) -> Option<u64> {
+        self.find_root_slot(name)
+            .map(|slot| self.backend.load_u64(Self::root_slot_offset(slot) + layout::root_slot::VALUE))
+    }
+
+    /// Sets root `name` to `value`, creating it if needed; durable on return.
+    pub fn set_root(&self, name: &str, value: u64) -> PoolResult<()> {
+        let bytes = name.as_bytes();
+        if bytes.is_empty() || bytes.len() > layout::ROOT_NAME_MAX || bytes.contains(&0) {
+            return Err(PoolError::Root {
+                name: name.into(),
+                detail: format!("names are 1 to {} bytes without NUL", layout::ROOT_NAME_MAX),
+            });
+        }
+        let _guard = self.roots_lock.lock();
+        if let Some(slot) = self.find_root_slot(name) {
+            let offset = Self::root_slot_offset(slot) + layout::root_slot::VALUE;
+            self.backend.store_u64(offset, value);
+            self.backend.persist(offset, 8);
+            return Ok(());
+        }
+        let slot = (0..layout::ROOT_SLOTS)
+            .find(|slot| self.backend.load_u64(Self::root_slot_offset(*slot)) == 0)
+            .ok_or_else(|| PoolError::Root {
+                name: name.into(),
+                detail: format!("all {} root slots are in use", layout::ROOT_SLOTS),
+            })?;
+        let offset = Self::root_slot_offset(slot);
+        let mut padded = [0u8; layout::ROOT_NAME_MAX];
+        padded[..bytes.len()].copy_from_slice(bytes);
+        self.backend.write(offset + layout::root_slot::NAME, &padded);
+        self.backend.store_u64(offset + layout::root_slot::VALUE, value);
+        self.backend.flush(offset, layout::ROOT_SLOT_SIZE);
+        self.backend.fence();
+        // IMPORTANT: the state word is stored only after name and value are
+        // durable; it is the single store that makes the root exist.
+        self.backend.store_u64(offset + layout::root_slot::STATE, root_state(bytes));
+        self.backend.persist(offset, 8);
+        Ok(())
+    }
+
+    /// All named roots.
+    pub fn roots(&self) -> Vec<(String, u64)> {
+        (0..layout::ROOT_SLOTS)
+            .filter_map(|slot| {
+                self.slot_name(slot).map(|name| {
+                    (name, self.backend.load_u64(Self::root_slot_offset(slot) + layout::root_slot::VALUE))
+                })
+            })
+            .collect()
+    }
+
+    /// Validates the chunk table and root table.
+    pub fn check_metadata(&self) -> PoolResult<PoolCheckReport> {
+        let corrupt = |detail: String| PoolError::Corrupt { path: self.label.clone(), detail };
+        let (mut used, mut zero, mut dirty) = (0, 0, 0);
+        for index in 0..self.geometry.chunk_count {
+            let entry = self.backend.load_u64(self.entry_offset(ChunkId(index)));
+            match entry {
+                layout::CHUNK_FREE_ZERO => zero += 1,
+                layout::CHUNK_FREE_DIRTY => dirty += 1,
+                _ if entry >> 56 == layout::CHUNK_OWNED_MARKER && entry & layout::CHUNK_OWNER_MASK != 0 => used += 1,
+                _ => return Err(corrupt(format!("chunk table entry {index} holds invalid value {entry:#018x}"))),
+            }
+        }
+        let mut roots = 0;
+        for slot in 0..layout::ROOT_SLOTS {
+            let offset = Self::root_slot_offset(slot);
+            let state = self.backend.load_u64(offset);
+            if state == 0 {
+                continue;
+            }
+            let mut name = [0u8; layout::ROOT_NAME_MAX];
+            self.backend.read(offset + layout::root_slot::NAME, &mut name);
+            let len = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+            if state != root_state(&name[..len]) || len == 0 {
+                return Err(corrupt(format!("root slot {slot} has a bad state word {state:#018x}")));
+            }
+            roots += 1;
+        }
+        Ok(PoolCheckReport {
+            geometry: self.geometry.clone(),
+            chunks_used: used,
+            chunks_free_zero: zero,
+            chunks_free_dirty: dirty,
+            roots,
+        })
+    }
+
+    /// Summary for `pmtx pool info` and benchmark reports.
+    pub fn info(&self) -> PoolInfo {
+        PoolInfo {
+            path: self.backend.mapping().path().map(Path::to_path_buf),
+            geometry: self.geometry.clone(),
+            backend: self.backend.info(),
+            was_clean_shutdown: self.was_clean_shutdown,
+            open_count: self.backend.load_u64(layout::OPEN_COUNT_OFFSET),
+            chunks_used: self.owned_chunks().len() as u64,
+            roots: self.roots(),
+        }
+    }
+}
+
+fn root_state(name: &[u8]) -> u64 {
+    (layout::ROOT_TAG << 32) | crc32fast::hash(name) as u64
+}
+
+fn validate_create(path: &Path, size: u64, chunk_size: u64) -> PoolResult<()> {
+    if !chunk_size.is_power_of_two() || chunk_size < layout::MIN_CHUNK_SIZE {
+        return Err(PoolError::InvalidOption(format!(
+            "chunk size {chunk_size} must be a power of two of at least {}",
+            layout::MIN_CHUNK_SIZE
+        )));
+    }
+    if size < layout::MIN_POOL_SIZE || layout::geometry(size, chunk_size).is_none() {
+        return Err(PoolError::TooSmall {
+            path: path.into(),
+            size,
+            minimum: layout::MIN_POOL_SIZE.max(chunk_size * 2 + layout::CHUNK_TABLE_OFFSET),
+        });
+    }
+    Ok(())
+}
+
+fn encode_header(geometry: &PoolGeometry) -> Vec<u8> {
+    let mut record = vec![0u8; layout::HEADER_RECORD_SIZE as usize];
+    record[header::MAGIC..header::MAGIC + 8].copy_from_slice(&layout::MAGIC);
+    record[header::VERSION..header::VERSION + 4].copy_from_slice(&layout::LAYOUT_VERSION.to_le_bytes());
+    record[header::RECORD_SIZE..header::RECORD_SIZE + 4]
+        .copy_from_slice(&(layout::HEADER_RECORD_SIZE as u32).to_le_bytes());
+    for (at, value) in [
+        (header::POOL_SIZE, geometry.size),
+        (header::CHUNK_SIZE, geometry.chunk_size),
+        (header::CHUNK_COUNT, geometry.chunk_count),
+        (header::DATA_OFFSET, geometry.data_offset),
+        (header::CREATED_UNIX_SECONDS, geometry.created_unix_seconds),
+        (header::POOL_ID, geometry.pool_id),
+        (header::REQUESTED_SIZE, geometry.requested_size),
+    ] {
+        record[at..at + 8].copy_from_slice(&value.to_le_bytes());
+    }
+    let creator = geometry.creator.as_bytes();
+    let creator_len = creator.len().min(31);
+    record[header::CREATOR..header::CREATOR + creator_len].copy_from_slice(&creator[..creator_len]);
+    let checksum = crc32fast::hash(&record[..header::CHECKSUM]);
+    record[header::CHECKSUM..header::CHECKSUM + 4].copy_from_slice(&checksum.to_le_bytes());
+    record
+}
+
+/// Parses and validates a header record read from a pool of `actual` bytes.
+pub(crate) fn decode_header(record: &[u8], path: &Path, actual: u64) -> PoolResult<PoolGeometry> {
+    let mut magic = [0u8; 8];
+    magic.copy_from_slice(&record[header::MAGIC..header::MAGIC + 8]);
+    if magic != layout::MAGIC {
+        return Err(PoolError::BadMagic { path: path.into(), found: magic });
+    }
+    let version = read_u32(record, header::VERSION);
+    if version != layout::LAYOUT_VERSION {
+        return Err(PoolError::UnsupportedVersion {
+            path: path.into(),
+            found: version,
+            supported: layout::LAYOUT_VERSION,
+        });
+    }
+    let stored = read_u32(record, header::CHECKSUM);
+    let computed = crc32fast::hash(&record[..header::CHECKSUM]);
+    if stored != computed {
+        return Err(PoolError::ChecksumMismatch { path: path.into(), structure: "header", stored, computed });
+    }
+    let corrupt = |detail: String| PoolError::Corrupt { path: path.into(), detail };
+    let size = read_u64(record, header::POOL_SIZE);
+    let chunk_size = read_u64(record, header::CHUNK_SIZE);
+    let chunk_count = read_u64(record, header::CHUNK_COUNT);
+    let data_offset = read_u64(record, header::DATA_OFFSET);
+    if read_u32(record, header::RECORD_SIZE) as u64 != layout::HEADER_RECORD_SIZE {
+        return Err(corrupt("header record size field is wrong".into()));
+    }
+    if !chunk_size.is_power_of_two() || chunk_size < layout::MIN_CHUNK_SIZE {
+        return Err(corrupt(format!("chunk size {chunk_size} is invalid")));
+    }
+    if layout::geometry(size, chunk_size) != Some((chunk_count, data_offset)) {
+        return Err(corrupt(format!(
+            "geometry (size {size}, chunk size {chunk_size}, {chunk_count} chunks at {data_offset}) is inconsistent"
+        )));
+    }
+    if actual < size {
+        return Err(PoolError::Truncated { path: path.into(), expected: size, actual });
+    }
+    let creator_bytes = &record[header::CREATOR..header::CREATOR + 32];
+    let creator_len = creator_bytes.iter().position(|b| *b == 0).unwrap_or(32);
+    Ok(PoolGeometry {
+        size,
+        chunk_size,
+        chunk_count,
+        data_offset,
+        created_unix_seconds: read_u64(record, header::CREATED_UNIX_SECONDS),
+        pool_id: read_u64(record, header::POOL_ID),
+        requested_size: read_u64(record, header::REQUESTED_SIZE),
+        creator: String::from_utf8_lossy(&creator_bytes[..creator_len]).into_owned(),
+    })
+}

@@ -1,0 +1,199 @@
+//! Pool creation, reopening, bad input, allocator and roots on real files.
+
+use pmtx_pm::{layout, ChunkOwner, Direct, MappingKind, PmBackend, PmOptions, Pool, PoolError};
+use std::io::{Seek, SeekFrom, Write};
+
+const SIZE: u64 = 16 << 20;
+const CHUNK: u64 = 1 << 20;
+
+fn options() -> PmOptions {
+    PmOptions::default()
+}
+
+#[test]
+fn create_then_reopen_keeps_geometry_roots_and_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.pool");
+    let owner = ChunkOwner::compose(3, 7, 1);
+    let (id, chunk) = {
+        let pool = Pool::<Direct>::create(&path, SIZE, CHUNK, &options()).unwrap();
+        assert_eq!(pool.backend().info().mapping, MappingKind::SharedFile);
+        let chunk = pool.allocate_chunk(owner, true).unwrap();
+        pool.backend().write(pool.chunk_offset(chunk), b"hello");
+        pool.backend().persist(pool.chunk_offset(chunk), 5);
+        pool.set_root("engine.catalog", 42).unwrap();
+        pool.set_root("engine.catalog", 43).unwrap();
+        let id = pool.geometry().pool_id;
+        pool.close();
+        (id, chunk)
+    };
+    let pool = Pool::<Direct>::open(&path, &options()).unwrap();
+    assert!(pool.was_clean_shutdown());
+    assert_eq!(pool.geometry().pool_id, id);
+    assert_eq!(pool.root("engine.catalog"), Some(43));
+    assert_eq!(pool.root("missing"), None);
+    assert_eq!(pool.chunks_owned_by(owner), vec![chunk]);
+    assert_eq!(pool.chunk_owner(chunk).unwrap().group(), 7);
+    let mut bytes = [0u8; 5];
+    pool.backend().read(pool.chunk_offset(chunk), &mut bytes);
+    assert_eq!(&bytes, b"hello");
+    drop(pool); // no close: next open must see an unclean shutdown
+    let pool = Pool::<Direct>::open(&path, &options()).unwrap();
+    assert!(!pool.was_clean_shutdown());
+    assert_eq!(pool.info().open_count, 2);
+}
+
+#[test]
+fn allocator_reports_full_and_reuses_freed_chunks_zeroed() {
+    let pool = Pool::<Direct>::create_in_memory(SIZE, CHUNK, &options()).unwrap();
+    let owner = ChunkOwner::new(9).unwrap();
+    let count = pool.geometry().chunk_count;
+    let chunks: Vec<_> = (0..count).map(|_| pool.allocate_chunk(owner, false).unwrap()).collect();
+    match pool.allocate_chunk(owner, false) {
+        Err(PoolError::Full { chunks, .. }) => assert_eq!(chunks, count),
+        other => panic!("expected Full, got {other:?}"),
+    }
+    let victim = chunks[2];
+    pool.backend().write(pool.chunk_offset(victim) + 100, &[0xAB; 64]);
+    pool.free_chunk(victim);
+    assert_eq!(pool.free_chunks(), 1);
+    let again = pool.allocate_chunk(owner, true).unwrap();
+    assert_eq!(again, victim);
+    let mut bytes = [1u8; 64];
+    pool.backend().read(pool.chunk_offset(again) + 100, &mut bytes);
+    assert_eq!(bytes, [0u8; 64], "a zeroed allocation of a dirty chunk must be zero");
+}
+
+#[test]
+fn second_open_of_a_locked_pool_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("locked.pool");
+    let _pool = Pool::<Direct>::create(&path, SIZE, CHUNK, &options()).unwrap();
+    match Pool::<Direct>::open(&path, &options()) {
+        Err(PoolError::Locked(p)) => assert_eq!(p, path),
+        Err(other) => panic!("expected Locked, got {other}"),
+        Ok(_) => panic!("expected Locked, got a pool"),
+    }
+}
+
+fn open_error(path: &std::path::Path) -> PoolError {
+    match Pool::<Direct>::open(path, &options()) {
+        Err(error) => error,
+        Ok(_) => panic!("opening {} should fail", path.display()),
+    }
+}
+
+#[test]
+fn bad_files_give_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    // Missing.
+    assert!(matches!(open_error(&dir.path().join("nope")), PoolError::NotFound(_)));
+    // Garbage.
+    let garbage = dir.path().join("garbage");
+    std::fs::write(&garbage, vec![0x5Au8; 1 << 20]).unwrap();
+    assert!(matches!(open_error(&garbage), PoolError::BadMagic { .. }));
+    // Empty and tiny.
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    assert!(matches!(open_error(&empty), PoolError::TooSmall { .. }));
+    let tiny = dir.path().join("tiny");
+    std::fs::write(&tiny, b"PMTXPOOL").unwrap();
+    assert!(matches!(open_error(&tiny), PoolError::TooSmall { .. }));
+    // Truncated.
+    let truncated = dir.path().join("truncated");
+    Pool::<Direct>::create(&truncated, SIZE, CHUNK, &options()).unwrap().close();
+    std::fs::OpenOptions::new().write(true).open(&truncated).unwrap().set_len(SIZE / 2).unwrap();
+    assert!(matches!(open_error(&truncated), PoolError::Truncated { expected: SIZE, .. }));
+    // Flipped header byte.
+    let flipped = dir.path().join("flipped");
+    Pool::<Direct>::create(&flipped, SIZE, CHUNK, &options()).unwrap().close();
+    let mut file = std::fs::OpenOptions::new().read(true).write(true).open(&flipped).unwrap();
+    file.seek(SeekFrom::Start(layout::header::CHUNK_SIZE as u64 + 2)).unwrap();
+    file.write_all(&[0x01]).unwrap();
+    drop(file);
+    let error = open_error(&flipped);
+    assert!(matches!(error, PoolError::ChecksumMismatch { .. }), "{error}");
+    assert!(error.to_string().contains("damaged"));
+    // Wrong version (checksum is checked after version, so only the version is reported).
+    let versioned = dir.path().join("versioned");
+    Pool::<Direct>::create(&versioned, SIZE, CHUNK, &options()).unwrap().close();
+    let mut file = std::fs::OpenOptions::new().write(true).open(&versioned).unwrap();
+    file.seek(SeekFrom::Start(layout::header::VERSION as u64)).unwrap();
+    file.write_all(&99u32.to_le_bytes()).unwrap();
+    drop(file);
+    assert!(matches!(open_error(&versioned), PoolError::UnsupportedVersion { found: 99, .. }));
+    // Corrupt chunk table entry.
+    let table = dir.path().join("table");
+    Pool::<Direct>::create(&table, SIZE, CHUNK, &options()).unwrap().close();
+    let mut file = std::fs::OpenOptions::new().write(true).open(&table).unwrap();
+    file.seek(SeekFrom::Start(layout::CHUNK_TABLE_OFFSET + 8)).unwrap();
+    file.write_all(&0x1234u64.to_le_bytes()).unwrap();
+    drop(file);
+    let error = open_error(&table);
+    assert!(matches!(error, PoolError::Corrupt { .. }), "{error}");
+    assert!(error.to_string().contains("chunk table entry 1"), "{error}");
+}
+
+#[test]
+fn create_rejects_bad_sizes_and_existing_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("small");
+    assert!(matches!(
+        Pool::<Direct>::create(&path, 4096, CHUNK, &options()),
+        Err(PoolError::TooSmall { .. })
+    ));
+    assert!(!path.exists(), "a refused create must not leave a file");
+    assert!(matches!(
+        Pool::<Direct>::create(&path, SIZE, 3000, &options()),
+        Err(PoolError::InvalidOption(_))
+    ));
+    std::fs::write(&path, b"precious").unwrap();
+    assert!(matches!(
+        Pool::<Direct>::create(&path, SIZE, CHUNK, &options()),
+        Err(PoolError::AlreadyExists(_))
+    ));
+    assert_eq!(std::fs::read(&path).unwrap(), b"precious");
+}
+
+#[test]
+fn root_names_are_validated_and_slots_are_bounded() {
+    let pool = Pool::<Direct>::create_in_memory(SIZE, CHUNK, &options()).unwrap();
+    assert!(matches!(pool.set_root("", 1), Err(PoolError::Root { .. })));
+    assert!(matches!(pool.set_root(&"x".repeat(49), 1), Err(PoolError::Root { .. })));
+    for index in 0..layout::ROOT_SLOTS {
+        pool.set_root(&format!("root-{index}"), index).unwrap();
+    }
+    assert!(matches!(pool.set_root("one-more", 1), Err(PoolError::Root { .. })));
+    assert_eq!(pool.root("root-17"), Some(17));
+    assert_eq!(pool.roots().len() as u64, layout::ROOT_SLOTS);
+}
+
+#[test]
+fn msync_mode_syncs_at_fences_and_counts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("msync.pool");
+    let options = PmOptions { msync: true, ..PmOptions::default() };
+    let pool = Pool::<Direct>::create(&path, SIZE, CHUNK, &options).unwrap();
+    assert!(pool.backend().info().durability().contains("power failure"));
+    let chunk = pool.allocate_chunk(ChunkOwner::new(1).unwrap(), false).unwrap();
+    pmtx_pm::reset_thread_counters();
+    pool.backend().write(pool.chunk_offset(chunk), &[7u8; 100]);
+    pool.backend().persist(pool.chunk_offset(chunk), 100);
+    let counters = pmtx_pm::thread_counters();
+    assert_eq!(counters.fences, 1);
+    assert_eq!(counters.msyncs, 1);
+    assert_eq!(counters.lines_flushed, 2);
+}
+
+#[test]
+fn eadr_elides_flushes_but_keeps_fences() {
+    let options = PmOptions { domain: pmtx_pm::PersistenceDomain::Eadr, ..PmOptions::default() };
+    let pool = Pool::<Direct>::create_in_memory(SIZE, CHUNK, &options).unwrap();
+    pmtx_pm::reset_thread_counters();
+    pool.backend().write(layout::CHUNK_TABLE_OFFSET + 4096, &[1u8; 256]);
+    pool.backend().persist(layout::CHUNK_TABLE_OFFSET + 4096, 256);
+    let counters = pmtx_pm::thread_counters();
+    assert_eq!(counters.lines_flushed, 0);
+    assert_eq!(counters.fences, 1);
+    assert_eq!(counters.bytes_written, 256);
+}
