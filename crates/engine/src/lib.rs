@@ -1,1 +1,26 @@
-//! placeholder
+//! pmtx-engine: tables, indexes, the transaction API and the engines.
+//!
+//! Engines implement one trait ([`engine::Engine`]) and are chosen by
+//! [`EngineKind`] in [`DbOptions`] when the database is opened. Shared
+//! protocol steps (OCC validation, the PM redo log, checkpoints, recovery)
+//! live once, in their own modules.
+
+pub mod checkpoint;
+mod db;
+pub mod engine;
+mod engines;
+pub mod epoch;
+mod error;
+mod group_commit;
+pub mod index;
+pub mod log;
+pub mod occ;
+pub mod record;
+mod schema;
+pub mod table;
+
+pub use db::{prefix_range, Database, DbOptions, Finished, Outcome, PoolLocation, Transaction, Worker, WorkerStats};
+pub use engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
+pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};
+pub use index::ScanDirection;
+pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, TableSchema};

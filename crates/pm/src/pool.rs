@@ -259,6 +259,14 @@ impl<B: PmBackend> Pool<B> {
         self.backend.persist(layout::CLEAN_SHUTDOWN_OFFSET, 8);
     }
 
+    /// Marks a clean shutdown without giving up the pool (for engines that
+    /// share the pool through an `Arc`). Call only when all state is durable
+    /// and no more writes follow; the next `open` clears the flag again.
+    pub fn mark_clean_shutdown(&self) {
+        self.backend.store_u64(layout::CLEAN_SHUTDOWN_OFFSET, layout::CLEAN_SHUTDOWN_MAGIC);
+        self.backend.persist(layout::CLEAN_SHUTDOWN_OFFSET, 8);
+    }
+
     /// The backend: the only way to access pool bytes.
     #[inline(always)]
     pub fn backend(&self) -> &B {

@@ -1,0 +1,539 @@
+//! The embedding API: open a [`Database`], take a [`Worker`] per thread, run
+//! transaction bodies with automatic retry.
+//!
+//! ```no_run
+//! use pmtx_engine::{Database, DbOptions, EngineKind, TableSchema, TableId};
+//! let options = DbOptions::in_memory(EngineKind::Silo, vec![TableSchema::ordered("accounts")]);
+//! let db = Database::open(options).unwrap();
+//! let accounts = db.table_id("accounts").unwrap();
+//! let mut worker = db.worker(0).unwrap();
+//! worker.run(|tx| tx.put(accounts, b"alice", b"100")).unwrap();
+//! ```
+
+use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, ScanRequest, WriteOp};
+use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
+use crate::index::ScanDirection;
+use crate::schema::{TableId, TableSchema};
+use pmtx_pm::{BackendKind, PmOptions};
+use rand::{Rng, SeedableRng};
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where the pool of a durable engine lives.
+#[derive(Clone, Debug)]
+pub enum PoolLocation {
+    /// Anonymous memory of this size (tests, simulation).
+    InMemory {
+        /// Bytes.
+        size: u64,
+    },
+    /// A file; created with `size` bytes if missing.
+    File {
+        /// The pool file.
+        path: PathBuf,
+        /// Size used when creating it.
+        size: u64,
+    },
+}
+
+/// Options of [`Database::open`]. Start from a preset and override fields.
+#[derive(Clone, Debug)]
+pub struct DbOptions {
+    /// Which engine.
+    pub engine: EngineKind,
+    /// The tables (the same list at every open of a pool).
+    pub tables: Vec<TableSchema>,
+    /// Most worker threads that will run at once.
+    pub workers: usize,
+    /// Pool location (ignored by non-durable engines).
+    pub pool: PoolLocation,
+    /// PM backend.
+    pub backend: BackendKind,
+    /// PM options (flush instruction, domain, msync, latency model, seed).
+    pub pm: PmOptions,
+    /// Pool chunk size when creating.
+    pub chunk_size: u64,
+    /// Epoch length (group commit and TID epochs); 40 ms as in Silo/DBX.
+    pub epoch_interval: Duration,
+    /// Periodic checkpoint interval; `None` disables periodic checkpoints.
+    pub checkpoint_interval: Option<Duration>,
+    /// Attempts before a transaction gives up with `TooManyAborts`.
+    pub max_attempts: u32,
+    /// Seed for backoff jitter and anything random inside the engine.
+    pub seed: u64,
+}
+
+impl DbOptions {
+    /// Defaults: 2 workers, 1 GiB pool file, direct backend, 40 ms epochs,
+    /// checkpoints every 10 s.
+    pub fn new(engine: EngineKind, tables: Vec<TableSchema>, path: impl Into<PathBuf>) -> Self {
+        Self {
+            engine,
+            tables,
+            workers: 2,
+            pool: PoolLocation::File { path: path.into(), size: 1 << 30 },
+            backend: BackendKind::Direct,
+            pm: PmOptions::default(),
+            chunk_size: pmtx_pm::layout::DEFAULT_CHUNK_SIZE,
+            epoch_interval: Duration::from_millis(40),
+            checkpoint_interval: Some(Duration::from_secs(10)),
+            max_attempts: 1000,
+            seed: 0x5EED,
+        }
+    }
+
+    /// A small in-memory preset for tests: 64 MiB pool in 256 KiB chunks,
+    /// 4 workers, 2 ms epochs, no periodic checkpoints.
+    pub fn in_memory(engine: EngineKind, tables: Vec<TableSchema>) -> Self {
+        Self {
+            workers: 4,
+            pool: PoolLocation::InMemory { size: 64 << 20 },
+            chunk_size: 256 << 10,
+            epoch_interval: Duration::from_millis(2),
+            checkpoint_interval: None,
+            ..Self::new(engine, tables, "")
+        }
+    }
+
+    pub(crate) fn validate(&self) -> DbResult<()> {
+        if self.workers == 0 || self.workers > 1024 {
+            return Err(DbError::InvalidConfig(format!("workers must be 1..=1024, got {}", self.workers)));
+        }
+        if self.max_attempts == 0 {
+            return Err(DbError::InvalidConfig("max_attempts must be at least 1".into()));
+        }
+        if self.epoch_interval.is_zero() {
+            return Err(DbError::InvalidConfig("epoch_interval must be positive".into()));
+        }
+        let mut names = std::collections::HashSet::new();
+        for table in &self.tables {
+            if !names.insert(table.name.as_str()) {
+                return Err(DbError::InvalidConfig(format!("table {} is defined twice", table.name)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An open database.
+pub struct Database {
+    engine: Arc<dyn Engine>,
+    options: DbOptions,
+    closed: bool,
+}
+
+impl Database {
+    /// Opens (creating or recovering as needed) a database.
+    pub fn open(options: DbOptions) -> DbResult<Self> {
+        options.validate()?;
+        let engine = crate::engines::open(&options)?;
+        Ok(Self { engine, options, closed: false })
+    }
+
+    /// Opens over an existing pool (tests keep the pool to take crash images).
+    pub fn open_on_pool<B: pmtx_pm::PmBackend>(options: DbOptions, pool: Arc<pmtx_pm::Pool<B>>) -> DbResult<Self> {
+        options.validate()?;
+        let engine = crate::engines::open_on_pool(&options, pool)?;
+        Ok(Self { engine, options, closed: false })
+    }
+
+    /// The engine kind.
+    pub fn engine(&self) -> EngineKind {
+        self.engine.kind()
+    }
+
+    /// The options used.
+    pub fn options(&self) -> &DbOptions {
+        &self.options
+    }
+
+    /// Table id by name.
+    pub fn table_id(&self, name: &str) -> DbResult<TableId> {
+        self.engine
+            .tables()
+            .iter()
+            .find(|t| t.schema().name == name)
+            .map(|t| t.id())
+            .ok_or_else(|| DbError::UnknownTable(name.to_string()))
+    }
+
+    /// Secondary index position by table and index name.
+    pub fn secondary_id(&self, table: TableId, name: &str) -> DbResult<u32> {
+        let table = self.table(table)?;
+        table.secondary_position(name).ok_or_else(|| DbError::UnknownIndex {
+            table: table.schema().name.clone(),
+            index: name.to_string(),
+        })
+    }
+
+    /// The table (for direct inspection by checks and tests).
+    pub fn table(&self, id: TableId) -> DbResult<&crate::table::Table> {
+        self.engine.tables().get(id.0 as usize).ok_or_else(|| DbError::UnknownTable(format!("#{}", id.0)))
+    }
+
+    /// A worker for thread slot `id` (< `options.workers`).
+    pub fn worker(&self, id: usize) -> DbResult<Worker> {
+        if id >= self.options.workers {
+            return Err(DbError::InvalidConfig(format!(
+                "worker {id} requested but the database was opened for {} workers",
+                self.options.workers
+            )));
+        }
+        let inner = Arc::clone(&self.engine).worker(id);
+        Ok(Worker {
+            inner,
+            engine: Arc::clone(&self.engine),
+            max_attempts: self.options.max_attempts,
+            rng: rand_chacha::ChaCha8Rng::seed_from_u64(self.options.seed ^ (id as u64).wrapping_mul(0x9E37)),
+            stats: WorkerStats::default(),
+            pending: std::collections::VecDeque::new(),
+        })
+    }
+
+    /// Engine statistics.
+    pub fn stats(&self) -> EngineStats {
+        self.engine.stats()
+    }
+
+    /// Takes a checkpoint now.
+    pub fn checkpoint(&self) -> DbResult<()> {
+        self.engine.checkpoint()
+    }
+
+    /// Makes everything durable and marks a clean shutdown.
+    pub fn close(mut self) -> DbResult<()> {
+        self.closed = true;
+        self.engine.close()
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        if !self.closed {
+            // Dropping without close stops background threads but does not
+            // mark a clean shutdown: the next open runs full recovery.
+            let _ = self.engine.close_on_drop();
+        }
+    }
+}
+
+/// How a transaction ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome<R> {
+    /// Committed (and durable once acknowledged).
+    Committed(R),
+    /// The body rolled back.
+    RolledBack,
+}
+
+/// A finished transaction.
+#[derive(Debug)]
+pub struct Finished<R> {
+    /// Committed or rolled back.
+    pub outcome: Outcome<R>,
+    /// Attempts made (1 = no abort).
+    pub attempts: u32,
+    /// From the first attempt's start to the durable acknowledgement.
+    pub latency: Duration,
+}
+
+impl<R> Finished<R> {
+    /// The committed value, if any.
+    pub fn committed(self) -> Option<R> {
+        match self.outcome {
+            Outcome::Committed(value) => Some(value),
+            Outcome::RolledBack => None,
+        }
+    }
+}
+
+/// Per-worker counters.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerStats {
+    /// Committed transactions.
+    pub committed: u64,
+    /// Rolled-back transactions.
+    pub rolled_back: u64,
+    /// Aborted attempts by reason (index: `AbortReason::index`).
+    pub aborts: [u64; AbortReason::ALL.len()],
+}
+
+impl WorkerStats {
+    /// Total aborted attempts.
+    pub fn total_aborts(&self) -> u64 {
+        self.aborts.iter().sum()
+    }
+}
+
+/// A thread's handle for running transactions.
+pub struct Worker {
+    inner: Box<dyn EngineWorker>,
+    engine: Arc<dyn Engine>,
+    max_attempts: u32,
+    rng: rand_chacha::ChaCha8Rng,
+    stats: WorkerStats,
+    pending: std::collections::VecDeque<(CommitTicket, Instant, u32)>,
+}
+
+impl Worker {
+    fn attempt<R>(
+        &mut self,
+        read_only: bool,
+        body: &mut dyn FnMut(&mut Transaction<'_>) -> TxResult<R>,
+    ) -> DbResult<(Outcome<(R, CommitTicket)>, u32)> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            self.inner.begin(read_only);
+            let mut tx = Transaction { worker: self.inner.as_mut(), read_only };
+            let result = body(&mut tx).and_then(|value| self.inner.commit().map(|ticket| (value, ticket)));
+            match result {
+                Ok(done) => {
+                    self.stats.committed += 1;
+                    return Ok((Outcome::Committed(done), attempts));
+                }
+                Err(TxError::Rollback) => {
+                    self.inner.abort();
+                    self.stats.rolled_back += 1;
+                    return Ok((Outcome::RolledBack, attempts));
+                }
+                Err(TxError::Db(error)) => {
+                    self.inner.abort();
+                    self.inner.idle();
+                    return Err(error);
+                }
+                Err(TxError::Abort(reason)) => {
+                    self.inner.abort();
+                    self.stats.aborts[reason.index()] += 1;
+                    if attempts >= self.max_attempts {
+                        self.inner.idle();
+                        return Err(DbError::TooManyAborts { attempts, last: reason });
+                    }
+                    self.backoff(attempts);
+                }
+            }
+        }
+    }
+
+    fn backoff(&mut self, attempts: u32) {
+        let ceiling = 1u32 << attempts.min(10);
+        let spins = self.rng.gen_range(0..ceiling * 16);
+        for _ in 0..spins {
+            std::hint::spin_loop();
+        }
+        if attempts > 16 {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Runs `body` until it commits (retrying aborts), rolls back, or fails;
+    /// returns after the commit is durable.
+    pub fn run<R>(&mut self, mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>) -> DbResult<Finished<R>> {
+        self.run_with(false, &mut body)
+    }
+
+    /// Like [`Worker::run`] for a body that only reads.
+    pub fn run_read_only<R>(
+        &mut self,
+        mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>,
+    ) -> DbResult<Finished<R>> {
+        self.run_with(true, &mut body)
+    }
+
+    fn run_with<R>(
+        &mut self,
+        read_only: bool,
+        body: &mut dyn FnMut(&mut Transaction<'_>) -> TxResult<R>,
+    ) -> DbResult<Finished<R>> {
+        let start = Instant::now();
+        let (outcome, attempts) = self.attempt(read_only, body)?;
+        let outcome = match outcome {
+            Outcome::Committed((value, ticket)) => {
+                self.inner.wait_durable(ticket);
+                Outcome::Committed(value)
+            }
+            Outcome::RolledBack => Outcome::RolledBack,
+        };
+        self.inner.idle();
+        Ok(Finished { outcome, attempts, latency: start.elapsed() })
+    }
+
+    /// Runs `body` without waiting for durability: the commit is queued and
+    /// reported by [`Worker::drain_acknowledged`] once durable, with `tag`.
+    /// Group commit needs this to keep a thread busy while its epoch fills.
+    pub fn run_pipelined<R>(
+        &mut self,
+        tag: u32,
+        read_only: bool,
+        mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>,
+    ) -> DbResult<(Outcome<R>, u32)> {
+        let start = Instant::now();
+        let (outcome, attempts) = self.attempt(read_only, &mut body)?;
+        Ok(match outcome {
+            Outcome::Committed((value, ticket)) => {
+                self.pending.push_back((ticket, start, tag));
+                (Outcome::Committed(value), attempts)
+            }
+            Outcome::RolledBack => (Outcome::RolledBack, attempts),
+        })
+    }
+
+    /// Reports (tag, latency to durability) of every queued commit that is
+    /// durable now, in commit order.
+    pub fn drain_acknowledged(&mut self, mut acknowledge: impl FnMut(u32, Duration)) {
+        while let Some((ticket, start, tag)) = self.pending.front().copied() {
+            if !self.engine.is_durable(ticket) {
+                break;
+            }
+            self.pending.pop_front();
+            acknowledge(tag, start.elapsed());
+        }
+    }
+
+    /// Waits for every queued commit and reports them.
+    pub fn wait_all_acknowledged(&mut self, mut acknowledge: impl FnMut(u32, Duration)) {
+        if let Some((ticket, _, _)) = self.pending.back().copied() {
+            self.inner.wait_durable(ticket);
+        }
+        self.drain_acknowledged(&mut acknowledge);
+        debug_assert!(self.pending.is_empty());
+    }
+
+    /// Commits queued and not yet acknowledged.
+    pub fn pending_acknowledgements(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Marks the worker idle between transactions (pipelined callers that
+    /// pause should call this so group commit does not wait for them).
+    pub fn idle(&mut self) {
+        self.inner.idle();
+    }
+
+    /// Counters of this worker.
+    pub fn stats(&self) -> &WorkerStats {
+        &self.stats
+    }
+
+    /// Resets the counters.
+    pub fn reset_stats(&mut self) {
+        self.stats = WorkerStats::default();
+    }
+}
+
+/// The body's view of one attempt.
+pub struct Transaction<'w> {
+    worker: &'w mut dyn EngineWorker,
+    read_only: bool,
+}
+
+impl Transaction<'_> {
+    /// Reads `key`.
+    pub fn get(&mut self, table: TableId, key: &[u8]) -> TxResult<Option<Vec<u8>>> {
+        let mut out = Vec::new();
+        Ok(self.worker.get(table, key, &mut out)?.then_some(out))
+    }
+
+    /// Reads `key` into `out`; false if absent.
+    pub fn get_into(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
+        self.worker.get(table, key, out)
+    }
+
+    fn write(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool> {
+        if self.read_only {
+            return Err(TxError::Db(DbError::InvalidConfig("write in a read-only transaction".into())));
+        }
+        self.worker.write(table, key, op)
+    }
+
+    /// Inserts or overwrites.
+    pub fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> TxResult<()> {
+        self.write(table, key, WriteOp::Put(value)).map(|_| ())
+    }
+
+    /// Inserts if absent; false if the key exists.
+    pub fn insert(&mut self, table: TableId, key: &[u8], value: &[u8]) -> TxResult<bool> {
+        self.write(table, key, WriteOp::Insert(value))
+    }
+
+    /// Overwrites if present; false if absent.
+    pub fn update(&mut self, table: TableId, key: &[u8], value: &[u8]) -> TxResult<bool> {
+        self.write(table, key, WriteOp::Update(value))
+    }
+
+    /// Deletes if present; false if absent.
+    pub fn delete(&mut self, table: TableId, key: &[u8]) -> TxResult<bool> {
+        self.write(table, key, WriteOp::Delete)
+    }
+
+    /// Visits rows of the primary index in `range`.
+    pub fn scan_with(
+        &mut self,
+        table: TableId,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        direction: ScanDirection,
+        limit: usize,
+        mut visit: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxResult<()> {
+        let request = ScanRequest { table, secondary: None, range, direction, limit };
+        self.worker.scan(request, &mut visit)
+    }
+
+    /// Collects rows of the primary index in `range`.
+    pub fn scan(
+        &mut self,
+        table: TableId,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        direction: ScanDirection,
+        limit: usize,
+    ) -> TxResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut rows = Vec::new();
+        self.scan_with(table, range, direction, limit, |k, v| {
+            rows.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        Ok(rows)
+    }
+
+    /// Collects (primary key, value) of rows whose secondary key lies in
+    /// `range` (secondary keys are prefixes; see [`prefix_range`]).
+    pub fn scan_secondary(
+        &mut self,
+        table: TableId,
+        secondary: u32,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        direction: ScanDirection,
+        limit: usize,
+    ) -> TxResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut rows = Vec::new();
+        let request = ScanRequest { table, secondary: Some(secondary), range, direction, limit };
+        self.worker.scan(request, &mut |k, v| {
+            rows.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        Ok(rows)
+    }
+
+    /// The error a body returns to roll back: `return Err(tx.rollback())`.
+    pub fn rollback(&self) -> TxError {
+        TxError::Rollback
+    }
+}
+
+/// The range of all keys starting with `prefix`: (Included(prefix),
+/// Excluded(next prefix)) — the successor is computed into `upper`.
+pub fn prefix_range<'a>(prefix: &'a [u8], upper: &'a mut Vec<u8>) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
+    upper.clear();
+    upper.extend_from_slice(prefix);
+    while let Some(last) = upper.last_mut() {
+        if *last == 0xFF {
+            upper.pop();
+        } else {
+            *last += 1;
+            return (Bound::Included(prefix), Bound::Excluded(upper.as_slice()));
+        }
+    }
+    (Bound::Included(prefix), Bound::Unbounded)
+}

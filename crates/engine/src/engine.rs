@@ -1,0 +1,163 @@
+//! The one trait every engine implements, and the values that cross it.
+//!
+//! A [`crate::Database`] holds an `Arc<dyn Engine>` chosen from
+//! [`EngineKind`] at open time; each worker thread owns a
+//! `Box<dyn EngineWorker>`. Engines are generic over the PM backend inside,
+//! so the dynamic dispatch happens once per operation, never per store.
+
+use crate::error::{DbResult, TxResult};
+use crate::index::ScanDirection;
+use crate::schema::TableId;
+use crate::table::Table;
+use std::ops::Bound;
+
+/// Which engine a database runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EngineKind {
+    /// Silo-style OCC without durability (the papers' DBX-DRAM upper bound).
+    Silo,
+    /// Silo + per-thread redo logs in PM + epoch group commit (DBX-NVM).
+    GroupCommit,
+}
+
+impl EngineKind {
+    /// Every engine, for `--help` and tests.
+    pub const ALL: [EngineKind; 2] = [EngineKind::Silo, EngineKind::GroupCommit];
+
+    /// Parses an engine name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Silo => "silo",
+            EngineKind::GroupCommit => "group-commit",
+        }
+    }
+
+    /// Whether acknowledged commits survive a crash.
+    pub fn is_durable(self) -> bool {
+        !matches!(self, EngineKind::Silo)
+    }
+}
+
+impl std::fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// When a committed transaction becomes durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitTicket {
+    /// Already durable (synchronous logging, or a non-durable engine).
+    Durable,
+    /// Durable once the engine's durable epoch reaches this epoch.
+    Epoch(u64),
+}
+
+/// One write of a transaction body.
+#[derive(Clone, Copy, Debug)]
+pub enum WriteOp<'a> {
+    /// Insert or overwrite.
+    Put(&'a [u8]),
+    /// Insert only if absent; returns false (and writes nothing) if present.
+    Insert(&'a [u8]),
+    /// Overwrite only if present; returns false if absent.
+    Update(&'a [u8]),
+    /// Delete if present; returns false if absent.
+    Delete,
+}
+
+/// A range scan request.
+#[derive(Clone, Copy, Debug)]
+pub struct ScanRequest<'a> {
+    /// Table.
+    pub table: TableId,
+    /// `None` for the primary index, else a secondary index position.
+    pub secondary: Option<u32>,
+    /// Key range (secondary: over secondary keys).
+    pub range: (Bound<&'a [u8]>, Bound<&'a [u8]>),
+    /// Direction.
+    pub direction: ScanDirection,
+    /// At most this many rows.
+    pub limit: usize,
+}
+
+/// Engine-wide statistics.
+#[derive(Clone, Debug, Default)]
+pub struct EngineStats {
+    /// Checkpoints completed since open.
+    pub checkpoints: u64,
+    /// Bytes of log currently held in the pool.
+    pub log_bytes: u64,
+    /// Log segments freed by truncation since open.
+    pub log_segments_freed: u64,
+    /// Highest durable epoch (epoch engines).
+    pub durable_epoch: u64,
+    /// Recovery report of the last open.
+    pub recovery: Option<RecoveryReport>,
+}
+
+/// What recovery did at open.
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryReport {
+    /// Whether the pool was closed cleanly (fast path taken).
+    pub clean_shutdown: bool,
+    /// Rows loaded from the checkpoint.
+    pub checkpoint_rows: u64,
+    /// Log records scanned.
+    pub log_records_scanned: u64,
+    /// Log records applied (newer than the row's TID).
+    pub log_records_applied: u64,
+    /// Log records skipped because their epoch was not durable.
+    pub log_records_not_durable: u64,
+    /// Wall time of recovery.
+    pub duration: std::time::Duration,
+}
+
+/// A database engine.
+pub trait Engine: Send + Sync + 'static {
+    /// Which engine.
+    fn kind(&self) -> EngineKind;
+    /// Tables, by id.
+    fn tables(&self) -> &[Table];
+    /// A per-thread worker; `id` is below the configured worker count.
+    fn worker(self: std::sync::Arc<Self>, id: usize) -> Box<dyn EngineWorker>;
+    /// Whether `ticket` is durable now.
+    fn is_durable(&self, ticket: CommitTicket) -> bool;
+    /// Statistics.
+    fn stats(&self) -> EngineStats;
+    /// Takes a checkpoint now (durable engines; no-op otherwise).
+    fn checkpoint(&self) -> DbResult<()>;
+    /// Stops background work, makes everything durable and marks a clean
+    /// shutdown.
+    fn close(&self) -> DbResult<()>;
+    /// Stops background work without marking a clean shutdown (a dropped,
+    /// unclosed database behaves like a crash for the next open).
+    fn close_on_drop(&self) -> DbResult<()>;
+}
+
+/// One worker thread's transaction machinery.
+pub trait EngineWorker: Send {
+    /// Starts an attempt.
+    fn begin(&mut self, read_only: bool);
+    /// Reads `key` into `out`; `Ok(false)` if absent.
+    fn get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool>;
+    /// Writes; see [`WriteOp`] for the meaning of the result.
+    fn write(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool>;
+    /// Range scan; `visit(primary key, value)` returns false to stop.
+    fn scan(&mut self, request: ScanRequest<'_>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> TxResult<()>;
+    /// Validates and commits the attempt.
+    fn commit(&mut self) -> TxResult<CommitTicket>;
+    /// Discards the attempt.
+    fn abort(&mut self);
+    /// The worker goes idle (between transactions), so group commit does
+    /// not wait for it.
+    fn idle(&mut self);
+    /// Blocks until `ticket` is durable.
+    fn wait_durable(&mut self, ticket: CommitTicket);
+}

@@ -1,0 +1,51 @@
+//! Engine construction: the one place that maps an [`EngineKind`] and a
+//! backend kind to a concrete, monomorphized engine.
+
+mod occ_engine;
+
+use crate::db::{DbOptions, PoolLocation};
+use crate::engine::{Engine, EngineKind};
+use crate::error::DbResult;
+use pmtx_pm::{BackendKind, Direct, Emulated, PmBackend, Pool, Sim};
+use std::sync::Arc;
+
+pub(crate) use occ_engine::{EnginePolicy, NoLog, OccEngine};
+
+/// Opens the engine `options` ask for, creating or opening its pool.
+pub(crate) fn open(options: &DbOptions) -> DbResult<Arc<dyn Engine>> {
+    if !options.engine.is_durable() {
+        return Ok(OccEngine::open(options, NoLog)?);
+    }
+    match options.backend {
+        BackendKind::Direct => open_on_pool(options, Arc::new(open_pool::<Direct>(options)?)),
+        BackendKind::Emulated => open_on_pool(options, Arc::new(open_pool::<Emulated>(options)?)),
+        BackendKind::Sim => open_on_pool(options, Arc::new(open_pool::<Sim>(options)?)),
+    }
+}
+
+fn open_pool<B: PmBackend>(options: &DbOptions) -> DbResult<Pool<B>> {
+    Ok(match &options.pool {
+        PoolLocation::InMemory { size } => Pool::create_in_memory(*size, options.chunk_size, &options.pm)?,
+        PoolLocation::File { path, size } => {
+            if path.exists() {
+                Pool::open(path, &options.pm)?
+            } else {
+                Pool::create(path, *size, options.chunk_size, &options.pm)?
+            }
+        }
+    })
+}
+
+/// Opens the engine over an existing pool.
+pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
+    match options.engine {
+        EngineKind::Silo => {
+            drop(pool);
+            Ok(OccEngine::open(options, NoLog)?)
+        }
+        EngineKind::GroupCommit => {
+            let log = crate::group_commit::GroupCommitLog::open(options, pool)?;
+            Ok(OccEngine::open(options, log)?)
+        }
+    }
+}

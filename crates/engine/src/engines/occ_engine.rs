@@ -1,0 +1,221 @@
+//! The OCC engine shell: tables, epochs, a background ticker, and a
+//! [`CommitLog`] policy (none for `silo`, epoch group commit for
+//! `group-commit`).
+
+use crate::db::DbOptions;
+use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker};
+use crate::epoch::Epochs;
+use crate::error::DbResult;
+use crate::occ::{CommitLog, OccShared, OccWorker, WriteEntry};
+use crate::schema::TableId;
+use crate::table::Table;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The commit-log policy of an engine, plus what it does on each epoch tick
+/// and at close.
+pub(crate) trait EnginePolicy: CommitLog {
+    /// Which engine this policy makes.
+    fn kind(&self) -> EngineKind;
+    /// Loads durable state into `tables` (recovery); returns the epochs to
+    /// run with (starting above every recovered TID).
+    fn recover(&self, tables: &[Table], workers: usize) -> DbResult<Arc<Epochs>>;
+    /// Runs once per epoch on the background thread after the epoch advanced.
+    fn on_epoch(&self, shared: &OccShared<Self>)
+    where
+        Self: Sized;
+    /// Takes a checkpoint.
+    fn checkpoint(&self, shared: &OccShared<Self>) -> DbResult<()>
+    where
+        Self: Sized;
+    /// Final work at a clean close.
+    fn close(&self, shared: &OccShared<Self>, clean: bool) -> DbResult<()>
+    where
+        Self: Sized;
+    /// Statistics.
+    fn stats(&self) -> EngineStats;
+}
+
+/// No durability: the `silo` engine.
+pub(crate) struct NoLog;
+
+impl CommitLog for NoLog {
+    type Worker = ();
+    fn worker(&self, _id: usize) -> DbResult<()> {
+        Ok(())
+    }
+    fn append(&self, _worker: &mut (), _tid: u64, _writes: &[WriteEntry]) -> DbResult<CommitTicket> {
+        Ok(CommitTicket::Durable)
+    }
+    fn read_only_ticket(&self, _max_tid: u64) -> CommitTicket {
+        CommitTicket::Durable
+    }
+    fn is_durable(&self, _ticket: CommitTicket) -> bool {
+        true
+    }
+}
+
+impl EnginePolicy for NoLog {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Silo
+    }
+    fn recover(&self, _tables: &[Table], workers: usize) -> DbResult<Arc<Epochs>> {
+        Ok(Arc::new(Epochs::new(workers, 1)))
+    }
+    fn on_epoch(&self, _shared: &OccShared<Self>) {}
+    fn checkpoint(&self, _shared: &OccShared<Self>) -> DbResult<()> {
+        Ok(())
+    }
+    fn close(&self, _shared: &OccShared<Self>, _clean: bool) -> DbResult<()> {
+        Ok(())
+    }
+    fn stats(&self) -> EngineStats {
+        EngineStats::default()
+    }
+}
+
+/// An OCC engine with policy `L`.
+pub(crate) struct OccEngine<L: EnginePolicy> {
+    shared: Arc<OccShared<L>>,
+    stop: Arc<AtomicBool>,
+    ticker: Mutex<Option<JoinHandle<()>>>,
+    checkpointer: Mutex<Option<JoinHandle<()>>>,
+    closed: AtomicBool,
+}
+
+impl<L: EnginePolicy> OccEngine<L> {
+    pub(crate) fn open(options: &DbOptions, policy: L) -> DbResult<Arc<Self>> {
+        let tables = options
+            .tables
+            .iter()
+            .enumerate()
+            .map(|(position, schema)| Table::new(TableId(position as u32), schema.clone()))
+            .collect::<DbResult<Vec<_>>>()?;
+        let epochs = policy.recover(&tables, options.workers)?;
+        debug_assert_eq!(epochs.capacity(), options.workers);
+        let shared = Arc::new(OccShared { tables, epochs, log: policy });
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker = {
+            let shared = Arc::clone(&shared);
+            let stop = Arc::clone(&stop);
+            let interval = options.epoch_interval;
+            std::thread::Builder::new()
+                .name("pmtx-epoch".into())
+                .spawn(move || ticker_loop(shared, stop, interval))
+                .map_err(|e| crate::error::DbError::InvalidConfig(format!("cannot start epoch thread: {e}")))?
+        };
+        let checkpointer = match options.checkpoint_interval {
+            Some(interval) => {
+                let shared = Arc::clone(&shared);
+                let stop = Arc::clone(&stop);
+                Some(
+                    std::thread::Builder::new()
+                        .name("pmtx-checkpoint".into())
+                        .spawn(move || checkpoint_loop(shared, stop, interval))
+                        .map_err(|e| {
+                            crate::error::DbError::InvalidConfig(format!("cannot start checkpoint thread: {e}"))
+                        })?,
+                )
+            }
+            None => None,
+        };
+        Ok(Arc::new(Self {
+            shared,
+            stop,
+            ticker: Mutex::new(Some(ticker)),
+            checkpointer: Mutex::new(checkpointer),
+            closed: AtomicBool::new(false),
+        }))
+    }
+
+    fn stop_ticker(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // The checkpointer may wait for durable epochs: stop it while the
+        // ticker still runs.
+        if let Some(handle) = self.checkpointer.lock().take() {
+            let _ = handle.join();
+        }
+        if let Some(handle) = self.ticker.lock().take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn ticker_loop<L: EnginePolicy>(shared: Arc<OccShared<L>>, stop: Arc<AtomicBool>, interval: Duration) {
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(interval);
+        shared.epochs.advance();
+        shared.log.on_epoch(&shared);
+    }
+}
+
+fn checkpoint_loop<L: EnginePolicy>(shared: Arc<OccShared<L>>, stop: Arc<AtomicBool>, interval: Duration) {
+    let step = Duration::from_millis(10).min(interval);
+    let mut waited = Duration::ZERO;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(step);
+        waited += step;
+        if waited >= interval {
+            waited = Duration::ZERO;
+            if let Err(error) = shared.log.checkpoint(&shared) {
+                eprintln!("pmtx: periodic checkpoint failed: {error}");
+            }
+        }
+    }
+}
+
+impl<L: EnginePolicy> Engine for OccEngine<L> {
+    fn kind(&self) -> EngineKind {
+        self.shared.log.kind()
+    }
+
+    fn tables(&self) -> &[Table] {
+        &self.shared.tables
+    }
+
+    fn worker(self: Arc<Self>, id: usize) -> Box<dyn EngineWorker> {
+        match OccWorker::new(Arc::clone(&self.shared), id) {
+            Ok(worker) => Box::new(worker),
+            Err(error) => panic!("cannot create worker {id}: {error}"),
+        }
+    }
+
+    fn is_durable(&self, ticket: CommitTicket) -> bool {
+        self.shared.log.is_durable(ticket)
+    }
+
+    fn stats(&self) -> EngineStats {
+        let mut stats = self.shared.log.stats();
+        stats.durable_epoch = self.shared.epochs.durable();
+        stats
+    }
+
+    fn checkpoint(&self) -> DbResult<()> {
+        self.shared.log.checkpoint(&self.shared)
+    }
+
+    fn close(&self) -> DbResult<()> {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.stop_ticker();
+        self.shared.log.close(&self.shared, true)
+    }
+
+    fn close_on_drop(&self) -> DbResult<()> {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.stop_ticker();
+        self.shared.log.close(&self.shared, false)
+    }
+}
+
+impl<L: EnginePolicy> Drop for OccEngine<L> {
+    fn drop(&mut self) {
+        self.stop_ticker();
+    }
+}

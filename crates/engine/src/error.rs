@@ -1,0 +1,155 @@
+//! Errors and aborts.
+//!
+//! An abort is a normal outcome of concurrency control and is retried by the
+//! worker; a user rollback is its own outcome; everything else (I/O,
+//! corruption, out of space, bad input) is a [`DbError`] and ends the
+//! transaction. Real bugs panic.
+
+use pmtx_pm::PoolError;
+
+/// Why a transaction attempt aborted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum AbortReason {
+    /// A record in the read set changed or is locked by another writer.
+    ReadValidation,
+    /// A scanned index leaf changed (insert, delete or split): a phantom.
+    NodeValidation,
+    /// A record to be written was locked and the lock could not be taken.
+    WriteLock,
+    /// A record read was installed but its log not yet durable (DBXN's odd
+    /// version), and still was at validation.
+    NotYetDurable,
+    /// The hardware or simulated transactional region gave up.
+    Region,
+    /// A lock of a lock-based protocol could not be taken (no-wait / try-lock).
+    LockConflict,
+    /// A read saw a record that was being written and could not get a stable
+    /// snapshot.
+    UnstableRead,
+}
+
+impl AbortReason {
+    /// Every reason, for reports.
+    pub const ALL: [AbortReason; 7] = [
+        AbortReason::ReadValidation,
+        AbortReason::NodeValidation,
+        AbortReason::WriteLock,
+        AbortReason::NotYetDurable,
+        AbortReason::Region,
+        AbortReason::LockConflict,
+        AbortReason::UnstableRead,
+    ];
+
+    /// Stable short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AbortReason::ReadValidation => "read_validation",
+            AbortReason::NodeValidation => "node_validation",
+            AbortReason::WriteLock => "write_lock",
+            AbortReason::NotYetDurable => "not_yet_durable",
+            AbortReason::Region => "region",
+            AbortReason::LockConflict => "lock_conflict",
+            AbortReason::UnstableRead => "unstable_read",
+        }
+    }
+
+    /// Dense index into per-reason counters.
+    pub fn index(self) -> usize {
+        AbortReason::ALL.iter().position(|r| *r == self).expect("listed")
+    }
+}
+
+impl std::fmt::Display for AbortReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Errors that end a transaction (not retried).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DbError {
+    /// The persistent-memory pool failed or is damaged.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// No table of that name or id.
+    #[error("unknown table {0}")]
+    UnknownTable(String),
+    /// No secondary index of that name on the table.
+    #[error("table {table}: unknown secondary index {index}")]
+    UnknownIndex {
+        /// Table name.
+        table: String,
+        /// Index name.
+        index: String,
+    },
+    /// A value longer than the table allows.
+    #[error("table {table}: value of {len} bytes exceeds the limit of {max} bytes")]
+    ValueTooLarge {
+        /// Table name.
+        table: String,
+        /// Value length.
+        len: usize,
+        /// The schema's limit.
+        max: usize,
+    },
+    /// A key longer than the index allows.
+    #[error("table {table}: key of {len} bytes exceeds the limit of {max} bytes")]
+    KeyTooLong {
+        /// Table name.
+        table: String,
+        /// Key length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The pool has no space left for logs, checkpoints or data.
+    #[error("out of persistent-memory space: {0}")]
+    OutOfSpace(String),
+    /// Persistent structures are inconsistent.
+    #[error("corrupt database: {0}")]
+    Corrupt(String),
+    /// Retries exhausted.
+    #[error("transaction aborted {attempts} times (last reason: {last}); giving up")]
+    TooManyAborts {
+        /// Attempts made.
+        attempts: u32,
+        /// Reason of the last abort.
+        last: AbortReason,
+    },
+    /// An option or schema is invalid.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+    /// The pool holds a database of another schema or engine.
+    #[error("schema mismatch: {0}")]
+    SchemaMismatch(String),
+    /// The database was poisoned by an earlier persistence failure.
+    #[error("database is unusable after an earlier failure: {0}")]
+    Poisoned(String),
+}
+
+/// What ends one attempt of a transaction body.
+#[derive(Debug, thiserror::Error)]
+pub enum TxError {
+    /// Concurrency-control abort: the worker retries.
+    #[error("aborted: {0}")]
+    Abort(AbortReason),
+    /// The body asked to roll back (e.g. TPC-C NewOrder's 1%): not retried.
+    #[error("rolled back by the transaction")]
+    Rollback,
+    /// A real error: not retried.
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+impl From<PoolError> for TxError {
+    fn from(error: PoolError) -> Self {
+        TxError::Db(DbError::Pool(error))
+    }
+}
+
+/// Result of one transaction operation.
+pub type TxResult<T> = Result<T, TxError>;
+/// Result of database-level operations.
+pub type DbResult<T> = Result<T, DbError>;

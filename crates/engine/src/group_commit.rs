@@ -1,0 +1,435 @@
+//! The `group-commit` engine's durability policy (DBX-NVM in the DBXN
+//! paper, Silo's epoch-based group commit on PM).
+//!
+//! Workers append redo records to their own PM log with ordinary stores and
+//! never flush. Once per epoch the ticker thread waits until every active
+//! worker has moved past the closing epoch, flushes each worker's new log
+//! bytes, issues one fence, and persists the durable epoch in the pool root
+//! `log.durable_epoch`. A commit is acknowledged once its epoch is durable.
+//!
+//! Recovery: load the current checkpoint, replay every valid log record
+//! whose epoch is at least the checkpoint's start epoch and at most the
+//! durable epoch (per-key newest TID wins, so worker logs replay in
+//! parallel), rebuild secondary indexes, then write a fresh checkpoint and
+//! free the old logs, so records of never-durable epochs can never be
+//! mistaken for durable ones later.
+
+use crate::checkpoint::{self, CheckpointMeta};
+use crate::db::DbOptions;
+use crate::engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
+use crate::engines::EnginePolicy;
+use crate::epoch::Epochs;
+use crate::error::{DbError, DbResult};
+use crate::log::{self, LogShared, LogStoreMode, LogWriter, SegmentInfo};
+use crate::occ::{CommitLog, OccShared, WriteEntry};
+use crate::record::{self, Record};
+use crate::schema::schema_digest;
+use crate::table::Table;
+use parking_lot::Mutex;
+use pmtx_pm::{ChunkId, PmBackend, Pool};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Root holding the highest durable epoch.
+pub const DURABLE_EPOCH_ROOT: &str = "log.durable_epoch";
+/// Root holding the schema digest.
+pub const SCHEMA_ROOT: &str = "catalog.digest";
+/// Root holding the engine that owns the pool.
+pub const ENGINE_ROOT: &str = "engine.kind";
+
+/// Group-commit durability over a pool.
+pub(crate) struct GroupCommitLog<B: PmBackend> {
+    pool: Arc<Pool<B>>,
+    logs: Vec<Arc<LogShared>>,
+    next_sequence: Mutex<Vec<u64>>,
+    retired: Mutex<Vec<ChunkId>>,
+    epochs: OnceLock<Arc<Epochs>>,
+    checkpoint_generation: Mutex<u64>,
+    last_checkpoint: Mutex<Option<CheckpointMeta>>,
+    checkpoints: AtomicU64,
+    segments_freed: AtomicU64,
+    recovery: Mutex<Option<RecoveryReport>>,
+    /// Set when no ticker runs (closing): waiters drive epochs themselves.
+    self_driving: AtomicBool,
+    /// Serialises the epoch flush between the ticker and self-driving callers.
+    flush_lock: Mutex<()>,
+    closed: AtomicBool,
+}
+
+impl<B: PmBackend> GroupCommitLog<B> {
+    pub(crate) fn open(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Self> {
+        check_identity(&pool, EngineKind::GroupCommit, &options.tables)?;
+        Ok(Self {
+            pool,
+            logs: (0..options.workers).map(|_| Arc::new(LogShared::default())).collect(),
+            next_sequence: Mutex::new(vec![0; options.workers]),
+            retired: Mutex::new(Vec::new()),
+            epochs: OnceLock::new(),
+            checkpoint_generation: Mutex::new(0),
+            last_checkpoint: Mutex::new(None),
+            checkpoints: AtomicU64::new(0),
+            segments_freed: AtomicU64::new(0),
+            recovery: Mutex::new(None),
+            self_driving: AtomicBool::new(false),
+            flush_lock: Mutex::new(()),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    fn epochs(&self) -> &Arc<Epochs> {
+        self.epochs.get().expect("epochs attached after recovery")
+    }
+
+    /// Makes every log byte written so far durable and publishes
+    /// `durable_epoch` (all records of epochs <= it are complete).
+    fn flush_logs(&self, durable_epoch: u64) -> DbResult<()> {
+        let _guard = self.flush_lock.lock();
+        let backend = self.pool.backend();
+        let chunk_size = self.pool.geometry().chunk_size;
+        for shared in &self.logs {
+            let tail = shared.tail.load(Ordering::Acquire);
+            let flushed = shared.flushed.load(Ordering::Acquire);
+            if tail == 0 {
+                continue;
+            }
+            // The 8 zero bytes after the tail terminate recovery's scan.
+            let end = tail + 8;
+            let chunk_start = (tail - 1) / chunk_size * chunk_size;
+            let start = if flushed >= chunk_start && flushed <= tail { flushed } else { chunk_start };
+            if end > start {
+                backend.flush(start, end - start);
+            }
+            shared.flushed.store(tail, Ordering::Release);
+        }
+        backend.fence();
+        backend.crash_point("group commit: logs durable, before epoch marker");
+        if durable_epoch > self.epochs().durable() {
+            self.pool.set_root(DURABLE_EPOCH_ROOT, durable_epoch)?;
+            self.epochs().set_durable(durable_epoch);
+        }
+        Ok(())
+    }
+
+    /// Waits until every active worker works in `epoch` or later.
+    fn wait_workers_reach(&self, epoch: u64) {
+        let mut spins = 0u32;
+        while self.epochs().min_active() < epoch {
+            spins += 1;
+            if spins < 128 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
+    }
+
+    /// One group commit: close the current epoch and make it durable.
+    fn close_epoch(&self) -> DbResult<()> {
+        let epochs = self.epochs();
+        let current = epochs.global();
+        self.wait_workers_reach(current);
+        self.flush_logs(current - 1)
+    }
+
+    /// Waits until `epoch` is durable, driving epochs when no ticker runs.
+    fn wait_durable_epoch(&self, epoch: u64) -> DbResult<()> {
+        while self.epochs().durable() < epoch {
+            if self.closed.load(Ordering::SeqCst) && !self.self_driving.load(Ordering::SeqCst) {
+                return Err(DbError::Poisoned("database closed while waiting for durability".into()));
+            }
+            if self.self_driving.load(Ordering::SeqCst) {
+                self.epochs().advance();
+                self.close_epoch()?;
+            } else {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+        Ok(())
+    }
+
+    fn free_segments_before(&self, start_epoch: u64) {
+        for shared in &self.logs {
+            let mut segments = shared.segments.lock();
+            let keep_from = segments.len().saturating_sub(1);
+            let mut kept: Vec<SegmentInfo> = Vec::with_capacity(segments.len());
+            for (position, segment) in segments.drain(..).enumerate() {
+                if position < keep_from && segment.max_epoch < start_epoch {
+                    self.pool.free_chunk(segment.chunk);
+                    self.segments_freed.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    kept.push(segment);
+                }
+            }
+            *segments = kept;
+        }
+        for chunk in self.retired.lock().drain(..) {
+            self.pool.free_chunk(chunk);
+            self.segments_freed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn take_checkpoint(&self, tables: &[Table]) -> DbResult<CheckpointMeta> {
+        let mut generation = self.checkpoint_generation.lock();
+        let start_epoch = self.epochs().advance();
+        self.wait_workers_reach(start_epoch);
+        let meta = checkpoint::write_checkpoint(&self.pool, tables, *generation + 1, start_epoch, |end_epoch| {
+            self.wait_durable_epoch(end_epoch.max(start_epoch - 1))
+        })?;
+        *generation += 1;
+        self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        *self.last_checkpoint.lock() = Some(meta);
+        self.free_segments_before(start_epoch);
+        Ok(meta)
+    }
+}
+
+/// Checks (or records, for a fresh pool) which engine and schema own it.
+pub(crate) fn check_identity<B: PmBackend>(
+    pool: &Pool<B>,
+    kind: EngineKind,
+    tables: &[crate::schema::TableSchema],
+) -> DbResult<()> {
+    let digest = schema_digest(tables) as u64;
+    let code = EngineKind::ALL.iter().position(|k| *k == kind).expect("listed") as u64 + 1;
+    match pool.root(ENGINE_ROOT) {
+        Some(found) if found != code => {
+            let name = EngineKind::ALL.get(found as usize - 1).map(|k| k.name()).unwrap_or("an unknown engine");
+            return Err(DbError::SchemaMismatch(format!("the pool belongs to {name}, not {}", kind.name())));
+        }
+        Some(_) => {}
+        None => pool.set_root(ENGINE_ROOT, code)?,
+    }
+    match pool.root(SCHEMA_ROOT) {
+        Some(found) if found != digest => Err(DbError::SchemaMismatch(format!(
+            "the pool was created with another table list (digest {found:#x}, given {digest:#x})"
+        ))),
+        Some(_) => Ok(()),
+        None => Ok(pool.set_root(SCHEMA_ROOT, digest)?),
+    }
+}
+
+/// Installs a recovered version if it is newer than what the record holds.
+fn install_recovered(record: &Record, tid: u64, value: Option<&[u8]>) -> bool {
+    let word = record.lock(u32::MAX).expect("recovery locks never time out");
+    let current_tid = record::tid_of(word);
+    let newer = tid > current_tid || (current_tid == 0 && word & record::ABSENT != 0);
+    if newer {
+        let guard = crossbeam_epoch::pin();
+        record.set_value_locked(value, &guard);
+        record.store_word(record::word_of(tid, if value.is_some() { 0 } else { record::ABSENT }));
+    } else {
+        record.unlock();
+    }
+    newer
+}
+
+impl<B: PmBackend> CommitLog for GroupCommitLog<B> {
+    type Worker = LogWriter<B>;
+
+    fn worker(&self, id: usize) -> DbResult<LogWriter<B>> {
+        let shared = Arc::clone(&self.logs[id]);
+        // A previous writer of this slot may have unflushed bytes: make them
+        // durable before the slot's tail moves to a new segment.
+        {
+            let _guard = self.flush_lock.lock();
+            let tail = shared.tail.load(Ordering::Acquire);
+            let flushed = shared.flushed.load(Ordering::Acquire);
+            if tail > flushed {
+                self.pool.backend().persist(flushed, tail + 8 - flushed);
+                shared.flushed.store(tail, Ordering::Release);
+            }
+        }
+        let sequence = {
+            let mut next = self.next_sequence.lock();
+            next[id] += 1;
+            next[id]
+        };
+        LogWriter::new(Arc::clone(&self.pool), id as u16, LogStoreMode::Cached, shared, sequence)
+    }
+
+    fn append(&self, worker: &mut LogWriter<B>, tid: u64, writes: &[WriteEntry]) -> DbResult<CommitTicket> {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(DbError::Poisoned("the database is closed".into()));
+        }
+        worker.append(tid, writes)?;
+        Ok(CommitTicket::Epoch(record::epoch_of_tid(tid)))
+    }
+
+    fn read_only_ticket(&self, max_tid: u64) -> CommitTicket {
+        CommitTicket::Epoch(record::epoch_of_tid(max_tid))
+    }
+
+    fn is_durable(&self, ticket: CommitTicket) -> bool {
+        match ticket {
+            CommitTicket::Durable => true,
+            CommitTicket::Epoch(epoch) => self.epochs().durable() >= epoch,
+        }
+    }
+}
+
+impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
+    fn kind(&self) -> EngineKind {
+        EngineKind::GroupCommit
+    }
+
+    fn recover(&self, tables: &[Table], workers: usize) -> DbResult<Arc<Epochs>> {
+        debug_assert_eq!(workers, self.logs.len());
+        let started = Instant::now();
+        let pool = &*self.pool;
+        let mut report = RecoveryReport { clean_shutdown: pool.was_clean_shutdown(), ..Default::default() };
+        let (segments, broken) = log::find_segments(pool);
+        for chunk in broken {
+            pool.free_chunk(chunk);
+        }
+        let current = checkpoint::current_checkpoint(pool)?;
+        checkpoint::free_other_generations(pool, current.as_ref().map(|(m, _)| m.generation).unwrap_or(0));
+        let table_of = |id: u32| {
+            tables.get(id as usize).ok_or_else(|| DbError::Corrupt(format!("persistent data names table #{id}")))
+        };
+        let mut max_epoch = 0u64;
+        let mut start_epoch = 0u64;
+        if let Some((meta, chunks)) = &current {
+            *self.checkpoint_generation.lock() = meta.generation;
+            start_epoch = meta.start_epoch;
+            max_epoch = meta.end_epoch.max(meta.start_epoch);
+            report.checkpoint_rows = checkpoint::read_rows(pool, chunks, |table, key, tid, value| {
+                let table = table_of(table)?;
+                let (record, _, _) = table.get_or_insert(key)?;
+                install_recovered(record, tid, Some(value));
+                Ok(())
+            })?;
+        }
+        let durable_epoch = pool.root(DURABLE_EPOCH_ROOT).unwrap_or(0);
+        // Replay each worker's chain on its own thread.
+        let mut by_worker: std::collections::BTreeMap<u16, Vec<log::FoundSegment>> = Default::default();
+        for segment in &segments {
+            by_worker.entry(segment.worker).or_default().push(*segment);
+            let mut next = self.next_sequence.lock();
+            if let Some(slot) = next.get_mut(segment.worker as usize) {
+                *slot = (*slot).max(segment.sequence);
+            }
+        }
+        let scanned = AtomicU64::new(0);
+        let applied = AtomicU64::new(0);
+        let skipped = AtomicU64::new(0);
+        let seen_epoch = AtomicU64::new(max_epoch);
+        let failure: Mutex<Option<DbError>> = Mutex::new(None);
+        std::thread::scope(|scope| {
+            for chain in by_worker.values() {
+                let (scanned, applied, skipped, seen_epoch, failure) =
+                    (&scanned, &applied, &skipped, &seen_epoch, &failure);
+                scope.spawn(move || {
+                    for segment in chain {
+                        log::scan_segment(pool, segment, |record| {
+                            scanned.fetch_add(1, Ordering::Relaxed);
+                            let epoch = record::epoch_of_tid(record.tid);
+                            seen_epoch.fetch_max(epoch, Ordering::Relaxed);
+                            if epoch < start_epoch {
+                                return;
+                            }
+                            if epoch > durable_epoch {
+                                skipped.fetch_add(1, Ordering::Relaxed);
+                                return;
+                            }
+                            for write in &record.writes {
+                                let result = table_of(write.table).and_then(|table| {
+                                    let (row, _, _) = table.get_or_insert(&write.key)?;
+                                    install_recovered(row, record.tid, write.value.as_deref());
+                                    Ok(())
+                                });
+                                if let Err(error) = result {
+                                    failure.lock().get_or_insert(error);
+                                }
+                            }
+                            applied.fetch_add(1, Ordering::Relaxed);
+                        });
+                    }
+                });
+            }
+        });
+        if let Some(error) = failure.into_inner() {
+            return Err(error);
+        }
+        report.log_records_scanned = scanned.into_inner();
+        report.log_records_applied = applied.into_inner();
+        report.log_records_not_durable = skipped.into_inner();
+        for table in tables {
+            if table.schema().secondaries.is_empty() {
+                continue;
+            }
+            let mut value = Vec::new();
+            let mut result = Ok(());
+            table.for_each_record(|key, record| {
+                if let Some(snapshot) = record.copy_value(&mut value) {
+                    if !snapshot.is_absent() && result.is_ok() {
+                        result = table.index_secondaries(key, &value, record);
+                    }
+                }
+            });
+            result?;
+        }
+        let first_epoch = seen_epoch.into_inner().max(durable_epoch) + 1;
+        let epochs = Arc::new(Epochs::new(self.logs.len(), first_epoch));
+        self.epochs.set(Arc::clone(&epochs)).map_err(|_| DbError::Corrupt("recovered twice".into()))?;
+        // Fresh checkpoint, then drop the old logs (see the module comment).
+        if !segments.is_empty() {
+            let generation = *self.checkpoint_generation.lock() + 1;
+            let meta = checkpoint::write_checkpoint(pool, tables, generation, first_epoch, |_| Ok(()))?;
+            *self.checkpoint_generation.lock() = generation;
+            *self.last_checkpoint.lock() = Some(meta);
+            for segment in &segments {
+                pool.free_chunk(segment.chunk);
+            }
+        }
+        pool.set_root(DURABLE_EPOCH_ROOT, first_epoch - 1)?;
+        report.duration = started.elapsed();
+        *self.recovery.lock() = Some(report);
+        Ok(epochs)
+    }
+
+    fn on_epoch(&self, _shared: &OccShared<Self>) {
+        if let Err(error) = self.close_epoch() {
+            // A failed persist of the durable epoch: stop acknowledging.
+            self.closed.store(true, Ordering::SeqCst);
+            eprintln!("pmtx: group commit failed, database poisoned: {error}");
+        }
+    }
+
+    fn checkpoint(&self, shared: &OccShared<Self>) -> DbResult<()> {
+        self.take_checkpoint(&shared.tables).map(|_| ())
+    }
+
+    fn close(&self, shared: &OccShared<Self>, clean: bool) -> DbResult<()> {
+        self.self_driving.store(true, Ordering::SeqCst);
+        if !clean {
+            self.closed.store(true, Ordering::SeqCst);
+            return Ok(());
+        }
+        // Everything committed becomes durable, then a final checkpoint
+        // lets the next open skip log replay.
+        self.epochs().advance();
+        self.close_epoch()?;
+        self.take_checkpoint(&shared.tables)?;
+        self.closed.store(true, Ordering::SeqCst);
+        for shared_log in &self.logs {
+            for segment in shared_log.segments.lock().drain(..) {
+                self.pool.free_chunk(segment.chunk);
+            }
+        }
+        self.pool.mark_clean_shutdown();
+        Ok(())
+    }
+
+    fn stats(&self) -> EngineStats {
+        let chunk_size = self.pool.geometry().chunk_size;
+        let segments: usize = self.logs.iter().map(|l| l.segments.lock().len()).sum();
+        EngineStats {
+            checkpoints: self.checkpoints.load(Ordering::Relaxed),
+            log_bytes: segments as u64 * chunk_size,
+            log_segments_freed: self.segments_freed.load(Ordering::Relaxed),
+            durable_epoch: 0,
+            recovery: self.recovery.lock().clone(),
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! The redo log in the pool, shared by every log-based engine
+//! (group-commit now; dbx-naive, dbxn, sp3 use the same format).
+//!
+//! Each worker appends to its own chain of segments. A segment is one pool
+//! chunk owned by `ChunkOwner::compose(LOG_CHUNK_KIND, worker, 0)`:
+//!
+//! ```text
+//! segment:  [0..64)   header: magic u64 "PMTXLOG1", sequence u64, worker u64,
+//!                     reserved, crc32 of bytes 0..28 at 28
+//!           [64..)    records, 8-byte aligned, until the first invalid one
+//! record:   0  u32 total length (multiple of 8, >= 24)
+//!           4  u32 crc32 of (segment sequence LE ++ bytes 8..total)
+//!           8  u64 tid (epoch = tid >> 32)
+//!           16 u32 write count
+//!           20 u32 reserved
+//!           24 writes: u32 table, u32 value length (u32::MAX = delete),
+//!                      u16 key length, 6 reserved bytes, key, value
+//!           .. zero padding to a multiple of 8
+//! ```
+//!
+//! The CRC covers the segment's sequence number, so stale records left in a
+//! reused chunk never validate. Recovery reads each segment's records in
+//! order and stops at the first record whose length or CRC is wrong: a torn
+//! record (and anything after it) was never acknowledged.
+
+use crate::error::{DbError, DbResult};
+use crate::occ::WriteEntry;
+use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Chunk-owner kind of log segments.
+pub const LOG_CHUNK_KIND: u16 = 0x10;
+const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"PMTXLOG1");
+/// Bytes of the segment header.
+pub const SEGMENT_HEADER: u64 = 64;
+const RECORD_HEADER: usize = 24;
+const WRITE_HEADER: usize = 16;
+const DELETE_MARK: u32 = u32::MAX;
+
+/// How a writer stores records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogStoreMode {
+    /// Ordinary stores; someone flushes the range later (group commit).
+    Cached,
+    /// Non-temporal stores; durable at the writer's next fence.
+    NonTemporal,
+}
+
+/// A segment in a worker's chain.
+#[derive(Clone, Copy, Debug)]
+pub struct SegmentInfo {
+    /// Chunk.
+    pub chunk: ChunkId,
+    /// Sequence within the worker's chain.
+    pub sequence: u64,
+    /// Highest epoch of a record in it (0 if none).
+    pub max_epoch: u64,
+}
+
+/// What the logger thread and truncation see of a worker's log.
+#[derive(Default)]
+pub struct LogShared {
+    /// Absolute pool offset just past the last complete record.
+    pub tail: AtomicU64,
+    /// Absolute offset up to which the group-commit logger has flushed.
+    pub flushed: AtomicU64,
+    /// The worker's segments, oldest first; the last is current.
+    pub segments: parking_lot::Mutex<Vec<SegmentInfo>>,
+}
+
+/// A worker's log appender.
+pub struct LogWriter<B: PmBackend> {
+    pool: Arc<Pool<B>>,
+    worker: u16,
+    mode: LogStoreMode,
+    shared: Arc<LogShared>,
+    segment_offset: u64,
+    sequence: u64,
+    position: u64,
+    buffer: Vec<u8>,
+}
+
+fn owner(worker: u16) -> ChunkOwner {
+    ChunkOwner::compose(LOG_CHUNK_KIND, worker as u32, 0)
+}
+
+fn out_of_space(error: PoolError) -> DbError {
+    match error {
+        PoolError::Full { .. } => DbError::OutOfSpace(format!("no chunk left for a log segment: {error}")),
+        other => DbError::Pool(other),
+    }
+}
+
+impl<B: PmBackend> LogWriter<B> {
+    /// A writer for `worker` starting a fresh segment numbered `sequence`.
+    pub fn new(
+        pool: Arc<Pool<B>>,
+        worker: u16,
+        mode: LogStoreMode,
+        shared: Arc<LogShared>,
+        sequence: u64,
+    ) -> DbResult<Self> {
+        let mut writer =
+            Self { pool, worker, mode, shared, segment_offset: 0, sequence, position: 0, buffer: Vec::new() };
+        writer.start_segment(sequence)?;
+        Ok(writer)
+    }
+
+    fn start_segment(&mut self, sequence: u64) -> DbResult<()> {
+        let chunk = self.pool.allocate_chunk(owner(self.worker), false).map_err(out_of_space)?;
+        let offset = self.pool.chunk_offset(chunk);
+        let mut header = [0u8; SEGMENT_HEADER as usize];
+        header[0..8].copy_from_slice(&SEGMENT_MAGIC.to_le_bytes());
+        header[8..16].copy_from_slice(&sequence.to_le_bytes());
+        header[16..24].copy_from_slice(&(self.worker as u64).to_le_bytes());
+        let crc = crc32fast::hash(&header[0..28]);
+        header[28..32].copy_from_slice(&crc.to_le_bytes());
+        // Zero the first record slot so a reused chunk's old bytes right
+        // after the header cannot be mistaken for a record header length.
+        let backend = self.pool.backend();
+        backend.write(offset, &header);
+        backend.write_zeros(offset + SEGMENT_HEADER, 8);
+        backend.persist(offset, SEGMENT_HEADER + 8);
+        self.segment_offset = offset;
+        self.sequence = sequence;
+        self.position = SEGMENT_HEADER;
+        self.shared.segments.lock().push(SegmentInfo { chunk, sequence, max_epoch: 0 });
+        self.shared.tail.store(offset + SEGMENT_HEADER, Ordering::Release);
+        self.shared.flushed.store(offset + SEGMENT_HEADER, Ordering::Release);
+        Ok(())
+    }
+
+    /// Appends the redo record of `tid`; returns its absolute byte range.
+    /// With `Cached` mode nothing is flushed; with `NonTemporal` the caller
+    /// fences.
+    pub fn append(&mut self, tid: u64, writes: &[WriteEntry]) -> DbResult<(u64, u64)> {
+        encode_record(&mut self.buffer, self.sequence, tid, writes);
+        let length = self.buffer.len() as u64;
+        let chunk_size = self.pool.geometry().chunk_size;
+        if SEGMENT_HEADER + length + 8 > chunk_size {
+            return Err(DbError::OutOfSpace(format!(
+                "a redo record of {length} bytes does not fit a log segment of {chunk_size} bytes"
+            )));
+        }
+        if self.position + length + 8 > chunk_size {
+            self.roll_segment()?;
+            encode_record(&mut self.buffer, self.sequence, tid, writes);
+        }
+        let start = self.segment_offset + self.position;
+        let backend = self.pool.backend();
+        // The 8 zero bytes after the record terminate the scan even when the
+        // chunk held older data there.
+        self.buffer.extend_from_slice(&[0u8; 8]);
+        match self.mode {
+            LogStoreMode::Cached => backend.write(start, &self.buffer),
+            LogStoreMode::NonTemporal => backend.write_non_temporal(start, &self.buffer),
+        }
+        self.position += length;
+        let end = start + length;
+        if let Some(last) = self.shared.segments.lock().last_mut() {
+            last.max_epoch = last.max_epoch.max(crate::record::epoch_of_tid(tid));
+        }
+        self.shared.tail.store(end, Ordering::Release);
+        Ok((start, end + 8))
+    }
+
+    /// Closes the current segment durably and opens the next one.
+    fn roll_segment(&mut self) -> DbResult<()> {
+        let backend = self.pool.backend();
+        let flushed = self.shared.flushed.load(Ordering::Acquire).max(self.segment_offset);
+        let end = self.segment_offset + self.position + 8;
+        if self.mode == LogStoreMode::Cached && end > flushed {
+            backend.flush(flushed, end - flushed);
+        }
+        backend.fence();
+        self.start_segment(self.sequence + 1)
+    }
+
+    /// The shared view of this log.
+    pub fn shared(&self) -> &Arc<LogShared> {
+        &self.shared
+    }
+}
+
+fn encode_record(buffer: &mut Vec<u8>, sequence: u64, tid: u64, writes: &[WriteEntry]) {
+    buffer.clear();
+    buffer.resize(RECORD_HEADER, 0);
+    buffer[8..16].copy_from_slice(&tid.to_le_bytes());
+    buffer[16..20].copy_from_slice(&(writes.len() as u32).to_le_bytes());
+    for write in writes {
+        buffer.extend_from_slice(&write.table.0.to_le_bytes());
+        let value_len = write.value.as_ref().map(|v| v.len() as u32).unwrap_or(DELETE_MARK);
+        buffer.extend_from_slice(&value_len.to_le_bytes());
+        buffer.extend_from_slice(&(write.key.len() as u16).to_le_bytes());
+        buffer.extend_from_slice(&[0u8; 6]);
+        buffer.extend_from_slice(&write.key);
+        if let Some(value) = &write.value {
+            buffer.extend_from_slice(value);
+        }
+    }
+    buffer.resize(buffer.len().next_multiple_of(8), 0);
+    let total = buffer.len() as u32;
+    buffer[0..4].copy_from_slice(&total.to_le_bytes());
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&sequence.to_le_bytes());
+    hasher.update(&buffer[8..]);
+    let crc = hasher.finalize();
+    buffer[4..8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// One write of a decoded record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogWrite {
+    /// Table id.
+    pub table: u32,
+    /// Key.
+    pub key: Vec<u8>,
+    /// Value, `None` for a delete.
+    pub value: Option<Vec<u8>>,
+}
+
+/// A decoded redo record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogRecord {
+    /// Commit TID.
+    pub tid: u64,
+    /// The writes.
+    pub writes: Vec<LogWrite>,
+}
+
+/// A segment found in the pool at recovery.
+#[derive(Clone, Copy, Debug)]
+pub struct FoundSegment {
+    /// Owning worker.
+    pub worker: u16,
+    /// Chunk.
+    pub chunk: ChunkId,
+    /// Sequence.
+    pub sequence: u64,
+}
+
+/// Every log segment in the pool with a valid header, grouped by worker and
+/// ordered by sequence. Segments with a damaged header (a crash while one
+/// was being started) are returned separately for freeing.
+pub fn find_segments<B: PmBackend>(pool: &Pool<B>) -> (Vec<FoundSegment>, Vec<ChunkId>) {
+    let mut found = Vec::new();
+    let mut broken = Vec::new();
+    for (chunk, chunk_owner) in pool.owned_chunks() {
+        if chunk_owner.kind() != LOG_CHUNK_KIND {
+            continue;
+        }
+        let mut header = [0u8; 32];
+        pool.backend().read(pool.chunk_offset(chunk), &mut header);
+        let magic = u64::from_le_bytes(header[0..8].try_into().expect("8"));
+        let crc = u32::from_le_bytes(header[28..32].try_into().expect("4"));
+        let worker = u64::from_le_bytes(header[16..24].try_into().expect("8"));
+        if magic != SEGMENT_MAGIC || crc != crc32fast::hash(&header[0..28]) || worker != chunk_owner.group() as u64 {
+            broken.push(chunk);
+            continue;
+        }
+        let sequence = u64::from_le_bytes(header[8..16].try_into().expect("8"));
+        found.push(FoundSegment { worker: worker as u16, chunk, sequence });
+    }
+    found.sort_by_key(|s| (s.worker, s.sequence));
+    (found, broken)
+}
+
+/// Visits the valid records of `segment` in order.
+pub fn scan_segment<B: PmBackend>(pool: &Pool<B>, segment: &FoundSegment, mut visit: impl FnMut(LogRecord)) {
+    let base = pool.chunk_offset(segment.chunk);
+    let size = pool.geometry().chunk_size;
+    let mut position = SEGMENT_HEADER;
+    let mut bytes = Vec::new();
+    while position + RECORD_HEADER as u64 <= size {
+        let mut head = [0u8; 8];
+        pool.backend().read(base + position, &mut head);
+        let total = u32::from_le_bytes(head[0..4].try_into().expect("4")) as u64;
+        if total < RECORD_HEADER as u64 || total % 8 != 0 || position + total > size {
+            return;
+        }
+        bytes.resize(total as usize, 0);
+        pool.backend().read(base + position, &mut bytes);
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&segment.sequence.to_le_bytes());
+        hasher.update(&bytes[8..]);
+        if hasher.finalize() != u32::from_le_bytes(head[4..8].try_into().expect("4")) {
+            return;
+        }
+        match decode_record(&bytes) {
+            Some(record) => visit(record),
+            None => return,
+        }
+        position += total;
+    }
+}
+
+fn decode_record(bytes: &[u8]) -> Option<LogRecord> {
+    let tid = u64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);
+    let count = u32::from_le_bytes(bytes.get(16..20)?.try_into().ok()?) as usize;
+    let mut at = RECORD_HEADER;
+    let mut writes = Vec::with_capacity(count.min(1024));
+    for _ in 0..count {
+        let head = bytes.get(at..at + WRITE_HEADER)?;
+        let table = u32::from_le_bytes(head[0..4].try_into().ok()?);
+        let value_len = u32::from_le_bytes(head[4..8].try_into().ok()?);
+        let key_len = u16::from_le_bytes(head[8..10].try_into().ok()?) as usize;
+        at += WRITE_HEADER;
+        let key = bytes.get(at..at + key_len)?.to_vec();
+        at += key_len;
+        let value = if value_len == DELETE_MARK {
+            None
+        } else {
+            let value = bytes.get(at..at + value_len as usize)?.to_vec();
+            at += value_len as usize;
+            Some(value)
+        };
+        writes.push(LogWrite { table, key, value });
+    }
+    Some(LogRecord { tid, writes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_rejects_truncated_records_without_panicking() {
+        let mut buffer = Vec::new();
+        let entry = WriteEntry {
+            table: crate::schema::TableId(3),
+            key: b"key".to_vec(),
+            value: Some(b"value".to_vec()),
+            record: std::ptr::null(),
+            was_absent: false,
+        };
+        encode_record(&mut buffer, 7, 99, std::slice::from_ref(&entry));
+        let decoded = decode_record(&buffer).expect("valid record decodes");
+        assert_eq!(decoded.tid, 99);
+        assert_eq!(decoded.writes[0].key, b"key");
+        assert_eq!(decoded.writes[0].value.as_deref(), Some(&b"value"[..]));
+        for cut in 0..buffer.len() - 3 {
+            let _ = decode_record(&buffer[..cut]);
+        }
+        let mut corrupt = buffer.clone();
+        corrupt[16] = 0xFF; // absurd write count
+        assert!(decode_record(&corrupt).is_none());
+    }
+}
