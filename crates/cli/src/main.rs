@@ -1,1 +1,54 @@
-fn main() {}
+//! `pmtx`: the command-line tool of pmtx.
+//!
+//! Every subcommand lives in its own module with an `Args` struct (clap
+//! derive) and a `run(args) -> Result<(), CliError>`; `main` only dispatches
+//! and turns errors into exit codes. Later subcommands (bench, crashtest,
+//! check, plot) slot in as further modules and `Command` variants, reusing
+//! [`pm_args::PmArgs`] for the backend flags and [`units`] for sizes.
+//!
+//! Exit codes: 0 success, 1 runtime error (`error: ...` on stderr), 2 usage
+//! error (bad option values; clap's own errors also exit 2).
+
+mod error;
+mod pm_args;
+mod pool_cmd;
+mod progress;
+mod smoke;
+mod timing;
+mod units;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+pub use error::CliError;
+
+/// pmtx: an embedded transactional storage engine for persistent memory.
+#[derive(Parser, Debug)]
+#[command(name = "pmtx", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create, inspect and check pool files.
+    Pool(pool_cmd::PoolArgs),
+    /// Short smoke benchmark of the PM layer (persist costs and counters).
+    Smoke(smoke::SmokeArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Pool(args) => pool_cmd::run(args),
+        Command::Smoke(args) => smoke::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(error.exit_code())
+        }
+    }
+}

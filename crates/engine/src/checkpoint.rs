@@ -273,7 +273,8 @@ fn read_header<B: PmBackend>(pool: &Pool<B>, chunk: ChunkId) -> Option<ChunkHead
     let mut header = [0u8; CHUNK_HEADER as usize];
     pool.backend().read(pool.chunk_offset(chunk), &mut header);
     let word = |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().expect("8"));
-    if word(0) != CHECKPOINT_MAGIC || u32::from_le_bytes(header[56..60].try_into().ok()?) != crc32fast::hash(&header[0..56])
+    if word(0) != CHECKPOINT_MAGIC
+        || u32::from_le_bytes(header[56..60].try_into().ok()?) != crc32fast::hash(&header[0..56])
     {
         return None;
     }
@@ -308,7 +309,7 @@ pub fn read_rows<B: PmBackend>(
             let mut head = [0u8; 8];
             pool.backend().read(base + at, &mut head);
             let total = u32::from_le_bytes(head[0..4].try_into().expect("4")) as u64;
-            if total < ROW_HEADER as u64 || total % 8 != 0 || at + total > header.used {
+            if total < ROW_HEADER as u64 || !total.is_multiple_of(8) || at + total > header.used {
                 return Err(DbError::Corrupt(format!("checkpoint chunk {position}: bad row length at {at}")));
             }
             bytes.resize(total as usize, 0);

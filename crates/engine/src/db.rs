@@ -162,10 +162,9 @@ impl Database {
     /// Secondary index position by table and index name.
     pub fn secondary_id(&self, table: TableId, name: &str) -> DbResult<u32> {
         let table = self.table(table)?;
-        table.secondary_position(name).ok_or_else(|| DbError::UnknownIndex {
-            table: table.schema().name.clone(),
-            index: name.to_string(),
-        })
+        table
+            .secondary_position(name)
+            .ok_or_else(|| DbError::UnknownIndex { table: table.schema().name.clone(), index: name.to_string() })
     }
 
     /// The table (for direct inspection by checks and tests).
@@ -371,6 +370,9 @@ impl Worker {
     ) -> DbResult<(Outcome<R>, u32)> {
         let start = Instant::now();
         let (outcome, attempts) = self.attempt(read_only, &mut body)?;
+        // Between transactions the worker is idle, so group commit never
+        // waits for a thread that is not running a transaction.
+        self.inner.idle();
         Ok(match outcome {
             Outcome::Committed((value, ticket)) => {
                 self.pending.push_back((ticket, start, tag));
@@ -404,12 +406,6 @@ impl Worker {
     /// Commits queued and not yet acknowledged.
     pub fn pending_acknowledgements(&self) -> usize {
         self.pending.len()
-    }
-
-    /// Marks the worker idle between transactions (pipelined callers that
-    /// pause should call this so group commit does not wait for them).
-    pub fn idle(&mut self) {
-        self.inner.idle();
     }
 
     /// Counters of this worker.

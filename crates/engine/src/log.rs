@@ -276,7 +276,7 @@ pub fn scan_segment<B: PmBackend>(pool: &Pool<B>, segment: &FoundSegment, mut vi
         let mut head = [0u8; 8];
         pool.backend().read(base + position, &mut head);
         let total = u32::from_le_bytes(head[0..4].try_into().expect("4")) as u64;
-        if total < RECORD_HEADER as u64 || total % 8 != 0 || position + total > size {
+        if total < RECORD_HEADER as u64 || !total.is_multiple_of(8) || position + total > size {
             return;
         }
         bytes.resize(total as usize, 0);

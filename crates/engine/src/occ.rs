@@ -308,12 +308,8 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
         if !applies {
             return Ok(false);
         }
-        let was_absent = self
-            .reads
-            .iter()
-            .find(|r| std::ptr::eq(r.record, record))
-            .map(|r| r.word & ABSENT != 0)
-            .unwrap_or(false);
+        let was_absent =
+            self.reads.iter().find(|r| std::ptr::eq(r.record, record)).map(|r| r.word & ABSENT != 0).unwrap_or(false);
         match self.find_write(record) {
             Some(position) => self.writes[position].value = value,
             None => self.writes.push(WriteEntry { table: table_id, key: key.to_vec(), value, record, was_absent }),

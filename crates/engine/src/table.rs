@@ -54,11 +54,8 @@ impl Table {
             PrimaryIndexKind::Ordered => PrimaryIndex::Ordered(OrderedIndex::new(schema.max_key_len)),
             PrimaryIndexKind::Hash => PrimaryIndex::Hash(HashIndex::new(schema.max_key_len)),
         };
-        let secondaries = schema
-            .secondaries
-            .iter()
-            .map(|_| OrderedIndex::new(schema.max_key_len * 3 + PK_LEN_SUFFIX))
-            .collect();
+        let secondaries =
+            schema.secondaries.iter().map(|_| OrderedIndex::new(schema.max_key_len * 3 + PK_LEN_SUFFIX)).collect();
         Ok(Self { id, schema, primary, secondaries })
     }
 
@@ -80,7 +77,11 @@ impl Table {
 
     pub(crate) fn check_key(&self, key: &[u8]) -> DbResult<()> {
         if key.len() > self.schema.max_key_len {
-            return Err(DbError::KeyTooLong { table: self.schema.name.clone(), len: key.len(), max: self.schema.max_key_len });
+            return Err(DbError::KeyTooLong {
+                table: self.schema.name.clone(),
+                len: key.len(),
+                max: self.schema.max_key_len,
+            });
         }
         Ok(())
     }

@@ -4,18 +4,30 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
-use pmtx_engine::index::{
-    HashIndex, IndexError, LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection,
-};
+use pmtx_engine::index::{HashIndex, IndexError, LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection};
 use proptest::prelude::*;
 
-const MAX_KEY: usize = 6;
+const MAX_KEY: usize = 12;
 
-fn key_strategy() -> impl Strategy<Value = Vec<u8>> {
-    // Small alphabet and short keys: plenty of collisions, prefixes and
-    // duplicates; occasionally longer than the maximum.
+/// Keys of at most `MAX_KEY` bytes.  Small alphabets: plenty of collisions,
+/// prefixes, trailing zero bytes and duplicates.  The long keys share 8-byte
+/// prefixes, exercising the full comparison behind the inline prefixes.
+fn valid_key() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
-        9 => prop::collection::vec(0u8..4, 0..=MAX_KEY),
+        2 => prop::collection::vec(0u8..4, 0..=6),
+        1 => (prop::collection::vec(0u8..2, 8), prop::collection::vec(0u8..4, 0..=MAX_KEY - 8)).prop_map(
+            |(mut a, b)| {
+                a.extend(b);
+                a
+            }
+        ),
+    ]
+}
+
+/// Valid keys, occasionally longer than the maximum.
+fn key_strategy() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        9 => valid_key(),
         1 => prop::collection::vec(any::<u8>(), MAX_KEY + 1..MAX_KEY + 4),
     ]
 }
@@ -59,8 +71,9 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 fn range_is_empty(s: Bound<&[u8]>, e: Bound<&[u8]>) -> bool {
     match (s, e) {
         (Bound::Included(s), Bound::Included(e)) => s > e,
-        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
-        | (Bound::Excluded(s), Bound::Included(e)) => s >= e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e)) | (Bound::Excluded(s), Bound::Included(e)) => {
+            s >= e
+        }
         _ => false,
     }
 }
@@ -88,9 +101,7 @@ fn model_scan(
     if range_is_empty(s, e) {
         return Vec::new();
     }
-    let it = model
-        .range::<[u8], _>((s, e))
-        .map(|(k, v)| (k.clone(), *v));
+    let it = model.range::<[u8], _>((s, e)).map(|(k, v)| (k.clone(), *v));
     if forward {
         it.take(limit).collect()
     } else {
@@ -106,13 +117,7 @@ fn check_ops(index: &OrderedIndex, ops: &[Op]) -> Result<(), TestCaseError> {
             Op::Insert(k, v) => {
                 let r = index.insert(k, *v);
                 if k.len() > MAX_KEY {
-                    prop_assert_eq!(
-                        r,
-                        Err(IndexError::KeyTooLong {
-                            len: k.len(),
-                            max: MAX_KEY
-                        })
-                    );
+                    prop_assert_eq!(r, Err(IndexError::KeyTooLong { len: k.len(), max: MAX_KEY }));
                 } else {
                     prop_assert_eq!(r, Ok(model.insert(k.clone(), *v)));
                 }
@@ -141,11 +146,7 @@ fn check_ops(index: &OrderedIndex, ops: &[Op]) -> Result<(), TestCaseError> {
             Op::Remove(k) => prop_assert_eq!(index.remove(k), model.remove(k)),
             Op::Scan(s, e, fwd, limit) => {
                 let (s, e) = (as_ref(s), as_ref(e));
-                let dir = if *fwd {
-                    ScanDirection::Forward
-                } else {
-                    ScanDirection::Reverse
-                };
+                let dir = if *fwd { ScanDirection::Forward } else { ScanDirection::Reverse };
                 let (got, leaves) = index.scan_collect((s, e), dir, *limit);
                 let want = model_scan(&model, s, e, *fwd, *limit);
                 prop_assert_eq!(&got, &want);
@@ -168,14 +169,7 @@ fn check_ops(index: &OrderedIndex, ops: &[Op]) -> Result<(), TestCaseError> {
 
 /// Does `k` fall into the part of the range that a scan returning `got`
 /// (with `limit`) is responsible for?
-fn covered(
-    k: &[u8],
-    s: Bound<&[u8]>,
-    e: Bound<&[u8]>,
-    forward: bool,
-    limit: usize,
-    got: &[(Vec<u8>, u64)],
-) -> bool {
+fn covered(k: &[u8], s: Bound<&[u8]>, e: Bound<&[u8]>, forward: bool, limit: usize, got: &[(Vec<u8>, u64)]) -> bool {
     if range_is_empty(s, e) || !in_range(k, s, e) {
         return false;
     }
@@ -214,12 +208,12 @@ proptest! {
     /// at least one reported leaf.
     #[test]
     fn scan_leaf_versions_detect_phantoms(
-        initial in prop::collection::btree_set(prop::collection::vec(0u8..4, 0..=MAX_KEY), 0..200),
+        initial in prop::collection::btree_set(valid_key(), 0..200),
         s in bound_strategy(),
         e in bound_strategy(),
         forward in any::<bool>(),
         limit in 1usize..30,
-        probe in prop::collection::vec(0u8..4, 0..=MAX_KEY),
+        probe in valid_key(),
         cap in 4usize..9,
     ) {
         let index = OrderedIndex::with_config(OrderedIndexConfig { max_key_len: MAX_KEY + 8, node_capacity: cap });
@@ -308,18 +302,14 @@ fn empty_index_scans_report_the_root_leaf() {
 
 #[test]
 fn empty_range_between_keys_is_protected() {
-    let index = OrderedIndex::with_config(OrderedIndexConfig {
-        max_key_len: 8,
-        node_capacity: 4,
-    });
+    let index = OrderedIndex::with_config(OrderedIndexConfig { max_key_len: 8, node_capacity: 4 });
     for i in 0u64..200 {
         index.insert(&(i * 10).to_be_bytes(), i).unwrap();
     }
     let lo = 501u64.to_be_bytes();
     let hi = 509u64.to_be_bytes();
     for dir in [ScanDirection::Forward, ScanDirection::Reverse] {
-        let (got, leaves) =
-            index.scan_collect((Bound::Included(&lo[..]), Bound::Included(&hi[..])), dir, 5);
+        let (got, leaves) = index.scan_collect((Bound::Included(&lo[..]), Bound::Included(&hi[..])), dir, 5);
         assert!(got.is_empty());
         assert!(!leaves.is_empty());
         // An insert far away (different leaf) leaves these leaves unchanged.
@@ -336,19 +326,12 @@ fn empty_range_between_keys_is_protected() {
 fn key_too_long_is_an_error_not_a_panic() {
     let index = OrderedIndex::new(4);
     let long = [1u8; 5];
-    assert_eq!(
-        index.insert(&long, 1),
-        Err(IndexError::KeyTooLong { len: 5, max: 4 })
-    );
+    assert_eq!(index.insert(&long, 1), Err(IndexError::KeyTooLong { len: 5, max: 4 }));
     assert!(index.get_or_insert_with(&long, || 1).is_err());
     assert_eq!(index.get(&long), None);
     assert_eq!(index.remove(&long), None);
     // Long bounds in scans are fine.
-    let (got, _) = index.scan_collect(
-        (Bound::Included(&long[..]), Bound::Unbounded),
-        ScanDirection::Forward,
-        10,
-    );
+    let (got, _) = index.scan_collect((Bound::Included(&long[..]), Bound::Unbounded), ScanDirection::Forward, 10);
     assert!(got.is_empty());
     let h = HashIndex::new(4);
     assert_eq!(h.insert(&long, 1), Err(IndexError::KeyTooLong { len: 5, max: 4 }));
@@ -368,10 +351,7 @@ fn leaf_refs_of_other_indexes_are_rejected() {
 
 #[test]
 fn visit_can_stop_early_and_limit_is_respected() {
-    let index = OrderedIndex::with_config(OrderedIndexConfig {
-        max_key_len: 8,
-        node_capacity: 4,
-    });
+    let index = OrderedIndex::with_config(OrderedIndexConfig { max_key_len: 8, node_capacity: 4 });
     for i in 0u32..100 {
         index.insert(&i.to_be_bytes(), i as u64).unwrap();
     }

@@ -30,15 +30,8 @@ impl AtomicWord for ShuttleWord {
     fn store(&self, v: u64, _order: Ordering) {
         self.0.store(v, Ordering::SeqCst)
     }
-    fn compare_exchange(
-        &self,
-        current: u64,
-        new: u64,
-        _success: Ordering,
-        _failure: Ordering,
-    ) -> Result<u64, u64> {
-        self.0
-            .compare_exchange(current, new, Ordering::SeqCst, Ordering::SeqCst)
+    fn compare_exchange(&self, current: u64, new: u64, _success: Ordering, _failure: Ordering) -> Result<u64, u64> {
+        self.0.compare_exchange(current, new, Ordering::SeqCst, Ordering::SeqCst)
     }
     fn fetch_add(&self, v: u64, _order: Ordering) -> u64 {
         self.0.fetch_add(v, Ordering::SeqCst)
@@ -51,10 +44,7 @@ impl AtomicWord for ShuttleWord {
 type Tree = OrderedIndex<ShuttleWord>;
 
 fn tree() -> Tree {
-    Tree::with_config_in(OrderedIndexConfig {
-        max_key_len: 8,
-        node_capacity: 4,
-    })
+    Tree::with_config_in(OrderedIndexConfig { max_key_len: 8, node_capacity: 4 })
 }
 
 fn k(i: u8) -> [u8; 1] {
@@ -62,16 +52,12 @@ fn k(i: u8) -> [u8; 1] {
 }
 
 fn all_keys(t: &Tree) -> Vec<u8> {
-    let (got, _) = t.scan_collect(
-        (Bound::Unbounded, Bound::Unbounded),
-        ScanDirection::Forward,
-        usize::MAX,
-    );
+    let (got, _) = t.scan_collect((Bound::Unbounded, Bound::Unbounded), ScanDirection::Forward, usize::MAX);
     got.into_iter().map(|(k, _)| k[0]).collect()
 }
 
-const RANDOM_ITERS: usize = 5000;
-const PCT_ITERS: usize = 3000;
+const RANDOM_ITERS: usize = 3000;
+const PCT_ITERS: usize = 2000;
 
 /// Writers increment two words under the lock; optimistic readers that
 /// validate must never observe them differing; upgrades are exclusive.
@@ -170,11 +156,8 @@ fn concurrent_split_body() {
         let t = Arc::clone(&t);
         hs.push(thread::spawn(move || {
             for dir in [ScanDirection::Forward, ScanDirection::Reverse] {
-                let (got, leaves) = t.scan_collect(
-                    (Bound::Included(&k(5)[..]), Bound::Excluded(&k(35)[..])),
-                    dir,
-                    usize::MAX,
-                );
+                let (got, leaves) =
+                    t.scan_collect((Bound::Included(&k(5)[..]), Bound::Excluded(&k(35)[..])), dir, usize::MAX);
                 assert!(!leaves.is_empty());
                 let keys: Vec<u8> = got.iter().map(|(k, _)| k[0]).collect();
                 let mut sorted = keys.clone();
@@ -239,11 +222,8 @@ fn phantom_body() {
                 ScanDirection::Reverse,
                 usize::MAX,
             );
-            let empty = t.scan_collect(
-                (Bound::Excluded(&k(20)[..]), Bound::Excluded(&k(30)[..])),
-                ScanDirection::Forward,
-                10,
-            );
+            let empty =
+                t.scan_collect((Bound::Excluded(&k(20)[..]), Bound::Excluded(&k(30)[..])), ScanDirection::Forward, 10);
             (full, empty)
         })
     };
@@ -264,9 +244,7 @@ fn phantom_body() {
     };
     let ((full, empty), ()) = (scanner.join().unwrap(), inserter.join().unwrap());
     other.join().unwrap();
-    let changed = |leaves: &[(pmtx_engine::index::LeafRef, u64)]| {
-        leaves.iter().any(|&(l, v)| !t.validate_leaf(l, v))
-    };
+    let changed = |leaves: &[(pmtx_engine::index::LeafRef, u64)]| leaves.iter().any(|&(l, v)| !t.validate_leaf(l, v));
     let (got, leaves) = full;
     if !got.iter().any(|(key, _)| key[..] == k(5)) {
         assert!(changed(&leaves), "phantom 5 undetected: {got:?}");

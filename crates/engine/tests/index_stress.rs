@@ -31,24 +31,15 @@ fn decode(v: u64) -> (usize, u32) {
     ((v >> 32) as usize, v as u32)
 }
 
-fn check_scan(
-    index: &OrderedIndex,
-    rng: &mut ChaCha8Rng,
-    range_keys: u32,
-) -> Result<usize, String> {
+fn check_scan(index: &OrderedIndex, rng: &mut ChaCha8Rng, range_keys: u32) -> Result<usize, String> {
     let a = rng.gen_range(0..range_keys);
     let b = rng.gen_range(a..=range_keys);
     let lo = key(rng.gen_range(0..THREADS), a);
     let hi = key(rng.gen_range(0..THREADS), b);
     let forward = rng.gen_bool(0.5);
     let limit = rng.gen_range(1..200);
-    let dir = if forward {
-        ScanDirection::Forward
-    } else {
-        ScanDirection::Reverse
-    };
-    let (got, leaves) =
-        index.scan_collect((Bound::Included(&lo[..]), Bound::Excluded(&hi[..])), dir, limit);
+    let dir = if forward { ScanDirection::Forward } else { ScanDirection::Reverse };
+    let (got, leaves) = index.scan_collect((Bound::Included(&lo[..]), Bound::Excluded(&hi[..])), dir, limit);
     if lo < hi && leaves.is_empty() {
         return Err("scan reported no leaf".into());
     }
@@ -65,11 +56,7 @@ fn check_scan(
         }
     }
     for w in got.windows(2) {
-        let ok = if forward {
-            w[0].0 < w[1].0
-        } else {
-            w[0].0 > w[1].0
-        };
+        let ok = if forward { w[0].0 < w[1].0 } else { w[0].0 > w[1].0 };
         if !ok {
             return Err(format!("scan out of order: {:?} then {:?}", w[0].0, w[1].0));
         }
@@ -83,10 +70,7 @@ fn check_scan(
 #[test]
 fn ordered_concurrent_insert_remove_scan() {
     for cap in [4, 32] {
-        let index = Arc::new(OrderedIndex::with_config(OrderedIndexConfig {
-            max_key_len: 16,
-            node_capacity: cap,
-        }));
+        let index = Arc::new(OrderedIndex::with_config(OrderedIndexConfig { max_key_len: 16, node_capacity: cap }));
         const N: u32 = 3000;
         let barrier = Arc::new(Barrier::new(THREADS));
         let handles: Vec<_> = (0..THREADS)
@@ -138,11 +122,7 @@ fn ordered_concurrent_insert_remove_scan() {
         }
         index.check_invariants().unwrap();
         assert_eq!(index.len(), union.len());
-        let (all, _) = index.scan_collect(
-            (Bound::Unbounded, Bound::Unbounded),
-            ScanDirection::Forward,
-            usize::MAX,
-        );
+        let (all, _) = index.scan_collect((Bound::Unbounded, Bound::Unbounded), ScanDirection::Forward, usize::MAX);
         assert_eq!(all, union.into_iter().collect::<Vec<_>>());
     }
 }
@@ -151,10 +131,7 @@ fn ordered_concurrent_insert_remove_scan() {
 /// per key and everybody observes the winner's value.
 #[test]
 fn ordered_get_or_insert_race() {
-    let index = Arc::new(OrderedIndex::with_config(OrderedIndexConfig {
-        max_key_len: 8,
-        node_capacity: 8,
-    }));
+    let index = Arc::new(OrderedIndex::with_config(OrderedIndexConfig { max_key_len: 8, node_capacity: 8 }));
     const KEYS: u64 = 2000;
     let barrier = Arc::new(Barrier::new(THREADS));
     let handles: Vec<_> = (0..THREADS)
@@ -168,9 +145,7 @@ fn ordered_get_or_insert_race() {
                 // Threads walk the keys in different orders.
                 for j in 0..KEYS {
                     let k = if t % 2 == 0 { j } else { KEYS - 1 - j };
-                    let (v, ins) = index
-                        .get_or_insert_with(&k.to_be_bytes(), || (t as u64) << 32 | k)
-                        .unwrap();
+                    let (v, ins) = index.get_or_insert_with(&k.to_be_bytes(), || (t as u64) << 32 | k).unwrap();
                     assert_eq!(v & 0xffff_ffff, k);
                     if ins {
                         won.push(k);
@@ -201,10 +176,7 @@ fn ordered_get_or_insert_race() {
 /// scanned range from another thread.
 #[test]
 fn leaf_versions_detect_concurrent_phantom_insert() {
-    let index = Arc::new(OrderedIndex::with_config(OrderedIndexConfig {
-        max_key_len: 8,
-        node_capacity: 8,
-    }));
+    let index = Arc::new(OrderedIndex::with_config(OrderedIndexConfig { max_key_len: 8, node_capacity: 8 }));
     for i in 0u64..1000 {
         index.insert(&(i * 2).to_be_bytes(), i).unwrap();
     }
@@ -239,10 +211,7 @@ fn leaf_versions_detect_concurrent_phantom_insert() {
 /// detector under concurrency).
 #[test]
 fn validated_rescans_are_stable() {
-    let index = Arc::new(OrderedIndex::with_config(OrderedIndexConfig {
-        max_key_len: 8,
-        node_capacity: 6,
-    }));
+    let index = Arc::new(OrderedIndex::with_config(OrderedIndexConfig { max_key_len: 8, node_capacity: 6 }));
     for i in 0u64..2000 {
         index.insert(&(i * 3).to_be_bytes(), i).unwrap();
     }
@@ -274,16 +243,9 @@ fn validated_rescans_are_stable() {
                 for _ in 0..3000 {
                     let a = rng.gen_range(0u64..6000);
                     let b = a + rng.gen_range(0u64..40);
-                    let dir = if rng.gen_bool(0.5) {
-                        ScanDirection::Forward
-                    } else {
-                        ScanDirection::Reverse
-                    };
+                    let dir = if rng.gen_bool(0.5) { ScanDirection::Forward } else { ScanDirection::Reverse };
                     let limit = rng.gen_range(1..20);
-                    let range = (
-                        Bound::Included(&a.to_be_bytes()[..]),
-                        Bound::Excluded(&b.to_be_bytes()[..]),
-                    );
+                    let range = (Bound::Included(&a.to_be_bytes()[..]), Bound::Excluded(&b.to_be_bytes()[..]));
                     let (got1, leaves1) = index.scan_collect(range, dir, limit);
                     let (got2, _) = index.scan_collect(range, dir, limit);
                     if leaves1.iter().all(|&(l, v)| index.validate_leaf(l, v)) {
@@ -311,10 +273,7 @@ fn validated_rescans_are_stable() {
 /// re-insert them, exercising epoch-deferred reclamation of key blobs.
 #[test]
 fn key_blobs_survive_concurrent_removal() {
-    let index = Arc::new(OrderedIndex::with_config(OrderedIndexConfig {
-        max_key_len: 64,
-        node_capacity: 8,
-    }));
+    let index = Arc::new(OrderedIndex::with_config(OrderedIndexConfig { max_key_len: 64, node_capacity: 8 }));
     let long_key = |i: u64| {
         let mut k = i.to_be_bytes().to_vec();
         k.extend(std::iter::repeat_n((i % 251) as u8, 40));
@@ -341,11 +300,7 @@ fn key_blobs_survive_concurrent_removal() {
         for t in 0..2 {
             let index = &index;
             s.spawn(move || {
-                let dir = if t == 0 {
-                    ScanDirection::Forward
-                } else {
-                    ScanDirection::Reverse
-                };
+                let dir = if t == 0 { ScanDirection::Forward } else { ScanDirection::Reverse };
                 for _ in 0..300 {
                     index.scan(
                         (Bound::Unbounded, Bound::Unbounded),
@@ -381,10 +336,7 @@ fn hash_concurrent_mixed() {
                     let k = key(t, i);
                     match rng.gen_range(0..4) {
                         0 => {
-                            assert_eq!(
-                                index.insert(&k, value(t, i)).unwrap(),
-                                mine.insert(k.clone(), value(t, i))
-                            );
+                            assert_eq!(index.insert(&k, value(t, i)).unwrap(), mine.insert(k.clone(), value(t, i)));
                         }
                         1 => {
                             let (v, ins) = index.get_or_insert_with(&k, || value(t, i)).unwrap();
@@ -398,11 +350,7 @@ fn hash_concurrent_mixed() {
                 // Shared keys: one winner each.
                 let mut won = 0u32;
                 for s in 0..500u32 {
-                    if index
-                        .get_or_insert_with(&s.to_be_bytes(), || t as u64)
-                        .unwrap()
-                        .1
-                    {
+                    if index.get_or_insert_with(&s.to_be_bytes(), || t as u64).unwrap().1 {
                         won += 1;
                     }
                 }

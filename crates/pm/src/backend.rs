@@ -104,7 +104,9 @@ impl LatencyModel {
         match name {
             "dram" => Ok(Self::DRAM),
             "optane" => Ok(Self::OPTANE),
-            other => Err(PoolError::InvalidOption(format!("unknown latency model {other:?} (expected dram or optane)"))),
+            other => {
+                Err(PoolError::InvalidOption(format!("unknown latency model {other:?} (expected dram or optane)")))
+            }
         }
     }
 }
@@ -236,7 +238,7 @@ fn check_range(len: u64, offset: u64, size: u64) {
 #[inline(always)]
 fn check_word(len: u64, offset: u64) {
     check_range(len, offset, 8);
-    assert!(offset % 8 == 0, "unaligned word access at offset {offset}");
+    assert!(offset.is_multiple_of(8), "unaligned word access at offset {offset}");
 }
 
 /// Real instructions on the mapped memory.
@@ -460,7 +462,11 @@ impl Emulated {
 
 impl PmBackend for Emulated {
     fn from_mapping(mapping: Mapping, options: &PmOptions) -> PoolResult<Self> {
-        Ok(Self { direct: Direct::from_mapping(mapping, options)?, model: options.latency, tsc: TscCalibration::measure() })
+        Ok(Self {
+            direct: Direct::from_mapping(mapping, options)?,
+            model: options.latency,
+            tsc: TscCalibration::measure(),
+        })
     }
 
     fn info(&self) -> BackendInfo {
@@ -514,8 +520,7 @@ impl PmBackend for Emulated {
 
     #[inline(always)]
     fn fence(&self) {
-        let (sequential, random) =
-            COUNTERS.with(|c| (c.pending_sequential_lines.get(), c.pending_random_lines.get()));
+        let (sequential, random) = COUNTERS.with(|c| (c.pending_sequential_lines.get(), c.pending_random_lines.get()));
         self.direct.fence_inner();
         let cost = Self::fence_cost_ns(&self.model, sequential, random);
         if cost > 0 {

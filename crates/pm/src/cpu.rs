@@ -159,12 +159,7 @@ pub(crate) fn store_fence(instruction: FlushInstruction) {
 /// `dst..dst+len` must be mapped writable memory not concurrently accessed by
 /// non-atomic accesses of other threads; `src..src+len` readable; no overlap.
 #[inline]
-pub(crate) unsafe fn copy_non_temporal(
-    instruction: FlushInstruction,
-    dst: *mut u8,
-    src: *const u8,
-    len: usize,
-) {
+pub(crate) unsafe fn copy_non_temporal(instruction: FlushInstruction, dst: *mut u8, src: *const u8, len: usize) {
     let mut done = 0usize;
     let head = (dst as usize).wrapping_neg() & 7;
     let head = head.min(len);

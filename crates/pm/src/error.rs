@@ -66,7 +66,9 @@ pub enum PoolError {
         supported: u32,
     },
     /// A checksum did not match: the structure is damaged.
-    #[error("{path}: {structure} checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): the pool is damaged")]
+    #[error(
+        "{path}: {structure} checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): the pool is damaged"
+    )]
     ChecksumMismatch {
         /// The pool file.
         path: PathBuf,

@@ -23,9 +23,7 @@ mod persist_batch;
 mod pool;
 pub mod sim;
 
-pub use backend::{
-    BackendInfo, BackendKind, Direct, Emulated, LatencyModel, PersistenceDomain, PmBackend, PmOptions,
-};
+pub use backend::{BackendInfo, BackendKind, Direct, Emulated, LatencyModel, PersistenceDomain, PmBackend, PmOptions};
 pub use counters::{reset_thread_counters, thread_counters, PmCounters};
 pub use cpu::{CpuFeatures, FlushInstruction, CACHE_LINE};
 pub use error::{PoolError, PoolResult};

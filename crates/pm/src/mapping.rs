@@ -188,7 +188,9 @@ impl Mapping {
         let start = offset & !(page - 1);
         let end = (offset + len).min(self.len as u64);
         // SAFETY: [start, end) lies inside our mapping and start is page-aligned.
-        let rc = unsafe { libc::msync(self.base.add(start as usize) as *mut libc::c_void, (end - start) as usize, libc::MS_SYNC) };
+        let rc = unsafe {
+            libc::msync(self.base.add(start as usize) as *mut libc::c_void, (end - start) as usize, libc::MS_SYNC)
+        };
         if rc == 0 {
             Ok(())
         } else {

@@ -143,10 +143,7 @@ impl<B: PmBackend> Pool<B> {
     /// Creates a pool file of `size` bytes (which must not exist yet).
     pub fn create(path: &Path, size: u64, chunk_size: u64, options: &PmOptions) -> PoolResult<Self> {
         validate_create(path, size, chunk_size)?;
-        let mapping = match Mapping::create_file(path, size) {
-            Ok(mapping) => mapping,
-            Err(error) => return Err(error),
-        };
+        let mapping = Mapping::create_file(path, size)?;
         let result = Self::format(mapping, size, chunk_size, options);
         if result.is_err() {
             let _ = std::fs::remove_file(path);
@@ -223,7 +220,30 @@ impl<B: PmBackend> Pool<B> {
         })
     }
 
+    /// Validates a pool file like [`Pool::open`] but writes nothing: the
+    /// clean-shutdown flag and the open count stay as found (so an unclean
+    /// pool stays unclean). For `pmtx pool info` / `pool check`; the pool
+    /// itself is not handed out, so nothing can be written through it.
+    pub fn inspect(path: &Path, options: &PmOptions) -> PoolResult<(PoolInfo, PoolCheckReport)> {
+        let mapping = Mapping::open_file(path)?;
+        let (pool, report) = Self::validate_mapping(mapping, path, options)?;
+        Ok((pool.info(), report))
+    }
+
     fn open_mapping(mapping: Mapping, label: &Path, options: &PmOptions) -> PoolResult<Self> {
+        let (pool, _) = Self::validate_mapping(mapping, label, options)?;
+        let clean = pool.was_clean_shutdown;
+        // IMPORTANT: clear the flag durably before anyone writes, so a crash
+        // from here on is never mistaken for a clean shutdown.
+        pool.backend.store_u64(layout::CLEAN_SHUTDOWN_OFFSET, 0);
+        let opens = pool.backend.load_u64(layout::OPEN_COUNT_OFFSET);
+        pool.backend.store_u64(layout::OPEN_COUNT_OFFSET, opens.wrapping_add(1));
+        pool.backend.persist(layout::CLEAN_SHUTDOWN_OFFSET, 16);
+        Ok(Self { was_clean_shutdown: clean, ..pool })
+    }
+
+    /// Header and metadata validation shared by `open` and `inspect`; reads only.
+    fn validate_mapping(mapping: Mapping, label: &Path, options: &PmOptions) -> PoolResult<(Self, PoolCheckReport)> {
         let actual = mapping.len();
         let mut record = vec![0u8; layout::HEADER_RECORD_SIZE as usize];
         let backend = B::from_mapping(mapping, options)?;
@@ -240,15 +260,9 @@ impl<B: PmBackend> Pool<B> {
             allocation: Mutex::new(AllocationHint { next: 0 }),
             roots_lock: Mutex::new(()),
         };
-        pool.check_metadata()?;
+        let report = pool.check_metadata()?;
         let clean = pool.backend.load_u64(layout::CLEAN_SHUTDOWN_OFFSET) == layout::CLEAN_SHUTDOWN_MAGIC;
-        // IMPORTANT: clear the flag durably before anyone writes, so a crash
-        // from here on is never mistaken for a clean shutdown.
-        pool.backend.store_u64(layout::CLEAN_SHUTDOWN_OFFSET, 0);
-        let opens = pool.backend.load_u64(layout::OPEN_COUNT_OFFSET);
-        pool.backend.store_u64(layout::OPEN_COUNT_OFFSET, opens.wrapping_add(1));
-        pool.backend.persist(layout::CLEAN_SHUTDOWN_OFFSET, 16);
-        Ok(Self { was_clean_shutdown: clean, ..pool })
+        Ok((Self { was_clean_shutdown: clean, ..pool }, report))
     }
 
     /// Marks the pool cleanly shut down and closes it. Engines call this only
@@ -428,9 +442,8 @@ impl<B: PmBackend> Pool<B> {
     pub fn roots(&self) -> Vec<(String, u64)> {
         (0..layout::ROOT_SLOTS)
             .filter_map(|slot| {
-                self.slot_name(slot).map(|name| {
-                    (name, self.backend.load_u64(Self::root_slot_offset(slot) + layout::root_slot::VALUE))
-                })
+                self.slot_name(slot)
+                    .map(|name| (name, self.backend.load_u64(Self::root_slot_offset(slot) + layout::root_slot::VALUE)))
             })
             .collect()
     }

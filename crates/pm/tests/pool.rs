@@ -138,20 +138,11 @@ fn bad_files_give_typed_errors() {
 fn create_rejects_bad_sizes_and_existing_files() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("small");
-    assert!(matches!(
-        Pool::<Direct>::create(&path, 4096, CHUNK, &options()),
-        Err(PoolError::TooSmall { .. })
-    ));
+    assert!(matches!(Pool::<Direct>::create(&path, 4096, CHUNK, &options()), Err(PoolError::TooSmall { .. })));
     assert!(!path.exists(), "a refused create must not leave a file");
-    assert!(matches!(
-        Pool::<Direct>::create(&path, SIZE, 3000, &options()),
-        Err(PoolError::InvalidOption(_))
-    ));
+    assert!(matches!(Pool::<Direct>::create(&path, SIZE, 3000, &options()), Err(PoolError::InvalidOption(_))));
     std::fs::write(&path, b"precious").unwrap();
-    assert!(matches!(
-        Pool::<Direct>::create(&path, SIZE, CHUNK, &options()),
-        Err(PoolError::AlreadyExists(_))
-    ));
+    assert!(matches!(Pool::<Direct>::create(&path, SIZE, CHUNK, &options()), Err(PoolError::AlreadyExists(_))));
     assert_eq!(std::fs::read(&path).unwrap(), b"precious");
 }
 
@@ -196,4 +187,21 @@ fn eadr_elides_flushes_but_keeps_fences() {
     assert_eq!(counters.lines_flushed, 0);
     assert_eq!(counters.fences, 1);
     assert_eq!(counters.bytes_written, 256);
+}
+
+#[test]
+fn inspect_validates_without_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("inspect.pool");
+    let pool = Pool::<Direct>::create(&path, SIZE, CHUNK, &options()).unwrap();
+    pool.allocate_chunk(ChunkOwner::new(5).unwrap(), false).unwrap();
+    drop(pool); // never closed: unclean
+    let before = std::fs::read(&path).unwrap();
+    let (info, report) = Pool::<Direct>::inspect(&path, &options()).unwrap();
+    assert!(!info.was_clean_shutdown);
+    assert_eq!(info.open_count, 0);
+    assert_eq!((info.chunks_used, report.chunks_used), (1, 1));
+    assert_eq!(std::fs::read(&path).unwrap(), before, "inspect must not change the file");
+    let pool = Pool::<Direct>::open(&path, &options()).unwrap();
+    assert!(!pool.was_clean_shutdown(), "an unclean pool stays unclean after inspect");
 }

@@ -18,6 +18,14 @@
 //!   the tree.  Consequently no node is ever unlinked or freed while the index
 //!   is alive (nodes are freed by `Drop`), and the low fence key of a node never
 //!   changes (a split keeps the lower half in place).
+//! * Scans read one leaf at a time (copying out its matching entries under a
+//!   validated optimistic read) and move to the next leaf by descending again
+//!   from the root with the leaf's fence key — the separator bounding it, as
+//!   learned from the validated descent — instead of following sibling links:
+//!   forward to the leaf containing the high fence, backward to the leaf
+//!   holding the keys just below the low fence.
+//! * Each key slot also stores the key's first 8 bytes (big-endian, zero
+//!   padded) inline, so most comparisons do not dereference the key blob.
 //!
 //! # Memory safety of optimistic reads
 //!
@@ -63,6 +71,15 @@
 //! A [`LeafRef`] stays valid (memory-safe to query) for the lifetime of the
 //! index because leaves are never freed before the index is dropped; querying
 //! it on another index returns `None`/`false`.
+//!
+//! # Limitations
+//!
+//! * No merging: nodes emptied by removals keep their memory until the index
+//!   is dropped.
+//! * A scan is not a snapshot across leaves; serializability comes from the
+//!   leaf-version validation above.
+//! * `get_or_insert_with`'s `make` runs under the leaf's write lock.
+//! * Values are opaque `u64`s; the index never dereferences or frees them.
 
 use std::cmp::Ordering as CmpOrdering;
 use std::ops::Bound;
@@ -94,10 +111,7 @@ pub struct OrderedIndexConfig {
 impl OrderedIndexConfig {
     /// Default node capacity with the given maximum key length.
     pub fn new(max_key_len: usize) -> Self {
-        Self {
-            max_key_len,
-            node_capacity: DEFAULT_NODE_CAPACITY,
-        }
+        Self { max_key_len, node_capacity: DEFAULT_NODE_CAPACITY }
     }
 }
 
@@ -159,9 +173,23 @@ struct Node<W: AtomicWord> {
     leaf_version: W,
     /// Key blob addresses (0 = empty slot).
     keys: [W; MAX_NODE_CAPACITY],
+    /// `key_prefix` of each key, so most comparisons need not dereference
+    /// the blob.
+    prefixes: [W; MAX_NODE_CAPACITY],
     /// Leaves: values (slots `0..count`).  Inner nodes: child node addresses
     /// (slots `0..=count`, 0 = empty slot).
     slots: [W; MAX_NODE_CAPACITY + 1],
+}
+
+/// Order-consistent 8-byte prefix of `key`: its first 8 bytes, zero padded,
+/// read big-endian.  `key_prefix(a) < key_prefix(b)` implies `a < b`; equal
+/// prefixes need a full comparison.
+#[inline]
+fn key_prefix(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
 }
 
 impl<W: AtomicWord> Node<W> {
@@ -172,6 +200,7 @@ impl<W: AtomicWord> Node<W> {
             count: W::new(0),
             leaf_version: W::new(0),
             keys: std::array::from_fn(|_| W::new(0)),
+            prefixes: std::array::from_fn(|_| W::new(0)),
             slots: std::array::from_fn(|_| W::new(0)),
         })
     }
@@ -204,6 +233,38 @@ impl<W: AtomicWord> Node<W> {
         Ok(unsafe { key_bytes(blob) })
     }
 
+    /// Compares key `i` with `key`, whose `key_prefix` is `kp`.
+    #[inline]
+    fn cmp_key(&self, i: usize, key: &[u8], kp: u64, g: &Guard) -> Result<CmpOrdering, Restart> {
+        // A torn read may pair the prefix of one key with the blob of
+        // another; the result is then garbage but the read fails validation.
+        let p = self.prefixes[i].load(Ordering::Acquire);
+        if p != kp {
+            return Ok(p.cmp(&kp));
+        }
+        Ok(self.key(i, g)?.cmp(key))
+    }
+
+    // Writer-side helpers: only called with the node write-locked (or on a
+    // node not yet published).
+
+    fn set_key(&self, i: usize, blob: u64, prefix: u64) {
+        self.prefixes[i].store(prefix, Ordering::Release);
+        self.keys[i].store(blob, Ordering::Release);
+    }
+
+    fn move_key(&self, i: usize, src: &Node<W>, j: usize) {
+        self.set_key(i, src.keys[j].load(Ordering::Acquire), src.prefixes[j].load(Ordering::Acquire));
+    }
+
+    fn move_slot(&self, i: usize, src: &Node<W>, j: usize) {
+        self.slots[i].store(src.slots[j].load(Ordering::Acquire), Ordering::Release);
+    }
+
+    fn clear_key(&self, i: usize) {
+        self.set_key(i, 0, 0);
+    }
+
     /// Child `i` of an inner node.
     #[inline]
     fn child(&self, i: usize) -> Result<&Node<W>, Restart> {
@@ -220,10 +281,11 @@ impl<W: AtomicWord> Node<W> {
 
     /// First position whose key is `>= key` (and whether it is `== key`).
     fn lower_bound(&self, n: usize, key: &[u8], g: &Guard) -> Result<(usize, bool), Restart> {
+        let kp = key_prefix(key);
         let (mut lo, mut hi) = (0, n);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            match self.key(mid, g)?.cmp(key) {
+            match self.cmp_key(mid, key, kp, g)? {
                 CmpOrdering::Less => lo = mid + 1,
                 CmpOrdering::Equal => return Ok((mid, true)),
                 CmpOrdering::Greater => hi = mid,
@@ -234,10 +296,11 @@ impl<W: AtomicWord> Node<W> {
 
     /// First position whose key is `> key`.
     fn upper_bound(&self, n: usize, key: &[u8], g: &Guard) -> Result<usize, Restart> {
+        let kp = key_prefix(key);
         let (mut lo, mut hi) = (0, n);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if self.key(mid, g)? <= key {
+            if self.cmp_key(mid, key, kp, g)? != CmpOrdering::Greater {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -382,20 +445,14 @@ impl<W: AtomicWord> OrderedIndex<W> {
 
     fn check_key(&self, key: &[u8]) -> Result<(), IndexError> {
         if key.len() > self.max_key_len {
-            Err(IndexError::KeyTooLong {
-                len: key.len(),
-                max: self.max_key_len,
-            })
+            Err(IndexError::KeyTooLong { len: key.len(), max: self.max_key_len })
         } else {
             Ok(())
         }
     }
 
     fn leaf_ref(&self, node: &Node<W>) -> LeafRef {
-        LeafRef {
-            index_id: self.id,
-            addr: node as *const Node<W> as usize,
-        }
+        LeafRef { index_id: self.id, addr: node as *const Node<W> as usize }
     }
 
     fn retry<T>(mut f: impl FnMut() -> Result<T, Restart>) -> T {
@@ -413,12 +470,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
 
     /// Descends to the leaf selected by `target`.  With `split_full`, full
     /// inner nodes met on the way are split (and `Err(Restart)` returned).
-    fn descend<'a>(
-        &'a self,
-        target: Target<'_>,
-        split_full: bool,
-        g: &'a Guard,
-    ) -> Result<LeafPos<'a, W>, Restart> {
+    fn descend<'a>(&'a self, target: Target<'_>, split_full: bool, g: &'a Guard) -> Result<LeafPos<'a, W>, Restart> {
         let root_addr = self.root.load(Ordering::Acquire);
         // SAFETY: the root word always holds the address of a node of this
         // index; nodes are only freed by `Drop`, which needs `&mut self`.
@@ -444,16 +496,8 @@ impl<W: AtomicWord> OrderedIndex<W> {
                 Target::Key(k) => node.upper_bound(n, k, g)?,
                 Target::Below(k) => node.lower_bound(n, k, g)?.0,
             };
-            let child_low = if idx > 0 {
-                Some(node.key(idx - 1, g)?)
-            } else {
-                low
-            };
-            let child_high = if idx < n {
-                Some(node.key(idx, g)?)
-            } else {
-                high
-            };
+            let child_low = if idx > 0 { Some(node.key(idx - 1, g)?) } else { low };
+            let child_high = if idx < n { Some(node.key(idx, g)?) } else { high };
             let child = node.child(idx)?;
             let cv = child.lock.read_lock()?;
             // Lock coupling: validating the parent after reading the child's
@@ -466,13 +510,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
             low = child_low;
             high = child_high;
         }
-        Ok(LeafPos {
-            node,
-            version: v,
-            parent,
-            low,
-            high,
-        })
+        Ok(LeafPos { node, version: v, parent, low, high })
     }
 
     // ------------------------------------------------------------------
@@ -482,13 +520,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
     /// Splits `node` (read at version `v`) whose parent was read at the given
     /// version (`None` = `node` is the root).  Always ends with the locks
     /// released; the caller restarts its operation afterwards.
-    fn split(
-        &self,
-        node: &Node<W>,
-        v: u64,
-        parent: Option<(&Node<W>, u64)>,
-        g: &Guard,
-    ) -> Result<(), Restart> {
+    fn split(&self, node: &Node<W>, v: u64, parent: Option<(&Node<W>, u64)>, g: &Guard) -> Result<(), Restart> {
         let _pg = match parent {
             Some((p, pv)) => Some(WriteGuard::upgrade(&p.lock, pv)?),
             None => None,
@@ -504,38 +536,37 @@ impl<W: AtomicWord> OrderedIndex<W> {
         debug_assert!(n >= 2 && n <= self.cap);
         let mid = n / 2;
         let right = Node::<W>::new(node.is_leaf);
-        let sep;
+        let (sep, sep_prefix);
         if node.is_leaf {
             // Structural change of this leaf: bump first (see module docs).
             let lv = node.leaf_version.load(Ordering::Acquire);
             node.leaf_version.store(lv + 1, Ordering::Release);
             // The separator is a private copy of the right half's first key.
             sep = alloc_key(node.key(mid, g)?);
+            sep_prefix = node.prefixes[mid].load(Ordering::Acquire);
             for i in mid..n {
-                right.keys[i - mid].store(node.keys[i].load(Ordering::Acquire), Ordering::Release);
-                right.slots[i - mid]
-                    .store(node.slots[i].load(Ordering::Acquire), Ordering::Release);
+                right.move_key(i - mid, node, i);
+                right.move_slot(i - mid, node, i);
             }
             right.count.store((n - mid) as u64, Ordering::Release);
             for i in mid..n {
-                node.keys[i].store(0, Ordering::Release);
+                node.clear_key(i);
                 node.slots[i].store(0, Ordering::Release);
             }
         } else {
             // The middle separator moves up; right gets keys mid+1..n and
             // children mid+1..=n.
             sep = node.keys[mid].load(Ordering::Acquire);
+            sep_prefix = node.prefixes[mid].load(Ordering::Acquire);
             for i in mid + 1..n {
-                right.keys[i - mid - 1]
-                    .store(node.keys[i].load(Ordering::Acquire), Ordering::Release);
+                right.move_key(i - mid - 1, node, i);
             }
             for i in mid + 1..=n {
-                right.slots[i - mid - 1]
-                    .store(node.slots[i].load(Ordering::Acquire), Ordering::Release);
+                right.move_slot(i - mid - 1, node, i);
             }
             right.count.store((n - mid - 1) as u64, Ordering::Release);
             for i in mid..n {
-                node.keys[i].store(0, Ordering::Release);
+                node.clear_key(i);
                 node.slots[i + 1].store(0, Ordering::Release);
             }
         }
@@ -551,18 +582,18 @@ impl<W: AtomicWord> OrderedIndex<W> {
                     .find(|&i| p.slots[i].load(Ordering::Acquire) == me)
                     .expect("OLC invariant: locked parent must reference its child");
                 for i in (idx..pn).rev() {
-                    p.keys[i + 1].store(p.keys[i].load(Ordering::Acquire), Ordering::Release);
+                    p.move_key(i + 1, p, i);
                 }
                 for i in (idx + 1..=pn).rev() {
-                    p.slots[i + 1].store(p.slots[i].load(Ordering::Acquire), Ordering::Release);
+                    p.move_slot(i + 1, p, i);
                 }
-                p.keys[idx].store(sep, Ordering::Release);
+                p.set_key(idx, sep, sep_prefix);
                 p.slots[idx + 1].store(right_addr, Ordering::Release);
                 p.count.store(pn as u64 + 1, Ordering::Release);
             }
             None => {
                 let new_root = Node::<W>::new(false);
-                new_root.keys[0].store(sep, Ordering::Release);
+                new_root.set_key(0, sep, sep_prefix);
                 new_root.slots[0].store(node.addr(), Ordering::Release);
                 new_root.slots[1].store(right_addr, Ordering::Release);
                 new_root.count.store(1, Ordering::Release);
@@ -589,11 +620,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
             let leaf = pos.node;
             let n = leaf.count(self.cap);
             let (i, found) = leaf.lower_bound(n, key, &g)?;
-            let val = if found {
-                Some(leaf.slots[i].load(Ordering::Acquire))
-            } else {
-                None
-            };
+            let val = if found { Some(leaf.slots[i].load(Ordering::Acquire)) } else { None };
             leaf.lock.check(pos.version)?;
             Ok(val)
         })
@@ -649,20 +676,16 @@ impl<W: AtomicWord> OrderedIndex<W> {
         let before = leaf.leaf_version.load(Ordering::Acquire);
         leaf.leaf_version.store(before + 1, Ordering::Release);
         for j in (i..n).rev() {
-            leaf.keys[j + 1].store(leaf.keys[j].load(Ordering::Acquire), Ordering::Release);
-            leaf.slots[j + 1].store(leaf.slots[j].load(Ordering::Acquire), Ordering::Release);
+            leaf.move_key(j + 1, leaf, j);
+            leaf.move_slot(j + 1, leaf, j);
         }
-        leaf.keys[i].store(blob, Ordering::Release);
+        leaf.set_key(i, blob, key_prefix(key));
         leaf.slots[i].store(value, Ordering::Release);
         leaf.count.store(n as u64 + 1, Ordering::Release);
         self.len.fetch_add(1, Ordering::Relaxed);
         Ok(WriteOutcome::Inserted(
             value,
-            LeafChange {
-                leaf: self.leaf_ref(leaf),
-                version_before: before,
-                version_after: before + 1,
-            },
+            LeafChange { leaf: self.leaf_ref(leaf), version_before: before, version_after: before + 1 },
         ))
     }
 
@@ -672,42 +695,22 @@ impl<W: AtomicWord> OrderedIndex<W> {
     ///
     /// `make` runs while that leaf is write-locked: it must be short and must
     /// not access this index.
-    pub fn get_or_insert_with(
-        &self,
-        key: &[u8],
-        make: impl FnOnce() -> u64,
-    ) -> Result<(u64, bool), IndexError> {
+    pub fn get_or_insert_with(&self, key: &[u8], make: impl FnOnce() -> u64) -> Result<(u64, bool), IndexError> {
         let r = self.get_or_insert_with_info(key, make)?;
         Ok((r.value, r.inserted))
     }
 
     /// [`get_or_insert_with`](Self::get_or_insert_with), also reporting the
     /// leaf-version transition caused by an insert.
-    pub fn get_or_insert_with_info(
-        &self,
-        key: &[u8],
-        make: impl FnOnce() -> u64,
-    ) -> Result<GetOrInsert, IndexError> {
+    pub fn get_or_insert_with_info(&self, key: &[u8], make: impl FnOnce() -> u64) -> Result<GetOrInsert, IndexError> {
         self.check_key(key)?;
         // Fast path: present keys need no lock.
         if let Some(value) = self.get(key) {
-            return Ok(GetOrInsert {
-                value,
-                inserted: false,
-                leaf_change: None,
-            });
+            return Ok(GetOrInsert { value, inserted: false, leaf_change: None });
         }
         Ok(match self.write(key, WriteMode::GetOrInsert(make)) {
-            WriteOutcome::Existing(value) => GetOrInsert {
-                value,
-                inserted: false,
-                leaf_change: None,
-            },
-            WriteOutcome::Inserted(value, change) => GetOrInsert {
-                value,
-                inserted: true,
-                leaf_change: Some(change),
-            },
+            WriteOutcome::Existing(value) => GetOrInsert { value, inserted: false, leaf_change: None },
+            WriteOutcome::Inserted(value, change) => GetOrInsert { value, inserted: true, leaf_change: Some(change) },
             WriteOutcome::Replaced(_) => unreachable!("get-or-insert never replaces"),
         })
     }
@@ -716,13 +719,11 @@ impl<W: AtomicWord> OrderedIndex<W> {
     /// new key bumps its leaf's version; overwriting does not.
     pub fn insert(&self, key: &[u8], value: u64) -> Result<Option<u64>, IndexError> {
         self.check_key(key)?;
-        Ok(
-            match self.write(key, WriteMode::<fn() -> u64>::Upsert(value)) {
-                WriteOutcome::Inserted(..) => None,
-                WriteOutcome::Replaced(old) => Some(old),
-                WriteOutcome::Existing(_) => unreachable!("upsert never returns existing"),
-            },
-        )
+        Ok(match self.write(key, WriteMode::<fn() -> u64>::Upsert(value)) {
+            WriteOutcome::Inserted(..) => None,
+            WriteOutcome::Replaced(old) => Some(old),
+            WriteOutcome::Existing(_) => unreachable!("upsert never returns existing"),
+        })
     }
 
     /// Removes `key`, returning its value.  Bumps the leaf's version if the
@@ -747,10 +748,10 @@ impl<W: AtomicWord> OrderedIndex<W> {
             let blob = leaf.keys[i].load(Ordering::Acquire);
             let val = leaf.slots[i].load(Ordering::Acquire);
             for j in i..n - 1 {
-                leaf.keys[j].store(leaf.keys[j + 1].load(Ordering::Acquire), Ordering::Release);
-                leaf.slots[j].store(leaf.slots[j + 1].load(Ordering::Acquire), Ordering::Release);
+                leaf.move_key(j, leaf, j + 1);
+                leaf.move_slot(j, leaf, j + 1);
             }
-            leaf.keys[n - 1].store(0, Ordering::Release);
+            leaf.clear_key(n - 1);
             leaf.slots[n - 1].store(0, Ordering::Release);
             leaf.count.store(n as u64 - 1, Ordering::Release);
             self.len.fetch_sub(1, Ordering::Relaxed);
@@ -782,6 +783,10 @@ impl<W: AtomicWord> OrderedIndex<W> {
     /// both included), visits nothing and reports no leaf.  Each leaf is read
     /// atomically, but the scan as a whole is not a snapshot: concurrent
     /// changes to other leaves may or may not be seen.
+    ///
+    /// No lock is held while the callbacks run, so they may use the index;
+    /// the thread stays pinned in the epoch for the whole scan (delaying
+    /// reclamation of removed keys), so they should not block for long.
     pub fn scan(
         &self,
         range: (Bound<&[u8]>, Bound<&[u8]>),
@@ -857,7 +862,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
                         if before_start {
                             return;
                         }
-                        Target::Key(l)
+                        Target::Below(l)
                     }
                 },
             };
@@ -962,6 +967,11 @@ impl<W: AtomicWord> OrderedIndex<W> {
                 return Err(format!("key {k:?} outside fences {low:?}..{high:?}"));
             }
         }
+        for (i, k) in keys.iter().enumerate() {
+            if node.prefixes[i].load(Ordering::Acquire) != key_prefix(k) {
+                return Err(format!("prefix of key {k:?} out of date"));
+            }
+        }
         for i in n..self.cap {
             if node.keys[i].load(Ordering::Acquire) != 0 {
                 return Err(format!("stale key slot {i} not cleared"));
@@ -994,8 +1004,9 @@ impl<W: AtomicWord> OrderedIndex<W> {
 fn range_is_empty(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
     match (start, end) {
         (Bound::Included(s), Bound::Included(e)) => s > e,
-        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
-        | (Bound::Excluded(s), Bound::Included(e)) => s >= e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e)) | (Bound::Excluded(s), Bound::Included(e)) => {
+            s >= e
+        }
         _ => false,
     }
 }

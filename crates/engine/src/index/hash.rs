@@ -54,9 +54,7 @@ impl HashIndex {
     pub fn with_shards(max_key_len: usize, shards: usize) -> Self {
         let n = shards.max(1).next_power_of_two();
         Self {
-            shards: (0..n)
-                .map(|_| CachePadded::new(RwLock::new(HashMap::new())))
-                .collect(),
+            shards: (0..n).map(|_| CachePadded::new(RwLock::new(HashMap::new()))).collect(),
             shard_mask: n - 1,
             selector: RandomState::new(),
             max_key_len,
@@ -88,10 +86,7 @@ impl HashIndex {
 
     fn check_key(&self, key: &[u8]) -> Result<(), IndexError> {
         if key.len() > self.max_key_len {
-            Err(IndexError::KeyTooLong {
-                len: key.len(),
-                max: self.max_key_len,
-            })
+            Err(IndexError::KeyTooLong { len: key.len(), max: self.max_key_len })
         } else {
             Ok(())
         }
@@ -108,11 +103,7 @@ impl HashIndex {
     /// Atomically returns the value under `key`, inserting `make()` first if
     /// absent.  Returns `(value, inserted)`.  `make` runs under the shard's
     /// write lock: it must be short and must not access this index.
-    pub fn get_or_insert_with(
-        &self,
-        key: &[u8],
-        make: impl FnOnce() -> u64,
-    ) -> Result<(u64, bool), IndexError> {
+    pub fn get_or_insert_with(&self, key: &[u8], make: impl FnOnce() -> u64) -> Result<(u64, bool), IndexError> {
         self.check_key(key)?;
         let shard = self.shard(key);
         if let Some(&v) = shard.read().get(key) {

@@ -26,8 +26,8 @@ mod key;
 pub mod version_lock;
 
 pub use btree::{
-    GetOrInsert, LeafChange, LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection,
-    DEFAULT_NODE_CAPACITY, MAX_NODE_CAPACITY, MIN_NODE_CAPACITY,
+    GetOrInsert, LeafChange, LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection, DEFAULT_NODE_CAPACITY,
+    MAX_NODE_CAPACITY, MIN_NODE_CAPACITY,
 };
 pub use hash::{HashIndex, DEFAULT_HASH_SHARDS};
 pub use version_lock::{AtomicWord, Restart, VersionLock};

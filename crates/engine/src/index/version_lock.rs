@@ -49,13 +49,7 @@ pub trait AtomicWord: Send + Sync + 'static {
     /// Atomic store.
     fn store(&self, v: u64, order: Ordering);
     /// Atomic strong compare-and-exchange.
-    fn compare_exchange(
-        &self,
-        current: u64,
-        new: u64,
-        success: Ordering,
-        failure: Ordering,
-    ) -> Result<u64, u64>;
+    fn compare_exchange(&self, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64>;
     /// Atomic fetch-and-add (wrapping).
     fn fetch_add(&self, v: u64, order: Ordering) -> u64;
     /// Called by spinning / restarting code paths between attempts.  The
@@ -78,13 +72,7 @@ impl AtomicWord for AtomicU64 {
         AtomicU64::store(self, v, order)
     }
     #[inline]
-    fn compare_exchange(
-        &self,
-        current: u64,
-        new: u64,
-        success: Ordering,
-        failure: Ordering,
-    ) -> Result<u64, u64> {
+    fn compare_exchange(&self, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64> {
         AtomicU64::compare_exchange(self, current, new, success, failure)
     }
     #[inline]
@@ -115,9 +103,7 @@ impl<W: AtomicWord> Default for VersionLock<W> {
 
 impl<W: AtomicWord> std::fmt::Debug for VersionLock<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VersionLock")
-            .field("word", &self.word.load(Ordering::Relaxed))
-            .finish()
+        f.debug_struct("VersionLock").field("word", &self.word.load(Ordering::Relaxed)).finish()
     }
 }
 
@@ -200,10 +186,7 @@ impl<W: AtomicWord> VersionLock<W> {
         if v & (LOCKED | OBSOLETE) != 0 {
             return Err(Restart);
         }
-        self.word
-            .compare_exchange(v, v | LOCKED, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| ())
-            .map_err(|_| Restart)
+        self.word.compare_exchange(v, v | LOCKED, Ordering::AcqRel, Ordering::Acquire).map(|_| ()).map_err(|_| Restart)
     }
 
     /// Acquires the write lock, waiting while another writer holds it.

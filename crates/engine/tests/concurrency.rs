@@ -1,0 +1,293 @@
+//! Serializability of every engine: transfers with concurrent audits, write
+//! skew, phantoms, read-your-writes, rollback, and bad input.
+
+use pmtx_engine::{
+    prefix_range, AbortReason, Database, DbError, DbOptions, EngineKind, Outcome, ScanDirection, TableSchema, TxError,
+};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+
+const ACCOUNTS: u64 = 64;
+const INITIAL: u64 = 1_000;
+
+fn open(engine: EngineKind) -> Database {
+    let tables = vec![TableSchema::ordered("accounts").max_value_len(64), TableSchema::hashed("flags")];
+    Database::open(DbOptions::in_memory(engine, tables)).unwrap()
+}
+
+fn key(account: u64) -> [u8; 8] {
+    account.to_be_bytes()
+}
+
+fn balance(bytes: &[u8]) -> u64 {
+    u64::from_le_bytes(bytes.try_into().unwrap())
+}
+
+fn load(db: &Database) {
+    let accounts = db.table_id("accounts").unwrap();
+    let mut worker = db.worker(0).unwrap();
+    worker
+        .run(|tx| {
+            for account in 0..ACCOUNTS {
+                tx.put(accounts, &key(account), &INITIAL.to_le_bytes())?;
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+fn transfers_and_audits(engine: EngineKind) {
+    let db = Arc::new(open(engine));
+    load(&db);
+    let accounts = db.table_id("accounts").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let audits = Arc::new(AtomicU64::new(0));
+    let transfers = Arc::new(AtomicU64::new(0));
+    let barrier = Arc::new(Barrier::new(4));
+    let mut handles = Vec::new();
+    for id in 0..3usize {
+        let (db, stop, transfers, barrier) = (db.clone(), stop.clone(), transfers.clone(), barrier.clone());
+        handles.push(std::thread::spawn(move || {
+            let mut worker = db.worker(id).unwrap();
+            let mut state = 0x9E3779B97F4A7C15u64 ^ id as u64;
+            barrier.wait();
+            for _ in 0..1500 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let from = state % ACCOUNTS;
+                let to = (state >> 20) % ACCOUNTS;
+                let amount = (state >> 40) % 50;
+                let outcome = worker
+                    .run(|tx| {
+                        let a = balance(&tx.get(accounts, &key(from))?.unwrap());
+                        if a < amount || from == to {
+                            return Err(tx.rollback());
+                        }
+                        let b = balance(&tx.get(accounts, &key(to))?.unwrap());
+                        tx.put(accounts, &key(from), &(a - amount).to_le_bytes())?;
+                        tx.put(accounts, &key(to), &(b + amount).to_le_bytes())?;
+                        Ok(())
+                    })
+                    .unwrap();
+                if matches!(outcome.outcome, Outcome::Committed(())) {
+                    transfers.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            drop(stop);
+        }));
+    }
+    {
+        let (db, stop, audits, barrier) = (db.clone(), stop.clone(), audits.clone(), barrier.clone());
+        handles.push(std::thread::spawn(move || {
+            let mut worker = db.worker(3).unwrap();
+            barrier.wait();
+            while !stop.load(Ordering::Relaxed) {
+                let total = worker
+                    .run_read_only(|tx| {
+                        let rows =
+                            tx.scan(accounts, (Bound::Unbounded, Bound::Unbounded), ScanDirection::Forward, 1000)?;
+                        assert_eq!(rows.len() as u64, ACCOUNTS);
+                        Ok(rows.iter().map(|(_, v)| balance(v)).sum::<u64>())
+                    })
+                    .unwrap()
+                    .committed()
+                    .unwrap();
+                assert_eq!(total, ACCOUNTS * INITIAL, "an audit saw a non-serializable state");
+                audits.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let auditor = handles.pop().unwrap();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    auditor.join().unwrap();
+    assert!(transfers.load(Ordering::Relaxed) > 100, "too few transfers committed");
+    assert!(audits.load(Ordering::Relaxed) > 0, "no audit completed");
+    let mut worker = db.worker(0).unwrap();
+    let total = worker
+        .run_read_only(|tx| {
+            let mut total = 0;
+            for account in 0..ACCOUNTS {
+                total += balance(&tx.get(accounts, &key(account))?.unwrap());
+            }
+            Ok(total)
+        })
+        .unwrap()
+        .committed()
+        .unwrap();
+    assert_eq!(total, ACCOUNTS * INITIAL);
+}
+
+/// Two transactions each read both flags and set one if the other is clear:
+/// under serializability at most one can commit with both reading "clear".
+fn write_skew_is_rejected(engine: EngineKind) {
+    let db = open(engine);
+    let flags = db.table_id("flags").unwrap();
+    let mut first = db.worker(0).unwrap();
+    let mut second = db.worker(1).unwrap();
+    // Interleave by hand through the pipelined API: begin both, read both,
+    // then commit one after the other.
+    let mut phase = 0;
+    let outcome_a = first.run(|tx_a| {
+        let a_sees_b = tx_a.get(flags, b"b")?;
+        if phase == 0 {
+            phase = 1;
+            // The second transaction runs completely inside the first. It
+            // must not wait for durability while the first is open (group
+            // commit would wait for the first to leave its epoch), hence
+            // the pipelined call.
+            let (outcome_b, _) = second
+                .run_pipelined(0, false, |tx_b| {
+                    let b_sees_a = tx_b.get(flags, b"a")?;
+                    if b_sees_a.is_none() {
+                        tx_b.put(flags, b"b", b"on")?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            assert!(matches!(outcome_b, Outcome::Committed(())));
+        }
+        if a_sees_b.is_none() {
+            tx_a.put(flags, b"a", b"on")?;
+        }
+        Ok(a_sees_b.is_none())
+    });
+    let finished = outcome_a.unwrap();
+    second.wait_all_acknowledged(|_, _| {});
+    assert!(finished.attempts >= 2, "the first transaction must have aborted once");
+    let mut worker = db.worker(2).unwrap();
+    let both = worker
+        .run_read_only(|tx| Ok((tx.get(flags, b"a")?.is_some(), tx.get(flags, b"b")?.is_some())))
+        .unwrap()
+        .committed()
+        .unwrap();
+    assert_ne!(both, (true, true), "write skew committed");
+}
+
+/// A scan's result cannot change under a committed transaction: a
+/// transaction that scanned a range and then sees a concurrent insert into
+/// it commits only after retrying.
+fn phantoms_are_detected(engine: EngineKind) {
+    let db = open(engine);
+    let accounts = db.table_id("accounts").unwrap();
+    load(&db);
+    let mut scanner = db.worker(0).unwrap();
+    let mut inserter = db.worker(1).unwrap();
+    let mut inserted = false;
+    let finished = scanner
+        .run(|tx| {
+            let low = key(10);
+            let high = key(20);
+            let rows = tx.scan(
+                accounts,
+                (Bound::Included(&low[..]), Bound::Excluded(&high[..])),
+                ScanDirection::Forward,
+                100,
+            )?;
+            if !inserted {
+                inserted = true;
+                let mut new_key = key(15).to_vec();
+                new_key.push(1);
+                inserter.run_pipelined(0, false, |tx2| tx2.put(accounts, &new_key, &7u64.to_le_bytes())).unwrap();
+            }
+            tx.put(accounts, b"count", &(rows.len() as u64).to_le_bytes())?;
+            Ok(rows.len())
+        })
+        .unwrap();
+    inserter.wait_all_acknowledged(|_, _| {});
+    assert!(finished.attempts >= 2, "the phantom must force a retry");
+    assert_eq!(finished.committed(), Some(11));
+}
+
+fn reverse_scans_limits_and_secondary(engine: EngineKind) {
+    fn by_parity(_key: &[u8], value: &[u8]) -> Vec<u8> {
+        vec![value[0] % 2]
+    }
+    let tables = vec![TableSchema::ordered("t").secondary("parity", by_parity)];
+    let db = Database::open(DbOptions::in_memory(engine, tables)).unwrap();
+    let table = db.table_id("t").unwrap();
+    let parity = db.secondary_id(table, "parity").unwrap();
+    let mut worker = db.worker(0).unwrap();
+    worker
+        .run(|tx| {
+            for i in 0u8..20 {
+                assert!(tx.insert(table, &[i], &[i])?);
+            }
+            assert!(!tx.insert(table, &[3], &[99])?, "duplicate insert must report false");
+            Ok(())
+        })
+        .unwrap();
+    let rows = worker
+        .run_read_only(|tx| tx.scan(table, (Bound::Unbounded, Bound::Unbounded), ScanDirection::Reverse, 3))
+        .unwrap()
+        .committed()
+        .unwrap();
+    assert_eq!(rows.iter().map(|(k, _)| k[0]).collect::<Vec<_>>(), vec![19, 18, 17]);
+    let odd = worker
+        .run_read_only(|tx| {
+            let mut upper = Vec::new();
+            tx.scan_secondary(table, parity, prefix_range(&[1], &mut upper), ScanDirection::Forward, 100)
+        })
+        .unwrap()
+        .committed()
+        .unwrap();
+    assert_eq!(odd.len(), 10);
+    assert!(odd.iter().all(|(k, v)| k[0] % 2 == 1 && v[0] == k[0]));
+    // Deletes hide rows from scans and gets; updates of absent keys fail.
+    worker
+        .run(|tx| {
+            assert!(tx.delete(table, &[5])?);
+            assert!(!tx.delete(table, &[5])?, "read-your-own-delete");
+            assert!(!tx.update(table, &[200], &[1])?);
+            Ok(())
+        })
+        .unwrap();
+    let after = worker
+        .run_read_only(|tx| tx.scan(table, (Bound::Unbounded, Bound::Unbounded), ScanDirection::Forward, 100))
+        .unwrap()
+        .committed()
+        .unwrap();
+    assert_eq!(after.len(), 19);
+}
+
+fn bad_input_is_typed(engine: EngineKind) {
+    let db = open(engine);
+    let accounts = db.table_id("accounts").unwrap();
+    assert!(matches!(db.table_id("nope"), Err(DbError::UnknownTable(_))));
+    let mut worker = db.worker(0).unwrap();
+    let error = worker.run(|tx| tx.put(accounts, b"k", &[0u8; 65])).unwrap_err();
+    assert!(matches!(error, DbError::ValueTooLarge { len: 65, max: 64, .. }), "{error}");
+    let error = worker.run(|tx| tx.put(accounts, &[1u8; 65], b"v")).unwrap_err();
+    assert!(matches!(error, DbError::KeyTooLong { .. }), "{error}");
+    let hash = db.table_id("flags").unwrap();
+    let error =
+        worker.run(|tx| tx.scan(hash, (Bound::Unbounded, Bound::Unbounded), ScanDirection::Forward, 1)).unwrap_err();
+    assert!(matches!(error, DbError::InvalidConfig(_)), "{error}");
+    assert!(matches!(db.worker(99), Err(DbError::InvalidConfig(_))));
+    // A body that always aborts gives up after max_attempts.
+    let error = worker.run(|_tx| -> Result<(), TxError> { Err(TxError::Abort(AbortReason::ReadValidation)) });
+    assert!(matches!(error, Err(DbError::TooManyAborts { .. })));
+}
+
+macro_rules! for_each_engine {
+    ($($test:ident),*) => {
+        mod silo {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::Silo) })*
+        }
+        mod group_commit {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::GroupCommit) })*
+        }
+    };
+}
+
+for_each_engine!(
+    transfers_and_audits,
+    write_skew_is_rejected,
+    phantoms_are_detected,
+    reverse_scans_limits_and_secondary,
+    bad_input_is_typed
+);
