@@ -385,6 +385,8 @@ impl Worker {
     /// Reports (tag, latency to durability) of every queued commit that is
     /// durable now, in commit order.
     pub fn drain_acknowledged(&mut self, mut acknowledge: impl FnMut(u32, Duration)) {
+        // Acknowledge in commit order: a commit is reported only when it and
+        // every earlier one of this worker are durable.
         while let Some((ticket, start, tag)) = self.pending.front().copied() {
             if !self.engine.is_durable(ticket) {
                 break;
@@ -396,8 +398,18 @@ impl Worker {
 
     /// Waits for every queued commit and reports them.
     pub fn wait_all_acknowledged(&mut self, mut acknowledge: impl FnMut(u32, Duration)) {
-        if let Some((ticket, _, _)) = self.pending.back().copied() {
-            self.inner.wait_durable(ticket);
+        // Tickets are not monotonic in queue order (a read-only ticket is the
+        // epoch of the data it read), so wait for the highest one.
+        let latest = self
+            .pending
+            .iter()
+            .map(|(ticket, _, _)| match ticket {
+                CommitTicket::Durable => 0,
+                CommitTicket::Epoch(epoch) => *epoch,
+            })
+            .max();
+        if let Some(epoch) = latest {
+            self.inner.wait_durable(CommitTicket::Epoch(epoch));
         }
         self.drain_acknowledged(&mut acknowledge);
         debug_assert!(self.pending.is_empty());

@@ -1,0 +1,129 @@
+//! Random generators shared by the workloads: seeds, transaction mixes, TPC-C
+//! NURand and strings.
+
+use rand::{Rng, RngCore, SeedableRng};
+
+/// The random number generator of every workload.
+pub type WorkloadRng = rand_chacha::ChaCha8Rng;
+
+/// A generator seeded with `seed`.
+pub fn rng(seed: u64) -> WorkloadRng {
+    WorkloadRng::seed_from_u64(seed)
+}
+
+/// SplitMix64 finalizer: a well-mixed 64-bit function of `x`.
+pub fn mix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// The seed of child `index` of `seed` (per worker, per load task).
+pub fn child_seed(seed: u64, index: u64) -> u64 {
+    mix64(seed ^ mix64(index.wrapping_add(0xA076_1D64_78BD_642F)))
+}
+
+/// A weighted choice among transaction types.
+#[derive(Clone, Debug)]
+pub struct Mix {
+    cumulative: Vec<u32>,
+}
+
+impl Mix {
+    /// A mix with these weights (any positive total).
+    ///
+    /// # Panics
+    /// If the weights sum to zero.
+    pub fn new(weights: &[u32]) -> Self {
+        let mut total = 0u32;
+        let cumulative = weights
+            .iter()
+            .map(|weight| {
+                total += weight;
+                total
+            })
+            .collect::<Vec<_>>();
+        assert!(total > 0, "a transaction mix needs a positive total weight");
+        Self { cumulative }
+    }
+
+    /// Sum of the weights.
+    pub fn total(&self) -> u32 {
+        *self.cumulative.last().expect("non-empty")
+    }
+
+    /// Draws a type index.
+    pub fn pick(&self, rng: &mut impl Rng) -> usize {
+        let draw = rng.gen_range(0..self.total());
+        self.cumulative.iter().position(|&bound| draw < bound).expect("draw below total")
+    }
+}
+
+/// TPC-C NURand(A, x, y) with run-time constant `c` (clause 2.1.6):
+/// `(((random(0, A) | random(x, y)) + C) % (y - x + 1)) + x`.
+pub fn nurand(rng: &mut impl Rng, a: u64, x: u64, y: u64, c: u64) -> u64 {
+    debug_assert!(x <= y);
+    (((rng.gen_range(0..=a) | rng.gen_range(x..=y)) + c) % (y - x + 1)) + x
+}
+
+const ALPHANUMERIC: &[u8; 62] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+
+/// Fills `out` with random alphanumeric characters.
+pub fn fill_alphanumeric(rng: &mut impl RngCore, out: &mut [u8]) {
+    let mut bits = 0u64;
+    let mut left = 0;
+    for byte in out {
+        if left == 0 {
+            bits = rng.next_u64();
+            left = 8;
+        }
+        // 8 bits -> 0..62 by multiply-shift (tiny bias, irrelevant here).
+        *byte = ALPHANUMERIC[(((bits & 0xFF) * 62) >> 8) as usize];
+        bits >>= 8;
+        left -= 1;
+    }
+}
+
+/// TPC-C a-string: random alphanumeric, length uniform in `[min, max]`.
+pub fn a_string(rng: &mut impl Rng, min: usize, max: usize) -> Vec<u8> {
+    let mut out = vec![0u8; rng.gen_range(min..=max)];
+    fill_alphanumeric(rng, &mut out);
+    out
+}
+
+/// TPC-C n-string: random digits, length uniform in `[min, max]`.
+pub fn n_string(rng: &mut impl Rng, min: usize, max: usize) -> Vec<u8> {
+    let len = rng.gen_range(min..=max);
+    (0..len).map(|_| b'0' + rng.gen_range(0..10u8)).collect()
+}
+
+/// The TPC-C last-name syllables (clause 4.3.2.3).
+pub const LAST_NAME_SYLLABLES: [&str; 10] =
+    ["BAR", "OUGHT", "ABLE", "PRI", "PRES", "ESE", "ANTI", "CALLY", "ATION", "EING"];
+
+/// The TPC-C last name of `number` (0..=999): its three digits' syllables.
+pub fn last_name(number: u32) -> String {
+    debug_assert!(number < 1000);
+    let digits = [number / 100 % 10, number / 10 % 10, number % 10];
+    digits.iter().map(|&d| LAST_NAME_SYLLABLES[d as usize]).collect()
+}
+
+/// Copies `text` into a zero-padded fixed-width field (cut if longer).
+pub fn fixed<const N: usize>(text: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    let take = text.len().min(N);
+    out[..take].copy_from_slice(&text[..take]);
+    out
+}
+
+/// The text of a zero-padded fixed-width field.
+pub fn text(field: &[u8]) -> &[u8] {
+    let end = field.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
+    &field[..end]
+}
+
+/// Milliseconds since the Unix epoch (dates of TPC-C rows).
+pub fn now_millis() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}

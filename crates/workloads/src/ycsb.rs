@@ -1,0 +1,433 @@
+//! YCSB over one `usertable` of `records` rows of `fields` x `field_size`
+//! bytes, keyed by the record number (8 bytes big-endian, so scans run in
+//! record order).
+//!
+//! Every variant runs `ops_per_txn` operations per transaction, except the
+//! range variants of PHyTM: `srq`/`lrq` run one scan of 16/256 rows and
+//! `sru`/`lru` update 16/256 rows per transaction. Keys follow a scrambled
+//! zipfian distribution with `theta` (uniform when `theta == 0`); D reads
+//! the latest rows (the zipfian over recency, unscrambled); E scans 1..=100
+//! rows. Updates overwrite whole rows with one field changed (the engine
+//! stores rows whole); F reads, changes one field and writes back.
+//!
+//! Inserts (D, E) take keys from a counter shared by the clients of one
+//! [`Ycsb`] value, starting after the largest key in the database.
+
+use crate::common::{load_parallel, scan_pages, verify_tables, LOAD_BATCH_BYTES};
+use crate::gen::{child_seed, rng, WorkloadRng};
+use crate::zipf::Zipfian;
+use crate::{CheckReport, Client, TxnSummary, Workload, WorkloadError, WorkloadOptions, YcsbVariant};
+use pmtx_engine::{Database, DbError, Outcome, ScanDirection, TableSchema, Worker};
+use rand::{Rng, RngCore};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Transaction type names: transactions without writes run read-only.
+pub const TRANSACTION_TYPES: [&str; 2] = ["read_only", "read_write"];
+/// Type index of read-only transactions.
+pub const READ_ONLY: usize = 0;
+/// Type index of transactions that write.
+pub const READ_WRITE: usize = 1;
+/// Longest scan of workload E.
+pub const MAX_SCAN_LENGTH: usize = 100;
+
+/// Table ids.
+pub mod table {
+    use pmtx_engine::TableId;
+    /// The one table.
+    pub const USERTABLE: TableId = TableId(0);
+    /// Table names, by id.
+    pub const NAMES: [&str; 1] = ["usertable"];
+}
+
+/// The key of record `number`.
+pub fn key(number: u64) -> [u8; 8] {
+    number.to_be_bytes()
+}
+
+const UNKNOWN: u64 = u64::MAX;
+
+impl YcsbVariant {
+    /// Fraction of reads among the point operations (the rest are
+    /// updates, read-modify-writes for F, inserts for D and E).
+    pub fn read_proportion(self) -> f64 {
+        match self {
+            YcsbVariant::A | YcsbVariant::F | YcsbVariant::Balanced => 0.5,
+            YcsbVariant::B | YcsbVariant::D | YcsbVariant::E => 0.95,
+            YcsbVariant::ReadHeavy => 0.9,
+            YcsbVariant::WriteHeavy => 0.1,
+            YcsbVariant::C | YcsbVariant::ReadOnly | YcsbVariant::ShortRangeQuery | YcsbVariant::LongRangeQuery => 1.0,
+            YcsbVariant::ShortRangeUpdate | YcsbVariant::LongRangeUpdate => 0.0,
+        }
+    }
+
+    /// Whether the variant inserts rows (D and E).
+    pub fn inserts(self) -> bool {
+        matches!(self, YcsbVariant::D | YcsbVariant::E)
+    }
+}
+
+struct Shared {
+    variant: YcsbVariant,
+    records: u64,
+    fields: usize,
+    field_size: usize,
+    ops_per_txn: usize,
+    zipf: Zipfian,
+    next_insert: AtomicU64,
+    load_seed: u64,
+}
+
+impl Shared {
+    fn row_len(&self) -> usize {
+        self.fields * self.field_size
+    }
+}
+
+/// The YCSB workload.
+pub struct Ycsb {
+    shared: Arc<Shared>,
+}
+
+impl Ycsb {
+    /// YCSB `options.ycsb` over `options.records` rows; computes the zipfian
+    /// constants (O(records)).
+    pub fn new(options: &WorkloadOptions) -> Result<Self, WorkloadError> {
+        let invalid = |message: String| Err(WorkloadError::InvalidOption(format!("ycsb: {message}")));
+        if options.records == 0 || options.records >= 1 << 62 {
+            return invalid(format!("records must be positive, got {}", options.records));
+        }
+        if options.fields == 0 || options.field_size == 0 || options.fields.saturating_mul(options.field_size) > 1 << 20
+        {
+            return invalid(format!(
+                "rows of {} fields x {} bytes: both must be positive and rows at most 1 MiB",
+                options.fields, options.field_size
+            ));
+        }
+        if options.ops_per_txn == 0 {
+            return invalid("ops_per_txn must be positive".into());
+        }
+        if !(options.theta >= 0.0 && options.theta.is_finite() && options.theta != 1.0) {
+            return invalid(format!("theta must be >= 0 and != 1 (0 = uniform), got {}", options.theta));
+        }
+        Ok(Self {
+            shared: Arc::new(Shared {
+                variant: options.ycsb,
+                records: options.records,
+                fields: options.fields,
+                field_size: options.field_size,
+                ops_per_txn: options.ops_per_txn,
+                zipf: Zipfian::new(options.records, options.theta),
+                next_insert: AtomicU64::new(UNKNOWN),
+                load_seed: options.load_seed,
+            }),
+        })
+    }
+
+    /// The variant.
+    pub fn variant(&self) -> YcsbVariant {
+        self.shared.variant
+    }
+
+    /// A concrete client (what [`Workload::client`] boxes).
+    pub fn ycsb_client(&self, worker_index: usize, seed: u64) -> YcsbClient {
+        let mut rng = rng(child_seed(seed, worker_index as u64));
+        let mut row = vec![0u8; self.shared.row_len()];
+        rng.fill_bytes(&mut row);
+        YcsbClient {
+            shared: Arc::clone(&self.shared),
+            rng,
+            zipf: self.shared.zipf.clone(),
+            row,
+            values: Vec::new(),
+            ops: Vec::new(),
+            buffer: Vec::new(),
+        }
+    }
+}
+
+impl Workload for Ycsb {
+    fn name(&self) -> &'static str {
+        "ycsb"
+    }
+
+    fn tables(&self) -> Vec<TableSchema> {
+        vec![TableSchema::ordered(table::NAMES[0]).max_key_len(8).max_value_len(self.shared.row_len())]
+    }
+
+    fn transaction_types(&self) -> &'static [&'static str] {
+        &TRANSACTION_TYPES
+    }
+
+    fn load(
+        &self,
+        db: &Arc<Database>,
+        threads: usize,
+        progress: &(dyn Fn(u64, u64) + Sync),
+    ) -> Result<(), WorkloadError> {
+        verify_tables(db, &self.tables())?;
+        let shared = &self.shared;
+        let per_task = (LOAD_BATCH_BYTES / shared.row_len()).clamp(1, 256) as u64;
+        let tasks: Vec<u64> = (0..shared.records).step_by(per_task as usize).collect();
+        load_parallel(db, threads, &tasks, shared.records, progress, |worker, _slot, index, &first| {
+            let mut rng = rng(child_seed(shared.load_seed, index as u64));
+            let last = (first + per_task).min(shared.records);
+            let mut values = vec![0u8; shared.row_len() * (last - first) as usize];
+            rng.fill_bytes(&mut values);
+            worker.run_pipelined(0, false, |tx| {
+                for (number, value) in (first..last).zip(values.chunks(shared.row_len())) {
+                    if !tx.insert(table::USERTABLE, &key(number), value)? {
+                        return Err(pmtx_engine::TxError::Db(DbError::InvalidConfig(
+                            "load: usertable already holds rows; load expects an empty database".into(),
+                        )));
+                    }
+                }
+                Ok(())
+            })?;
+            Ok(last - first)
+        })?;
+        shared.next_insert.store(shared.records, Ordering::Release);
+        Ok(())
+    }
+
+    fn client(&self, worker_index: usize, _threads: usize, seed: u64) -> Box<dyn Client> {
+        Box::new(self.ycsb_client(worker_index, seed))
+    }
+
+    fn check(&self, db: &Arc<Database>) -> Result<CheckReport, WorkloadError> {
+        verify_tables(db, &self.tables())?;
+        let shared = &self.shared;
+        let mut worker = db.worker(0)?;
+        let (mut base, mut inserted, mut bad_length, mut bad_key) = (0u64, 0u64, 0u64, 0u64);
+        let mut next = 0u64;
+        scan_pages(&mut worker, table::USERTABLE, &[], None, |k, value| {
+            let Ok(number) = <[u8; 8]>::try_from(k).map(u64::from_be_bytes) else {
+                bad_key += 1;
+                return Ok(());
+            };
+            next = next.max(number + 1);
+            if number < shared.records {
+                base += 1;
+            } else {
+                inserted += 1;
+            }
+            bad_length += (value.len() != shared.row_len()) as u64;
+            Ok(())
+        })?;
+        let mut report = CheckReport::default();
+        report.push(
+            "loaded rows",
+            base == shared.records && bad_key == 0,
+            format!("{base} of keys 0..{} present, expected {}; {bad_key} bad keys", shared.records, shared.records),
+        );
+        report.push(
+            "row length",
+            bad_length == 0,
+            format!("{bad_length} rows of another length than {} bytes", shared.row_len()),
+        );
+        let assigned = match shared.next_insert.load(Ordering::Acquire) {
+            UNKNOWN => None,
+            counter => Some(counter.saturating_sub(shared.records)),
+        };
+        report.push(
+            "inserted rows",
+            assigned.is_none_or(|assigned| inserted <= assigned),
+            format!("{inserted} rows above the loaded keys ({assigned:?} keys handed out by this process)"),
+        );
+        // Later inserts start after every key present.
+        let next = next.max(shared.records);
+        let _ = shared.next_insert.compare_exchange(UNKNOWN, next, Ordering::AcqRel, Ordering::Acquire);
+        shared.next_insert.fetch_max(next, Ordering::AcqRel);
+        Ok(report)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Read(u64),
+    /// Write `values[slot]` (a whole row).
+    Update(u64, usize),
+    /// Read, replace field `field` with `values[slot]`, write.
+    ReadModifyWrite(u64, usize, usize),
+    /// Insert `values[slot]`.
+    Insert(u64, usize),
+    /// Scan up to this many rows from the key on.
+    Scan(u64, usize),
+}
+
+/// A YCSB client.
+pub struct YcsbClient {
+    shared: Arc<Shared>,
+    rng: WorkloadRng,
+    zipf: Zipfian,
+    /// A random row; each update changes one of its fields.
+    row: Vec<u8>,
+    values: Vec<Vec<u8>>,
+    ops: Vec<Op>,
+    buffer: Vec<u8>,
+}
+
+impl YcsbClient {
+    /// A key of `0..count` from the scrambled zipfian (or uniform).
+    pub fn choose_key(&mut self, count: u64) -> u64 {
+        self.zipf.resize(count.max(1));
+        self.zipf.next_scrambled(&mut self.rng)
+    }
+
+    /// A recent key: `count - 1 - zipfian rank`.
+    pub fn latest_key(&mut self, count: u64) -> u64 {
+        self.zipf.resize(count.max(1));
+        count.saturating_sub(1) - self.zipf.next(&mut self.rng).min(count.saturating_sub(1))
+    }
+
+    /// The first key not yet handed out, finding it in the database the
+    /// first time (a read-only reverse scan).
+    fn insert_point(&mut self, worker: &mut Worker) -> Result<u64, DbError> {
+        let current = self.shared.next_insert.load(Ordering::Acquire);
+        if current != UNKNOWN {
+            return Ok(current);
+        }
+        let last = worker
+            .run_read_only(|tx| {
+                tx.scan(table::USERTABLE, (Bound::Unbounded, Bound::Unbounded), ScanDirection::Reverse, 1)
+            })?
+            .committed()
+            .unwrap_or_default();
+        let next = last
+            .first()
+            .and_then(|(k, _)| <[u8; 8]>::try_from(k.as_slice()).ok())
+            .map_or(0, |k| u64::from_be_bytes(k) + 1)
+            .max(self.shared.records);
+        let _ = self.shared.next_insert.compare_exchange(UNKNOWN, next, Ordering::AcqRel, Ordering::Acquire);
+        Ok(self.shared.next_insert.load(Ordering::Acquire))
+    }
+
+    fn value_slot(&mut self, used: &mut usize, len: usize) -> usize {
+        let slot = *used;
+        *used += 1;
+        if self.values.len() <= slot {
+            self.values.push(Vec::new());
+        }
+        self.values[slot].resize(len, 0);
+        slot
+    }
+
+    /// A new row: the client's row with one field changed.
+    fn new_row(&mut self, used: &mut usize) -> usize {
+        let field_size = self.shared.field_size;
+        let field = self.rng.gen_range(0..self.shared.fields);
+        self.rng.fill_bytes(&mut self.row[field * field_size..(field + 1) * field_size]);
+        let slot = self.value_slot(used, self.row.len());
+        self.values[slot].copy_from_slice(&self.row);
+        slot
+    }
+
+    fn new_field(&mut self, used: &mut usize) -> (usize, usize) {
+        let field = self.rng.gen_range(0..self.shared.fields);
+        let slot = self.value_slot(used, self.shared.field_size);
+        let mut value = std::mem::take(&mut self.values[slot]);
+        self.rng.fill_bytes(&mut value);
+        self.values[slot] = value;
+        (field, slot)
+    }
+
+    fn plan(&mut self, worker: &mut Worker) -> Result<(), DbError> {
+        let shared = Arc::clone(&self.shared);
+        let variant = shared.variant;
+        let mut used = 0;
+        self.ops.clear();
+        let count = if variant.inserts() { self.insert_point(worker)? } else { shared.records };
+        match variant {
+            YcsbVariant::ShortRangeQuery | YcsbVariant::LongRangeQuery => {
+                let len = if variant == YcsbVariant::ShortRangeQuery { 16 } else { 256 };
+                let start = self.choose_key(count);
+                self.ops.push(Op::Scan(start, len));
+            }
+            YcsbVariant::ShortRangeUpdate | YcsbVariant::LongRangeUpdate => {
+                let len = if variant == YcsbVariant::ShortRangeUpdate { 16 } else { 256 };
+                for _ in 0..len {
+                    let key = self.choose_key(count);
+                    let slot = self.new_row(&mut used);
+                    self.ops.push(Op::Update(key, slot));
+                }
+            }
+            _ => {
+                for _ in 0..shared.ops_per_txn {
+                    let read = self.rng.gen_bool(variant.read_proportion());
+                    let op = match (variant, read) {
+                        (YcsbVariant::D, true) => Op::Read(self.latest_key(count)),
+                        (YcsbVariant::E, true) => {
+                            let start = self.choose_key(count);
+                            Op::Scan(start, self.rng.gen_range(1..=MAX_SCAN_LENGTH))
+                        }
+                        (YcsbVariant::D | YcsbVariant::E, false) => {
+                            let key = shared.next_insert.fetch_add(1, Ordering::AcqRel);
+                            Op::Insert(key, self.new_row(&mut used))
+                        }
+                        (_, true) => Op::Read(self.choose_key(count)),
+                        (YcsbVariant::F, false) => {
+                            let key = self.choose_key(count);
+                            let (field, slot) = self.new_field(&mut used);
+                            Op::ReadModifyWrite(key, field, slot)
+                        }
+                        (_, false) => {
+                            let key = self.choose_key(count);
+                            Op::Update(key, self.new_row(&mut used))
+                        }
+                    };
+                    self.ops.push(op);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Client for YcsbClient {
+    fn run_next(&mut self, worker: &mut Worker) -> Result<TxnSummary, DbError> {
+        self.plan(worker)?;
+        let read_only = self.ops.iter().all(|op| matches!(op, Op::Read(_) | Op::Scan(..)));
+        let type_index = if read_only { READ_ONLY } else { READ_WRITE };
+        let Self { ops, values, buffer, shared, .. } = self;
+        let field_size = shared.field_size;
+        let (outcome, attempts) = worker.run_pipelined(type_index as u32, read_only, |tx| {
+            let mut found = 0usize;
+            for op in ops.iter() {
+                match *op {
+                    Op::Read(number) => found += tx.get_into(table::USERTABLE, &key(number), buffer)? as usize,
+                    Op::Update(number, slot) => {
+                        found += tx.update(table::USERTABLE, &key(number), &values[slot])? as usize
+                    }
+                    Op::ReadModifyWrite(number, field, slot) => {
+                        if tx.get_into(table::USERTABLE, &key(number), buffer)? {
+                            let end = ((field + 1) * field_size).min(buffer.len());
+                            let start = (field * field_size).min(end);
+                            buffer[start..end].copy_from_slice(&values[slot][..end - start]);
+                            tx.update(table::USERTABLE, &key(number), buffer)?;
+                            found += 1;
+                        }
+                    }
+                    Op::Insert(number, slot) => {
+                        found += tx.insert(table::USERTABLE, &key(number), &values[slot])? as usize
+                    }
+                    Op::Scan(number, len) => {
+                        let start = key(number);
+                        tx.scan_with(
+                            table::USERTABLE,
+                            (Bound::Included(&start[..]), Bound::Unbounded),
+                            ScanDirection::Forward,
+                            len,
+                            |_, _| {
+                                found += 1;
+                                true
+                            },
+                        )?;
+                    }
+                }
+            }
+            Ok(found)
+        })?;
+        Ok(TxnSummary { type_index, committed: matches!(outcome, Outcome::Committed(_)), attempts })
+    }
+}
