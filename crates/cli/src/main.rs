@@ -2,14 +2,16 @@
 //!
 //! Every subcommand lives in its own module with an `Args` struct (clap
 //! derive) and a `run(args) -> Result<(), CliError>`; `main` only dispatches
-//! and turns errors into exit codes. Later subcommands (bench, crashtest,
-//! check, plot) slot in as further modules and `Command` variants, reusing
+//! and turns errors into exit codes. Later subcommands (crashtest, check)
+//! slot in as further modules and `Command` variants, reusing
 //! [`pm_args::PmArgs`] for the backend flags and [`units`] for sizes.
 //!
 //! Exit codes: 0 success, 1 runtime error (`error: ...` on stderr), 2 usage
 //! error (bad option values; clap's own errors also exit 2).
 
+mod bench;
 mod error;
+mod plot;
 mod pm_args;
 mod pool_cmd;
 mod progress;
@@ -36,6 +38,10 @@ enum Command {
     Pool(pool_cmd::PoolArgs),
     /// Short smoke benchmark of the PM layer (persist costs and counters).
     Smoke(smoke::SmokeArgs),
+    /// Run a workload (tpcc, smallbank, ycsb) on engines and thread counts and report throughput and latency.
+    Bench(Box<bench::BenchArgs>),
+    /// Draw the JSON results of `pmtx bench` as an SVG chart.
+    Plot(plot::PlotArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +49,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Pool(args) => pool_cmd::run(args),
         Command::Smoke(args) => smoke::run(args),
+        Command::Bench(args) => bench::run(*args),
+        Command::Plot(args) => plot::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

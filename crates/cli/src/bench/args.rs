@@ -1,0 +1,336 @@
+//! The flags of `pmtx bench` and their parsers.
+//!
+//! Every value is checked by clap (exit code 2 with a message naming the
+//! flag) or, for combinations, by [`BenchArgs::validate`] (exit code 2 too).
+//! Engine and workload names come from the engine and workload crates, so
+//! new engines show up here without touching the CLI.
+
+use crate::pm_args::{FlushArg, ModelArg, PmArgs, PmKind};
+use crate::units::{format_bytes, parse_seconds, parse_size};
+use crate::CliError;
+use clap::{Args, ValueEnum};
+use pmtx_engine::EngineKind;
+use pmtx_pm::{layout, BackendKind, PmOptions};
+use pmtx_workloads::{WorkloadOptions, YcsbVariant, WORKLOAD_NAMES};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `pmtx bench`
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Workload to run: tpcc, smallbank or ycsb.
+    #[arg(long, value_parser = parse_workload)]
+    pub workload: String,
+    /// Engines to compare, comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_engine, default_value = "group-commit", help = engine_help())]
+    pub engine: Vec<EngineKind>,
+    /// Worker thread counts to run, comma-separated (each engine runs each count).
+    #[arg(long, value_delimiter = ',', value_parser = parse_threads, default_value = "1")]
+    pub threads: Vec<usize>,
+    /// Measured time per run, in seconds (fractions allowed).
+    #[arg(long, default_value = "5", value_parser = parse_seconds)]
+    pub duration: Duration,
+    /// Warm-up time per run before measuring, in seconds (0 = none).
+    #[arg(long, default_value = "1", value_parser = parse_warmup)]
+    pub warmup: Duration,
+    /// Seed of the clients (the same for every engine and thread count).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write one CSV row per run to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Pool file, kept after the run [default: a temporary file per run,
+    /// deleted afterwards]. Replaced at each run if it is a pmtx pool; with
+    /// several engines each gets its own file (PATH with "-<engine>" added).
+    #[arg(long, help_heading = "Engine and pool")]
+    pub pool: Option<PathBuf>,
+    /// Size of the pool file created for each run (a sparse file).
+    #[arg(long, default_value = "1GiB", value_parser = parse_size, help_heading = "Engine and pool")]
+    pub pool_size: u64,
+    /// Epoch length in milliseconds (group commit and TID epochs).
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=60_000), help_heading = "Engine and pool")]
+    pub epoch_ms: u64,
+    /// Periodic checkpoint interval in seconds (0 = off).
+    #[arg(long, default_value = "10", value_parser = parse_checkpoint, help_heading = "Engine and pool")]
+    pub checkpoint_s: f64,
+    #[command(flatten)]
+    pub pm: BenchPmArgs,
+    #[command(flatten)]
+    pub workload_options: WorkloadArgs,
+}
+
+/// Which backend to run on (`bench` also offers the crash simulator).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BenchPm {
+    /// Real store, flush and fence instructions on the mapped pool.
+    Direct,
+    /// Direct plus a media-latency model charged at every fence.
+    Emulated,
+    /// The crash simulator (slow; for testing the driver, not for numbers).
+    Sim,
+}
+
+/// The backend flags of `bench`.
+#[derive(Args, Clone, Debug)]
+#[command(next_help_heading = "PM backend")]
+pub struct BenchPmArgs {
+    /// PM backend to run on.
+    #[arg(long = "pm", value_enum, default_value_t = BenchPm::Direct)]
+    pub pm: BenchPm,
+    /// Latency model of the emulated backend [default: optane; only with --pm emulated].
+    #[arg(long = "pm-model", value_enum)]
+    pub pm_model: Option<ModelArg>,
+    /// Also msync the flushed ranges at every fence (power-failure durability
+    /// on a non-DAX file; one synchronous write per fence).
+    #[arg(long)]
+    pub msync: bool,
+    /// Assume an eADR platform: caches are persistent, flushes are elided,
+    /// fences kept for ordering.
+    #[arg(long, conflicts_with = "flush")]
+    pub eadr: bool,
+    /// Flush instruction to use instead of the one CPUID picks; must exist on this CPU.
+    #[arg(long, value_enum)]
+    pub flush: Option<FlushArg>,
+}
+
+impl BenchPmArgs {
+    /// The backend kind and validated pool options.
+    pub fn resolve(&self) -> Result<(BackendKind, PmOptions), CliError> {
+        let (kind, pm) = match self.pm {
+            BenchPm::Direct => (BackendKind::Direct, PmKind::Direct),
+            BenchPm::Emulated => (BackendKind::Emulated, PmKind::Emulated),
+            // The simulator takes no latency model: validate like `direct`.
+            BenchPm::Sim => (BackendKind::Sim, PmKind::Direct),
+        };
+        let shared = PmArgs { pm, pm_model: self.pm_model, msync: self.msync, eadr: self.eadr, flush: self.flush };
+        let options = shared.options().map_err(|error| match self.pm {
+            BenchPm::Sim => CliError::usage(error.to_string().replace("--pm emulated", "--pm emulated (not sim)")),
+            _ => error,
+        })?;
+        Ok((kind, options))
+    }
+}
+
+/// Workload options; unset ones take the workload's defaults.
+#[derive(Args, Clone, Debug, Default)]
+#[command(next_help_heading = "Workload options")]
+pub struct WorkloadArgs {
+    /// TPC-C: warehouses [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub warehouses: Option<u32>,
+    /// Smallbank: accounts [default: 250000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub accounts: Option<u64>,
+    /// Smallbank: number of hot accounts [default: none, uniform access].
+    #[arg(long)]
+    pub hotspot: Option<u64>,
+    /// Smallbank: probability that an access goes to a hot account [default: 0.9].
+    #[arg(long, value_parser = parse_probability)]
+    pub hotspot_probability: Option<f64>,
+    /// YCSB variant: A..F, ro, rh, ba, wh, srq, lrq, sru, lru [default: A].
+    #[arg(long, value_parser = parse_ycsb)]
+    pub ycsb: Option<YcsbVariant>,
+    /// YCSB: zipfian constant, 0 = uniform [default: 0.99].
+    #[arg(long, value_parser = parse_theta)]
+    pub theta: Option<f64>,
+    /// YCSB: rows [default: 100000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub records: Option<u64>,
+    /// YCSB: operations per transaction [default: 16].
+    #[arg(long, value_parser = parse_positive_usize)]
+    pub ops_per_txn: Option<usize>,
+    /// YCSB: bytes per field [default: 100].
+    #[arg(long, value_parser = parse_positive_usize)]
+    pub field_size: Option<usize>,
+    /// YCSB: fields per row [default: 10].
+    #[arg(long, value_parser = parse_positive_usize)]
+    pub fields: Option<usize>,
+    /// TPC-C: items and stock rows per warehouse [default: 100000]. NON-STANDARD
+    /// when changed: for quick tests only.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub tpcc_items: Option<u32>,
+    /// TPC-C: customers per district [default: 3000]. NON-STANDARD when
+    /// changed: for quick tests only.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub tpcc_customers: Option<u32>,
+}
+
+impl WorkloadArgs {
+    /// The workload options: defaults overridden by the flags given.
+    pub fn options(&self) -> WorkloadOptions {
+        let mut options = WorkloadOptions::default();
+        if let Some(value) = self.warehouses {
+            options.warehouses = value;
+        }
+        if let Some(value) = self.accounts {
+            options.accounts = value;
+        }
+        if self.hotspot.is_some() {
+            options.hotspot = self.hotspot;
+        }
+        if let Some(value) = self.hotspot_probability {
+            options.hotspot_probability = value;
+        }
+        if let Some(value) = self.ycsb {
+            options.ycsb = value;
+        }
+        if let Some(value) = self.theta {
+            options.theta = value;
+        }
+        if let Some(value) = self.records {
+            options.records = value;
+        }
+        if let Some(value) = self.ops_per_txn {
+            options.ops_per_txn = value;
+        }
+        if let Some(value) = self.field_size {
+            options.field_size = value;
+        }
+        if let Some(value) = self.fields {
+            options.fields = value;
+        }
+        if let Some(value) = self.tpcc_items {
+            options.items = value;
+        }
+        if let Some(value) = self.tpcc_customers {
+            options.customers_per_district = value;
+        }
+        options
+    }
+
+    /// Whether a non-standard TPC-C scale was asked for.
+    pub fn non_standard_tpcc(&self) -> bool {
+        self.tpcc_items.is_some() || self.tpcc_customers.is_some()
+    }
+}
+
+impl BenchArgs {
+    /// Checks what clap cannot check flag by flag.
+    pub fn validate(&self) -> Result<(), CliError> {
+        let minimum = layout::MIN_POOL_SIZE.max(2 * layout::DEFAULT_CHUNK_SIZE);
+        if self.pool_size < minimum || layout::geometry(self.pool_size, layout::DEFAULT_CHUNK_SIZE).is_none() {
+            return Err(CliError::usage(format!(
+                "--pool-size {} is too small: the minimum is {}",
+                format_bytes(self.pool_size),
+                format_bytes(minimum)
+            )));
+        }
+        if let Some(pool) = &self.pool {
+            if pool.is_dir() {
+                return Err(CliError::usage(format!("--pool {}: is a directory; give a file path", pool.display())));
+            }
+        }
+        Ok(())
+    }
+
+    /// The checkpoint interval (`None` when off).
+    pub fn checkpoint_interval(&self) -> Option<Duration> {
+        (self.checkpoint_s > 0.0).then(|| Duration::from_secs_f64(self.checkpoint_s))
+    }
+}
+
+/// `--help` text of `--engine`, listing the engines this build knows.
+fn engine_help() -> String {
+    format!("Engines to compare, comma-separated: {}", engine_names())
+}
+
+fn engine_names() -> String {
+    EngineKind::ALL.iter().map(|kind| kind.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// Parses one engine name.
+pub fn parse_engine(text: &str) -> Result<EngineKind, String> {
+    EngineKind::parse(text.trim())
+        .ok_or_else(|| format!("unknown engine {:?}; valid engines: {}", text.trim(), engine_names()))
+}
+
+fn parse_workload(text: &str) -> Result<String, String> {
+    let name = text.trim().to_ascii_lowercase();
+    let name = if name == "tpc-c" { "tpcc".to_string() } else { name };
+    if WORKLOAD_NAMES.contains(&name.as_str()) {
+        Ok(name)
+    } else {
+        Err(format!("unknown workload {text:?}; valid workloads: {}", WORKLOAD_NAMES.join(", ")))
+    }
+}
+
+fn parse_threads(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(threads) if (1..=1024).contains(&threads) => Ok(threads),
+        _ => Err(format!("invalid thread count {text:?}: expected an integer from 1 to 1024")),
+    }
+}
+
+/// Like [`parse_seconds`] but 0 is allowed.
+fn parse_warmup(text: &str) -> Result<Duration, String> {
+    if text.trim().parse::<f64>().is_ok_and(|seconds| seconds == 0.0) {
+        return Ok(Duration::ZERO);
+    }
+    parse_seconds(text)
+}
+
+fn parse_checkpoint(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && (0.0..=86_400.0).contains(&seconds) => Ok(seconds),
+        _ => Err(format!("invalid checkpoint interval {text:?}: expected seconds from 0 (off) to 86400")),
+    }
+}
+
+fn parse_probability(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err(format!("invalid probability {text:?}: expected a number from 0 to 1")),
+    }
+}
+
+fn parse_theta(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(theta) if theta.is_finite() && theta >= 0.0 => Ok(theta),
+        _ => Err(format!("invalid zipfian constant {text:?}: expected a number of at least 0 (0 = uniform)")),
+    }
+}
+
+fn parse_positive_usize(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(value) if value > 0 => Ok(value),
+        _ => Err(format!("invalid value {text:?}: expected a positive integer")),
+    }
+}
+
+fn parse_ycsb(text: &str) -> Result<YcsbVariant, String> {
+    YcsbVariant::parse(text.trim()).map_err(|error| error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engines_come_from_the_engine_crate() {
+        for kind in EngineKind::ALL {
+            assert_eq!(parse_engine(kind.name()), Ok(kind));
+        }
+        let error = parse_engine("nope").unwrap_err();
+        assert!(error.contains("valid engines") && error.contains("silo"), "{error}");
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(parse_threads("4"), Ok(4));
+        for bad in ["0", "-1", "x", "1025", ""] {
+            assert!(parse_threads(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_warmup("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_warmup("0.5"), Ok(Duration::from_millis(500)));
+        assert!(parse_warmup("-1").is_err());
+        assert_eq!(parse_checkpoint("0"), Ok(0.0));
+        assert!(parse_checkpoint("nan").is_err());
+        assert!(parse_probability("1.5").is_err());
+        assert!(parse_theta("-0.1").is_err());
+        assert_eq!(parse_workload("TPC-C"), Ok("tpcc".to_string()));
+        assert!(parse_workload("tpch").unwrap_err().contains("valid workloads"));
+    }
+}

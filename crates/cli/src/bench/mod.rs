@@ -1,0 +1,298 @@
+//! `pmtx bench`: runs a workload on one or more engines and thread counts
+//! and reports throughput, durable-commit latency, PM work and aborts.
+//!
+//! Every (engine, threads) combination gets a fresh pool and database, the
+//! same data and the same client seed: load, warm up, measure, wait for the
+//! outstanding acknowledgements, check consistency, close. See
+//! [`runner`] for exactly what is counted.
+//!
+//! Output: a text report on stdout (progress on stderr), optionally the
+//! JSON document of [`report::Report`] (`--json`) and a CSV row per run
+//! (`--csv`). A failed consistency check fails the command (exit 1) after
+//! all runs and files are done.
+
+mod args;
+pub mod report;
+mod runner;
+
+pub use args::BenchArgs;
+
+use crate::units::format_bytes;
+use crate::CliError;
+use pmtx_engine::EngineKind;
+use pmtx_pm::BackendKind;
+use report::{ConfigJson, Report, WorkloadOptionsJson};
+use runner::{workload_error, RunSpec};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Runs `pmtx bench`.
+pub fn run(args: BenchArgs) -> Result<(), CliError> {
+    args.validate()?;
+    let (backend, pm) = args.pm.resolve()?;
+    let options = args.workload_options.options();
+    let workload = pmtx_workloads::by_name(&args.workload, &options).map_err(workload_error)?;
+    let git_revision = git_revision();
+    let started_unix_seconds =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+
+    let runs_total = args.engine.len() * args.threads.len();
+    println!(
+        "pmtx bench: {} on {} x threads {} ({} run{}, {:.2} s measured + {:.2} s warm-up each, seed {})",
+        workload.name(),
+        args.engine.iter().map(|engine| engine.name()).collect::<Vec<_>>().join(","),
+        args.threads.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
+        runs_total,
+        if runs_total == 1 { "" } else { "s" },
+        args.duration.as_secs_f64(),
+        args.warmup.as_secs_f64(),
+        args.seed
+    );
+    if args.workload_options.non_standard_tpcc() && workload.name() == "tpcc" {
+        println!("note: non-standard TPC-C scale (--tpcc-items/--tpcc-customers): results are not comparable");
+    }
+    if args.engine.iter().any(|engine| !engine.is_durable()) {
+        let names: Vec<&str> =
+            args.engine.iter().filter(|engine| !engine.is_durable()).map(|engine| engine.name()).collect();
+        println!("note: {} is not durable: it ignores the pool and the PM backend", names.join(", "));
+    }
+
+    let pid = std::process::id();
+    let mut runs = Vec::with_capacity(runs_total);
+    let mut position = 0;
+    for &engine in &args.engine {
+        for &threads in &args.threads {
+            position += 1;
+            let spec = RunSpec {
+                engine,
+                threads,
+                duration: args.duration,
+                warmup: args.warmup,
+                backend,
+                pm: &pm,
+                pool_path: pool_path(args.pool.as_deref(), engine, args.engine.len() > 1, pid),
+                keep_pool: args.pool.is_some(),
+                pool_size: args.pool_size,
+                epoch_interval: Duration::from_millis(args.epoch_ms),
+                checkpoint_interval: args.checkpoint_interval(),
+                seed: args.seed,
+                git_revision: &git_revision,
+                position: (position, runs_total),
+            };
+            let mut run = runner::run(workload.as_ref(), &spec)?;
+            if let Some(first) = runs.first().map(|first: &report::RunJson| first.throughput_tps) {
+                run.tps_ratio = if first > 0.0 { run.throughput_tps / first } else { 0.0 };
+            }
+            println!(
+                "{} x{}: {} committed in {:.2} s = {} tps; p50 {} µs, p99 {} µs; check {}",
+                run.engine,
+                run.threads,
+                run.committed,
+                run.duration_s,
+                report::format_tps(run.throughput_tps),
+                report::format_us(run.latency_us.p50),
+                report::format_us(run.latency_us.p99),
+                if run.check_passed { "passed" } else { "FAILED" }
+            );
+            for failure in &run.check_failures {
+                println!("  check failed: {failure}");
+            }
+            runs.push(run);
+        }
+    }
+
+    let durability =
+        runs.iter().find(|run| run.durable).or(runs.first()).map(|run| run.durability.clone()).unwrap_or_default();
+    let config = ConfigJson {
+        workload: workload.name().to_string(),
+        workload_options: WorkloadOptionsJson::new(&options),
+        engines: args.engine.iter().map(|engine| engine.name().to_string()).collect(),
+        threads: args.threads.clone(),
+        duration_s: args.duration.as_secs_f64(),
+        warmup_s: args.warmup.as_secs_f64(),
+        backend: backend.to_string(),
+        latency_model: if backend == BackendKind::Emulated { pm.latency.name } else { "none" }.to_string(),
+        persistence_domain: match pm.domain {
+            pmtx_pm::PersistenceDomain::Adr => "adr",
+            pmtx_pm::PersistenceDomain::Eadr => "eadr",
+        }
+        .to_string(),
+        msync: pm.msync,
+        epoch_ms: args.epoch_ms,
+        checkpoint_s: args.checkpoint_s,
+        pool_size_bytes: args.pool_size,
+        pool: args.pool.as_ref().map(|path| path.display().to_string()),
+        seed: args.seed,
+        git_revision,
+        pmtx_version: env!("CARGO_PKG_VERSION").to_string(),
+        durability,
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        started_unix_seconds,
+    };
+    let report = Report { config, runs };
+    print_report(&report, workload.transaction_types(), &args);
+
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text + "\n")
+            .map_err(|error| CliError::runtime(format!("{}: cannot write JSON: {error}", path.display())))?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.csv {
+        std::fs::write(path, report::csv(&report))
+            .map_err(|error| CliError::runtime(format!("{}: cannot write CSV: {error}", path.display())))?;
+        println!("wrote {}", path.display());
+    }
+
+    let failed: Vec<String> = report
+        .runs
+        .iter()
+        .filter(|run| !run.check_passed)
+        .map(|run| format!("{} x{}", run.engine, run.threads))
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::runtime(format!("consistency check failed after run(s): {}", failed.join(", "))))
+    }
+}
+
+fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
+    let c = &report.config;
+    println!();
+    println!("workload:      {} ({})", c.workload, workload_summary(report));
+    println!("engines:       {}", c.engines.join(", "));
+    println!(
+        "backend:       {} | latency model: {} | domain: {} | msync: {}",
+        c.backend,
+        c.latency_model,
+        c.persistence_domain,
+        if c.msync { "every fence" } else { "off" }
+    );
+    println!(
+        "threads:       {} | {:.2} s measured after {:.2} s warm-up | epoch {} ms | checkpoints: {}",
+        c.threads.iter().map(usize::to_string).collect::<Vec<_>>().join(", "),
+        c.duration_s,
+        c.warmup_s,
+        c.epoch_ms,
+        if c.checkpoint_s > 0.0 { format!("every {} s", c.checkpoint_s) } else { "off".to_string() }
+    );
+    println!(
+        "pool:          {}, {} (durable engines only)",
+        match &args.pool {
+            Some(path) => format!("{} (fresh for each run, kept afterwards)", path.display()),
+            None => format!("fresh temporary file in {} per run, deleted afterwards", std::env::temp_dir().display()),
+        },
+        format_bytes(c.pool_size_bytes)
+    );
+    println!(
+        "seed:          {} | git revision: {} | pmtx {} | {} cpus",
+        c.seed, c.git_revision, c.pmtx_version, c.cpus
+    );
+    println!("durability:    {}", c.durability);
+    let mut shown: Vec<&str> = Vec::new();
+    for run in report.runs.iter().filter(|run| run.durability != c.durability) {
+        if !shown.contains(&run.engine.as_str()) {
+            shown.push(&run.engine);
+            println!("               {}: {}", run.engine, run.durability);
+        }
+    }
+    println!();
+    print!("{}", report::results_table(&report.runs));
+    println!("latency: start of the first attempt to the durable acknowledgement; PM counters per committed");
+    println!("transaction, worker threads only (the engine's epoch and checkpoint threads are not counted).");
+    println!();
+    println!("per transaction type:");
+    print!("{}", report::per_type_table(&report.runs, type_order));
+    println!();
+    println!("aborts:");
+    print!("{}", report::abort_lines(&report.runs));
+    println!();
+    let passed = report.runs.iter().filter(|run| run.check_passed).count();
+    println!("consistency checks: {passed} of {} runs passed", report.runs.len());
+}
+
+fn workload_summary(report: &Report) -> String {
+    let o = &report.config.workload_options;
+    match report.config.workload.as_str() {
+        "tpcc" => format!(
+            "{} warehouse{}, {} items, {} customers per district",
+            o.warehouses,
+            if o.warehouses == 1 { "" } else { "s" },
+            o.tpcc_items,
+            o.tpcc_customers_per_district
+        ),
+        "smallbank" => format!(
+            "{} accounts, {}",
+            o.accounts,
+            match o.hotspot {
+                Some(hot) => format!("{hot} hot accounts at p={}", o.hotspot_probability),
+                None => "uniform access".to_string(),
+            }
+        ),
+        "ycsb" => format!(
+            "variant {}, {} records of {}x{} B, theta {}, {} ops/txn",
+            o.ycsb, o.records, o.fields, o.field_size, o.theta, o.ops_per_txn
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The pool file of a run: `--pool` (with "-<engine>" before the extension
+/// when several engines run), else a temporary file.
+fn pool_path(pool: Option<&Path>, engine: EngineKind, several_engines: bool, pid: u32) -> PathBuf {
+    match pool {
+        None => std::env::temp_dir().join(format!("pmtx-bench-{}-{pid}.pool", engine.name())),
+        Some(path) if !several_engines => path.to_path_buf(),
+        Some(path) => {
+            let stem = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = match path.extension() {
+                Some(extension) => format!("{stem}-{}.{}", engine.name(), extension.to_string_lossy()),
+                None => format!("{stem}-{}", engine.name()),
+            };
+            path.with_file_name(name)
+        }
+    }
+}
+
+/// `git rev-parse --short HEAD` of the source tree this binary was built
+/// from (or of the current directory), with "-dirty" for uncommitted
+/// changes to tracked files; "unknown" without git.
+fn git_revision() -> String {
+    let run = |directory: &str, arguments: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(directory)
+            .args(arguments)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+    };
+    for directory in [env!("CARGO_MANIFEST_DIR"), "."] {
+        let Some(output) = run(directory, &["rev-parse", "--short", "HEAD"]) else { continue };
+        let revision = String::from_utf8_lossy(&output.stdout).trim().to_string();
+        if !output.status.success() || revision.is_empty() {
+            continue;
+        }
+        let dirty =
+            run(directory, &["diff", "--quiet", "HEAD", "--"]).is_some_and(|output| output.status.code() == Some(1));
+        return if dirty { format!("{revision}-dirty") } else { revision };
+    }
+    "unknown".to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_paths() {
+        let silo = EngineKind::Silo;
+        assert_eq!(pool_path(Some(Path::new("/x/b.pool")), silo, false, 1), PathBuf::from("/x/b.pool"));
+        assert_eq!(pool_path(Some(Path::new("/x/b.pool")), silo, true, 1), PathBuf::from("/x/b-silo.pool"));
+        assert_eq!(pool_path(Some(Path::new("/x/b")), silo, true, 1), PathBuf::from("/x/b-silo"));
+        let temp = pool_path(None, EngineKind::GroupCommit, true, 7);
+        assert!(temp.ends_with("pmtx-bench-group-commit-7.pool"), "{}", temp.display());
+    }
+}

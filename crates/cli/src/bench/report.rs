@@ -1,0 +1,606 @@
+//! The results of `pmtx bench`: the JSON schema, the CSV rows and the text
+//! tables.
+//!
+//! The JSON field names are a stable interface (`pmtx plot` and external
+//! scripts read them): add fields, do not rename or remove them.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The whole `--json` document.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    /// What was run.
+    pub config: ConfigJson,
+    /// One entry per (engine, threads), in run order.
+    pub runs: Vec<RunJson>,
+}
+
+/// The configuration shared by every run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConfigJson {
+    /// Workload name.
+    pub workload: String,
+    /// The workload options used (all of them, defaults included).
+    pub workload_options: WorkloadOptionsJson,
+    /// Engines, in run order.
+    pub engines: Vec<String>,
+    /// Thread counts, in run order.
+    pub threads: Vec<usize>,
+    /// Measured seconds per run.
+    pub duration_s: f64,
+    /// Warm-up seconds per run.
+    pub warmup_s: f64,
+    /// Backend kind requested (direct, emulated, sim).
+    pub backend: String,
+    /// Latency model ("none" unless emulated).
+    pub latency_model: String,
+    /// Persistence domain (adr, eadr).
+    pub persistence_domain: String,
+    /// Whether fences also msync.
+    pub msync: bool,
+    /// Epoch length.
+    pub epoch_ms: u64,
+    /// Checkpoint interval, 0 = off.
+    pub checkpoint_s: f64,
+    /// Pool size per run.
+    pub pool_size_bytes: u64,
+    /// `--pool`, if given (else temporary files).
+    pub pool: Option<String>,
+    /// Client seed.
+    pub seed: u64,
+    /// `git rev-parse --short HEAD` of the source tree ("unknown" if none).
+    pub git_revision: String,
+    /// pmtx version.
+    pub pmtx_version: String,
+    /// What an acknowledged commit survives (of the durable runs).
+    pub durability: String,
+    /// Logical CPUs of the machine.
+    pub cpus: usize,
+    /// Start of the benchmark (Unix seconds).
+    pub started_unix_seconds: u64,
+}
+
+/// The workload options, as used.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkloadOptionsJson {
+    /// TPC-C warehouses.
+    pub warehouses: u32,
+    /// TPC-C items (100000 is standard).
+    pub tpcc_items: u32,
+    /// TPC-C customers per district (3000 is standard).
+    pub tpcc_customers_per_district: u32,
+    /// Smallbank accounts.
+    pub accounts: u64,
+    /// Smallbank hot accounts.
+    pub hotspot: Option<u64>,
+    /// Smallbank hot-access probability.
+    pub hotspot_probability: f64,
+    /// YCSB variant.
+    pub ycsb: String,
+    /// YCSB zipfian constant.
+    pub theta: f64,
+    /// YCSB rows.
+    pub records: u64,
+    /// YCSB operations per transaction.
+    pub ops_per_txn: usize,
+    /// YCSB bytes per field.
+    pub field_size: usize,
+    /// YCSB fields per row.
+    pub fields: usize,
+    /// Seed of the loaded data.
+    pub load_seed: u64,
+}
+
+impl WorkloadOptionsJson {
+    /// Describes `options`.
+    pub fn new(options: &pmtx_workloads::WorkloadOptions) -> Self {
+        Self {
+            warehouses: options.warehouses,
+            tpcc_items: options.items,
+            tpcc_customers_per_district: options.customers_per_district,
+            accounts: options.accounts,
+            hotspot: options.hotspot,
+            hotspot_probability: options.hotspot_probability,
+            ycsb: options.ycsb.name().to_string(),
+            theta: options.theta,
+            records: options.records,
+            ops_per_txn: options.ops_per_txn,
+            field_size: options.field_size,
+            fields: options.fields,
+            load_seed: options.load_seed,
+        }
+    }
+}
+
+/// One (engine, threads) run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunJson {
+    /// Engine name.
+    pub engine: String,
+    /// Workload name.
+    pub workload: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// Measured seconds (wall clock of the measured phase).
+    pub duration_s: f64,
+    /// Warm-up seconds.
+    pub warmup_s: f64,
+    /// Seconds spent loading.
+    pub load_s: f64,
+    /// Transactions started in the measured phase whose commit was
+    /// acknowledged durable (for non-durable engines: committed).
+    pub committed: u64,
+    /// Aborted attempts (retried) in the measured phase.
+    pub aborted: u64,
+    /// Transactions the workload rolled back (e.g. TPC-C NewOrder's 1%).
+    pub rolled_back: u64,
+    /// Transactions given up after too many aborts.
+    pub gave_up: u64,
+    /// `committed / duration_s`.
+    pub throughput_tps: f64,
+    /// `throughput_tps` over the first run's.
+    pub tps_ratio: f64,
+    /// Start to durable acknowledgement, all transaction types.
+    pub latency_us: LatencyJson,
+    /// By transaction type.
+    pub per_type: BTreeMap<String, TypeJson>,
+    /// PM work per committed transaction.
+    pub pm: PmJson,
+    /// HTM region statistics (zeros for engines without HTM).
+    pub htm: HtmJson,
+    /// Aborted attempts by reason (every reason listed).
+    pub aborts_by_reason: BTreeMap<String, u64>,
+    /// Backend kind (direct, emulated, sim; "none" for a non-durable engine).
+    pub backend: String,
+    /// Latency model ("none" unless emulated).
+    pub latency_model: String,
+    /// Whether the engine makes commits durable.
+    pub durable: bool,
+    /// What an acknowledged commit survives.
+    pub durability: String,
+    /// Pool file used (None for non-durable engines).
+    pub pool: Option<String>,
+    /// Client seed.
+    pub seed: u64,
+    /// Source revision.
+    pub git_revision: String,
+    /// Whether the workload's consistency check passed after the run.
+    pub check_passed: bool,
+    /// The failed checks, if any.
+    pub check_failures: Vec<String>,
+    /// Engine statistics at the end of the run.
+    pub engine_stats: EngineStatsJson,
+}
+
+/// Latency summary in microseconds.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct LatencyJson {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+impl LatencyJson {
+    /// Summarises a histogram of nanoseconds (zeros when empty).
+    pub fn from_nanoseconds(histogram: &Histogram<u64>) -> Self {
+        if histogram.is_empty() {
+            return Self::default();
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Self {
+            mean: histogram.mean() / 1000.0,
+            p50: us(histogram.value_at_quantile(0.5)),
+            p90: us(histogram.value_at_quantile(0.9)),
+            p99: us(histogram.value_at_quantile(0.99)),
+            p999: us(histogram.value_at_quantile(0.999)),
+            max: us(histogram.max()),
+        }
+    }
+}
+
+/// One transaction type.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TypeJson {
+    /// Acknowledged commits of this type.
+    pub committed: u64,
+    /// Rollbacks of this type.
+    pub rolled_back: u64,
+    /// Mean latency (µs).
+    pub mean: f64,
+    /// Median (µs).
+    pub p50: f64,
+    /// 90th percentile (µs).
+    pub p90: f64,
+    /// 99th percentile (µs).
+    pub p99: f64,
+    /// 99.9th percentile (µs).
+    pub p999: f64,
+    /// Maximum (µs).
+    pub max: f64,
+}
+
+impl TypeJson {
+    /// Builds from counts and a latency summary.
+    pub fn new(committed: u64, rolled_back: u64, latency: LatencyJson) -> Self {
+        Self {
+            committed,
+            rolled_back,
+            mean: latency.mean,
+            p50: latency.p50,
+            p90: latency.p90,
+            p99: latency.p99,
+            p999: latency.p999,
+            max: latency.max,
+        }
+    }
+}
+
+/// PM counters per committed transaction.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PmJson {
+    /// Cache lines flushed.
+    pub flushes_per_txn: f64,
+    /// Store fences.
+    pub fences_per_txn: f64,
+    /// Bytes stored into the pool.
+    pub bytes_per_txn: f64,
+    /// 256-byte media blocks written.
+    pub blocks_256_per_txn: f64,
+    /// Bytes written with non-temporal stores.
+    pub nt_bytes_per_txn: f64,
+    /// Emulated media stall (ns).
+    pub stall_ns_per_txn: f64,
+    /// msync calls.
+    pub msyncs_per_txn: f64,
+    /// Which threads the counters cover.
+    pub scope: String,
+}
+
+impl PmJson {
+    /// Per-transaction values of `counters` over `committed` commits.
+    pub fn new(counters: &pmtx_pm::PmCounters, committed: u64, scope: &str) -> Self {
+        let per = |value: u64| if committed == 0 { 0.0 } else { value as f64 / committed as f64 };
+        Self {
+            flushes_per_txn: per(counters.lines_flushed),
+            fences_per_txn: per(counters.fences),
+            bytes_per_txn: per(counters.bytes_written),
+            blocks_256_per_txn: per(counters.blocks_256_written),
+            nt_bytes_per_txn: per(counters.non_temporal_bytes),
+            stall_ns_per_txn: per(counters.stall_ns),
+            msyncs_per_txn: per(counters.msyncs),
+            scope: scope.to_string(),
+        }
+    }
+}
+
+/// HTM region counters of the measured phase.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct HtmJson {
+    /// Regions committed in (real or simulated) hardware.
+    pub hw_commits: u64,
+    /// Aborted hardware attempts.
+    pub aborts: u64,
+    /// Regions finished on the fallback path.
+    pub fallbacks: u64,
+}
+
+impl From<&pmtx_htm::HtmStatsSnapshot> for HtmJson {
+    fn from(stats: &pmtx_htm::HtmStatsSnapshot) -> Self {
+        Self { hw_commits: stats.hardware_commits, aborts: stats.total_aborts(), fallbacks: stats.fallback_executions }
+    }
+}
+
+/// Engine-wide statistics at the end of a run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct EngineStatsJson {
+    /// Checkpoints taken.
+    pub checkpoints: u64,
+    /// Log bytes held in the pool.
+    pub log_bytes: u64,
+    /// Highest durable epoch.
+    pub durable_epoch: u64,
+}
+
+/// The CSV file: a header and one row per run.
+pub fn csv(report: &Report) -> String {
+    let mut out = String::from(
+        "engine,workload,threads,duration_s,committed,aborted,rolled_back,gave_up,throughput_tps,tps_ratio,\
+         lat_mean_us,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,\
+         flushes_per_txn,fences_per_txn,bytes_per_txn,blocks_256_per_txn,nt_bytes_per_txn,stall_ns_per_txn,\
+         htm_hw_commits,htm_aborts,htm_fallbacks,backend,latency_model,seed,git_revision,check_passed\n",
+    );
+    for run in &report.runs {
+        let l = &run.latency_us;
+        let p = &run.pm;
+        let _ = writeln!(
+            out,
+            "{},{},{},{:.3},{},{},{},{},{:.1},{:.4},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.1},{:.3},{:.1},{:.1},{},{},{},{},{},{},{},{}",
+            csv_field(&run.engine),
+            csv_field(&run.workload),
+            run.threads,
+            run.duration_s,
+            run.committed,
+            run.aborted,
+            run.rolled_back,
+            run.gave_up,
+            run.throughput_tps,
+            run.tps_ratio,
+            l.mean,
+            l.p50,
+            l.p90,
+            l.p99,
+            l.p999,
+            l.max,
+            p.flushes_per_txn,
+            p.fences_per_txn,
+            p.bytes_per_txn,
+            p.blocks_256_per_txn,
+            p.nt_bytes_per_txn,
+            p.stall_ns_per_txn,
+            run.htm.hw_commits,
+            run.htm.aborts,
+            run.htm.fallbacks,
+            csv_field(&run.backend),
+            csv_field(&run.latency_model),
+            run.seed,
+            csv_field(&run.git_revision),
+            run.check_passed
+        );
+    }
+    out
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+/// A plain-text table: text columns left-aligned, numbers right-aligned.
+pub struct Table {
+    header: Vec<String>,
+    left: Vec<usize>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column titles; the first column is left-aligned.
+    pub fn new(header: &[&str]) -> Self {
+        Self::with_left_columns(header, &[0])
+    }
+
+    /// A table whose columns `left` are left-aligned.
+    pub fn with_left_columns(header: &[&str], left: &[usize]) -> Self {
+        Self { header: header.iter().map(|title| title.to_string()).collect(), left: left.to_vec(), rows: Vec::new() }
+    }
+
+    /// Adds a row.
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Renders with `indent` spaces before each line.
+    pub fn render(&self, indent: usize) -> String {
+        let columns = self.header.len();
+        let mut widths: Vec<usize> = self.header.iter().map(|title| title.chars().count()).collect();
+        for row in &self.rows {
+            for (column, cell) in row.iter().enumerate().take(columns) {
+                widths[column] = widths[column].max(cell.chars().count());
+            }
+        }
+        let mut out = String::new();
+        let line = |out: &mut String, cells: &[String]| {
+            out.push_str(&" ".repeat(indent));
+            for (column, cell) in cells.iter().enumerate().take(columns) {
+                if column > 0 {
+                    out.push_str("  ");
+                }
+                let pad = widths[column].saturating_sub(cell.chars().count());
+                if self.left.contains(&column) {
+                    out.push_str(cell);
+                    out.push_str(&" ".repeat(pad));
+                } else {
+                    out.push_str(&" ".repeat(pad));
+                    out.push_str(cell);
+                }
+            }
+            let trimmed = out.trim_end().len();
+            out.truncate(trimmed);
+            out.push('\n');
+        };
+        line(&mut out, &self.header);
+        for row in &self.rows {
+            line(&mut out, row);
+        }
+        out
+    }
+}
+
+/// A latency in µs with a precision that suits its size.
+pub fn format_us(us: f64) -> String {
+    if us < 10.0 {
+        format!("{us:.2}")
+    } else if us < 1000.0 {
+        format!("{us:.1}")
+    } else {
+        format!("{us:.0}")
+    }
+}
+
+/// A per-transaction count.
+pub fn format_per_txn(value: f64) -> String {
+    if value < 100.0 {
+        format!("{value:.2}")
+    } else {
+        format!("{value:.0}")
+    }
+}
+
+/// Transactions per second.
+pub fn format_tps(tps: f64) -> String {
+    if tps < 100.0 {
+        format!("{tps:.1}")
+    } else {
+        format!("{tps:.0}")
+    }
+}
+
+/// The main results table.
+pub fn results_table(runs: &[RunJson]) -> String {
+    let mut table = Table::new(&[
+        "engine",
+        "threads",
+        "committed",
+        "aborted",
+        "tps",
+        "mean µs",
+        "p50 µs",
+        "p90 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "max µs",
+        "flush/txn",
+        "fence/txn",
+        "bytes/txn",
+        "256B/txn",
+        "vs first",
+    ]);
+    for run in runs {
+        let l = &run.latency_us;
+        let p = &run.pm;
+        table.row(vec![
+            run.engine.clone(),
+            run.threads.to_string(),
+            run.committed.to_string(),
+            run.aborted.to_string(),
+            format_tps(run.throughput_tps),
+            format_us(l.mean),
+            format_us(l.p50),
+            format_us(l.p90),
+            format_us(l.p99),
+            format_us(l.p999),
+            format_us(l.max),
+            format_per_txn(p.flushes_per_txn),
+            format_per_txn(p.fences_per_txn),
+            format_per_txn(p.bytes_per_txn),
+            format_per_txn(p.blocks_256_per_txn),
+            format!("{:.2}x", run.tps_ratio),
+        ]);
+    }
+    table.render(0)
+}
+
+/// Per-type latency lines of every run, in the workload's type order.
+pub fn per_type_table(runs: &[RunJson], type_order: &[&str]) -> String {
+    let mut table = Table::with_left_columns(
+        &[
+            "engine",
+            "threads",
+            "type",
+            "committed",
+            "rolled back",
+            "mean µs",
+            "p50 µs",
+            "p90 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "max µs",
+        ],
+        &[0, 2],
+    );
+    for run in runs {
+        let mut names: Vec<&str> = type_order.iter().copied().filter(|name| run.per_type.contains_key(*name)).collect();
+        names.extend(run.per_type.keys().map(String::as_str).filter(|name| !type_order.contains(name)));
+        for name in names {
+            let t = &run.per_type[name];
+            table.row(vec![
+                run.engine.clone(),
+                run.threads.to_string(),
+                name.to_string(),
+                t.committed.to_string(),
+                t.rolled_back.to_string(),
+                format_us(t.mean),
+                format_us(t.p50),
+                format_us(t.p90),
+                format_us(t.p99),
+                format_us(t.p999),
+                format_us(t.max),
+            ]);
+        }
+    }
+    table.render(2)
+}
+
+/// One line per run with its nonzero abort reasons.
+pub fn abort_lines(runs: &[RunJson]) -> String {
+    let mut out = String::new();
+    for run in runs {
+        let reasons: Vec<String> = run
+            .aborts_by_reason
+            .iter()
+            .filter(|(_, count)| **count > 0)
+            .map(|(reason, count)| format!("{reason}={count}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {} x{}: {} aborted attempts{}{}{}",
+            run.engine,
+            run.threads,
+            run.aborted,
+            if reasons.is_empty() { String::new() } else { format!(" ({})", reasons.join(", ")) },
+            if run.rolled_back > 0 { format!(", {} rolled back", run.rolled_back) } else { String::new() },
+            if run.gave_up > 0 { format!(", {} gave up after too many aborts", run.gave_up) } else { String::new() },
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_columns() {
+        let mut table = Table::new(&["engine", "tps"]);
+        table.row(vec!["silo".into(), "12345".into()]);
+        table.row(vec!["group-commit".into(), "7".into()]);
+        let text = table.render(0);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "engine          tps");
+        assert_eq!(lines[1], "silo          12345");
+        assert_eq!(lines[2], "group-commit      7");
+    }
+
+    #[test]
+    fn latency_summary() {
+        let mut histogram = Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3).unwrap();
+        assert_eq!(LatencyJson::from_nanoseconds(&histogram).max, 0.0);
+        for ns in 1..=1000u64 {
+            histogram.record(ns * 1000).unwrap();
+        }
+        let summary = LatencyJson::from_nanoseconds(&histogram);
+        assert!((summary.p50 - 500.0).abs() < 1.0, "{summary:?}");
+        assert!((summary.max - 1000.0).abs() < 1.0, "{summary:?}");
+        assert!(summary.p90 <= summary.p99 && summary.p99 <= summary.p999);
+    }
+
+    #[test]
+    fn csv_quotes_only_when_needed() {
+        assert_eq!(csv_field("silo"), "silo");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+    }
+}

@@ -1,0 +1,211 @@
+//! End-to-end tests of `pmtx bench` and `pmtx plot`.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn pmtx(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pmtx"))
+        .args(args)
+        .current_dir(dir)
+        // Temporary pools go to the test's own directory.
+        .env("TMPDIR", dir)
+        .output()
+        .expect("run pmtx")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[track_caller]
+fn assert_ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "pmtx failed with {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    text(&output.stdout)
+}
+
+#[track_caller]
+fn assert_fails(output: &Output, code: i32) -> String {
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(code), "stdout:\n{}\nstderr:\n{stderr}", text(&output.stdout));
+    assert!(!stderr.contains("panicked"), "pmtx panicked:\n{stderr}");
+    stderr
+}
+
+#[track_caller]
+fn number(value: &serde_json::Value, field: &str) -> f64 {
+    value[field].as_f64().unwrap_or_else(|| panic!("{field} missing or not a number in {value}"))
+}
+
+#[test]
+fn bench_two_engines_two_thread_counts_then_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = assert_ok(&pmtx(
+        dir.path(),
+        &[
+            "bench",
+            "--workload",
+            "smallbank",
+            "--accounts",
+            "1000",
+            "--engine",
+            "silo,group-commit",
+            "--threads",
+            "1,2",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0.1",
+            "--json",
+            "r.json",
+            "--csv",
+            "r.csv",
+        ],
+    ));
+    for needle in ["engine", "p99.9 µs", "flush/txn", "vs first", "durability:", "git revision:", "silo is not durable"]
+    {
+        assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
+    }
+
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).expect("valid JSON");
+    let config = &report["config"];
+    for field in ["workload", "engines", "threads", "backend", "latency_model", "seed", "git_revision", "durability"] {
+        assert!(!config[field].is_null(), "config.{field} missing: {config}");
+    }
+    let runs = report["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 4);
+    let combinations: Vec<(String, u64)> = runs
+        .iter()
+        .map(|run| (run["engine"].as_str().unwrap().to_string(), run["threads"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        combinations,
+        [("silo".into(), 1), ("silo".into(), 2), ("group-commit".into(), 1), ("group-commit".into(), 2)]
+    );
+    for run in runs {
+        assert_eq!(run["workload"], "smallbank");
+        assert_eq!(run["seed"], 42);
+        assert_eq!(run["check_passed"], true, "{run}");
+        for field in ["backend", "latency_model", "git_revision"] {
+            assert!(run[field].is_string(), "{field} missing in {run}");
+        }
+        assert!(number(run, "duration_s") > 0.4);
+        assert!(number(run, "committed") > 0.0, "{run}");
+        assert!(number(run, "aborted") >= 0.0);
+        assert!(number(run, "throughput_tps") > 0.0);
+        let latency = &run["latency_us"];
+        for field in ["mean", "p50", "p90", "p99", "p999", "max"] {
+            assert!(number(latency, field) > 0.0, "latency_us.{field} in {run}");
+        }
+        assert!(number(latency, "p50") <= number(latency, "p99") && number(latency, "p99") <= number(latency, "max"));
+        let per_type = run["per_type"].as_object().expect("per_type");
+        assert!(!per_type.is_empty());
+        let mut committed = 0.0;
+        for entry in per_type.values() {
+            for field in ["mean", "p50", "p90", "p99", "p999", "max", "committed"] {
+                number(entry, field);
+            }
+            committed += number(entry, "committed");
+        }
+        assert_eq!(committed, number(run, "committed"));
+        for field in [
+            "flushes_per_txn",
+            "fences_per_txn",
+            "bytes_per_txn",
+            "blocks_256_per_txn",
+            "nt_bytes_per_txn",
+            "stall_ns_per_txn",
+        ] {
+            number(&run["pm"], field);
+        }
+        for field in ["hw_commits", "aborts", "fallbacks"] {
+            number(&run["htm"], field);
+        }
+        let reasons = run["aborts_by_reason"].as_object().expect("aborts_by_reason");
+        assert!(reasons.contains_key("read_validation"));
+        assert_eq!(reasons.values().map(|v| v.as_f64().unwrap()).sum::<f64>(), number(run, "aborted"));
+    }
+    // Silo never touches the pool; group commit writes its log there.
+    assert_eq!(runs[0]["backend"], "none");
+    assert_eq!(number(&runs[0]["pm"], "bytes_per_txn"), 0.0);
+    assert_eq!(runs[2]["backend"], "direct");
+    assert!(number(&runs[2]["pm"], "bytes_per_txn") > 0.0);
+    // Temporary pools are gone.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".pool"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    let csv = std::fs::read_to_string(dir.path().join("r.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    assert!(csv.starts_with("engine,workload,threads,"));
+
+    let out = assert_ok(&pmtx(dir.path(), &["plot", "r.json", "-o", "r.svg"]));
+    assert!(out.contains("r.svg"));
+    let svg = std::fs::read_to_string(dir.path().join("r.svg")).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+    assert!(svg.contains("silo") && svg.contains("group-commit") && svg.contains("p99.9"));
+
+    let stderr = assert_fails(&pmtx(dir.path(), &["plot", "r.json", "-o", "r.png"]), 2);
+    assert!(stderr.contains("PNG output needs"), "{stderr}");
+}
+
+#[test]
+fn bad_names_and_numbers_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let stderr = assert_fails(&pmtx(dir.path(), &["bench", "--workload", "smallbank", "--engine", "silo,nosuch"]), 2);
+    assert!(stderr.contains("unknown engine \"nosuch\"") && stderr.contains("group-commit"), "{stderr}");
+    let stderr = assert_fails(&pmtx(dir.path(), &["bench", "--workload", "tpch"]), 2);
+    assert!(stderr.contains("unknown workload") && stderr.contains("smallbank"), "{stderr}");
+    for bad in [
+        &["--threads", "0"][..],
+        &["--threads", "1,x"],
+        &["--duration", "-1"],
+        &["--warmup", "abc"],
+        &["--pool-size", "1MiB"],
+        &["--ycsb", "Z"],
+        &["--accounts", "1"],
+        &["--pm", "direct", "--pm-model", "optane"],
+    ] {
+        let mut args = vec!["bench", "--workload", "smallbank"];
+        args.extend_from_slice(bad);
+        let stderr = assert_fails(&pmtx(dir.path(), &args), 2);
+        assert!(stderr.contains("error"), "{bad:?}: {stderr}");
+    }
+}
+
+#[test]
+fn given_pool_is_kept_and_foreign_files_are_not_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "bench",
+        "--workload",
+        "smallbank",
+        "--accounts",
+        "500",
+        "--duration",
+        "0.2",
+        "--warmup",
+        "0",
+        "--pool-size",
+        "64MiB",
+        "--pool",
+        "b.pool",
+    ];
+    assert_ok(&pmtx(dir.path(), &args));
+    assert!(dir.path().join("b.pool").exists());
+    // A second run replaces the pool it left.
+    assert_ok(&pmtx(dir.path(), &args));
+    std::fs::write(dir.path().join("b.pool"), b"precious").unwrap();
+    let stderr = assert_fails(&pmtx(dir.path(), &args), 1);
+    assert!(stderr.contains("not a pmtx pool"), "{stderr}");
+    assert_eq!(std::fs::read(dir.path().join("b.pool")).unwrap(), b"precious");
+}
