@@ -77,8 +77,10 @@ pub enum BenchPm {
 #[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "PM backend")]
 pub struct BenchPmArgs {
-    /// PM backend to run on.
-    #[arg(long = "pm", value_enum, default_value_t = BenchPm::Direct)]
+    /// PM backend to run on. The default emulates Optane PMem on an ordinary
+    /// file, so figures mean something on machines without PM; on real PM
+    /// (a DAX pool) use `direct`.
+    #[arg(long = "pm", value_enum, default_value_t = BenchPm::Emulated)]
     pub pm: BenchPm,
     /// Latency model of the emulated backend [default: optane; only with --pm emulated].
     #[arg(long = "pm-model", value_enum)]
