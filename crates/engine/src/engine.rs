@@ -100,6 +100,10 @@ pub struct EngineStats {
     pub durable_epoch: u64,
     /// Recovery report of the last open.
     pub recovery: Option<RecoveryReport>,
+    /// Persistence work of the engine's background threads (group-commit
+    /// log flushes, periodic checkpoints) since open; worker threads count
+    /// their own work in `pmtx_pm::thread_counters`.
+    pub background_pm: pmtx_pm::PmCounters,
 }
 
 /// What recovery did at open.

@@ -132,18 +132,20 @@ impl<B: PmBackend> GroupCommitLog<B> {
         self.flush_logs(current - 1)
     }
 
-    /// Waits until `epoch` is durable, driving epochs when no ticker runs.
+    /// Waits until `epoch` is durable by driving epochs itself.
+    ///
+    /// The caller (a checkpoint) never relies on the ticker: the ticker stops
+    /// as soon as the engine's stop flag is set, while the engine's shutdown
+    /// joins the checkpointer first, so a checkpoint that slept waiting for
+    /// the ticker could wait forever. Driving an epoch here is the ticker's
+    /// own step; `flush_lock` serialises it with the ticker.
     fn wait_durable_epoch(&self, epoch: u64) -> DbResult<()> {
         while self.epochs().durable() < epoch {
             if self.closed.load(Ordering::SeqCst) && !self.self_driving.load(Ordering::SeqCst) {
                 return Err(DbError::Poisoned("database closed while waiting for durability".into()));
             }
-            if self.self_driving.load(Ordering::SeqCst) {
-                self.epochs().advance();
-                self.close_epoch()?;
-            } else {
-                std::thread::sleep(Duration::from_micros(100));
-            }
+            self.epochs().advance();
+            self.close_epoch()?;
         }
         Ok(())
     }
@@ -428,8 +430,8 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
             checkpoints: self.checkpoints.load(Ordering::Relaxed),
             log_bytes: segments as u64 * chunk_size,
             log_segments_freed: self.segments_freed.load(Ordering::Relaxed),
-            durable_epoch: 0,
             recovery: self.recovery.lock().clone(),
+            ..EngineStats::default()
         }
     }
 }

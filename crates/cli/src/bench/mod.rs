@@ -200,7 +200,7 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
     println!();
     print!("{}", report::results_table(&report.runs));
     println!("latency: start of the first attempt to the durable acknowledgement; PM counters per committed");
-    println!("transaction, worker threads only (the engine's epoch and checkpoint threads are not counted).");
+    println!("transaction, including the engine's epoch and checkpoint threads (group commit flushes there).");
     println!();
     println!("per transaction type:");
     print!("{}", report::per_type_table(&report.runs, type_order));

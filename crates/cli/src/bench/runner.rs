@@ -355,6 +355,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         failed: AtomicBool::new(false),
     };
     let mut spawn_error = None;
+    let mut background = pmtx_pm::PmCounters::default();
     let (results, measured) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..spec.threads)
             .map(|index| {
@@ -390,17 +391,22 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
             control.phase.store(PHASE_MEASURE, Ordering::Release);
         }
         progress.phase(2, &phase_name(2));
+        let background_before = database.stats().background_pm;
         let start = Instant::now();
         timed_phase(&mut progress, 2, &phase_name(2), spec.duration, &control);
         control.phase.store(PHASE_STOP, Ordering::Release);
         let measured = start.elapsed();
         let results: Vec<_> = spawned.into_iter().map(|handle| handle.join()).collect();
+        background = database.stats().background_pm.since(&background_before);
         (results, measured)
     });
     if let Some(error) = spawn_error {
         return Err(CliError::runtime(format!("{label}: cannot start worker threads: {error}")));
     }
     let mut total = ThreadResult::new(workload.transaction_types().len());
+    // The engine's epoch and checkpoint threads persist on the workers'
+    // behalf (group commit flushes the logs there): count their work too.
+    total.pm.add(&background);
     for result in results {
         match result {
             Ok(Ok(result)) => total.merge(&result),
@@ -467,7 +473,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         tps_ratio: 1.0,
         latency_us: LatencyJson::from_nanoseconds(&total.total),
         per_type,
-        pm: PmJson::new(&total.pm, total.committed, "worker threads (engine background threads not counted)"),
+        pm: PmJson::new(&total.pm, total.committed, "worker threads plus the engine's background threads"),
         htm,
         aborts_by_reason: AbortReason::ALL
             .iter()

@@ -10,6 +10,7 @@ use crate::occ::{CommitLog, OccShared, OccWorker, WriteEntry};
 use crate::schema::TableId;
 use crate::table::Table;
 use parking_lot::Mutex;
+use pmtx_pm::PmCounters;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -84,6 +85,7 @@ pub(crate) struct OccEngine<L: EnginePolicy> {
     ticker: Mutex<Option<JoinHandle<()>>>,
     checkpointer: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
+    background_pm: BackgroundCounters,
 }
 
 impl<L: EnginePolicy> OccEngine<L> {
@@ -98,23 +100,26 @@ impl<L: EnginePolicy> OccEngine<L> {
         debug_assert_eq!(epochs.capacity(), options.workers);
         let shared = Arc::new(OccShared { tables, epochs, log: policy });
         let stop = Arc::new(AtomicBool::new(false));
+        let background_pm = BackgroundCounters::default();
         let ticker = {
             let shared = Arc::clone(&shared);
             let stop = Arc::clone(&stop);
             let interval = options.epoch_interval;
+            let counters = Arc::clone(&background_pm);
             std::thread::Builder::new()
                 .name("pmtx-epoch".into())
-                .spawn(move || ticker_loop(shared, stop, interval))
+                .spawn(move || ticker_loop(shared, stop, interval, counters))
                 .map_err(|e| crate::error::DbError::InvalidConfig(format!("cannot start epoch thread: {e}")))?
         };
         let checkpointer = match options.checkpoint_interval {
             Some(interval) => {
                 let shared = Arc::clone(&shared);
                 let stop = Arc::clone(&stop);
+                let counters = Arc::clone(&background_pm);
                 Some(
                     std::thread::Builder::new()
                         .name("pmtx-checkpoint".into())
-                        .spawn(move || checkpoint_loop(shared, stop, interval))
+                        .spawn(move || checkpoint_loop(shared, stop, interval, counters))
                         .map_err(|e| {
                             crate::error::DbError::InvalidConfig(format!("cannot start checkpoint thread: {e}"))
                         })?,
@@ -128,6 +133,7 @@ impl<L: EnginePolicy> OccEngine<L> {
             ticker: Mutex::new(Some(ticker)),
             checkpointer: Mutex::new(checkpointer),
             closed: AtomicBool::new(false),
+            background_pm,
         }))
     }
 
@@ -144,15 +150,38 @@ impl<L: EnginePolicy> OccEngine<L> {
     }
 }
 
-fn ticker_loop<L: EnginePolicy>(shared: Arc<OccShared<L>>, stop: Arc<AtomicBool>, interval: Duration) {
+/// Persistence counters of background threads, summed.
+type BackgroundCounters = Arc<Mutex<PmCounters>>;
+
+/// Runs `work` and adds the PM work it did on this thread to `total`.
+fn counted(total: &BackgroundCounters, work: impl FnOnce()) {
+    let before = pmtx_pm::thread_counters();
+    work();
+    let done = pmtx_pm::thread_counters().since(&before);
+    total.lock().add(&done);
+}
+
+fn ticker_loop<L: EnginePolicy>(
+    shared: Arc<OccShared<L>>,
+    stop: Arc<AtomicBool>,
+    interval: Duration,
+    counters: BackgroundCounters,
+) {
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(interval);
-        shared.epochs.advance();
-        shared.log.on_epoch(&shared);
+        counted(&counters, || {
+            shared.epochs.advance();
+            shared.log.on_epoch(&shared);
+        });
     }
 }
 
-fn checkpoint_loop<L: EnginePolicy>(shared: Arc<OccShared<L>>, stop: Arc<AtomicBool>, interval: Duration) {
+fn checkpoint_loop<L: EnginePolicy>(
+    shared: Arc<OccShared<L>>,
+    stop: Arc<AtomicBool>,
+    interval: Duration,
+    counters: BackgroundCounters,
+) {
     let step = Duration::from_millis(10).min(interval);
     let mut waited = Duration::ZERO;
     while !stop.load(Ordering::SeqCst) {
@@ -160,9 +189,11 @@ fn checkpoint_loop<L: EnginePolicy>(shared: Arc<OccShared<L>>, stop: Arc<AtomicB
         waited += step;
         if waited >= interval {
             waited = Duration::ZERO;
-            if let Err(error) = shared.log.checkpoint(&shared) {
-                eprintln!("pmtx: periodic checkpoint failed: {error}");
-            }
+            counted(&counters, || {
+                if let Err(error) = shared.log.checkpoint(&shared) {
+                    eprintln!("pmtx: periodic checkpoint failed: {error}");
+                }
+            });
         }
     }
 }
@@ -190,6 +221,7 @@ impl<L: EnginePolicy> Engine for OccEngine<L> {
     fn stats(&self) -> EngineStats {
         let mut stats = self.shared.log.stats();
         stats.durable_epoch = self.shared.epochs.durable();
+        stats.background_pm = *self.background_pm.lock();
         stats
     }
 
