@@ -10,6 +10,7 @@
 //! error (bad option values; clap's own errors also exit 2).
 
 mod bench;
+mod crashtest;
 mod error;
 mod plot;
 mod pm_args;
@@ -42,6 +43,8 @@ enum Command {
     Bench(Box<bench::BenchArgs>),
     /// Draw the JSON results of `pmtx bench` as an SVG chart.
     Plot(plot::PlotArgs),
+    /// Crash-consistency test of an engine: simulated PM crash images (default) or process kills (--kill).
+    Crashtest(Box<crashtest::CrashtestArgs>),
 }
 
 fn main() -> ExitCode {
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Smoke(args) => smoke::run(args),
         Command::Bench(args) => bench::run(*args),
         Command::Plot(args) => plot::run(args),
+        Command::Crashtest(args) => crashtest::run(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -134,7 +134,7 @@ fn bench_two_engines_two_thread_counts_then_plot() {
     // Silo never touches the pool; group commit writes its log there.
     assert_eq!(runs[0]["backend"], "none");
     assert_eq!(number(&runs[0]["pm"], "bytes_per_txn"), 0.0);
-    assert_eq!(runs[2]["backend"], "direct");
+    assert_eq!(runs[2]["backend"], "emulated", "bench defaults to the emulated backend");
     assert!(number(&runs[2]["pm"], "bytes_per_txn") > 0.0);
     // Temporary pools are gone.
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())

@@ -159,15 +159,21 @@ pub fn write_checkpoint<B: PmBackend>(
             if failure.is_some() {
                 return;
             }
-            let Some(snapshot) = record.copy_value(&mut value) else {
+            let Some(snapshot) = stable_copy(record, &mut value) else {
                 failure = Some(DbError::Corrupt("a record stayed locked during the checkpoint".into()));
                 return;
             };
+            // A deleted row is left out, but its delete counts for the
+            // epoch the log must be durable up to before the checkpoint
+            // becomes current: else a checkpoint taken right after a
+            // delete-only transaction could hold that delete while its epoch
+            // is not durable, and a crash would lose the row although the
+            // delete was never acknowledged.
+            let tid = record::tid_of(snapshot.word);
+            meta.end_epoch = meta.end_epoch.max(record::epoch_of_tid(tid));
             if snapshot.is_absent() {
                 return;
             }
-            let tid = record::tid_of(snapshot.word);
-            meta.end_epoch = meta.end_epoch.max(record::epoch_of_tid(tid));
             meta.rows += 1;
             if let Err(error) = writer.row(table.id().0, key, tid, &value) {
                 failure = Some(error);
@@ -203,6 +209,23 @@ pub fn write_checkpoint<B: PmBackend>(
     backend.crash_point("checkpoint root switched");
     free_other_generations(pool, generation);
     Ok(meta)
+}
+
+/// A stable read of `record` while transactions run. A committing writer
+/// holds the record's lock only briefly, but it may be descheduled while it
+/// does (more threads than cores), which outlasts one bounded `copy_value`;
+/// that is contention, not corruption, so retry (yielding) for a long while.
+fn stable_copy(record: &Record, value: &mut Vec<u8>) -> Option<record::Snapshot> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(snapshot) = record.copy_value(value) {
+            return Some(snapshot);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::yield_now();
+    }
 }
 
 fn abandon<B: PmBackend>(pool: &Pool<B>, chunks: &[(ChunkId, u64)]) {

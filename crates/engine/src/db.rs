@@ -63,6 +63,14 @@ pub struct DbOptions {
     pub max_attempts: u32,
     /// Seed for backoff jitter and anything random inside the engine.
     pub seed: u64,
+    /// HTM regions of the DBXN engines (`none`: the software path, no
+    /// global lock; `sim`: abort injection at each commit region). The other
+    /// engines always run the software path.
+    pub htm: pmtx_htm::HtmConfig,
+    /// NVM-friendly log writes of the DBXN engines.
+    pub dbxn: crate::dbxn::DbxnOptions,
+    /// Options of the `zen` engines (Met-Cache budget, LP table order).
+    pub zen: crate::zen::ZenOptions,
 }
 
 impl DbOptions {
@@ -81,6 +89,9 @@ impl DbOptions {
             checkpoint_interval: Some(Duration::from_secs(10)),
             max_attempts: 1000,
             seed: 0x5EED,
+            htm: pmtx_htm::HtmConfig::software(),
+            dbxn: crate::dbxn::DbxnOptions::default(),
+            zen: crate::zen::ZenOptions::default(),
         }
     }
 

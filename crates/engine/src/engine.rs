@@ -19,11 +19,30 @@ pub enum EngineKind {
     Silo,
     /// Silo + per-thread redo logs in PM + epoch group commit (DBX-NVM).
     GroupCommit,
+    /// DBXN: synchronous NVM-friendly redo log per commit, written after
+    /// the commit region, with parity (UNPERSISTED) versions.
+    Dbxn,
+    /// DBXN plus a PM copy of every written value (DBXN-NVM, §4.1.1).
+    DbxnNvm,
+    /// DBX-naive: synchronous log inside the commit region, no parity.
+    DbxNaive,
+    /// Zen: log-free; tuples in a PM heap, Met-Cache and OCC in DRAM.
+    Zen,
+    /// Zen with per-allocation persistence of allocator metadata (Fig. 17).
+    ZenNaiveAlloc,
 }
 
 impl EngineKind {
     /// Every engine, for `--help` and tests.
-    pub const ALL: [EngineKind; 2] = [EngineKind::Silo, EngineKind::GroupCommit];
+    pub const ALL: [EngineKind; 7] = [
+        EngineKind::Silo,
+        EngineKind::GroupCommit,
+        EngineKind::Dbxn,
+        EngineKind::DbxnNvm,
+        EngineKind::DbxNaive,
+        EngineKind::Zen,
+        EngineKind::ZenNaiveAlloc,
+    ];
 
     /// Parses an engine name.
     pub fn parse(name: &str) -> Option<Self> {
@@ -35,6 +54,11 @@ impl EngineKind {
         match self {
             EngineKind::Silo => "silo",
             EngineKind::GroupCommit => "group-commit",
+            EngineKind::Dbxn => "dbxn",
+            EngineKind::DbxnNvm => "dbxn-nvm",
+            EngineKind::DbxNaive => "dbx-naive",
+            EngineKind::Zen => "zen",
+            EngineKind::ZenNaiveAlloc => "zen-naive-alloc",
         }
     }
 
@@ -104,6 +128,35 @@ pub struct EngineStats {
     /// log flushes, periodic checkpoints) since open; worker threads count
     /// their own work in `pmtx_pm::thread_counters`.
     pub background_pm: pmtx_pm::PmCounters,
+    /// Statistics of the engine's HTM regions (engines that use an HTM
+    /// instance: the DBXN family with the `sim` or `rtm` backend).
+    pub htm: Option<pmtx_htm::HtmStatsSnapshot>,
+    /// Met-Cache hits (zen): reads served from DRAM.
+    pub cache_hits: u64,
+    /// Met-Cache misses (zen): reads copied from the PM heap.
+    pub cache_misses: u64,
+    /// Met-Cache evictions (zen).
+    pub cache_evictions: u64,
+    /// Bytes the Met-Cache regions hold now (zen).
+    pub cache_bytes: u64,
+    /// Aborted attempts counted by the engine (zen).
+    pub aborts: u64,
+    /// Free tuple slots in the heap's DRAM free lists (zen).
+    pub heap_free_slots: u64,
+    /// Chunks held by the tuple heap (zen).
+    pub heap_chunks: u64,
+    /// Superseded tuples waiting for reclamation (zen).
+    pub heap_garbage: u64,
+    /// Tombstone sweeps run since open (zen).
+    pub heap_sweeps: u64,
+}
+
+impl EngineStats {
+    /// Met-Cache hits / reads, or `None` before the first read.
+    pub fn cache_hit_rate(&self) -> Option<f64> {
+        let reads = self.cache_hits + self.cache_misses;
+        (reads > 0).then(|| self.cache_hits as f64 / reads as f64)
+    }
 }
 
 /// What recovery did at open.
@@ -121,6 +174,12 @@ pub struct RecoveryReport {
     pub log_records_not_durable: u64,
     /// Wall time of recovery.
     pub duration: std::time::Duration,
+    /// Tuple slots scanned in the heap (zen).
+    pub heap_slots_scanned: u64,
+    /// Live tuples recovered from the heap (zen).
+    pub heap_tuples_recovered: u64,
+    /// Tuples of unfinished transactions or torn slots discarded (zen).
+    pub heap_tuples_discarded: u64,
 }
 
 /// A database engine.

@@ -12,7 +12,15 @@
 //! durable epoch (per-key newest TID wins, so worker logs replay in
 //! parallel), rebuild secondary indexes, then write a fresh checkpoint and
 //! free the old logs, so records of never-durable epochs can never be
-//! mistaken for durable ones later.
+//! mistaken for durable ones later. Each recovery also takes a new
+//! incarnation (root `log.incarnation`, the high half of every new segment
+//! sequence), so stale records left in reused, unzeroed chunks never pass a
+//! new segment's record CRC.
+//!
+//! Space: a new log segment may not take the free chunks the next checkpoint
+//! may need (a bound from the last checkpoint's size plus the rows logged
+//! since), so a log that fills the pool ends in `DbError::OutOfSpace` while
+//! close and recovery can still checkpoint and free the log.
 
 use crate::checkpoint::{self, CheckpointMeta};
 use crate::db::DbOptions;
@@ -21,10 +29,11 @@ use crate::engines::EnginePolicy;
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
 use crate::log::{self, LogShared, LogStoreMode, LogWriter, SegmentInfo};
-use crate::occ::{CommitLog, OccShared, WriteEntry};
+use crate::occ::{CommitLog, WriteEntry};
 use crate::record::{self, Record};
 use crate::schema::schema_digest;
 use crate::table::Table;
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use pmtx_pm::{ChunkId, PmBackend, Pool};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,6 +46,25 @@ pub const DURABLE_EPOCH_ROOT: &str = "log.durable_epoch";
 pub const SCHEMA_ROOT: &str = "catalog.digest";
 /// Root holding the engine that owns the pool.
 pub const ENGINE_ROOT: &str = "engine.kind";
+/// Root counting recoveries (incarnations of the log); the high 32 bits of
+/// every log segment sequence number written after a recovery.
+pub const LOG_INCARNATION_ROOT: &str = "log.incarnation";
+
+/// Checkpoint chunk header and row header sizes (see `checkpoint.rs`), for
+/// the bound on the size of the next checkpoint.
+const CHECKPOINT_CHUNK_HEADER: u64 = 64;
+const CHECKPOINT_ROW_HEADER: u64 = 32;
+
+/// Checkpoint-row bytes a logged write can add to the next checkpoint.
+fn row_bytes(writes: &[WriteEntry]) -> u64 {
+    writes
+        .iter()
+        .filter_map(|write| {
+            write.value.as_ref().map(|value| CHECKPOINT_ROW_HEADER + (write.key.len() + value.len()) as u64)
+        })
+        .map(|bytes| bytes.next_multiple_of(8))
+        .sum()
+}
 
 /// Group-commit durability over a pool.
 pub(crate) struct GroupCommitLog<B: PmBackend> {
@@ -50,17 +78,44 @@ pub(crate) struct GroupCommitLog<B: PmBackend> {
     checkpoints: AtomicU64,
     segments_freed: AtomicU64,
     recovery: Mutex<Option<RecoveryReport>>,
+    /// Per worker: checkpoint-row bytes of every write logged (monotonic).
+    logged_row_bytes: Vec<CachePadded<AtomicU64>>,
+    /// Upper bound on the bytes of the last checkpoint's chunks.
+    checkpoint_bytes: AtomicU64,
+    /// Sum of `logged_row_bytes` when the last checkpoint began.
+    logged_at_checkpoint: AtomicU64,
+    /// Largest checkpoint row the schema allows, in bytes.
+    max_row_bytes: u64,
     /// Set when no ticker runs (closing): waiters drive epochs themselves.
     self_driving: AtomicBool,
     /// Serialises the epoch flush between the ticker and self-driving callers.
     flush_lock: Mutex<()>,
     closed: AtomicBool,
+    /// The engine this log serves (`group-commit`, or a DBXN engine).
+    kind: EngineKind,
+    /// Synchronous logging (the DBXN family): every record is durable when
+    /// its commit returns, so recovery replays every valid record and
+    /// ignores the durable-epoch root.
+    synchronous: bool,
 }
 
 impl<B: PmBackend> GroupCommitLog<B> {
     pub(crate) fn open(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Self> {
-        check_identity(&pool, EngineKind::GroupCommit, &options.tables)?;
+        Self::open_with(options, pool, EngineKind::GroupCommit, false)
+    }
+
+    /// The log of engine `kind`; `synchronous` for engines whose records
+    /// are durable when their commit returns (see the field).
+    pub(crate) fn open_with(
+        options: &DbOptions,
+        pool: Arc<Pool<B>>,
+        kind: EngineKind,
+        synchronous: bool,
+    ) -> DbResult<Self> {
+        check_identity(&pool, kind, &options.tables)?;
         Ok(Self {
+            kind,
+            synchronous,
             pool,
             logs: (0..options.workers).map(|_| Arc::new(LogShared::default())).collect(),
             next_sequence: Mutex::new(vec![0; options.workers]),
@@ -71,6 +126,15 @@ impl<B: PmBackend> GroupCommitLog<B> {
             checkpoints: AtomicU64::new(0),
             segments_freed: AtomicU64::new(0),
             recovery: Mutex::new(None),
+            logged_row_bytes: (0..options.workers).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+            checkpoint_bytes: AtomicU64::new(0),
+            logged_at_checkpoint: AtomicU64::new(0),
+            max_row_bytes: options
+                .tables
+                .iter()
+                .map(|t| (CHECKPOINT_ROW_HEADER + (t.max_key_len + t.max_value_len) as u64).next_multiple_of(8))
+                .max()
+                .unwrap_or(0),
             self_driving: AtomicBool::new(false),
             flush_lock: Mutex::new(()),
             closed: AtomicBool::new(false),
@@ -100,7 +164,14 @@ impl<B: PmBackend> GroupCommitLog<B> {
             if end > start {
                 backend.flush(start, end - start);
             }
-            shared.flushed.store(tail, Ordering::Release);
+            // Only advance `flushed` within the segment it points into: if
+            // the writer started a new segment between the two loads above,
+            // `tail` is in the old one, and storing it would leave a
+            // `flushed` from another chunk that the writer's next roll (or a
+            // new writer of the slot) trusts.
+            if start == flushed {
+                let _ = shared.flushed.compare_exchange(flushed, tail, Ordering::AcqRel, Ordering::Acquire);
+            }
         }
         backend.fence();
         backend.crash_point("group commit: logs durable, before epoch marker");
@@ -171,8 +242,42 @@ impl<B: PmBackend> GroupCommitLog<B> {
         }
     }
 
+    fn logged_row_bytes(&self) -> u64 {
+        self.logged_row_bytes.iter().map(|bytes| bytes.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Free chunks a new log segment must leave for the next checkpoint.
+    ///
+    /// A checkpoint is the only way to free log space, and recovery must
+    /// write one before it may drop the old logs; if the log took the last
+    /// chunks, a full pool could not be reopened. The next checkpoint holds
+    /// at most the last one's bytes plus one row per write logged since it
+    /// began. Rows are packed greedily, so every chunk but the last holds
+    /// more than `payload - max_row` bytes, and two consecutive chunks more
+    /// than `payload`. Per worker, three chunks more: the rows that the
+    /// writes still to come in its current segment can add (a row is at most
+    /// about twice its logged write, so a full segment adds under 2.5
+    /// chunks), and a segment being started concurrently.
+    fn checkpoint_reserve(&self) -> u64 {
+        let payload = self.pool.geometry().chunk_size - CHECKPOINT_CHUNK_HEADER;
+        let grown = self.logged_row_bytes().saturating_sub(self.logged_at_checkpoint.load(Ordering::Relaxed));
+        let bound = self.checkpoint_bytes.load(Ordering::Relaxed) + grown;
+        let mut chunks = 2 * bound.div_ceil(payload) + 1;
+        if payload > self.max_row_bytes {
+            chunks = chunks.min(bound / (payload - self.max_row_bytes) + 1);
+        }
+        chunks + 3 * self.logs.len() as u64
+    }
+
+    fn note_checkpoint(&self, meta: &CheckpointMeta, logged_before: u64) {
+        let payload = self.pool.geometry().chunk_size - CHECKPOINT_CHUNK_HEADER;
+        self.checkpoint_bytes.store(meta.chunks * payload, Ordering::Relaxed);
+        self.logged_at_checkpoint.store(logged_before, Ordering::Relaxed);
+    }
+
     fn take_checkpoint(&self, tables: &[Table]) -> DbResult<CheckpointMeta> {
         let mut generation = self.checkpoint_generation.lock();
+        let logged_before = self.logged_row_bytes();
         let start_epoch = self.epochs().advance();
         self.wait_workers_reach(start_epoch);
         let meta = checkpoint::write_checkpoint(&self.pool, tables, *generation + 1, start_epoch, |end_epoch| {
@@ -180,9 +285,37 @@ impl<B: PmBackend> GroupCommitLog<B> {
         })?;
         *generation += 1;
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        self.note_checkpoint(&meta, logged_before);
         *self.last_checkpoint.lock() = Some(meta);
         self.free_segments_before(start_epoch);
         Ok(meta)
+    }
+}
+
+/// What a synchronous policy wrapping this log (the DBXN family) uses.
+impl<B: PmBackend> GroupCommitLog<B> {
+    /// Whether the database was closed (or poisoned).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    /// Refuses a new log segment (or other log-like chunk) that would take
+    /// one of the chunks reserved for the next checkpoint, as `append` does.
+    pub(crate) fn admit_new_segment(&self) -> DbResult<()> {
+        let reserve = self.checkpoint_reserve();
+        let free = self.pool.free_chunks();
+        if free <= reserve {
+            return Err(DbError::OutOfSpace(format!(
+                "no log segment may take one of the last {reserve} free chunks ({free} free): they are reserved \
+                 for the checkpoint that frees log space"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Accounts a record of `writes` logged by `worker` (for the reserve).
+    pub(crate) fn note_logged(&self, worker: usize, writes: &[WriteEntry]) {
+        self.logged_row_bytes[worker].fetch_add(row_bytes(writes), Ordering::Relaxed);
     }
 }
 
@@ -254,7 +387,19 @@ impl<B: PmBackend> CommitLog for GroupCommitLog<B> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(DbError::Poisoned("the database is closed".into()));
         }
+        if !worker.fits(writes) {
+            // This record starts a new segment: keep the checkpoint's reserve.
+            let reserve = self.checkpoint_reserve();
+            let free = self.pool.free_chunks();
+            if free <= reserve {
+                return Err(DbError::OutOfSpace(format!(
+                    "no log segment may take one of the last {reserve} free chunks ({free} free): they are \
+                     reserved for the checkpoint that frees log space"
+                )));
+            }
+        }
         worker.append(tid, writes)?;
+        self.logged_row_bytes[worker.worker() as usize].fetch_add(row_bytes(writes), Ordering::Relaxed);
         Ok(CommitTicket::Epoch(record::epoch_of_tid(tid)))
     }
 
@@ -272,7 +417,7 @@ impl<B: PmBackend> CommitLog for GroupCommitLog<B> {
 
 impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
     fn kind(&self) -> EngineKind {
-        EngineKind::GroupCommit
+        self.kind
     }
 
     fn recover(&self, tables: &[Table], workers: usize) -> DbResult<Arc<Epochs>> {
@@ -293,6 +438,7 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         let mut start_epoch = 0u64;
         if let Some((meta, chunks)) = &current {
             *self.checkpoint_generation.lock() = meta.generation;
+            self.note_checkpoint(meta, 0);
             start_epoch = meta.start_epoch;
             max_epoch = meta.end_epoch.max(meta.start_epoch);
             report.checkpoint_rows = checkpoint::read_rows(pool, chunks, |table, key, tid, value| {
@@ -303,6 +449,7 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
             })?;
         }
         let durable_epoch = pool.root(DURABLE_EPOCH_ROOT).unwrap_or(0);
+        let synchronous = self.synchronous;
         // Replay each worker's chain on its own thread.
         let mut by_worker: std::collections::BTreeMap<u16, Vec<log::FoundSegment>> = Default::default();
         for segment in &segments {
@@ -311,6 +458,20 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
             if let Some(slot) = next.get_mut(segment.worker as usize) {
                 *slot = (*slot).max(segment.sequence);
             }
+        }
+        // Segment sequences never repeat across lives. Record CRCs cover the
+        // sequence, and reused chunks are not zeroed: a stale record of a
+        // crashed life that recovery never saw (it lay after a torn record,
+        // so its epoch may reach the next life's first epoch) would validate
+        // in a new segment of the same sequence once a scan runs past a
+        // record whose terminator was lost, and be replayed although it was
+        // never acknowledged. So every recovery durably takes a new
+        // incarnation, before any segment of this life exists, and new
+        // sequences start above `incarnation << 32`.
+        let incarnation = pool.root(LOG_INCARNATION_ROOT).unwrap_or(0) + 1;
+        pool.set_root(LOG_INCARNATION_ROOT, incarnation)?;
+        for slot in self.next_sequence.lock().iter_mut() {
+            *slot = (*slot).max(incarnation << 32);
         }
         let scanned = AtomicU64::new(0);
         let applied = AtomicU64::new(0);
@@ -330,7 +491,7 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
                             if epoch < start_epoch {
                                 return;
                             }
-                            if epoch > durable_epoch {
+                            if epoch > durable_epoch && !synchronous {
                                 skipped.fetch_add(1, Ordering::Relaxed);
                                 return;
                             }
@@ -379,6 +540,7 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
             let generation = *self.checkpoint_generation.lock() + 1;
             let meta = checkpoint::write_checkpoint(pool, tables, generation, first_epoch, |_| Ok(()))?;
             *self.checkpoint_generation.lock() = generation;
+            self.note_checkpoint(&meta, 0);
             *self.last_checkpoint.lock() = Some(meta);
             for segment in &segments {
                 pool.free_chunk(segment.chunk);
@@ -390,7 +552,7 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         Ok(epochs)
     }
 
-    fn on_epoch(&self, _shared: &OccShared<Self>) {
+    fn on_epoch(&self) {
         if let Err(error) = self.close_epoch() {
             // A failed persist of the durable epoch: stop acknowledging.
             self.closed.store(true, Ordering::SeqCst);
@@ -398,11 +560,11 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         }
     }
 
-    fn checkpoint(&self, shared: &OccShared<Self>) -> DbResult<()> {
-        self.take_checkpoint(&shared.tables).map(|_| ())
+    fn checkpoint(&self, tables: &[Table]) -> DbResult<()> {
+        self.take_checkpoint(tables).map(|_| ())
     }
 
-    fn close(&self, shared: &OccShared<Self>, clean: bool) -> DbResult<()> {
+    fn close(&self, tables: &[Table], clean: bool) -> DbResult<()> {
         self.self_driving.store(true, Ordering::SeqCst);
         if !clean {
             self.closed.store(true, Ordering::SeqCst);
@@ -412,7 +574,7 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         // lets the next open skip log replay.
         self.epochs().advance();
         self.close_epoch()?;
-        self.take_checkpoint(&shared.tables)?;
+        self.take_checkpoint(tables)?;
         self.closed.store(true, Ordering::SeqCst);
         for shared_log in &self.logs {
             for segment in shared_log.segments.lock().drain(..) {

@@ -7,6 +7,7 @@
 
 pub mod checkpoint;
 mod db;
+mod dbxn;
 pub mod engine;
 mod engines;
 pub mod epoch;
@@ -18,9 +19,12 @@ pub mod occ;
 pub mod record;
 mod schema;
 pub mod table;
+mod zen;
 
 pub use db::{prefix_range, Database, DbOptions, Finished, Outcome, PoolLocation, Transaction, Worker, WorkerStats};
+pub use dbxn::{DbxnOptions, VALUE_CHUNK_KIND as DBXN_VALUE_CHUNK_KIND};
 pub use engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
 pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};
 pub use index::ScanDirection;
 pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, TableSchema};
+pub use zen::{ZenOptions, HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND};

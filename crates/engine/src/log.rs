@@ -18,6 +18,11 @@
 //!           .. zero padding to a multiple of 8
 //! ```
 //!
+//! Synchronous writers (the DBXN family, [`LogLayout`]) pad records with
+//! zero bytes inside the record's total length, and may put a *filler*
+//! record (no writes, reserved word "FILL") before a record so that it
+//! starts on a 256-byte boundary; scans skip fillers.
+//!
 //! The CRC covers the segment's sequence number, so stale records left in a
 //! reused chunk never validate. Recovery reads each segment's records in
 //! order and stops at the first record whose length or CRC is wrong: a torn
@@ -45,6 +50,95 @@ pub enum LogStoreMode {
     Cached,
     /// Non-temporal stores; durable at the writer's next fence.
     NonTemporal,
+}
+
+/// Marks a filler record (reserved word at +20, zero writes): padding that
+/// lets the next record start on a 256-byte boundary. Scans skip it.
+const FILLER_MARK: u32 = u32::from_le_bytes(*b"FILL");
+/// Records below this size are "small" (DBXN §3.4).
+const SMALL_RECORD: u64 = 256;
+const LINE: u64 = 64;
+const XPLINE: u64 = 256;
+
+/// NVM-friendly writing of synchronous log records (DBXN §3.4), each
+/// switchable; [`LogWriter::with_layout`]. Padding is part of the record
+/// (its total length grows; the CRC covers the zero bytes), and the gap
+/// before an aligned large record is a *filler* record (zero writes, marked
+/// in its reserved word), so `scan_segment` keeps working unchanged in
+/// spirit: it walks records by their lengths and skips fillers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LogLayout {
+    /// Non-temporal stores then one fence, instead of ordinary stores, a
+    /// flush of each line and a fence.
+    pub non_temporal: bool,
+    /// A record under 256 bytes is padded to whole 64-byte lines (with every
+    /// record so padded, each one starts on a line boundary).
+    pub pad_small_to_line: bool,
+    /// A record of 256 bytes or more starts on a 256-byte boundary (the
+    /// Optane XPLine) and is padded to a multiple of 256 bytes.
+    pub align_large_to_256: bool,
+}
+
+impl LogLayout {
+    /// Every optimisation on (the DBXN default).
+    pub const NVM: LogLayout = LogLayout { non_temporal: true, pad_small_to_line: true, align_large_to_256: true };
+    /// Every optimisation off: ordinary stores + flush, 8-byte packing.
+    pub const PLAIN: LogLayout = LogLayout { non_temporal: false, pad_small_to_line: false, align_large_to_256: false };
+
+    /// Total length of a record of `raw` encoded bytes.
+    pub fn padded_len(&self, raw: u64) -> u64 {
+        if raw < SMALL_RECORD {
+            if self.pad_small_to_line {
+                raw.next_multiple_of(LINE)
+            } else {
+                raw
+            }
+        } else if self.align_large_to_256 {
+            raw.next_multiple_of(XPLINE)
+        } else {
+            raw
+        }
+    }
+
+    /// Bytes of filler before a record of `raw` encoded bytes at `position`.
+    pub fn filler_before(&self, position: u64, raw: u64) -> u64 {
+        if raw < SMALL_RECORD || !self.align_large_to_256 {
+            return 0;
+        }
+        let mut gap = (XPLINE - position % XPLINE) % XPLINE;
+        if gap != 0 && gap < RECORD_HEADER as u64 {
+            gap += XPLINE;
+        }
+        gap
+    }
+}
+
+impl Default for LogLayout {
+    fn default() -> Self {
+        Self::NVM
+    }
+}
+
+/// A record encoded by [`LogWriter::prepare`].
+#[derive(Clone, Copy, Debug)]
+struct Prepared {
+    filler: usize,
+    len: usize,
+}
+
+fn is_filler(bytes: &[u8]) -> bool {
+    bytes.len() >= RECORD_HEADER
+        && u32::from_le_bytes(bytes[16..20].try_into().expect("4")) == 0
+        && u32::from_le_bytes(bytes[20..24].try_into().expect("4")) == FILLER_MARK
+}
+
+fn seal(buffer: &mut [u8], sequence: u64, tid: u64) {
+    buffer[8..16].copy_from_slice(&tid.to_le_bytes());
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&sequence.to_le_bytes());
+    hasher.update(&buffer[8..]);
+    let crc = hasher.finalize();
+    buffer[4..8].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// A segment in a worker's chain.
@@ -79,6 +173,11 @@ pub struct LogWriter<B: PmBackend> {
     sequence: u64,
     position: u64,
     buffer: Vec<u8>,
+    /// Synchronous-log layout (`with_layout`); `None` for group commit.
+    layout: Option<LogLayout>,
+    /// The record encoded by `prepare`, waiting for its TID.
+    prepared: Option<Prepared>,
+    scratch: Vec<u8>,
 }
 
 fn owner(worker: u16) -> ChunkOwner {
@@ -101,8 +200,19 @@ impl<B: PmBackend> LogWriter<B> {
         shared: Arc<LogShared>,
         sequence: u64,
     ) -> DbResult<Self> {
-        let mut writer =
-            Self { pool, worker, mode, shared, segment_offset: 0, sequence, position: 0, buffer: Vec::new() };
+        let mut writer = Self {
+            pool,
+            worker,
+            mode,
+            shared,
+            segment_offset: 0,
+            sequence,
+            position: 0,
+            buffer: Vec::new(),
+            layout: None,
+            prepared: None,
+            scratch: Vec::new(),
+        };
         writer.start_segment(sequence)?;
         Ok(writer)
     }
@@ -137,6 +247,7 @@ impl<B: PmBackend> LogWriter<B> {
     pub fn append(&mut self, tid: u64, writes: &[WriteEntry]) -> DbResult<(u64, u64)> {
         encode_record(&mut self.buffer, self.sequence, tid, writes);
         let length = self.buffer.len() as u64;
+        debug_assert_eq!(length, record_length(writes));
         let chunk_size = self.pool.geometry().chunk_size;
         if SEGMENT_HEADER + length + 8 > chunk_size {
             return Err(DbError::OutOfSpace(format!(
@@ -168,19 +279,143 @@ impl<B: PmBackend> LogWriter<B> {
     /// Closes the current segment durably and opens the next one.
     fn roll_segment(&mut self) -> DbResult<()> {
         let backend = self.pool.backend();
-        let flushed = self.shared.flushed.load(Ordering::Acquire).max(self.segment_offset);
         let end = self.segment_offset + self.position + 8;
-        if self.mode == LogStoreMode::Cached && end > flushed {
-            backend.flush(flushed, end - flushed);
+        // `flushed` may still point into an older segment (the group-commit
+        // flusher stores the tail it flushed, which can race with a roll), so
+        // trust it only inside this segment: an older segment at a higher
+        // address would otherwise skip flushing this one entirely.
+        let flushed = self.shared.flushed.load(Ordering::Acquire);
+        let start = if flushed >= self.segment_offset && flushed <= end { flushed } else { self.segment_offset };
+        if self.mode == LogStoreMode::Cached && end > start {
+            backend.flush(start, end - start);
         }
         backend.fence();
         self.start_segment(self.sequence + 1)
+    }
+
+    /// Switches this writer to synchronous logging with `layout`: records
+    /// are written by [`LogWriter::prepare`] + [`LogWriter::append_prepared`]
+    /// and made durable by [`LogWriter::make_durable`].
+    pub fn with_layout(mut self, layout: LogLayout) -> Self {
+        self.mode = if layout.non_temporal { LogStoreMode::NonTemporal } else { LogStoreMode::Cached };
+        self.layout = Some(layout);
+        self
+    }
+
+    /// Whether [`LogWriter::prepare`] of `writes` fits the current segment
+    /// (else it starts a new segment).
+    pub fn fits_prepared(&self, writes: &[WriteEntry]) -> bool {
+        let layout = self.layout.unwrap_or(LogLayout::PLAIN);
+        let raw = record_length(writes);
+        self.position + layout.filler_before(self.position, raw) + layout.padded_len(raw) + 8
+            <= self.pool.geometry().chunk_size
+    }
+
+    /// Encodes the redo record of `writes` (its TID is filled in by
+    /// [`LogWriter::append_prepared`]) with the layout's padding and makes
+    /// sure the current segment has room for it, starting the next segment
+    /// if not. After `Ok`, `append_prepared` cannot fail: a synchronous
+    /// engine prepares before its commit region so nothing can fail after it
+    /// installed.
+    pub fn prepare(&mut self, writes: &[WriteEntry]) -> DbResult<()> {
+        let layout = self.layout.unwrap_or(LogLayout::PLAIN);
+        let mut record = std::mem::take(&mut self.scratch);
+        encode_record(&mut record, self.sequence, 0, writes);
+        let raw = record.len() as u64;
+        let len = layout.padded_len(raw);
+        record.resize(len as usize, 0);
+        record[0..4].copy_from_slice(&(len as u32).to_le_bytes());
+        let chunk_size = self.pool.geometry().chunk_size;
+        let mut filler = layout.filler_before(self.position, raw);
+        if self.position + filler + len + 8 > chunk_size {
+            let fresh = layout.filler_before(SEGMENT_HEADER, raw);
+            if SEGMENT_HEADER + fresh + len + 8 > chunk_size {
+                self.scratch = record;
+                return Err(DbError::OutOfSpace(format!(
+                    "a redo record of {len} bytes does not fit a log segment of {chunk_size} bytes"
+                )));
+            }
+            if let Err(error) = self.roll_segment() {
+                self.scratch = record;
+                return Err(error);
+            }
+            filler = fresh;
+        }
+        self.buffer.clear();
+        if filler > 0 {
+            self.buffer.resize(filler as usize, 0);
+            self.buffer[0..4].copy_from_slice(&(filler as u32).to_le_bytes());
+            self.buffer[20..24].copy_from_slice(&FILLER_MARK.to_le_bytes());
+        }
+        self.buffer.extend_from_slice(&record);
+        // The 8 zero bytes after the record terminate the scan.
+        self.buffer.extend_from_slice(&[0u8; 8]);
+        self.scratch = record;
+        self.prepared = Some(Prepared { filler: filler as usize, len: len as usize });
+        Ok(())
+    }
+
+    /// Writes the record of the last [`LogWriter::prepare`] with `tid`
+    /// (non-temporally in `NonTemporal` mode), without a fence; returns the
+    /// absolute range written, terminator included. Panics without a
+    /// prepared record (a caller bug).
+    pub fn append_prepared(&mut self, tid: u64) -> (u64, u64) {
+        let Prepared { filler, len } = self.prepared.take().expect("append_prepared without prepare");
+        if filler > 0 {
+            seal(&mut self.buffer[..filler], self.sequence, tid);
+        }
+        seal(&mut self.buffer[filler..filler + len], self.sequence, tid);
+        let start = self.segment_offset + self.position;
+        let backend = self.pool.backend();
+        match self.mode {
+            LogStoreMode::Cached => backend.write(start, &self.buffer),
+            LogStoreMode::NonTemporal => backend.write_non_temporal(start, &self.buffer),
+        }
+        self.position += (filler + len) as u64;
+        let end = start + (filler + len) as u64;
+        if let Some(last) = self.shared.segments.lock().last_mut() {
+            last.max_epoch = last.max_epoch.max(crate::record::epoch_of_tid(tid));
+        }
+        self.shared.tail.store(end, Ordering::Release);
+        (start, end + 8)
+    }
+
+    /// Makes `range` (from [`LogWriter::append_prepared`]) durable: flush its
+    /// lines unless written non-temporally, then fence. Other non-temporal
+    /// stores of this thread made before are durable too.
+    pub fn make_durable(&self, range: (u64, u64)) {
+        let backend = self.pool.backend();
+        if self.mode == LogStoreMode::Cached {
+            backend.flush(range.0, range.1 - range.0);
+        }
+        backend.fence();
+        self.shared.flushed.store(range.1 - 8, Ordering::Release);
     }
 
     /// The shared view of this log.
     pub fn shared(&self) -> &Arc<LogShared> {
         &self.shared
     }
+
+    /// The worker (chain) this writer appends to.
+    pub fn worker(&self) -> u16 {
+        self.worker
+    }
+
+    /// Whether the record of `writes` fits the current segment (else the
+    /// next [`LogWriter::append`] starts a new segment first).
+    pub fn fits(&self, writes: &[WriteEntry]) -> bool {
+        self.position + record_length(writes) + 8 <= self.pool.geometry().chunk_size
+    }
+}
+
+/// Encoded length of the redo record of `writes` (as `encode_record` makes it).
+pub fn record_length(writes: &[WriteEntry]) -> u64 {
+    let body: usize = writes
+        .iter()
+        .map(|write| WRITE_HEADER + write.key.len() + write.value.as_ref().map(|v| v.len()).unwrap_or(0))
+        .sum();
+    ((RECORD_HEADER + body) as u64).next_multiple_of(8)
 }
 
 fn encode_record(buffer: &mut Vec<u8>, sequence: u64, tid: u64, writes: &[WriteEntry]) {
@@ -286,6 +521,10 @@ pub fn scan_segment<B: PmBackend>(pool: &Pool<B>, segment: &FoundSegment, mut vi
         hasher.update(&bytes[8..]);
         if hasher.finalize() != u32::from_le_bytes(head[4..8].try_into().expect("4")) {
             return;
+        }
+        if is_filler(&bytes) {
+            position += total;
+            continue;
         }
         match decode_record(&bytes) {
             Some(record) => visit(record),

@@ -10,11 +10,20 @@
 //! 4. pick a TID above everything read or written and in the current epoch;
 //! 5. hand the redo record to the log policy;
 //! 6. install the values and release each lock with the new version.
+//!
+//! Where step 5 sits is the policy's [`CommitStage`]: before the install
+//! (silo, group-commit), after the install but before the locks are released
+//! (dbx-naive: a synchronous log inside the commit region, DBXN Fig. 5(a)),
+//! or after the locks are released with the UNPERSISTED bit set (DBXN's
+//! parity versions), followed by clearing the bit. A read that sees
+//! UNPERSISTED puts the word *without* the bit (the paper's "next even
+//! version") in the read set, so it validates only once the writer's log is
+//! durable and the bit is cleared.
 
 use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
 use crate::epoch::Epochs;
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
-use crate::record::{self, Record, ABSENT, LOCKED};
+use crate::record::{self, Record, ABSENT, LOCKED, UNPERSISTED};
 use crate::schema::TableId;
 use crate::table::{ScannedLeaf, Table};
 use crossbeam_epoch as epoch;
@@ -49,14 +58,46 @@ impl WriteEntry {
     }
 }
 
+/// Where a policy's log step sits in the commit (see the module comment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitStage {
+    /// Append with the write set locked and validated, then install and
+    /// unlock (silo, group-commit).
+    LogBeforeInstall,
+    /// Install with the write set still locked, append (the policy makes the
+    /// record durable), then unlock: the log is inside the commit region, so
+    /// no parity is needed (dbx-naive).
+    LogAfterInstallLocked,
+    /// Install with UNPERSISTED and unlock, append (durable when `append`
+    /// returns), then clear UNPERSISTED on each written record unless a
+    /// later writer replaced the version (dbxn).
+    LogAfterInstallParity,
+}
+
 /// The durability side of commit.
 pub trait CommitLog: Send + Sync + 'static {
+    /// Where `append` runs in the commit.
+    const STAGE: CommitStage = CommitStage::LogBeforeInstall;
     /// Per-worker state (its log buffer).
     type Worker: Send;
     /// Per-worker state for worker `id`.
     fn worker(&self, id: usize) -> DbResult<Self::Worker>;
-    /// Called with the write set locked and validated, before install:
-    /// append the redo record of `tid`. Returns the ticket of the commit.
+    /// Called before the commit region of a transaction that writes, with
+    /// nothing locked: prepare the redo record (reserve log space). An error
+    /// ends the transaction. Policies whose stage is `LogAfterInstall*` must
+    /// make `append` infallible here, since nothing can be undone after the
+    /// install.
+    fn prepare(&self, _worker: &mut Self::Worker, _writes: &[WriteEntry]) -> DbResult<()> {
+        Ok(())
+    }
+    /// Called before each commit region (validation, and install for
+    /// writers): the HTM abort-injection gate. `Err` aborts the attempt
+    /// before anything is locked or installed.
+    fn region_gate(&self) -> Result<(), AbortReason> {
+        Ok(())
+    }
+    /// Appends the redo record of `tid` at the point [`CommitLog::STAGE`]
+    /// says. Returns the ticket of the commit.
     fn append(&self, worker: &mut Self::Worker, tid: u64, writes: &[WriteEntry]) -> DbResult<CommitTicket>;
     /// Ticket for a read-only transaction that read data up to `max_tid`.
     fn read_only_ticket(&self, max_tid: u64) -> CommitTicket;
@@ -144,7 +185,10 @@ impl<L: CommitLog> OccWorker<L> {
         let guard = epoch::pin();
         let snapshot = record.read_stable(out, &guard).ok_or(TxError::Abort(AbortReason::UnstableRead))?;
         if !self.reads.iter().any(|r| std::ptr::eq(r.record, record)) {
-            self.reads.push(ReadEntry { record, word: snapshot.word });
+            // DBXN: an odd (UNPERSISTED) version is not an early abort; the
+            // read set holds the next even version, which validates only once
+            // the writer's log is durable. No-op for the other engines.
+            self.reads.push(ReadEntry { record, word: snapshot.word & !UNPERSISTED });
         }
         Ok(!snapshot.is_absent())
     }
@@ -166,6 +210,16 @@ impl<L: CommitLog> OccWorker<L> {
         }
     }
 
+    /// The append of the `LogAfterInstall*` stages. The policy reserved the
+    /// record in `prepare`; a failure here would leave installed versions
+    /// without a log, which no policy may allow.
+    fn append_after_install(&mut self, tid: u64) -> CommitTicket {
+        match self.shared.log.append(&mut self.log, tid, &self.writes) {
+            Ok(ticket) => ticket,
+            Err(error) => panic!("log append failed after install (the policy's prepare must prevent it): {error}"),
+        }
+    }
+
     fn release_locks(&self, locked: usize) {
         for write in &self.writes[..locked] {
             write.record().unlock();
@@ -184,6 +238,9 @@ impl<L: CommitLog> OccWorker<L> {
             let record = unsafe { &*read.record };
             let current = record.word();
             if current & !LOCKED != read.word {
+                if current & !LOCKED == read.word | UNPERSISTED {
+                    return Err(AbortReason::NotYetDurable);
+                }
                 return Err(AbortReason::ReadValidation);
             }
             if current & LOCKED != 0 && self.find_write(read.record).is_none() {
@@ -201,10 +258,15 @@ impl<L: CommitLog> OccWorker<L> {
 
     fn commit_inner(&mut self) -> TxResult<CommitTicket> {
         if self.writes.is_empty() {
+            self.shared.log.region_gate().map_err(TxError::Abort)?;
             self.validate_reads().map_err(TxError::Abort)?;
             let max_tid = self.reads.iter().map(|r| record::tid_of(r.word)).max().unwrap_or(0);
             return Ok(self.shared.log.read_only_ticket(max_tid));
         }
+        // 0. Reserve the log record (may fail; nothing is locked yet), then
+        //    the HTM gate of the commit region.
+        self.shared.log.prepare(&mut self.log, &self.writes)?;
+        self.shared.log.region_gate().map_err(TxError::Abort)?;
         // 1. Lock the write set in address order.
         self.writes.sort_by_key(|w| w.record as usize);
         let mut max_tid = self.last_tid;
@@ -230,23 +292,40 @@ impl<L: CommitLog> OccWorker<L> {
         }
         let tid = (max_tid + 1).max(record::first_tid_of_epoch(epoch));
         debug_assert!(record::epoch_of_tid(tid) >= epoch);
-        // 5. Log.
-        let ticket = match self.shared.log.append(&mut self.log, tid, &self.writes) {
-            Ok(ticket) => ticket,
-            Err(error) => {
-                self.release_locks(self.writes.len());
-                return Err(TxError::Db(error));
+        // 5. Log, where the policy's stage says, and 6. install and unlock.
+        let mut ticket = None;
+        if L::STAGE == CommitStage::LogBeforeInstall {
+            match self.shared.log.append(&mut self.log, tid, &self.writes) {
+                Ok(done) => ticket = Some(done),
+                Err(error) => {
+                    self.release_locks(self.writes.len());
+                    return Err(TxError::Db(error));
+                }
             }
-        };
-        // 6. Install and unlock.
+        }
         let guard = epoch::pin();
         for write in &self.writes {
-            let record = write.record();
-            record.set_value_locked(write.value.as_deref(), &guard);
+            write.record().set_value_locked(write.value.as_deref(), &guard);
+        }
+        if L::STAGE == CommitStage::LogAfterInstallLocked {
+            ticket = Some(self.append_after_install(tid));
+        }
+        let parity = if L::STAGE == CommitStage::LogAfterInstallParity { UNPERSISTED } else { 0 };
+        for write in &self.writes {
             let flags = if write.value.is_none() { ABSENT } else { 0 };
-            record.store_word(record::word_of(tid, flags));
+            write.record().store_word(record::word_of(tid, flags | parity));
         }
         drop(guard);
+        if L::STAGE == CommitStage::LogAfterInstallParity {
+            // DBXN's logging and commit phases: outside the region, the
+            // record is written and made durable, then each written version
+            // turns even (a later writer's version is never clobbered).
+            ticket = Some(self.append_after_install(tid));
+            for write in &self.writes {
+                write.record().clear_unpersisted(tid);
+            }
+        }
+        let ticket = ticket.expect("every stage appends");
         for write in &self.writes {
             if let (true, Some(value)) = (write.was_absent, &write.value) {
                 let table = &self.shared.tables[write.table.0 as usize];

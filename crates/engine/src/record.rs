@@ -164,12 +164,31 @@ impl Record {
         self.word.store(word, Ordering::Release);
     }
 
-    /// Unlocks without changing the version.
+    /// Unlocks without changing the version. An atomic and-not, not a
+    /// load + store: DBXN's committer clears UNPERSISTED on a record that
+    /// another writer may hold locked, and a plain store here could bring
+    /// the bit back.
     #[inline]
     pub fn unlock(&self) {
-        let word = self.word();
-        debug_assert!(word & LOCKED != 0);
-        self.word.store(word & !LOCKED, Ordering::Release);
+        let previous = self.word.fetch_and(!LOCKED, Ordering::Release);
+        debug_assert!(previous & LOCKED != 0);
+    }
+
+    /// DBXN's commit step: clears UNPERSISTED if the word still carries
+    /// `tid` (whatever the lock bit), so a later writer's version is never
+    /// touched. Returns whether the bit was cleared.
+    pub fn clear_unpersisted(&self, tid: u64) -> bool {
+        let mut current = self.word.load(Ordering::Acquire);
+        loop {
+            if tid_of(current) != tid || current & UNPERSISTED == 0 {
+                return false;
+            }
+            match self.word.compare_exchange_weak(current, current & !UNPERSISTED, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(actual) => current = actual,
+            }
+        }
     }
 
     /// Value and word without concurrency (recovery, checkpoints under a

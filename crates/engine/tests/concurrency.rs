@@ -4,6 +4,7 @@
 use pmtx_engine::{
     prefix_range, AbortReason, Database, DbError, DbOptions, EngineKind, Outcome, ScanDirection, TableSchema, TxError,
 };
+use pmtx_htm::HtmConfig;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -11,9 +12,36 @@ use std::sync::{Arc, Barrier};
 const ACCOUNTS: u64 = 64;
 const INITIAL: u64 = 1_000;
 
-fn open(engine: EngineKind) -> Database {
+/// An engine and the HTM configuration it runs with (`none` unless a test
+/// module asks for simulated aborts).
+#[derive(Clone, Copy, Debug)]
+struct Setup {
+    engine: EngineKind,
+    htm: HtmConfig,
+}
+
+impl Setup {
+    /// `engine` with `sim` HTM injecting `per_million` aborts per region.
+    fn sim(engine: EngineKind, per_million: u32) -> Self {
+        Setup { engine, htm: HtmConfig::sim(0xD8C5 ^ per_million as u64, per_million) }
+    }
+
+    fn options(self, tables: Vec<TableSchema>) -> DbOptions {
+        let mut options = DbOptions::in_memory(self.engine, tables);
+        options.htm = self.htm;
+        options
+    }
+}
+
+impl From<EngineKind> for Setup {
+    fn from(engine: EngineKind) -> Self {
+        Setup { engine, htm: HtmConfig::software() }
+    }
+}
+
+fn open(setup: impl Into<Setup>) -> Database {
     let tables = vec![TableSchema::ordered("accounts").max_value_len(64), TableSchema::hashed("flags")];
-    Database::open(DbOptions::in_memory(engine, tables)).unwrap()
+    Database::open(setup.into().options(tables)).unwrap()
 }
 
 fn key(account: u64) -> [u8; 8] {
@@ -37,7 +65,7 @@ fn load(db: &Database) {
         .unwrap();
 }
 
-fn transfers_and_audits(engine: EngineKind) {
+fn transfers_and_audits(engine: impl Into<Setup>) {
     let db = Arc::new(open(engine));
     load(&db);
     let accounts = db.table_id("accounts").unwrap();
@@ -124,7 +152,7 @@ fn transfers_and_audits(engine: EngineKind) {
 
 /// Two transactions each read both flags and set one if the other is clear:
 /// under serializability at most one can commit with both reading "clear".
-fn write_skew_is_rejected(engine: EngineKind) {
+fn write_skew_is_rejected(engine: impl Into<Setup>) {
     let db = open(engine);
     let flags = db.table_id("flags").unwrap();
     let mut first = db.worker(0).unwrap();
@@ -171,7 +199,7 @@ fn write_skew_is_rejected(engine: EngineKind) {
 /// A scan's result cannot change under a committed transaction: a
 /// transaction that scanned a range and then sees a concurrent insert into
 /// it commits only after retrying.
-fn phantoms_are_detected(engine: EngineKind) {
+fn phantoms_are_detected(engine: impl Into<Setup>) {
     let db = open(engine);
     let accounts = db.table_id("accounts").unwrap();
     load(&db);
@@ -203,12 +231,12 @@ fn phantoms_are_detected(engine: EngineKind) {
     assert_eq!(finished.committed(), Some(11));
 }
 
-fn reverse_scans_limits_and_secondary(engine: EngineKind) {
+fn reverse_scans_limits_and_secondary(engine: impl Into<Setup>) {
     fn by_parity(_key: &[u8], value: &[u8]) -> Vec<u8> {
         vec![value[0] % 2]
     }
     let tables = vec![TableSchema::ordered("t").secondary("parity", by_parity)];
-    let db = Database::open(DbOptions::in_memory(engine, tables)).unwrap();
+    let db = Database::open(engine.into().options(tables)).unwrap();
     let table = db.table_id("t").unwrap();
     let parity = db.secondary_id(table, "parity").unwrap();
     let mut worker = db.worker(0).unwrap();
@@ -254,7 +282,7 @@ fn reverse_scans_limits_and_secondary(engine: EngineKind) {
     assert_eq!(after.len(), 19);
 }
 
-fn bad_input_is_typed(engine: EngineKind) {
+fn bad_input_is_typed(engine: impl Into<Setup>) {
     let db = open(engine);
     let accounts = db.table_id("accounts").unwrap();
     assert!(matches!(db.table_id("nope"), Err(DbError::UnknownTable(_))));
@@ -280,6 +308,37 @@ macro_rules! for_each_engine {
         }
         mod group_commit {
             $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::GroupCommit) })*
+        }
+        mod zen {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::Zen) })*
+        }
+        mod zen_naive_alloc {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::ZenNaiveAlloc) })*
+        }
+        mod dbxn {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::Dbxn) })*
+        }
+        mod dbxn_nvm {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::DbxnNvm) })*
+        }
+        mod dbx_naive {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::DbxNaive) })*
+        }
+        // The DBXN family with simulated HTM aborts at each commit region.
+        mod dbxn_sim_htm_1pct {
+            $(#[test] fn $test() { super::$test(super::Setup::sim(pmtx_engine::EngineKind::Dbxn, 10_000)) })*
+        }
+        mod dbxn_sim_htm_10pct {
+            $(#[test] fn $test() { super::$test(super::Setup::sim(pmtx_engine::EngineKind::Dbxn, 100_000)) })*
+        }
+        mod dbxn_sim_htm_50pct {
+            $(#[test] fn $test() { super::$test(super::Setup::sim(pmtx_engine::EngineKind::Dbxn, 500_000)) })*
+        }
+        mod dbxn_nvm_sim_htm_10pct {
+            $(#[test] fn $test() { super::$test(super::Setup::sim(pmtx_engine::EngineKind::DbxnNvm, 100_000)) })*
+        }
+        mod dbx_naive_sim_htm_10pct {
+            $(#[test] fn $test() { super::$test(super::Setup::sim(pmtx_engine::EngineKind::DbxNaive, 100_000)) })*
         }
     };
 }

@@ -47,5 +47,7 @@ pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>
             let log = crate::group_commit::GroupCommitLog::open(options, pool)?;
             Ok(OccEngine::open(options, log)?)
         }
+        EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => crate::dbxn::open(options, pool),
+        EngineKind::Zen | EngineKind::ZenNaiveAlloc => crate::zen::open(options, pool),
     }
 }

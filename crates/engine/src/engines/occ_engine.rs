@@ -1,6 +1,6 @@
 //! The OCC engine shell: tables, epochs, a background ticker, and a
 //! [`CommitLog`] policy (none for `silo`, epoch group commit for
-//! `group-commit`).
+//! `group-commit`, synchronous logs for the DBXN family in `dbxn.rs`).
 
 use crate::db::DbOptions;
 use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker};
@@ -25,17 +25,12 @@ pub(crate) trait EnginePolicy: CommitLog {
     /// run with (starting above every recovered TID).
     fn recover(&self, tables: &[Table], workers: usize) -> DbResult<Arc<Epochs>>;
     /// Runs once per epoch on the background thread after the epoch advanced.
-    fn on_epoch(&self, shared: &OccShared<Self>)
-    where
-        Self: Sized;
-    /// Takes a checkpoint.
-    fn checkpoint(&self, shared: &OccShared<Self>) -> DbResult<()>
-    where
-        Self: Sized;
-    /// Final work at a clean close.
-    fn close(&self, shared: &OccShared<Self>, clean: bool) -> DbResult<()>
-    where
-        Self: Sized;
+    fn on_epoch(&self);
+    /// Takes a checkpoint of `tables`.
+    fn checkpoint(&self, tables: &[Table]) -> DbResult<()>;
+    /// Final work at close (`clean`: make everything durable, checkpoint and
+    /// mark a clean shutdown).
+    fn close(&self, tables: &[Table], clean: bool) -> DbResult<()>;
     /// Statistics.
     fn stats(&self) -> EngineStats;
 }
@@ -66,11 +61,11 @@ impl EnginePolicy for NoLog {
     fn recover(&self, _tables: &[Table], workers: usize) -> DbResult<Arc<Epochs>> {
         Ok(Arc::new(Epochs::new(workers, 1)))
     }
-    fn on_epoch(&self, _shared: &OccShared<Self>) {}
-    fn checkpoint(&self, _shared: &OccShared<Self>) -> DbResult<()> {
+    fn on_epoch(&self) {}
+    fn checkpoint(&self, _tables: &[Table]) -> DbResult<()> {
         Ok(())
     }
-    fn close(&self, _shared: &OccShared<Self>, _clean: bool) -> DbResult<()> {
+    fn close(&self, _tables: &[Table], _clean: bool) -> DbResult<()> {
         Ok(())
     }
     fn stats(&self) -> EngineStats {
@@ -171,7 +166,7 @@ fn ticker_loop<L: EnginePolicy>(
         std::thread::sleep(interval);
         counted(&counters, || {
             shared.epochs.advance();
-            shared.log.on_epoch(&shared);
+            shared.log.on_epoch();
         });
     }
 }
@@ -190,7 +185,7 @@ fn checkpoint_loop<L: EnginePolicy>(
         if waited >= interval {
             waited = Duration::ZERO;
             counted(&counters, || {
-                if let Err(error) = shared.log.checkpoint(&shared) {
+                if let Err(error) = shared.log.checkpoint(&shared.tables) {
                     eprintln!("pmtx: periodic checkpoint failed: {error}");
                 }
             });
@@ -226,7 +221,7 @@ impl<L: EnginePolicy> Engine for OccEngine<L> {
     }
 
     fn checkpoint(&self) -> DbResult<()> {
-        self.shared.log.checkpoint(&self.shared)
+        self.shared.log.checkpoint(&self.shared.tables)
     }
 
     fn close(&self) -> DbResult<()> {
@@ -234,7 +229,7 @@ impl<L: EnginePolicy> Engine for OccEngine<L> {
             return Ok(());
         }
         self.stop_ticker();
-        self.shared.log.close(&self.shared, true)
+        self.shared.log.close(&self.shared.tables, true)
     }
 
     fn close_on_drop(&self) -> DbResult<()> {
@@ -242,7 +237,7 @@ impl<L: EnginePolicy> Engine for OccEngine<L> {
             return Ok(());
         }
         self.stop_ticker();
-        self.shared.log.close(&self.shared, false)
+        self.shared.log.close(&self.shared.tables, false)
     }
 }
 

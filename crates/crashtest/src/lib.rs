@@ -1,0 +1,161 @@
+//! pmtx-crashtest: the crash-consistency harness of pmtx.
+//!
+//! Three ways to crash an engine and check what comes back:
+//!
+//! * [`sim`] — the workload runs on the crash simulator (`Sim` backend);
+//!   crash states are captured at fences, at the engines' labelled commit
+//!   points and at random moments, crash images are derived from them
+//!   (`CrashState::images`), and every image is recovered in a fresh engine
+//!   instance and checked against the oracles below.
+//! * [`kill`] — the workload runs in a child process on a real file-backed
+//!   pool (`Direct` backend); the child reports every commit and every
+//!   durable acknowledgement on stdout, the parent kills it with `SIGKILL` at
+//!   a seeded random moment, reopens the pool (recovery) and checks the same
+//!   oracles. The page cache survives a process crash, so every
+//!   acknowledged commit must survive.
+//! * corrupt input — the tests in `tests/corrupt.rs` mutate pool headers,
+//!   the chunk table, log records and checkpoints and require a typed error
+//!   or a successful open, never a panic.
+//!
+//! # Oracles (per recovered image)
+//!
+//! 1. recovery finishes without a panic and without an error;
+//! 2. the pool metadata is valid (`Pool::check_metadata`) and the tables are
+//!    structurally sound ([`state::read_state`]: no record left locked,
+//!    ordered indexes agree with the records, secondary indexes agree with
+//!    the rows, hash tables answer point reads);
+//! 3. acknowledged effects ([`harness`]): every worker's harness
+//!    transactions write their sequence number into the table
+//!    `crashtest.acks` in the same transaction; the recovered sequence `s` of
+//!    each worker must be at least the last one acknowledged before the
+//!    crash point and at most the last one started, and the modelled rows
+//!    (Smallbank balances and ledger, YCSB rows, TPC-C orders) must equal
+//!    the baseline plus exactly the effects of transactions `..=s` of every
+//!    worker — nothing partial, nothing unacknowledged beyond the engine's
+//!    own commit rule, nothing rolled back;
+//! 4. the workload's consistency check (`Workload::check`: Smallbank
+//!    conservation, TPC-C conditions 1-6, YCSB row layout) passes;
+//! 5. recovering the same image twice gives the same state, crashing right
+//!    after recovery gives the same state, and crashing at captured points
+//!    *during* recovery and recovering again gives the same state.
+
+//!
+//! # Usage
+//!
+//! ```text
+//! pmtx crashtest --engine group-commit --workload smallbank --images 1000 --seed 0x5eed --threads 2
+//! pmtx crashtest --kill --iterations 50 --engine dbxn --workload tpcc --seed 7
+//! pmtx crashtest ... --save-failing DIR        # keep failing images
+//! pmtx crashtest --replay DIR/<image> --engine E --workload W --threads T --seed S
+//! ```
+//!
+//! The summary line is `crashtest: <images> images, <violations> violations,
+//! seed <S>`; violations go to stderr with the command line, the crash
+//! state's event and label and the image description (seed, image index,
+//! prefix vector), and the exit code is 1. The kill mode re-executes the
+//! running binary as `pmtx crashtest --child <ChildConfig flags>`; the
+//! crate's tests use its `pmtx-crashtest-child` binary instead.
+
+pub mod harness;
+pub mod kill;
+mod panics;
+pub mod recover;
+pub mod sim;
+pub mod state;
+
+use pmtx_engine::{DbOptions, EngineKind, PoolLocation, TableSchema};
+use pmtx_pm::PmOptions;
+use std::fmt;
+use std::time::Duration;
+
+pub use harness::{Harness, Scale, WorkloadKind};
+pub use kill::{child_main, run_kill, ChildConfig, KillConfig, KillReport};
+pub use sim::{replay_image, run_sim, SimConfig, SimReport};
+
+/// One oracle violation, with what is needed to replay it.
+#[derive(Clone, Debug)]
+pub struct Violation {
+    /// Which oracle failed (`recovery-panic`, `acknowledged-lost`, ...).
+    pub oracle: &'static str,
+    /// What was found.
+    pub detail: String,
+    /// Seed, crash point and image (or kill iteration) that produced it.
+    pub replay: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}] {}\n    replay: {}", self.oracle, self.detail, self.replay)
+    }
+}
+
+/// A violation found while checking one recovered state (before the replay
+/// information is attached).
+#[derive(Clone, Debug)]
+pub struct Finding {
+    /// Oracle name.
+    pub oracle: &'static str,
+    /// What was found.
+    pub detail: String,
+}
+
+impl Finding {
+    /// A finding of `oracle`.
+    pub fn new(oracle: &'static str, detail: impl Into<String>) -> Self {
+        Self { oracle, detail: detail.into() }
+    }
+
+    /// Attaches the replay description.
+    pub fn with_replay(self, replay: impl Into<String>) -> Violation {
+        Violation { oracle: self.oracle, detail: self.detail, replay: replay.into() }
+    }
+}
+
+/// Durable engines the harness runs by default: every
+/// [`EngineKind::ALL`] entry with [`EngineKind::is_durable`].
+pub fn durable_engines() -> Vec<EngineKind> {
+    EngineKind::ALL.into_iter().filter(|engine| engine.is_durable()).collect()
+}
+
+/// Database options the harness uses for `engine` over an existing pool
+/// (`open_on_pool`) or, with `pool`, a pool file.
+pub fn db_options(
+    engine: EngineKind,
+    tables: Vec<TableSchema>,
+    threads: usize,
+    seed: u64,
+    pool_size: u64,
+    chunk_size: u64,
+) -> DbOptions {
+    let mut options = DbOptions::in_memory(engine, tables);
+    options.workers = threads.max(1);
+    options.pool = PoolLocation::InMemory { size: pool_size };
+    options.chunk_size = chunk_size;
+    options.epoch_interval = Duration::from_millis(1);
+    options.checkpoint_interval = None;
+    options.pm = PmOptions { sim_seed: seed, ..PmOptions::default() };
+    options.seed = seed;
+    options
+}
+
+/// Parses a seed in decimal or `0x` hexadecimal.
+pub fn parse_seed(text: &str) -> Option<u64> {
+    let text = text.trim();
+    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
+    }
+}
+
+/// SplitMix64 finalizer.
+pub(crate) fn mix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// A seed derived from `seed` and a path of indexes.
+pub(crate) fn derive(seed: u64, path: &[u64]) -> u64 {
+    path.iter().fold(mix64(seed), |acc, &part| mix64(acc ^ mix64(part.wrapping_add(0xA076_1D64_78BD_642F))))
+}

@@ -1,0 +1,570 @@
+//! Corrupt input: byte mutations of a valid `group-commit` pool image (after
+//! a short run and a checkpoint, with log records after it) in the pool
+//! header, the clean-shutdown word, the root table, the chunk table, log
+//! segments (kind 0x10: header and records) and checkpoint chunks (kind
+//! 0x20: header and rows). Raw mutations (bit flips, bytes, interesting
+//! words) mostly break a checksum; *checksum-fixed* mutations change the
+//! content of a log record, a checkpoint row, a chunk header or the pool
+//! header and recompute its CRC, so the parsers behind the checksums see
+//! garbage. Opening the image (`Pool::open_image`) and recovering it
+//! (`Database::open_on_pool`), then reading every table, must return `Ok`
+//! or a typed error — never panic, never hang.
+//!
+//! Also here: running out of pool space mid-run returns
+//! `DbError::OutOfSpace`, and everything acknowledged before stays intact
+//! after reopening.
+
+use pmtx_crashtest::harness::{Harness, WorkerEvents, WorkerPlan};
+use pmtx_crashtest::recover::recover_image;
+use pmtx_crashtest::{db_options, durable_engines, parse_seed, Scale, WorkloadKind};
+use pmtx_engine::{Database, DbError, DbOptions, EngineKind, TableSchema};
+use pmtx_pm::{layout, Direct, Pool, PoolError, Sim};
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{RngSeed, TestRunner};
+use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc, OnceLock};
+use std::time::Duration;
+
+const POOL_SIZE: u64 = 2 << 20;
+const CHUNK: u64 = layout::MIN_CHUNK_SIZE;
+const LOG_KIND: u16 = pmtx_engine::log::LOG_CHUNK_KIND;
+const CHECKPOINT_KIND: u16 = pmtx_engine::checkpoint::CHECKPOINT_CHUNK_KIND;
+
+struct Quiet;
+
+impl WorkerEvents for Quiet {
+    fn started(&mut self, _s: u64) {}
+    fn committed(&mut self, _s: u64, _order: Option<u32>) {}
+    fn acknowledged(&mut self, _s: u64) {}
+}
+
+/// A valid image and where its structures are.
+struct Base {
+    harness: Harness,
+    options: DbOptions,
+    bytes: Vec<u8>,
+    chunk_table: (u64, u64),
+    /// (chunk offset, used bytes, segment sequence) of log segments.
+    logs: Vec<(u64, u64, u64)>,
+    /// (chunk offset, used bytes) of checkpoint chunks.
+    checkpoints: Vec<(u64, u64)>,
+}
+
+fn used_bytes(bytes: &[u8], offset: u64) -> u64 {
+    let chunk = &bytes[offset as usize..(offset + CHUNK) as usize];
+    let last = chunk.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1) as u64;
+    last.div_ceil(8) * 8
+}
+
+fn base() -> &'static Base {
+    static BASE: OnceLock<Base> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let scale = Scale { accounts: 40, ..Scale::default() };
+        let harness = Harness::new(WorkloadKind::Smallbank, scale, 2, 0xF022).unwrap();
+        let options = db_options(EngineKind::GroupCommit, harness.tables(), 2, 0xF022, POOL_SIZE, CHUNK);
+        let pool = Arc::new(Pool::<Sim>::create_in_memory(POOL_SIZE, CHUNK, &options.pm).unwrap());
+        let db = Arc::new(Database::open_on_pool(options.clone(), Arc::clone(&pool)).unwrap());
+        harness.load(&db).unwrap();
+        let stop = AtomicBool::new(false);
+        for round in 0..2u64 {
+            std::thread::scope(|scope| {
+                for worker in 0..2 {
+                    let (db, harness, stop) = (&db, &harness, &stop);
+                    scope.spawn(move || {
+                        harness
+                            .run_worker(
+                                db,
+                                WorkerPlan { id: worker, first: round * 60 + 1, count: Some(60), fake_ack: false },
+                                stop,
+                                &mut Quiet,
+                            )
+                            .unwrap()
+                    });
+                }
+            });
+            if round == 0 {
+                db.checkpoint().unwrap();
+            }
+        }
+        drop(db);
+        let bytes = pool.backend().persisted_image();
+        drop(pool);
+        let view = Pool::<Direct>::open_image(&bytes, &options.pm).unwrap();
+        let geometry = view.geometry().clone();
+        let mut logs = Vec::new();
+        let mut checkpoints = Vec::new();
+        for (chunk, owner) in view.owned_chunks() {
+            let offset = view.chunk_offset(chunk);
+            let used = used_bytes(&bytes, offset);
+            if owner.kind() == LOG_KIND {
+                let sequence = u64::from_le_bytes(bytes[offset as usize + 8..offset as usize + 16].try_into().unwrap());
+                logs.push((offset, used, sequence));
+            } else if owner.kind() == CHECKPOINT_KIND {
+                checkpoints.push((offset, used));
+            }
+        }
+        assert!(!logs.is_empty() && !checkpoints.is_empty(), "the base image has log segments and a checkpoint");
+        let chunk_table = (layout::CHUNK_TABLE_OFFSET, geometry.chunk_count * 8);
+        // The unmodified image recovers cleanly.
+        let clean = recover_image::<Direct>(&harness, &options, &bytes, None, true, |_| {});
+        assert!(clean.findings.is_empty(), "the base image must recover: {:?}", clean.findings);
+        Base { harness, options, bytes, chunk_table, logs, checkpoints }
+    })
+}
+
+#[derive(Clone, Debug)]
+enum Edit {
+    Flip { at: u64, bit: u8 },
+    Byte { at: u64, value: u8 },
+    Word { at: u64, value: u64 },
+}
+
+fn edit_strategy() -> impl Strategy<Value = Edit> {
+    let word = prop_oneof![
+        Just(0u64),
+        Just(u64::MAX),
+        Just(u32::MAX as u64),
+        Just(0x8000_0000_0000_0000),
+        (0u64..1 << 24),
+        any::<u64>()
+    ];
+    prop_oneof![
+        (any::<u64>(), 0u8..8).prop_map(|(at, bit)| Edit::Flip { at, bit }),
+        (any::<u64>(), any::<u8>()).prop_map(|(at, value)| Edit::Byte { at, value }),
+        (any::<u64>(), word).prop_map(|(at, value)| Edit::Word { at, value }),
+    ]
+}
+
+/// Applies `edit` inside `start..start+len` (positions taken modulo len).
+fn apply(bytes: &mut [u8], start: u64, len: u64, edit: &Edit) {
+    if len == 0 {
+        return;
+    }
+    match *edit {
+        Edit::Flip { at, bit } => bytes[(start + at % len) as usize] ^= 1 << bit,
+        Edit::Byte { at, value } => bytes[(start + at % len) as usize] = value,
+        Edit::Word { at, value } => {
+            let at = start + (at % len) / 8 * 8;
+            let end = (at + 8).min(start + len);
+            let value = value.to_le_bytes();
+            bytes[at as usize..end as usize].copy_from_slice(&value[..(end - at) as usize]);
+        }
+    }
+}
+
+/// The 8-aligned records of a chunk from offset 64: (offset, length).
+fn records(bytes: &[u8], chunk: u64, header: u64) -> Vec<(u64, u64)> {
+    let mut found = Vec::new();
+    let mut position = chunk + 64;
+    while position + header <= chunk + CHUNK {
+        let total = u32::from_le_bytes(bytes[position as usize..position as usize + 4].try_into().unwrap()) as u64;
+        if total < header || !total.is_multiple_of(8) || position + total > chunk + CHUNK {
+            break;
+        }
+        found.push((position, total));
+        position += total;
+    }
+    found
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Region {
+    Header,
+    HeaderCrcFixed,
+    CleanShutdown,
+    Roots,
+    ChunkTable,
+    LogHeader,
+    LogHeaderCrcFixed,
+    LogRecords,
+    LogRecordCrcFixed,
+    CheckpointHeader,
+    CheckpointHeaderCrcFixed,
+    CheckpointRows,
+    CheckpointRowCrcFixed,
+}
+
+const REGIONS: [Region; 13] = [
+    Region::Header,
+    Region::HeaderCrcFixed,
+    Region::CleanShutdown,
+    Region::Roots,
+    Region::ChunkTable,
+    Region::LogHeader,
+    Region::LogHeaderCrcFixed,
+    Region::LogRecords,
+    Region::LogRecordCrcFixed,
+    Region::CheckpointHeader,
+    Region::CheckpointHeaderCrcFixed,
+    Region::CheckpointRows,
+    Region::CheckpointRowCrcFixed,
+];
+
+fn mutate(base: &Base, region: Region, pick: usize, edits: &[Edit]) -> (Vec<u8>, String) {
+    let mut bytes = base.bytes.clone();
+    let (log, log_used, sequence) = base.logs[pick % base.logs.len()];
+    let (ckpt, ckpt_used) = base.checkpoints[pick % base.checkpoints.len()];
+    let describe = |what: String| format!("{region:?} {what}, edits {edits:?}");
+    let description = match region {
+        Region::Header | Region::HeaderCrcFixed => {
+            let fix = matches!(region, Region::HeaderCrcFixed);
+            let len = if fix { layout::header::CHECKSUM as u64 } else { layout::HEADER_RECORD_SIZE };
+            edits.iter().for_each(|edit| apply(&mut bytes, 0, len, edit));
+            if fix {
+                let crc = crc32fast::hash(&bytes[..layout::header::CHECKSUM]);
+                bytes[layout::header::CHECKSUM..layout::header::CHECKSUM + 4].copy_from_slice(&crc.to_le_bytes());
+            }
+            describe("pool header".into())
+        }
+        Region::CleanShutdown => {
+            edits.iter().for_each(|edit| apply(&mut bytes, layout::CLEAN_SHUTDOWN_OFFSET, 16, edit));
+            describe("clean-shutdown word and open count".into())
+        }
+        Region::Roots => {
+            let len = layout::ROOT_SLOTS * layout::ROOT_SLOT_SIZE;
+            edits.iter().for_each(|edit| apply(&mut bytes, layout::ROOT_TABLE_OFFSET, len, edit));
+            describe("root table".into())
+        }
+        Region::ChunkTable => {
+            let (start, len) = base.chunk_table;
+            edits.iter().for_each(|edit| apply(&mut bytes, start, len, edit));
+            describe("chunk table".into())
+        }
+        Region::LogHeader | Region::LogHeaderCrcFixed => {
+            let fix = matches!(region, Region::LogHeaderCrcFixed);
+            edits.iter().for_each(|edit| apply(&mut bytes, log, if fix { 28 } else { 64 }, edit));
+            if fix {
+                let crc = crc32fast::hash(&bytes[log as usize..log as usize + 28]);
+                bytes[log as usize + 28..log as usize + 32].copy_from_slice(&crc.to_le_bytes());
+            }
+            describe(format!("log segment header at {log:#x}"))
+        }
+        Region::LogRecords => {
+            edits.iter().for_each(|edit| apply(&mut bytes, log + 64, log_used.saturating_sub(64), edit));
+            describe(format!("log records of the segment at {log:#x}"))
+        }
+        Region::LogRecordCrcFixed => {
+            let list = records(&bytes, log, 24);
+            let Some(&(at, total)) = list.get(pick % list.len().max(1)) else {
+                return (bytes, describe("(no record)".into()));
+            };
+            // Content (bytes 8..total) changes, the CRC is recomputed with
+            // the segment sequence, as the writer does.
+            edits.iter().for_each(|edit| apply(&mut bytes, at + 8, total - 8, edit));
+            let mut hasher = crc32fast::Hasher::new();
+            hasher.update(&sequence.to_le_bytes());
+            hasher.update(&bytes[(at + 8) as usize..(at + total) as usize]);
+            let crc = hasher.finalize();
+            bytes[at as usize + 4..at as usize + 8].copy_from_slice(&crc.to_le_bytes());
+            describe(format!("log record at {at:#x} ({total} bytes), CRC fixed"))
+        }
+        Region::CheckpointHeader | Region::CheckpointHeaderCrcFixed => {
+            let fix = matches!(region, Region::CheckpointHeaderCrcFixed);
+            edits.iter().for_each(|edit| apply(&mut bytes, ckpt, if fix { 56 } else { 64 }, edit));
+            if fix {
+                let crc = crc32fast::hash(&bytes[ckpt as usize..ckpt as usize + 56]);
+                bytes[ckpt as usize + 56..ckpt as usize + 60].copy_from_slice(&crc.to_le_bytes());
+            }
+            describe(format!("checkpoint chunk header at {ckpt:#x}"))
+        }
+        Region::CheckpointRows => {
+            edits.iter().for_each(|edit| apply(&mut bytes, ckpt + 64, ckpt_used.saturating_sub(64), edit));
+            describe(format!("checkpoint rows of the chunk at {ckpt:#x}"))
+        }
+        Region::CheckpointRowCrcFixed => {
+            let list = records(&bytes, ckpt, 32);
+            let Some(&(at, total)) = list.get(pick % list.len().max(1)) else {
+                return (bytes, describe("(no row)".into()));
+            };
+            edits.iter().for_each(|edit| apply(&mut bytes, at + 8, total - 8, edit));
+            let crc = crc32fast::hash(&bytes[(at + 8) as usize..(at + total) as usize]);
+            bytes[at as usize + 4..at as usize + 8].copy_from_slice(&crc.to_le_bytes());
+            describe(format!("checkpoint row at {at:#x} ({total} bytes), CRC fixed"))
+        }
+    };
+    (bytes, description)
+}
+
+/// A bug the fuzz tests found and tolerate (reported; each has an ignored
+/// reproduction test below): a panic (or hang) of mutations of `region`
+/// whose message contains `site` and `message`. Delete the entry once the
+/// bug is fixed, so the fuzz tests catch it again.
+struct KnownBug {
+    region: &'static str,
+    site: &'static str,
+    message: &'static str,
+}
+
+const KNOWN_BUGS: &[KnownBug] = &[
+    // pmtx-pm: `layout::geometry` overflows (`CHUNK_TABLE_OFFSET +
+    // chunk_count * 8`) for a checksum-valid header claiming a pool size near
+    // u64::MAX; reproduction: `known_bug_header_size_overflow`.
+    KnownBug { region: "HeaderCrcFixed", site: "crates/pm/src/layout.rs", message: "overflow" },
+    // pmtx-pm: `layout::geometry` counts chunk_count down one by one from
+    // size / chunk_size, so a checksum-valid header claiming 2^63 bytes
+    // makes `Pool::open_image` spin for hours; reproduction:
+    // `known_bug_header_size_hang`.
+    KnownBug { region: "HeaderCrcFixed", site: "(hang)", message: "(hang)" },
+    // pmtx-engine group commit: a checksum-valid log segment header with
+    // sequence u64::MAX makes recovery set the worker's next sequence to
+    // u64::MAX, and `GroupCommitLog::worker` overflows `next[id] += 1`;
+    // reproduction: `known_bug_log_sequence_overflow`.
+    KnownBug { region: "LogHeaderCrcFixed", site: "crates/engine/src/group_commit.rs", message: "overflow" },
+    // pmtx-engine group commit: a checksum-valid checkpoint header with end
+    // epoch u64::MAX overflows `seen_epoch.max(durable_epoch) + 1` in
+    // recovery; reproduction: `known_bug_checkpoint_epoch_overflow`.
+    KnownBug { region: "CheckpointHeaderCrcFixed", site: "crates/engine/src/group_commit.rs", message: "overflow" },
+];
+
+fn known_bug(region: Region, message: &str) -> bool {
+    let region = format!("{region:?}");
+    KNOWN_BUGS.iter().any(|bug| bug.region == region && message.contains(bug.site) && message.contains(bug.message))
+}
+
+/// [`recover_without_panic`], tolerating the [`KNOWN_BUGS`].
+fn check_case(region: Region, bytes: Vec<u8>, description: &str) -> Result<(), String> {
+    match recover_without_panic(bytes) {
+        Err(message) if known_bug(region, &message) => {
+            eprintln!("known bug (tolerated): {description}: {message}");
+            Ok(())
+        }
+        Err(message) => Err(format!("{description}: {message}")),
+        Ok(()) => Ok(()),
+    }
+}
+
+/// Opens and recovers `bytes` on another thread (a hang fails the test);
+/// returns the panic message if recovery panicked.
+fn recover_without_panic(bytes: Vec<u8>) -> Result<(), String> {
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let base = base();
+        let recovered = recover_image::<Direct>(&base.harness, &base.options, &bytes, None, true, |_| {});
+        let panics: Vec<String> = recovered
+            .findings
+            .into_iter()
+            .filter(|finding| finding.oracle == "recovery-panic")
+            .map(|finding| finding.detail)
+            .collect();
+        let _ = sender.send(panics);
+    });
+    match receiver.recv_timeout(Duration::from_secs(20)) {
+        Ok(panics) if panics.is_empty() => Ok(()),
+        Ok(panics) => Err(format!("recovery panicked: {}", panics.join("; "))),
+        Err(_) => Err("recovery did not finish within 20 s (hang)".into()),
+    }
+}
+
+fn fuzz_cases() -> u32 {
+    std::env::var("PMTX_FUZZ_CASES").ok().and_then(|text| text.parse().ok()).unwrap_or(416)
+}
+
+/// The cases are fixed (reproducible CI); `PMTX_FUZZ_SEED` explores others.
+fn fuzz_seed() -> u64 {
+    std::env::var("PMTX_FUZZ_SEED").ok().and_then(|text| parse_seed(&text)).unwrap_or(0xC0_2207)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: fuzz_cases(),
+        failure_persistence: None,
+        rng_seed: RngSeed::Fixed(fuzz_seed()),
+        ..ProptestConfig::default()
+    })]
+
+    /// 416 cases (`PMTX_FUZZ_CASES` to change) over 13 regions, 32 per region
+    /// on average.
+    #[test]
+    fn corrupt_pool_opens_or_fails_with_a_typed_error(
+        region in 0..REGIONS.len(),
+        pick in any::<usize>(),
+        edits in proptest::collection::vec(edit_strategy(), 1..6),
+    ) {
+        let base = base();
+        let (bytes, description) = mutate(base, REGIONS[region], pick, &edits);
+        if let Err(message) = check_case(REGIONS[region], bytes, &description) {
+            prop_assert!(false, "{message}");
+        }
+    }
+}
+
+/// A survey for bug hunting (not run by default): `PMTX_FUZZ_CASES` random
+/// cases (default 4000, seed `PMTX_FUZZ_SEED`), reporting every distinct
+/// panic location with one reproducing mutation instead of stopping at the
+/// first.
+#[test]
+#[ignore = "bug-hunting survey; run with --ignored"]
+fn survey_panic_sites() {
+    let base = base();
+    let cases = std::env::var("PMTX_FUZZ_CASES").ok().and_then(|text| text.parse().ok()).unwrap_or(4000u32);
+    let config = ProptestConfig { rng_seed: RngSeed::Fixed(fuzz_seed()), ..ProptestConfig::default() };
+    let mut runner = TestRunner::new(config);
+    let strategy = (0..REGIONS.len(), any::<usize>(), proptest::collection::vec(edit_strategy(), 1..6));
+    let mut sites: std::collections::BTreeMap<String, (usize, String)> = Default::default();
+    for _ in 0..cases {
+        let (region, pick, edits) = strategy.new_tree(&mut runner).unwrap().current();
+        let (bytes, description) = mutate(base, REGIONS[region], pick, &edits);
+        if let Err(message) = recover_without_panic(bytes) {
+            let site = message.split(':').take(3).collect::<Vec<_>>().join(":");
+            let entry = sites.entry(site).or_insert((0, format!("{description}: {message}")));
+            entry.0 += 1;
+        }
+    }
+    for (site, (count, example)) in &sites {
+        eprintln!("{count} cases at {site}\n    e.g. {example}");
+    }
+    assert!(sites.is_empty(), "{} distinct panic sites in {cases} cases", sites.len());
+}
+
+/// Every region is hit by the deterministic sweep too (so a region whose
+/// proptest cases happened to be few is still covered).
+#[test]
+fn every_region_single_flip() {
+    let base = base();
+    for (index, region) in REGIONS.iter().enumerate() {
+        for pick in 0..3 {
+            let edits = [Edit::Flip { at: (pick * 977 + index * 31) as u64, bit: (pick % 8) as u8 }];
+            let (bytes, description) = mutate(base, *region, pick, &edits);
+            check_case(*region, bytes, &description).unwrap_or_else(|message| panic!("{message}"));
+        }
+    }
+}
+
+/// Durable engines not run by the out-of-space test, with the reason.
+const OUT_OF_SPACE_SKIPPED: &[(&str, &str)] = &[];
+
+/// Fills a tiny pool until the engine reports `OutOfSpace`; everything
+/// acknowledged before must be there after reopening the same pool.
+#[test]
+fn out_of_space_is_a_clear_error_and_keeps_committed_data() {
+    let mut problems = Vec::new();
+    for engine in durable_engines() {
+        if OUT_OF_SPACE_SKIPPED.iter().any(|(name, _)| *name == engine.name()) {
+            continue;
+        }
+        if let Err(problem) = fill_until_full(engine) {
+            problems.push(format!("{engine}: {problem}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+fn fill_until_full(engine: EngineKind) -> Result<(), String> {
+    const VALUE: usize = 1000;
+    let tables = vec![TableSchema::ordered("blobs").max_key_len(8).max_value_len(VALUE)];
+    let size = 24 * CHUNK;
+    let options = db_options(engine, tables, 1, 0x0F5, size, CHUNK);
+    let pool = Arc::new(Pool::<Direct>::create_in_memory(size, CHUNK, &options.pm).map_err(|e| e.to_string())?);
+    let db = Database::open_on_pool(options.clone(), Arc::clone(&pool)).map_err(|e| format!("open: {e}"))?;
+    let blobs = db.table_id("blobs").map_err(|e| e.to_string())?;
+    let value_of = |key: u64| -> Vec<u8> { (0..VALUE).map(|i| (key as usize * 31 + i) as u8).collect() };
+    let mut acknowledged = 0u64;
+    let mut error = None;
+    {
+        let mut worker = db.worker(0).map_err(|e| e.to_string())?;
+        // Each transaction inserts 8 new rows (about 8 KB); far more than the
+        // pool holds.
+        for batch in 0..10_000u64 {
+            let result = worker.run(|tx| {
+                for key in batch * 8..batch * 8 + 8 {
+                    tx.put(blobs, &key.to_be_bytes(), &value_of(key))?;
+                }
+                Ok(())
+            });
+            match result {
+                Ok(_) => acknowledged = batch * 8 + 8,
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+            if batch % 16 == 15 {
+                // Checkpoints may free log space, or run out of space too.
+                if let Err(e) = db.checkpoint() {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+    }
+    match &error {
+        Some(DbError::OutOfSpace(_)) | Some(DbError::Pool(PoolError::Full { .. })) => {}
+        Some(other) => return Err(format!("filling the pool ended with {other:?}, expected OutOfSpace")),
+        None => return Err("10 000 transactions of 8 KB fit a 1.5 MiB pool?".into()),
+    }
+    if !matches!(error, Some(DbError::OutOfSpace(_))) {
+        return Err(format!("the error is {error:?}, not DbError::OutOfSpace"));
+    }
+    drop(db);
+    let db = Database::open_on_pool(options, Arc::clone(&pool))
+        .map_err(|e| format!("reopening after OutOfSpace (with {acknowledged} rows acknowledged) failed: {e}"))?;
+    let mut worker = db.worker(0).map_err(|e| e.to_string())?;
+    let missing = worker
+        .run_read_only(|tx| {
+            let mut missing = Vec::new();
+            for key in 0..acknowledged {
+                if tx.get(blobs, &key.to_be_bytes())? != Some(value_of(key)) {
+                    missing.push(key);
+                }
+            }
+            Ok(missing)
+        })
+        .map_err(|e| format!("reading after reopen: {e}"))?
+        .committed()
+        .unwrap_or_default();
+    if !missing.is_empty() {
+        return Err(format!(
+            "{} of {acknowledged} acknowledged rows are missing or wrong after reopening (first key {})",
+            missing.len(),
+            missing[0]
+        ));
+    }
+    pool.check_metadata().map_err(|e| format!("pool metadata after reopen: {e}"))?;
+    eprintln!("{engine}: out of space after {acknowledged} acknowledged rows ({error:?}); all intact after reopening");
+    Ok(())
+}
+
+/// Applies one checksum-fixed edit to every candidate structure of `region`
+/// and requires recovery not to panic.
+fn reproduce(region: Region, edit: Edit) {
+    let base = base();
+    let candidates = match region {
+        Region::LogHeaderCrcFixed => base.logs.len(),
+        Region::CheckpointHeaderCrcFixed => base.checkpoints.len(),
+        _ => 1,
+    };
+    for pick in 0..candidates {
+        let (bytes, description) = mutate(base, region, pick, std::slice::from_ref(&edit));
+        recover_without_panic(bytes).unwrap_or_else(|message| panic!("{description}: {message}"));
+    }
+}
+
+#[test]
+#[ignore = "known bug in pmtx-pm (layout::geometry overflows on a huge header pool size); remove when fixed"]
+fn known_bug_header_size_overflow() {
+    // Pool header field "pool size" (offset 16) = u64::MAX, header CRC fixed.
+    reproduce(Region::HeaderCrcFixed, Edit::Word { at: 16, value: u64::MAX });
+}
+
+#[test]
+#[ignore = "known bug in pmtx-pm (layout::geometry loops ~2^47 times on a 2^63-byte header size); remove when fixed"]
+fn known_bug_header_size_hang() {
+    // Pool header field "pool size" (offset 16) = 2^63, header CRC fixed.
+    reproduce(Region::HeaderCrcFixed, Edit::Word { at: 16, value: 1 << 63 });
+}
+
+#[test]
+#[ignore = "known bug in pmtx-engine group commit (log segment sequence u64::MAX overflows next[id] += 1); remove when fixed"]
+fn known_bug_log_sequence_overflow() {
+    // Log segment header field "sequence" (offset 8) = u64::MAX, CRC fixed.
+    reproduce(Region::LogHeaderCrcFixed, Edit::Word { at: 8, value: u64::MAX });
+}
+
+#[test]
+#[ignore = "known bug in pmtx-engine group commit (checkpoint end epoch u64::MAX overflows recovery's first epoch); remove when fixed"]
+fn known_bug_checkpoint_epoch_overflow() {
+    // Checkpoint chunk header field "end epoch" (offset 40) = u64::MAX, CRC
+    // fixed.
+    reproduce(Region::CheckpointHeaderCrcFixed, Edit::Word { at: 40, value: u64::MAX });
+}

@@ -1,0 +1,64 @@
+//! Process-kill runs for CI: the child (`pmtx-crashtest-child`, this
+//! crate's binary) runs the harness workload on a pool file and is killed
+//! with SIGKILL at seeded random moments; the parent recovers and checks the
+//! oracles. Every durable engine (except the documented [`SKIPPED`] list)
+//! on each workload, a few iterations each.
+
+use pmtx_crashtest::{durable_engines, parse_seed, run_kill, KillConfig, WorkloadKind};
+use pmtx_engine::EngineKind;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Durable engines not run here, with the reason (empty: all pass).
+const SKIPPED: &[(&str, &str)] = &[];
+
+fn seed() -> u64 {
+    std::env::var("PMTX_CRASHTEST_SEED").ok().and_then(|text| parse_seed(&text)).unwrap_or(0x0B1E_55ED)
+}
+
+fn config(engine: EngineKind, workload: WorkloadKind, iterations: u64) -> KillConfig {
+    let program = PathBuf::from(env!("CARGO_BIN_EXE_pmtx-crashtest-child"));
+    let mut config = KillConfig::new(engine, workload, seed(), program, Vec::new());
+    config.iterations = iterations;
+    config.pool_size = 16 << 20;
+    config.max_kill_delay = Duration::from_millis(80);
+    config
+}
+
+fn check(config: &KillConfig) -> pmtx_crashtest::KillReport {
+    let report = run_kill(config, &|_| {}).unwrap_or_else(|error| panic!("{}: {error}", config.command_line()));
+    eprintln!(
+        "{} {}: {} iterations, {} commits, {} acks, {} violations",
+        config.engine,
+        config.workload,
+        report.iterations,
+        report.committed,
+        report.acknowledged,
+        report.violation_count
+    );
+    let shown: Vec<String> = report.violations.iter().take(3).map(|v| v.to_string()).collect();
+    assert_eq!(report.violation_count, 0, "{}", shown.join("\n"));
+    assert_eq!(report.iterations, config.iterations);
+    report
+}
+
+#[test]
+fn kill_group_commit_smallbank() {
+    let report = check(&config(EngineKind::GroupCommit, WorkloadKind::Smallbank, 8));
+    assert!(report.acknowledged > 0, "the children never acknowledged a commit");
+}
+
+#[test]
+fn kill_every_durable_engine() {
+    for (name, reason) in SKIPPED {
+        eprintln!("skipping {name}: {reason}");
+    }
+    for engine in durable_engines() {
+        if SKIPPED.iter().any(|(name, _)| *name == engine.name()) {
+            continue;
+        }
+        check(&config(engine, WorkloadKind::Smallbank, 3));
+        check(&config(engine, WorkloadKind::Ycsb, 2));
+        check(&config(engine, WorkloadKind::Tpcc, 2));
+    }
+}

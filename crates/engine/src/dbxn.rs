@@ -1,0 +1,539 @@
+//! The DBXN family (dbxn.txt §3): `dbxn`, `dbxn-nvm` and `dbx-naive`.
+//!
+//! All three run the shared OCC of `occ.rs` over DRAM records and log each
+//! commit *synchronously* into the worker's redo-log segments in the pool
+//! (the `log.rs` format, written with [`LogLayout`]'s NVM-friendly options).
+//! They differ only in where the log step sits ([`CommitStage`]):
+//!
+//! * `dbxn` (§3.1.3): *read*: a seqlock read of (version word, value
+//!   pointer), the software form of DBX's HTM-protected read; a version with
+//!   UNPERSISTED set (the paper's odd version) is not an early abort: the
+//!   read set holds the word without the bit (the "next even version").
+//!   *Validate + install* is one region: on this machine (no RTM) the
+//!   ordered-lock commit of `occ.rs` (lock the write set in address order,
+//!   validate the read set and the scanned leaves, install the new value
+//!   pointers, store each word as `tid | UNPERSISTED`, which unlocks).
+//!   *Log*: after the region the redo record goes to the worker's segment
+//!   with non-temporal stores and one fence. *Commit*: UNPERSISTED is
+//!   cleared with a compare-exchange that only matches this commit's TID, and
+//!   the commit is acknowledged ([`CommitTicket::Durable`]). A transaction
+//!   that read a version whose log is not durable fails validation
+//!   (`NotYetDurable`) until the writer cleared the bit, and then validates.
+//! * `dbxn-nvm` (§4.1.1): as `dbxn`, and every written value is also copied
+//!   into the worker's value chunks in the pool (owner kind
+//!   [`VALUE_CHUNK_KIND`], group = worker), written with the log and made
+//!   durable by the same fence; chunks whose values all belong to epochs a
+//!   checkpoint covers are freed with the log. *Deviation*: the record keeps
+//!   pointing at its DRAM copy, which reads use; the PM copies model the
+//!   write traffic of PM-resident values, and recovery does not read them.
+//! * `dbx-naive` (§4.1.1, Fig. 5(a)): the log is written and fenced inside
+//!   the commit region (after the install, before the locks are released),
+//!   so no parity is needed; with RTM such a region would always abort
+//!   (`clwb`/non-temporal stores abort transactions), which is why the paper
+//!   says it cannot use HTM.
+//!
+//! **HTM.** [`pmtx_htm::HtmConfig`] in `DbOptions::htm`: with `none` (the
+//! default) commits run the software path directly, with no global lock.
+//! With `sim`, every commit region (validation, plus install for writers)
+//! first passes the abort-injection gate of the engine's [`Htm`] instance: an
+//! empty region whose first attempt commits, so an injected abort (or the
+//! sim's fallback) ends it with an explicit abort, and the transaction
+//! attempt aborts with [`AbortReason::Region`] before anything is locked or
+//! installed (the worker retries it). The `rtm` backend uses the same gate
+//! (a real, empty hardware transaction); running the validate + install
+//! body itself inside `xbegin`/`xend` is future work.
+//!
+//! **Recovery** is the shared checkpoint + log replay of `group_commit.rs`
+//! in its synchronous mode: every valid record (epoch at or above the
+//! checkpoint's start epoch) is durable and replayed; the durable-epoch root
+//! is ignored. A record becomes durable before its versions turn even, and a
+//! dependent transaction validates only after that, so no replayed record
+//! depends on a lost one. The epoch ticker still runs: its "durable epoch"
+//! means every commit of epochs up to it has finished its synchronous log,
+//! which is what a checkpoint waits for before its root switch.
+
+use crate::db::DbOptions;
+use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats};
+use crate::engines::{EnginePolicy, OccEngine};
+use crate::epoch::Epochs;
+use crate::error::{AbortReason, DbError, DbResult};
+use crate::group_commit::GroupCommitLog;
+use crate::log::{LogLayout, LogWriter};
+use crate::occ::{CommitLog, CommitStage, WriteEntry};
+use crate::table::Table;
+use parking_lot::Mutex;
+use pmtx_htm::Htm;
+use pmtx_htm::{HtmBackendKind, RegionAbort};
+use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError};
+use std::sync::{Arc, OnceLock};
+
+/// Chunk-owner kind of `dbxn-nvm` value chunks (group = worker).
+pub const VALUE_CHUNK_KIND: u16 = 0x30;
+const VALUE_CHUNK_MAGIC: u64 = u64::from_le_bytes(*b"PMTXVAL1");
+const VALUE_CHUNK_HEADER: u64 = 64;
+/// Per value: u32 length, u32 table, u64 tid, then the bytes, 8-aligned.
+const VALUE_ENTRY_HEADER: u64 = 16;
+/// The explicit abort code of the gate's second attempt.
+const GATE_ABORT_CODE: u8 = 1;
+
+/// Options of the DBXN engines (`DbOptions::dbxn`): the NVM-friendly log
+/// writes of §3.4, each switchable, all on by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DbxnOptions {
+    /// Non-temporal stores + fence instead of memcpy + clwb + fence.
+    pub non_temporal: bool,
+    /// Pad records under 256 bytes to whole 64-byte lines.
+    pub pad_small_to_line: bool,
+    /// Start records of 256 bytes or more on a 256-byte boundary and pad
+    /// them to a multiple of 256 bytes.
+    pub align_large_to_256: bool,
+}
+
+impl DbxnOptions {
+    /// The log layout these options select.
+    pub fn layout(&self) -> LogLayout {
+        LogLayout {
+            non_temporal: self.non_temporal,
+            pad_small_to_line: self.pad_small_to_line,
+            align_large_to_256: self.align_large_to_256,
+        }
+    }
+}
+
+impl Default for DbxnOptions {
+    fn default() -> Self {
+        Self { non_temporal: true, pad_small_to_line: true, align_large_to_256: true }
+    }
+}
+
+/// Opens a DBXN-family engine over `pool`.
+pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
+    Ok(match options.engine {
+        EngineKind::DbxNaive => OccEngine::open(options, DbxnLog::<B, false>::open(options, pool)?)?,
+        EngineKind::Dbxn | EngineKind::DbxnNvm => OccEngine::open(options, DbxnLog::<B, true>::open(options, pool)?)?,
+        other => unreachable!("{other} is not a DBXN engine"),
+    })
+}
+
+/// A chunk of a worker's value area and the highest epoch written into it.
+#[derive(Clone, Copy, Debug)]
+struct ValueChunk {
+    chunk: ChunkId,
+    max_epoch: u64,
+}
+
+/// The chunks of one worker slot's value area, oldest first; the last is
+/// the one being written.
+type ValueChunks = Arc<Mutex<Vec<ValueChunk>>>;
+
+/// `dbxn-nvm`: a worker's append-only value area in the pool.
+pub(crate) struct ValueHeap<B: PmBackend> {
+    pool: Arc<Pool<B>>,
+    worker: u16,
+    chunks: ValueChunks,
+    /// Absolute offset of the current chunk (0: none yet).
+    offset: u64,
+    position: u64,
+    non_temporal: bool,
+    buffer: Vec<u8>,
+}
+
+fn value_bytes(writes: &[WriteEntry]) -> u64 {
+    writes
+        .iter()
+        .filter_map(|w| w.value.as_ref())
+        .map(|v| (VALUE_ENTRY_HEADER + v.len() as u64).next_multiple_of(8))
+        .sum()
+}
+
+impl<B: PmBackend> ValueHeap<B> {
+    /// Makes room for the values of `writes`, taking a new chunk (after
+    /// `admit` agrees) when the current one is full.
+    fn prepare(&mut self, writes: &[WriteEntry], admit: impl FnOnce() -> DbResult<()>) -> DbResult<()> {
+        let need = value_bytes(writes);
+        let chunk_size = self.pool.geometry().chunk_size;
+        if need == 0 || (self.offset != 0 && self.position + need <= chunk_size) {
+            return Ok(());
+        }
+        if VALUE_CHUNK_HEADER + need > chunk_size {
+            return Err(DbError::OutOfSpace(format!(
+                "the values of one transaction ({need} bytes) do not fit a {chunk_size}-byte chunk"
+            )));
+        }
+        admit()?;
+        let owner = ChunkOwner::compose(VALUE_CHUNK_KIND, self.worker as u32, 0);
+        let chunk = self.pool.allocate_chunk(owner, false).map_err(|error| match error {
+            PoolError::Full { .. } => DbError::OutOfSpace(format!("no chunk left for dbxn-nvm values: {error}")),
+            other => DbError::Pool(other),
+        })?;
+        let offset = self.pool.chunk_offset(chunk);
+        let mut header = [0u8; VALUE_CHUNK_HEADER as usize];
+        header[0..8].copy_from_slice(&VALUE_CHUNK_MAGIC.to_le_bytes());
+        header[8..16].copy_from_slice(&(self.worker as u64).to_le_bytes());
+        self.write(offset, &header);
+        self.chunks.lock().push(ValueChunk { chunk, max_epoch: 0 });
+        self.offset = offset;
+        self.position = VALUE_CHUNK_HEADER;
+        Ok(())
+    }
+
+    fn write(&self, offset: u64, bytes: &[u8]) {
+        if self.non_temporal {
+            self.pool.backend().write_non_temporal(offset, bytes);
+        } else {
+            self.pool.backend().write(offset, bytes);
+        }
+    }
+
+    /// Writes the values of `writes` (room was made by `prepare`); returns
+    /// the range written. Not durable until the caller's fence (and flush,
+    /// for ordinary stores).
+    fn append(&mut self, tid: u64, writes: &[WriteEntry]) -> Option<(u64, u64)> {
+        self.buffer.clear();
+        for write in writes {
+            if let Some(value) = &write.value {
+                self.buffer.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                self.buffer.extend_from_slice(&write.table.0.to_le_bytes());
+                self.buffer.extend_from_slice(&tid.to_le_bytes());
+                self.buffer.extend_from_slice(value);
+                self.buffer.resize(self.buffer.len().next_multiple_of(8), 0);
+            }
+        }
+        if self.buffer.is_empty() {
+            return None;
+        }
+        let start = self.offset + self.position;
+        debug_assert!(self.position + self.buffer.len() as u64 <= self.pool.geometry().chunk_size);
+        self.write(start, &self.buffer);
+        self.position += self.buffer.len() as u64;
+        if let Some(last) = self.chunks.lock().last_mut() {
+            last.max_epoch = last.max_epoch.max(crate::record::epoch_of_tid(tid));
+        }
+        Some((start, start + self.buffer.len() as u64))
+    }
+}
+
+/// A worker's log writer (and, for `dbxn-nvm`, value area).
+pub(crate) struct DbxnWorker<B: PmBackend> {
+    id: usize,
+    log: LogWriter<B>,
+    values: Option<ValueHeap<B>>,
+}
+
+/// Test-only: runs in the committing thread after the install, before the
+/// log record is written (argument: worker id).
+#[cfg(test)]
+pub(crate) type BeforeLogHook = Arc<dyn Fn(usize) + Send + Sync>;
+
+/// The DBXN-family policy over the shared group-commit log in its
+/// synchronous mode. `PARITY`: `dbxn`/`dbxn-nvm` (log after the region with
+/// parity versions) versus `dbx-naive` (log inside the region).
+pub(crate) struct DbxnLog<B: PmBackend, const PARITY: bool> {
+    inner: GroupCommitLog<B>,
+    pool: Arc<Pool<B>>,
+    kind: EngineKind,
+    layout: LogLayout,
+    htm: Option<Htm>,
+    /// `dbxn-nvm`: each worker slot's value chunks.
+    values: Option<Vec<ValueChunks>>,
+    epochs: OnceLock<Arc<Epochs>>,
+    #[cfg(test)]
+    before_log: Option<BeforeLogHook>,
+}
+
+impl<B: PmBackend, const PARITY: bool> DbxnLog<B, PARITY> {
+    pub(crate) fn open(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Self> {
+        let kind = options.engine;
+        debug_assert_eq!(PARITY, kind != EngineKind::DbxNaive);
+        let htm = match options.htm.backend {
+            HtmBackendKind::None => None,
+            HtmBackendKind::Sim | HtmBackendKind::Rtm => Some(
+                Htm::new(options.htm)
+                    .map_err(|error| DbError::InvalidConfig(format!("htm {}: {error}", options.htm.backend)))?,
+            ),
+        };
+        let inner = GroupCommitLog::open_with(options, Arc::clone(&pool), kind, true)?;
+        let values =
+            (kind == EngineKind::DbxnNvm).then(|| (0..options.workers).map(|_| ValueChunks::default()).collect());
+        Ok(Self {
+            inner,
+            pool,
+            kind,
+            layout: options.dbxn.layout(),
+            htm,
+            values,
+            epochs: OnceLock::new(),
+            #[cfg(test)]
+            before_log: None,
+        })
+    }
+
+    /// Test-only: pause committers between install and log.
+    #[cfg(test)]
+    pub(crate) fn set_before_log_hook(&mut self, hook: BeforeLogHook) {
+        self.before_log = Some(hook);
+    }
+
+    fn free_all_value_chunks(&self) {
+        for (chunk, owner) in self.pool.owned_chunks() {
+            if owner.kind() == VALUE_CHUNK_KIND {
+                self.pool.free_chunk(chunk);
+            }
+        }
+        if let Some(values) = &self.values {
+            for list in values {
+                list.lock().clear();
+            }
+        }
+    }
+
+    /// Frees value chunks (except each worker's current one) whose values
+    /// all belong to epochs below `epoch`, which a checkpoint covers.
+    fn free_value_chunks_before(&self, epoch: u64) {
+        let Some(values) = &self.values else { return };
+        for list in values {
+            let mut chunks = list.lock();
+            let keep_from = chunks.len().saturating_sub(1);
+            let mut kept = Vec::with_capacity(chunks.len());
+            for (position, chunk) in chunks.drain(..).enumerate() {
+                if position < keep_from && chunk.max_epoch < epoch {
+                    self.pool.free_chunk(chunk.chunk);
+                } else {
+                    kept.push(chunk);
+                }
+            }
+            *chunks = kept;
+        }
+    }
+}
+
+impl<B: PmBackend, const PARITY: bool> CommitLog for DbxnLog<B, PARITY> {
+    const STAGE: CommitStage =
+        if PARITY { CommitStage::LogAfterInstallParity } else { CommitStage::LogAfterInstallLocked };
+    type Worker = DbxnWorker<B>;
+
+    fn worker(&self, id: usize) -> DbResult<DbxnWorker<B>> {
+        let log = self.inner.worker(id)?.with_layout(self.layout);
+        let values = self.values.as_ref().map(|values| ValueHeap {
+            pool: Arc::clone(&self.pool),
+            worker: id as u16,
+            chunks: Arc::clone(&values[id]),
+            offset: 0,
+            position: 0,
+            non_temporal: self.layout.non_temporal,
+            buffer: Vec::new(),
+        });
+        Ok(DbxnWorker { id, log, values })
+    }
+
+    fn prepare(&self, worker: &mut DbxnWorker<B>, writes: &[WriteEntry]) -> DbResult<()> {
+        if self.inner.is_closed() {
+            return Err(DbError::Poisoned("the database is closed".into()));
+        }
+        if !worker.log.fits_prepared(writes) {
+            self.inner.admit_new_segment()?;
+        }
+        worker.log.prepare(writes)?;
+        if let Some(values) = &mut worker.values {
+            values.prepare(writes, || self.inner.admit_new_segment())?;
+        }
+        Ok(())
+    }
+
+    fn region_gate(&self) -> Result<(), AbortReason> {
+        let Some(htm) = &self.htm else { return Ok(()) };
+        // The first attempt commits (an empty region); any later attempt
+        // means the first one aborted (an injected abort on `sim`), and the
+        // transaction attempt aborts before touching anything.
+        htm.try_atomic(
+            |context| {
+                if context.attempt() == 0 {
+                    Ok(())
+                } else {
+                    Err(RegionAbort::Explicit(GATE_ABORT_CODE))
+                }
+            },
+        )
+        .map_err(|_| AbortReason::Region)
+    }
+
+    fn append(&self, worker: &mut DbxnWorker<B>, tid: u64, writes: &[WriteEntry]) -> DbResult<CommitTicket> {
+        #[cfg(test)]
+        if let Some(hook) = &self.before_log {
+            hook(worker.id);
+        }
+        let value_range = worker.values.as_mut().and_then(|values| values.append(tid, writes));
+        let range = worker.log.append_prepared(tid);
+        if let (Some((start, end)), false) = (value_range, self.layout.non_temporal) {
+            self.pool.backend().flush(start, end - start);
+        }
+        // One fence for the record (and the values): the logging phase.
+        worker.log.make_durable(range);
+        self.pool.backend().crash_point("dbxn: log record durable");
+        self.inner.note_logged(worker.id, writes);
+        Ok(CommitTicket::Durable)
+    }
+
+    fn read_only_ticket(&self, _max_tid: u64) -> CommitTicket {
+        // Every version a read-only transaction validated was even (dbxn) or
+        // unlocked after its log was durable (dbx-naive).
+        CommitTicket::Durable
+    }
+
+    fn is_durable(&self, ticket: CommitTicket) -> bool {
+        self.inner.is_durable(ticket)
+    }
+}
+
+impl<B: PmBackend, const PARITY: bool> EnginePolicy for DbxnLog<B, PARITY> {
+    fn kind(&self) -> EngineKind {
+        self.kind
+    }
+
+    fn recover(&self, tables: &[Table], workers: usize) -> DbResult<Arc<Epochs>> {
+        // Value copies are never needed to recover (the log and checkpoint
+        // hold every durable value).
+        self.free_all_value_chunks();
+        let epochs = self.inner.recover(tables, workers)?;
+        let _ = self.epochs.set(Arc::clone(&epochs));
+        Ok(epochs)
+    }
+
+    fn on_epoch(&self) {
+        self.inner.on_epoch();
+    }
+
+    fn checkpoint(&self, tables: &[Table]) -> DbResult<()> {
+        // The checkpoint's start epoch is above the epoch read here, so
+        // every value of an epoch below it is in the checkpoint.
+        let before = self.epochs.get().map(|e| e.global()).unwrap_or(0);
+        self.inner.checkpoint(tables)?;
+        self.free_value_chunks_before(before);
+        Ok(())
+    }
+
+    fn close(&self, tables: &[Table], clean: bool) -> DbResult<()> {
+        if clean {
+            // No worker runs any more, and recovery never needs the copies.
+            self.free_all_value_chunks();
+        }
+        self.inner.close(tables, clean)
+    }
+
+    fn stats(&self) -> EngineStats {
+        let mut stats = self.inner.stats();
+        stats.htm = self.htm.as_ref().map(|htm| htm.stats().snapshot());
+        stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Engine, EngineWorker, WriteOp};
+    use crate::error::TxError;
+    use crate::record::UNPERSISTED;
+    use crate::schema::{TableId, TableSchema};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+
+    const T: TableId = TableId(0);
+
+    /// An engine whose worker 0 pauses between install and log while
+    /// `armed`: it sends on the first channel and waits on the second.
+    #[allow(clippy::type_complexity)]
+    fn paused_engine<const PARITY: bool>(
+        kind: EngineKind,
+    ) -> (Arc<OccEngine<DbxnLog<pmtx_pm::Direct, PARITY>>>, Arc<AtomicBool>, mpsc::Receiver<()>, mpsc::Sender<()>) {
+        let mut options = DbOptions::in_memory(kind, vec![TableSchema::hashed("t")]);
+        options.workers = 3;
+        let pool = Arc::new(Pool::<pmtx_pm::Direct>::create_in_memory(16 << 20, 256 << 10, &options.pm).expect("pool"));
+        let mut log = DbxnLog::<_, PARITY>::open(&options, pool).expect("open");
+        let armed = Arc::new(AtomicBool::new(false));
+        let (installed_tx, installed_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let go_rx = Mutex::new(go_rx);
+        let hook_armed = Arc::clone(&armed);
+        log.set_before_log_hook(Arc::new(move |worker| {
+            if worker == 0 && hook_armed.load(Ordering::SeqCst) {
+                installed_tx.send(()).expect("test alive");
+                go_rx.lock().recv().expect("test alive");
+            }
+        }));
+        (OccEngine::open(&options, log).expect("engine"), armed, installed_rx, go_tx)
+    }
+
+    fn put(worker: &mut dyn EngineWorker, key: &[u8], value: &[u8]) -> Result<CommitTicket, TxError> {
+        worker.begin(false);
+        worker.write(T, key, WriteOp::Put(value))?;
+        worker.commit()
+    }
+
+    #[test]
+    fn a_reader_of_an_unpersisted_version_commits_only_once_the_log_is_durable() {
+        let (engine, armed, installed, go) = paused_engine::<true>(EngineKind::Dbxn);
+        let mut writer = Arc::clone(&engine).worker(0);
+        let mut reader = Arc::clone(&engine).worker(1);
+        let mut other = Arc::clone(&engine).worker(2);
+        put(writer.as_mut(), b"x", b"1").expect("load");
+        armed.store(true, Ordering::SeqCst);
+        let paused = std::thread::spawn(move || {
+            let ticket = put(writer.as_mut(), b"x", b"2");
+            (writer, ticket)
+        });
+        installed.recv().expect("writer installed");
+        let record = engine.tables()[0].lookup(b"x").expect("row");
+        assert_ne!(record.word() & UNPERSISTED, 0, "installed, log not durable: odd version");
+        // The reader sees the installed value but cannot commit yet.
+        let mut value = Vec::new();
+        reader.begin(true);
+        assert!(reader.get(T, b"x", &mut value).expect("an odd version is no early abort"));
+        assert_eq!(value, b"2");
+        assert!(matches!(reader.commit(), Err(TxError::Abort(AbortReason::NotYetDurable))));
+        // Nor can a writer overwrite it.
+        assert!(matches!(put(other.as_mut(), b"x", b"3"), Err(TxError::Abort(AbortReason::NotYetDurable))));
+        // A reader that saw the odd version commits once the log is durable:
+        // no spurious abort.
+        reader.begin(false);
+        assert!(reader.get(T, b"x", &mut value).expect("read"));
+        assert_eq!(value, b"2");
+        reader.write(T, b"y", WriteOp::Put(&value)).expect("write");
+        go.send(()).expect("writer alive");
+        let (writer, ticket) = paused.join().expect("writer");
+        assert_eq!(ticket.expect("writer commits"), CommitTicket::Durable);
+        assert_eq!(record.word() & UNPERSISTED, 0, "even after the log is durable");
+        assert_eq!(reader.commit().expect("validates against the next even version"), CommitTicket::Durable);
+        reader.begin(true);
+        assert!(reader.get(T, b"y", &mut value).expect("read"));
+        assert_eq!(value, b"2");
+        reader.commit().expect("read-only");
+        drop((writer, reader, other));
+        engine.close().expect("close");
+    }
+
+    #[test]
+    fn dbx_naive_logs_inside_the_region() {
+        let (engine, armed, installed, go) = paused_engine::<false>(EngineKind::DbxNaive);
+        let mut writer = Arc::clone(&engine).worker(0);
+        let mut reader = Arc::clone(&engine).worker(1);
+        put(writer.as_mut(), b"x", b"1").expect("load");
+        armed.store(true, Ordering::SeqCst);
+        let paused = std::thread::spawn(move || put(writer.as_mut(), b"x", b"2"));
+        installed.recv().expect("writer installed");
+        let record = engine.tables()[0].lookup(b"x").expect("row");
+        assert_eq!(record.word() & UNPERSISTED, 0, "dbx-naive never sets the parity bit");
+        assert_ne!(record.word() & crate::record::LOCKED, 0, "the log is written while the region holds the locks");
+        let mut value = Vec::new();
+        reader.begin(true);
+        assert!(matches!(reader.get(T, b"x", &mut value), Err(TxError::Abort(AbortReason::UnstableRead))));
+        reader.abort();
+        go.send(()).expect("writer alive");
+        assert_eq!(paused.join().expect("writer").expect("commits"), CommitTicket::Durable);
+        reader.begin(true);
+        assert!(reader.get(T, b"x", &mut value).expect("read"));
+        assert_eq!(value, b"2");
+        reader.commit().expect("read-only");
+        drop(reader);
+        engine.close().expect("close");
+    }
+}

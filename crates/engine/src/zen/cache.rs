@@ -1,0 +1,335 @@
+//! The Met-Cache (zen-plus.txt §3.2): per-tuple DRAM metadata plus a
+//! bounded, per-thread CLOCK cache of tuple values.
+//!
+//! # What lives where
+//!
+//! Every logical tuple the index knows has one [`Row`] in DRAM (the index
+//! maps key -> row). A row is the Met-Cache entry's metadata part:
+//!
+//! * `word` — the CC-Meta field. For the Silo OCC of `worker.rs` it is the
+//!   same version word as `record.rs` (LOCKED, ABSENT, TID); the TID *is* the
+//!   Tx-CTS of the version, so it survives eviction and is rebuilt from the
+//!   NVM-tuple header at recovery;
+//! * `slot` — the NVM-tuple pointer: pool offset of the latest committed
+//!   version in the PM heap (0: none), and `len`, its value length;
+//! * `tuple_id` — the tuple ID written into every version's header;
+//! * `clock` — the CLOCK reference bit;
+//! * `cached` — the tuple data, if cached: an immutable [`Cached`] tagged
+//!   with the Tx-CTS it holds, published with a release store and reclaimed
+//!   through crossbeam-epoch.
+//!
+//! The tuple data is what the DRAM budget bounds: each worker owns a
+//! [`ClockRing`] region that admits entries while their bytes fit its share
+//! of the budget and evicts by CLOCK, skipping entries whose row is locked
+//! (the paper's *active* bit: a committing writer holds it). Reads of an
+//! uncached tuple copy the value from the NVM-tuple at `slot` and fill the
+//! reader's own region, so the database can be much larger than the cache.
+//!
+//! Deviations from the paper, and why they are sound:
+//!
+//! * Rows (about 48 bytes each) stay in DRAM for every key, like the index;
+//!   only values are cached. The paper's index points at either a cache
+//!   entry or an NVM tuple; here it always points at the row, and the row at
+//!   both.
+//! * No *dirty* bit and no restore-on-abort: Silo buffers writes in the
+//!   write set, and a value is installed only after it is durable, so a
+//!   cached value is always a committed, durable version.
+//! * No *copy* bit: a writer installs a fresh `Cached` into its own region;
+//!   the previous owner's ring entry then no longer matches the row's pointer
+//!   and is dropped when that owner's hand reaches it (the copy bit's job).
+//!   The superseded NVM-tuple is handed to the region that owns its chunk at
+//!   commit (see `heap.rs`), instead of at eviction.
+//! * A cached value carries its Tx-CTS and is used only when it equals the
+//!   TID in `word`, so a racing fill of an old version is never served.
+
+use crossbeam_epoch::{Atomic, Guard, Owned, Shared};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+/// Lock bit of the CC-Meta word (same layout as `record.rs`).
+pub(crate) use crate::record::{ABSENT, LOCKED};
+
+/// Bytes charged per cache entry besides its value (the `Cached` box and
+/// the ring slot).
+pub(crate) const ENTRY_OVERHEAD_BYTES: u64 = 64;
+
+/// A cached tuple value: immutable once published.
+pub(crate) struct Cached {
+    /// Tx-CTS of the version held.
+    pub(crate) cts: u64,
+    /// The value.
+    pub(crate) value: Box<[u8]>,
+}
+
+/// One logical tuple's DRAM state (see the module documentation).
+pub(crate) struct Row {
+    word: AtomicU64,
+    slot: AtomicU64,
+    len: AtomicU32,
+    clock: AtomicBool,
+    tuple_id: AtomicU64,
+    cached: Atomic<Cached>,
+}
+
+impl Row {
+    /// An absent placeholder (get-with-insert) with no NVM-tuple.
+    pub(crate) fn placeholder() -> Self {
+        Self {
+            word: AtomicU64::new(crate::record::word_of(0, ABSENT)),
+            slot: AtomicU64::new(0),
+            len: AtomicU32::new(0),
+            clock: AtomicBool::new(false),
+            tuple_id: AtomicU64::new(0),
+            cached: Atomic::null(),
+        }
+    }
+
+    /// The CC-Meta word.
+    #[inline(always)]
+    pub(crate) fn word(&self) -> u64 {
+        self.word.load(Ordering::Acquire)
+    }
+
+    /// Tries to lock; returns the word seen before locking.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> Option<u64> {
+        let current = self.word.load(Ordering::Acquire);
+        if current & LOCKED != 0 {
+            return None;
+        }
+        self.word.compare_exchange(current, current | LOCKED, Ordering::AcqRel, Ordering::Acquire).ok()
+    }
+
+    /// Locks, spinning up to `spins` times.
+    pub(crate) fn lock(&self, spins: u32) -> Option<u64> {
+        for _ in 0..spins.max(1) {
+            if let Some(word) = self.try_lock() {
+                return Some(word);
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
+
+    /// Stores the word (keeping or dropping the lock as the caller intends).
+    #[inline]
+    pub(crate) fn store_word(&self, word: u64) {
+        self.word.store(word, Ordering::Release);
+    }
+
+    /// Unlocks without changing the version.
+    #[inline]
+    pub(crate) fn unlock(&self) {
+        let word = self.word();
+        debug_assert!(word & LOCKED != 0);
+        self.word.store(word & !LOCKED, Ordering::Release);
+    }
+
+    /// The NVM-tuple of the latest committed version (0: none).
+    ///
+    /// IMPORTANT: SeqCst, paired with the fence before a committer reads its
+    /// garbage stamp and with the fence after a reader announces its epoch,
+    /// so either the reader sees the new slot or the collector sees the
+    /// reader (`heap.rs`, "reclamation").
+    #[inline]
+    pub(crate) fn slot(&self) -> u64 {
+        self.slot.load(Ordering::SeqCst)
+    }
+
+    /// Value length of the version at `slot`.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire) as usize
+    }
+
+    /// Points the row at a new NVM-tuple (row locked, or recovery).
+    #[inline]
+    pub(crate) fn set_slot(&self, slot: u64, len: usize) {
+        self.len.store(len as u32, Ordering::Release);
+        self.slot.store(slot, Ordering::SeqCst);
+    }
+
+    /// Tuple ID (0: not assigned yet).
+    #[inline]
+    pub(crate) fn tuple_id(&self) -> u64 {
+        self.tuple_id.load(Ordering::Relaxed)
+    }
+
+    /// Sets the tuple ID (row locked, or recovery).
+    #[inline]
+    pub(crate) fn set_tuple_id(&self, id: u64) {
+        self.tuple_id.store(id, Ordering::Relaxed);
+    }
+
+    /// Sets the CLOCK bit (a cache hit), avoiding the store when it is set.
+    #[inline]
+    pub(crate) fn touch(&self) {
+        if !self.clock.load(Ordering::Relaxed) {
+            self.clock.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The cached value pointer.
+    #[inline]
+    pub(crate) fn cached<'g>(&self, guard: &'g Guard) -> Shared<'g, Cached> {
+        self.cached.load(Ordering::Acquire, guard)
+    }
+
+    /// Replaces the cached value by `new` if it still is `current`. On
+    /// success the old value is retired through `guard`.
+    pub(crate) fn replace_cached<'g>(
+        &self,
+        current: Shared<'g, Cached>,
+        new: Shared<'g, Cached>,
+        guard: &'g Guard,
+    ) -> bool {
+        match self.cached.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire, guard) {
+            Ok(_) => {
+                if !current.is_null() {
+                    // SAFETY: `current` is unlinked; readers still holding it
+                    // are pinned, so destruction waits for them.
+                    unsafe { guard.defer_destroy(current) };
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Installs `new` unconditionally (row locked by a committing writer),
+    /// retiring the old value.
+    pub(crate) fn install_cached<'g>(&self, new: Shared<'g, Cached>, guard: &'g Guard) {
+        let old = self.cached.swap(new, Ordering::AcqRel, guard);
+        if !old.is_null() {
+            // SAFETY: as in `replace_cached`.
+            unsafe { guard.defer_destroy(old) };
+        }
+    }
+}
+
+impl Drop for Row {
+    fn drop(&mut self) {
+        // SAFETY: the row is being dropped with its table, so no one else
+        // references it or its cached value.
+        unsafe {
+            let guard = crossbeam_epoch::unprotected();
+            let cached = self.cached.load(Ordering::Relaxed, guard);
+            if !cached.is_null() {
+                drop(cached.into_owned());
+            }
+        }
+    }
+}
+
+/// A row pointer held by a cache region; rows live as long as their table,
+/// which outlives every region (both belong to the engine).
+#[derive(Clone, Copy)]
+struct RowPtr(*const Row);
+
+// SAFETY: see `RowPtr`; rows are Sync (atomics only).
+unsafe impl Send for RowPtr {}
+
+struct RingEntry {
+    row: RowPtr,
+    /// Address of the `Cached` this region installed (compared, never
+    /// dereferenced).
+    cached: usize,
+    cost: u64,
+}
+
+/// One worker's Met-Cache region: CLOCK over the entries it installed.
+pub(crate) struct ClockRing {
+    entries: Vec<Option<RingEntry>>,
+    vacant: Vec<usize>,
+    hand: usize,
+    bytes: u64,
+    budget_bytes: u64,
+}
+
+impl ClockRing {
+    /// A region of `budget_bytes`.
+    pub(crate) fn new(budget_bytes: u64) -> Self {
+        Self { entries: Vec::new(), vacant: Vec::new(), hand: 0, bytes: 0, budget_bytes }
+    }
+
+    /// Whether the region caches anything at all.
+    pub(crate) fn enabled(&self) -> bool {
+        self.budget_bytes > 0
+    }
+
+    /// Bytes charged now.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Charge of a value of `len` bytes.
+    pub(crate) fn cost(len: usize) -> u64 {
+        len as u64 + ENTRY_OVERHEAD_BYTES
+    }
+
+    fn drop_entry(&mut self, index: usize) {
+        if let Some(entry) = self.entries[index].take() {
+            self.bytes -= entry.cost;
+            self.vacant.push(index);
+        }
+    }
+
+    /// Makes room for `cost` bytes by CLOCK; returns the number of values
+    /// evicted, or `None` if the room could not be made (every entry active
+    /// or recently used twice around).
+    pub(crate) fn make_room(&mut self, cost: u64, guard: &Guard) -> Option<u64> {
+        if cost > self.budget_bytes {
+            return None;
+        }
+        let mut evicted = 0;
+        // Two sweeps clear every clock bit; beyond that only active entries
+        // remain, and the caller simply does not cache.
+        let mut steps = 2 * self.entries.len() + 1;
+        while self.bytes + cost > self.budget_bytes {
+            if steps == 0 || self.entries.is_empty() {
+                return None;
+            }
+            steps -= 1;
+            if self.hand >= self.entries.len() {
+                self.hand = 0;
+            }
+            let index = self.hand;
+            self.hand += 1;
+            let Some(entry) = &self.entries[index] else { continue };
+            // SAFETY: rows outlive the region (see RowPtr).
+            let row = unsafe { &*entry.row.0 };
+            let current = row.cached(guard);
+            if current.as_raw() as usize != entry.cached {
+                // Replaced by a writer (now cached in its region) or evicted:
+                // the copy-bit case. Only the accounting remains.
+                self.drop_entry(index);
+                continue;
+            }
+            if row.word() & LOCKED != 0 {
+                continue; // active: a committing writer holds the row
+            }
+            if row.clock.swap(false, Ordering::Relaxed) {
+                continue; // second chance
+            }
+            if row.replace_cached(current, Shared::null(), guard) {
+                evicted += 1;
+            }
+            self.drop_entry(index);
+        }
+        Some(evicted)
+    }
+
+    /// Records that this region installed `cached` in `row`.
+    pub(crate) fn admit(&mut self, row: &Row, cached: Shared<'_, Cached>, cost: u64) {
+        let entry = RingEntry { row: RowPtr(row), cached: cached.as_raw() as usize, cost };
+        self.bytes += cost;
+        match self.vacant.pop() {
+            Some(index) => self.entries[index] = Some(entry),
+            None => self.entries.push(Some(entry)),
+        }
+    }
+}
+
+/// Builds a cache entry for `value` at `cts`.
+pub(crate) fn new_cached(cts: u64, value: &[u8]) -> Owned<Cached> {
+    Owned::new(Cached { cts, value: value.into() })
+}

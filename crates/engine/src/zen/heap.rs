@@ -1,0 +1,863 @@
+//! The NVM-tuple heap (zen-plus.txt §3.1, §3.3.1, §3.4): fixed-size tuple
+//! slots in pool chunks, per-thread regions, the log-free persist of
+//! Algorithm 1, and DRAM-only space management.
+//!
+//! # Chunks and slots
+//!
+//! Each region (one per worker thread) owns chunks per table, tagged
+//! `ChunkOwner::compose(HEAP_CHUNK_KIND, table, thread)` in the pool's chunk
+//! table, so recovery finds them without any other metadata. A chunk is
+//!
+//! ```text
+//! +0            allocation bitmap, 1 bit per slot, rounded up to 64 B
+//!               (written only by `zen-naive-alloc`; zero for `zen`)
+//! +first_slot   slot 0, slot 1, ... each `slot_size` bytes (a multiple of
+//!               16, so a 16-byte header never straddles a cache line)
+//! ```
+//!
+//! An NVM-tuple (all integers little-endian):
+//!
+//! ```text
+//! +0   u64  bit 63: LP (last persisted), bits 0-62: Tx-CTS (0 = empty slot)
+//! +8   u64  bit 63: deleted, bits 0-55: tuple ID
+//! +16  u32  CRC-32 of (Tx-CTS as u64 ++ bytes 8..16 ++ bytes 20..end)
+//! +20  u32  value length
+//! +24  u16  key length
+//! +26  key, then value            (slot_size = round16(26 + max key + max value))
+//! ```
+//!
+//! The first 16 bytes are the paper's header; nothing in PM is specific to
+//! concurrency control. The key is stored so recovery can rebuild the
+//! indexes. The CRC is not in the paper: it lets recovery recognise a slot
+//! whose previous (stale, committed) content was partly overwritten when a
+//! crash hit (see "torn reuse" below).
+//!
+//! # Persist (Algorithm 1) — exactly two fences per writing commit
+//!
+//! 1. for each new version, in persist order, into a free slot (never over
+//!    the previous version): store word 0 (Tx-CTS, LP clear) *first*, then
+//!    the rest of the tuple;
+//! 2. flush every line of every tuple except the line holding the last
+//!    tuple's header (`PersistBatch`, each line once);
+//! 3. **fence 1**; crash point `zen: tuples durable, before LP`;
+//! 4. store word 0 of the last tuple again with the LP bit; flush its line;
+//! 5. **fence 2**; only now is the commit acknowledged (`Durable`).
+//!
+//! Every tuple of a transaction carries its Tx-CTS; the last one (a tuple of
+//! the table first in the LP order, §3.3.4) carries the LP bit. Stores to one
+//! line reach the medium in order, so if the LP store is durable the rest of
+//! that line is too, and fence 1 made every other line durable. The paper
+//! leaves out fence 2 (any later fence covers it); pmtx keeps it because it
+//! acknowledges at commit. Read-only commits issue none.
+//!
+//! # Torn reuse
+//!
+//! A reused slot holds a *stale* version: committed, superseded, CRC-valid.
+//! If a crash interrupts the overwrite, each line holds a prefix of its new
+//! stores, so the slot may mix old and new bytes — e.g. the old Tx-CTS with
+//! part of a new key, which would read as a committed version of another
+//! key. The CRC covers the Tx-CTS and every other byte, so such a mix fails
+//! it (the crash tests catch a heap without it) and recovery erases the
+//! slot; a committed tuple never fails it, since all of it was durable
+//! before its LP bit. Word 0 is also stored first, so a header line that kept
+//! its old Tx-CTS kept its old bytes too.
+//!
+//! # Space management (§3.4): DRAM only
+//!
+//! Per region and table: a list of *stale* free slots (hold a superseded
+//! committed version), a list of *clean* free slots (zero, erased, or a
+//! superseded tombstone) and a bump range in the newest chunk. Allocation
+//! and free never touch PM (`zen-naive-alloc` persists a bitmap word for
+//! each, for Fig. 17). A superseded version goes to a garbage queue with a
+//! *stamp* — the global epoch read after the row points at its successor, and
+//! before the row is unlocked — in the region owning its chunk (directly, or
+//! through that region's inbox when another thread superseded it).
+//!
+//! *Reclamation.* A garbage slot becomes free once every active worker
+//! announced an epoch above its stamp (`Epochs::min_active`): a reader that
+//! could still copy it announced its epoch before loading the row's slot,
+//! which happened before the stamp was read. This is the paper's "minimum
+//! Tx-CTS" with epochs in place of timestamps. At most `gc_batch` entries are
+//! examined per commit unless space runs out.
+//!
+//! *The LP pin.* Recovery takes the largest Tx-CTS among a region's LP
+//! tuples as its commit horizon. If the LP tuple of the region's latest
+//! transaction were reused, that horizon could fall below the transaction's
+//! other (still live) tuples, which would then be discarded. So the slot of
+//! the region's latest LP tuple is never reused until a newer transaction of
+//! the region has committed (`pinned`; the paper does not need this because
+//! it assumes the maximum LP tuple survives).
+//!
+//! *Tombstones.* A delete writes a tombstone version. Stale versions of the
+//! key may still sit intact in free slots, so a tombstone may be reused only
+//! after they are gone: a *sweep* advances the epoch, waits for every region
+//! once (so each commit stamped before the advance has handed over its
+//! garbage), then erases every reclaimable stale slot in every region (one
+//! 8-byte store of 0 + flush each, one fence) and publishes its horizon.
+//! Tombstones stamped below the horizon are then reclaimed by their region,
+//! unless a stale version of the same key is held back by an LP pin. Sweeps
+//! run when `sweep_threshold` tombstones are waiting; in an update workload
+//! stale slots are reused first, so a sweep erases few.
+
+use super::cache::Row;
+use crate::epoch::Epochs;
+use crate::error::{DbError, DbResult};
+use parking_lot::Mutex;
+use pmtx_pm::{ChunkId, ChunkOwner, PersistBatch, PmBackend, Pool, PoolError, CACHE_LINE};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Chunk-owner kind of heap chunks ("ZH").
+pub const HEAP_CHUNK_KIND: u16 = 0x5A48;
+
+/// LP bit of word 0.
+pub(crate) const LP_BIT: u64 = 1 << 63;
+/// Tx-CTS part of word 0.
+pub(crate) const CTS_MASK: u64 = LP_BIT - 1;
+/// Deleted bit of word 1.
+pub(crate) const DELETED_BIT: u64 = 1 << 63;
+/// Tuple-ID part of word 1.
+pub(crate) const TUPLE_ID_MASK: u64 = (1 << 56) - 1;
+/// Bytes before the key.
+pub(crate) const META_LEN: u64 = 26;
+const CRC_AT: usize = 16;
+const VALUE_LEN_AT: usize = 20;
+const KEY_LEN_AT: usize = 24;
+
+const _: () = assert!(KEY_LEN_AT + 2 == META_LEN as usize);
+const _: () = assert!(CACHE_LINE.is_multiple_of(16), "16-byte aligned headers stay in one line");
+
+/// How long a commit that finds no free slot waits for garbage to become
+/// reclaimable before reporting `OutOfSpace`.
+const SPACE_WAIT: Duration = Duration::from_millis(200);
+
+/// Slot geometry of one table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotGeometry {
+    /// Bytes per slot (multiple of 16).
+    pub(crate) slot_size: u64,
+    /// Offset of slot 0 in a chunk (after the bitmap; multiple of 64).
+    pub(crate) first_slot: u64,
+    /// Slots per chunk.
+    pub(crate) slots_per_chunk: u64,
+    /// Longest key.
+    pub(crate) max_key: usize,
+    /// Longest value.
+    pub(crate) max_value: usize,
+}
+
+impl SlotGeometry {
+    pub(crate) fn new(table: &str, max_key: usize, max_value: usize, chunk_size: u64) -> DbResult<Self> {
+        if max_value > u32::MAX as usize || max_key > u16::MAX as usize {
+            return Err(DbError::InvalidConfig(format!("table {table}: key or value limit too large for zen")));
+        }
+        let slot_size = (META_LEN + max_key as u64 + max_value as u64).div_ceil(16) * 16;
+        let mut slots = chunk_size * 8 / (slot_size * 8 + 1);
+        let bitmap = |slots: u64| slots.div_ceil(8).div_ceil(CACHE_LINE) * CACHE_LINE;
+        while slots > 0 && bitmap(slots) + slots * slot_size > chunk_size {
+            slots -= 1;
+        }
+        if slots == 0 {
+            return Err(DbError::InvalidConfig(format!(
+                "table {table}: a {slot_size}-byte tuple slot does not fit a {chunk_size}-byte chunk"
+            )));
+        }
+        Ok(Self { slot_size, first_slot: bitmap(slots), slots_per_chunk: slots, max_key, max_value })
+    }
+}
+
+/// Encodes a tuple into `buffer` (word 0 without the LP bit).
+pub(crate) fn encode_tuple(buffer: &mut Vec<u8>, cts: u64, tuple_id: u64, deleted: bool, key: &[u8], value: &[u8]) {
+    debug_assert!(cts != 0 && cts & LP_BIT == 0);
+    buffer.clear();
+    buffer.extend_from_slice(&cts.to_le_bytes());
+    let word1 = (tuple_id & TUPLE_ID_MASK) | if deleted { DELETED_BIT } else { 0 };
+    buffer.extend_from_slice(&word1.to_le_bytes());
+    buffer.extend_from_slice(&[0; 4]);
+    buffer.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    buffer.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    buffer.extend_from_slice(key);
+    buffer.extend_from_slice(value);
+    let crc = tuple_crc(cts, buffer);
+    buffer[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn tuple_crc(cts: u64, bytes: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&cts.to_le_bytes());
+    hasher.update(&bytes[8..CRC_AT]);
+    hasher.update(&bytes[CRC_AT + 4..]);
+    hasher.finalize()
+}
+
+/// What a slot holds.
+#[derive(Debug)]
+pub(crate) enum SlotContent<'a> {
+    /// Word 0 is zero.
+    Empty,
+    /// Not a whole tuple (torn, or garbage).
+    Invalid,
+    /// A CRC-valid tuple.
+    Tuple(TupleView<'a>),
+}
+
+/// A decoded, CRC-valid tuple.
+#[derive(Debug)]
+pub(crate) struct TupleView<'a> {
+    pub(crate) cts: u64,
+    pub(crate) lp: bool,
+    pub(crate) deleted: bool,
+    pub(crate) tuple_id: u64,
+    pub(crate) key: &'a [u8],
+    pub(crate) value: &'a [u8],
+}
+
+/// Decodes the `slot_size` bytes of a slot.
+pub(crate) fn decode_slot<'a>(bytes: &'a [u8], geometry: &SlotGeometry) -> SlotContent<'a> {
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let word0 = word(0);
+    if word0 == 0 {
+        return SlotContent::Empty;
+    }
+    let cts = word0 & CTS_MASK;
+    let word1 = word(8);
+    let value_len = u32::from_le_bytes(bytes[VALUE_LEN_AT..VALUE_LEN_AT + 4].try_into().expect("4")) as usize;
+    let key_len = u16::from_le_bytes(bytes[KEY_LEN_AT..KEY_LEN_AT + 2].try_into().expect("2")) as usize;
+    let deleted = word1 & DELETED_BIT != 0;
+    if cts == 0 || key_len > geometry.max_key || value_len > geometry.max_value || (deleted && value_len != 0) {
+        return SlotContent::Invalid;
+    }
+    let end = META_LEN as usize + key_len + value_len;
+    let stored = u32::from_le_bytes(bytes[CRC_AT..CRC_AT + 4].try_into().expect("4"));
+    if word1 & !(DELETED_BIT | TUPLE_ID_MASK) != 0 || stored != tuple_crc(cts, &bytes[..end]) {
+        return SlotContent::Invalid;
+    }
+    let key_start = META_LEN as usize;
+    SlotContent::Tuple(TupleView {
+        cts,
+        lp: word0 & LP_BIT != 0,
+        deleted,
+        tuple_id: word1 & TUPLE_ID_MASK,
+        key: &bytes[key_start..key_start + key_len],
+        value: &bytes[key_start + key_len..end],
+    })
+}
+
+/// Algorithm 1 (see the module documentation): persists `tuples` (slot,
+/// encoded bytes) of one transaction; the last one gets the LP bit. Two
+/// fences.
+pub(crate) fn persist_tuples<B: PmBackend>(backend: &B, batch: &mut PersistBatch, tuples: &[(u64, &[u8])]) {
+    let Some(&(last_slot, last_bytes)) = tuples.last() else { return };
+    for &(slot, bytes) in tuples {
+        debug_assert!(slot.is_multiple_of(16));
+        // IMPORTANT: word 0 is the first store to the header line (see
+        // "torn reuse").
+        backend.store_u64(slot, u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")));
+        backend.write(slot + 8, &bytes[8..]);
+    }
+    for &(slot, bytes) in &tuples[..tuples.len() - 1] {
+        batch.add(slot, bytes.len() as u64);
+    }
+    let after_header_line = (last_slot & !(CACHE_LINE - 1)) + CACHE_LINE;
+    let last_end = last_slot + last_bytes.len() as u64;
+    if last_end > after_header_line {
+        batch.add(after_header_line, last_end - after_header_line);
+    }
+    batch.flush(backend);
+    backend.fence();
+    backend.crash_point("zen: tuples durable, before LP");
+    let cts = u64::from_le_bytes(last_bytes[..8].try_into().expect("8 bytes"));
+    // IMPORTANT: the commit point. Everything else of the transaction is
+    // durable (fence 1); this 8-byte store is failure-atomic.
+    backend.store_u64(last_slot, cts | LP_BIT);
+    backend.flush(last_slot, 8);
+    backend.fence();
+}
+
+/// Whether a free slot may hold a committed version of some key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotKind {
+    /// Zero, erased, or a (harmless) superseded tombstone.
+    Clean,
+    /// A superseded committed version: must be erased before a tombstone of
+    /// its key is reused.
+    Stale,
+}
+
+/// A superseded version waiting for the reclamation horizon.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Garbage {
+    pub(crate) slot: u64,
+    pub(crate) stamp: u64,
+    pub(crate) kind: SlotKind,
+}
+
+/// A committed tombstone that is its key's latest version.
+pub(crate) struct Tombstone {
+    pub(crate) table: u32,
+    pub(crate) key: Box<[u8]>,
+    row: *const Row,
+    pub(crate) slot: u64,
+    /// Tx-CTS of the delete (guards against the slot being reused by a later
+    /// tombstone of the same row).
+    cts: u64,
+    pub(crate) stamp: u64,
+}
+
+// SAFETY: the row pointer refers to a row owned by a table that lives as
+// long as the engine, which outlives every region.
+unsafe impl Send for Tombstone {}
+
+impl Tombstone {
+    pub(crate) fn new(table: u32, key: &[u8], row: &Row, slot: u64, cts: u64, stamp: u64) -> Self {
+        Self { table, key: key.into(), row, slot, cts, stamp }
+    }
+}
+
+/// Free space of one region in one table.
+#[derive(Default)]
+pub(crate) struct TableHeap {
+    pub(crate) chunks: Vec<ChunkId>,
+    pub(crate) stale: Vec<u64>,
+    pub(crate) clean: Vec<u64>,
+    fresh_next: u64,
+    fresh_end: u64,
+}
+
+impl TableHeap {
+    fn pop(&mut self, slot_size: u64) -> Option<(u64, SlotKind)> {
+        if let Some(slot) = self.stale.pop() {
+            return Some((slot, SlotKind::Stale));
+        }
+        if let Some(slot) = self.clean.pop() {
+            return Some((slot, SlotKind::Clean));
+        }
+        if self.fresh_next < self.fresh_end {
+            let slot = self.fresh_next;
+            self.fresh_next += slot_size;
+            return Some((slot, SlotKind::Clean));
+        }
+        None
+    }
+
+    fn push(&mut self, slot: u64, kind: SlotKind) {
+        match kind {
+            SlotKind::Stale => self.stale.push(slot),
+            SlotKind::Clean => self.clean.push(slot),
+        }
+    }
+
+    /// Free slots known (bump range included).
+    pub(crate) fn free_slots(&self, slot_size: u64) -> u64 {
+        (self.stale.len() + self.clean.len()) as u64 + (self.fresh_end - self.fresh_next) / slot_size
+    }
+}
+
+/// A slot reserved for one write of a committing transaction.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reserved {
+    pub(crate) table: u32,
+    pub(crate) slot: u64,
+    pub(crate) kind: SlotKind,
+}
+
+/// A region's DRAM allocator state; locked by its worker for a whole commit
+/// (so a sweep never sees a slot that is being written).
+pub(crate) struct RegionState {
+    pub(crate) heaps: Vec<TableHeap>,
+    garbage: VecDeque<Garbage>,
+    tombstones: VecDeque<Tombstone>,
+    /// Largest Tx-CTS this region's thread used (per-thread monotone, which
+    /// Algorithm 2 relies on).
+    pub(crate) last_cts: u64,
+    /// Slot of the region's latest LP tuple (0: none); never reused.
+    pinned: u64,
+    /// Freed slots held back by the pin.
+    deferred: Vec<(u64, SlotKind)>,
+}
+
+/// One thread's heap region.
+pub(crate) struct Region {
+    pub(crate) thread: u16,
+    pub(crate) state: Mutex<RegionState>,
+    /// Garbage handed over by other threads (locked only briefly; never
+    /// held while taking another lock).
+    inbox: Mutex<Vec<Garbage>>,
+}
+
+/// The horizon of the last completed sweep.
+#[derive(Default)]
+struct SweepState {
+    horizon: u64,
+    protected: Vec<(u32, Vec<u8>)>,
+}
+
+/// Heap statistics.
+#[derive(Default)]
+pub(crate) struct HeapCounters {
+    pub(crate) chunks_allocated: AtomicU64,
+    pub(crate) slots_reclaimed: AtomicU64,
+    pub(crate) tombstones_reclaimed: AtomicU64,
+    pub(crate) sweeps: AtomicU64,
+    pub(crate) slots_erased: AtomicU64,
+}
+
+/// All regions of all tables, plus the chunk -> (table, region) map.
+pub(crate) struct Heap {
+    pub(crate) regions: Vec<Region>,
+    pub(crate) geometries: Vec<SlotGeometry>,
+    /// Per chunk: 0, or (table + 1) << 16 | thread.
+    chunk_map: Vec<AtomicU64>,
+    data_offset: u64,
+    chunk_size: u64,
+    pub(crate) naive_alloc: bool,
+    sweep_lock: Mutex<()>,
+    sweep: Mutex<SweepState>,
+    /// `sweep.horizon`, readable without the lock (checked every commit).
+    sweep_horizon: AtomicU64,
+    pub(crate) counters: HeapCounters,
+}
+
+impl Heap {
+    pub(crate) fn new<B: PmBackend>(
+        pool: &Pool<B>,
+        geometries: Vec<SlotGeometry>,
+        regions: usize,
+        naive_alloc: bool,
+    ) -> Self {
+        let geometry = pool.geometry();
+        let tables = geometries.len();
+        Self {
+            regions: (0..regions)
+                .map(|thread| Region {
+                    thread: thread as u16,
+                    state: Mutex::new(RegionState {
+                        heaps: (0..tables).map(|_| TableHeap::default()).collect(),
+                        garbage: VecDeque::new(),
+                        tombstones: VecDeque::new(),
+                        last_cts: 0,
+                        pinned: 0,
+                        deferred: Vec::new(),
+                    }),
+                    inbox: Mutex::new(Vec::new()),
+                })
+                .collect(),
+            geometries,
+            chunk_map: (0..geometry.chunk_count).map(|_| AtomicU64::new(0)).collect(),
+            data_offset: geometry.data_offset,
+            chunk_size: geometry.chunk_size,
+            naive_alloc,
+            sweep_lock: Mutex::new(()),
+            sweep: Mutex::new(SweepState::default()),
+            sweep_horizon: AtomicU64::new(0),
+            counters: HeapCounters::default(),
+        }
+    }
+
+    fn chunk_index(&self, slot: u64) -> usize {
+        ((slot - self.data_offset) / self.chunk_size) as usize
+    }
+
+    /// (table, region) owning the chunk of `slot`.
+    pub(crate) fn owner_of(&self, slot: u64) -> (u32, usize) {
+        let entry = self.chunk_map[self.chunk_index(slot)].load(Ordering::Acquire);
+        assert!(entry != 0, "slot {slot:#x} is not in a zen heap chunk");
+        (((entry >> 16) - 1) as u32, (entry & 0xFFFF) as usize)
+    }
+
+    /// Records that `chunk` belongs to (`table`, `thread`).
+    pub(crate) fn register_chunk(&self, chunk: ChunkId, table: u32, thread: u16) {
+        self.chunk_map[chunk.0 as usize].store(((table as u64 + 1) << 16) | thread as u64, Ordering::Release);
+    }
+
+    /// Byte offset of slot `index` of `chunk` in `table`.
+    pub(crate) fn slot_offset<B: PmBackend>(&self, pool: &Pool<B>, table: u32, chunk: ChunkId, index: u64) -> u64 {
+        let geometry = &self.geometries[table as usize];
+        pool.chunk_offset(chunk) + geometry.first_slot + index * geometry.slot_size
+    }
+
+    /// `zen-naive-alloc`: sets or clears the slot's bitmap bit and persists
+    /// the word (one flush and one fence per allocation or free).
+    fn persist_bitmap_bit<B: PmBackend>(&self, pool: &Pool<B>, slot: u64, allocated: bool) {
+        let (table, _) = self.owner_of(slot);
+        let geometry = &self.geometries[table as usize];
+        let chunk_start = self.data_offset + self.chunk_index(slot) as u64 * self.chunk_size;
+        let index = (slot - chunk_start - geometry.first_slot) / geometry.slot_size;
+        let word_offset = chunk_start + index / 64 * 8;
+        let mask = 1u64 << (index % 64);
+        let backend = pool.backend();
+        let word = backend.load_u64(word_offset);
+        let new = if allocated { word | mask } else { word & !mask };
+        backend.store_u64(word_offset, new);
+        backend.persist(word_offset, 8);
+    }
+
+    /// `zen-naive-alloc` recovery: rewrites every bitmap word of `region` so
+    /// that exactly the slots not in a free list are marked, in one fence.
+    pub(crate) fn rebuild_bitmaps<B: PmBackend>(&self, pool: &Pool<B>, region: usize) {
+        let state = self.regions[region].state.lock();
+        let mut free = std::collections::HashSet::new();
+        for heap in &state.heaps {
+            free.extend(heap.stale.iter().chain(heap.clean.iter()).copied());
+        }
+        free.extend(state.deferred.iter().map(|(slot, _)| *slot));
+        let backend = pool.backend();
+        let mut batch = PersistBatch::new();
+        for (table, heap) in state.heaps.iter().enumerate() {
+            let geometry = &self.geometries[table];
+            for &chunk in &heap.chunks {
+                let start = pool.chunk_offset(chunk);
+                for word_index in 0..geometry.slots_per_chunk.div_ceil(64) {
+                    let mut word = 0u64;
+                    for bit in 0..64 {
+                        let index = word_index * 64 + bit;
+                        if index >= geometry.slots_per_chunk {
+                            break;
+                        }
+                        let slot = start + geometry.first_slot + index * geometry.slot_size;
+                        if !free.contains(&slot) {
+                            word |= 1 << bit;
+                        }
+                    }
+                    let offset = start + word_index * 8;
+                    if backend.load_u64(offset) != word {
+                        backend.store_u64(offset, word);
+                        batch.add(offset, 8);
+                    }
+                }
+            }
+        }
+        if !batch.is_empty() {
+            batch.commit(backend);
+        }
+    }
+
+    /// Hands a superseded version to the region owning its chunk. Called by
+    /// a committer holding its own region's state as `own`.
+    pub(crate) fn retire(&self, own_region: usize, own: &mut RegionState, garbage: Garbage) {
+        let (_, region) = self.owner_of(garbage.slot);
+        if region == own_region {
+            own.garbage.push_back(garbage);
+        } else {
+            self.regions[region].inbox.lock().push(garbage);
+        }
+    }
+
+    /// The sweep (module documentation, "Tombstones"). Returns false if
+    /// another sweep was running. The caller holds no region lock and is not
+    /// announced in any epoch.
+    pub(crate) fn sweep<B: PmBackend>(&self, pool: &Pool<B>, epochs: &Epochs) -> bool {
+        let Some(_sweeping) = self.sweep_lock.try_lock() else { return false };
+        // Every commit that reads its stamp from now on reads >= `advanced`.
+        let advanced = epochs.advance();
+        // IMPORTANT: barrier. A commit stamped below `advanced` held its
+        // region lock from before the advance until it had handed over all
+        // its garbage; taking every region lock once waits for all of them.
+        for region in &self.regions {
+            drop(region.state.lock());
+        }
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let horizon = epochs.min_active().min(advanced);
+        let backend = pool.backend();
+        let mut protected = Vec::new();
+        let mut erased = 0;
+        for region in &self.regions {
+            let mut state = region.state.lock();
+            state.drain_inbox(&region.inbox);
+            state.reclaim(self, pool, horizon, usize::MAX);
+            for &(slot, kind) in &state.deferred {
+                if kind == SlotKind::Stale {
+                    protected.push(self.read_key(pool, slot));
+                }
+            }
+            for heap in &mut state.heaps {
+                for slot in heap.stale.drain(..) {
+                    backend.store_u64(slot, 0);
+                    backend.flush(slot, 8);
+                    heap.clean.push(slot);
+                    erased += 1;
+                }
+            }
+        }
+        // IMPORTANT: the erasures are durable before any tombstone that
+        // relies on them is reused.
+        backend.fence();
+        self.counters.sweeps.fetch_add(1, Ordering::Relaxed);
+        self.counters.slots_erased.fetch_add(erased, Ordering::Relaxed);
+        let mut sweep = self.sweep.lock();
+        if horizon > sweep.horizon {
+            *sweep = SweepState { horizon, protected };
+            self.sweep_horizon.store(horizon, Ordering::Release);
+        }
+        true
+    }
+
+    /// (table, key) of the tuple in `slot`.
+    fn read_key<B: PmBackend>(&self, pool: &Pool<B>, slot: u64) -> (u32, Vec<u8>) {
+        let (table, _) = self.owner_of(slot);
+        let mut meta = [0u8; META_LEN as usize];
+        pool.backend().read(slot, &mut meta);
+        let key_len = u16::from_le_bytes([meta[KEY_LEN_AT], meta[KEY_LEN_AT + 1]]) as usize;
+        let mut key = vec![0u8; key_len.min(self.geometries[table as usize].max_key)];
+        pool.backend().read(slot + META_LEN, &mut key);
+        (table, key)
+    }
+
+    /// Free slots, chunks and waiting garbage over all regions (for stats).
+    pub(crate) fn space(&self) -> (u64, u64, u64) {
+        let (mut free, mut chunks, mut garbage) = (0, 0, 0);
+        for region in &self.regions {
+            let state = region.state.lock();
+            for (table, heap) in state.heaps.iter().enumerate() {
+                free += heap.free_slots(self.geometries[table].slot_size);
+                chunks += heap.chunks.len() as u64;
+            }
+            garbage += state.garbage.len() as u64 + region.inbox.lock().len() as u64;
+        }
+        (free, chunks, garbage)
+    }
+}
+
+/// The garbage stamp of a commit: the global epoch, read after its rows
+/// point at their new slots.
+pub(crate) fn horizon_stamp(epochs: &Epochs) -> u64 {
+    // IMPORTANT: pairs with the reader's fence after announcing its epoch.
+    std::sync::atomic::fence(Ordering::SeqCst);
+    epochs.global()
+}
+
+/// Current reclamation horizon: garbage stamped below it is unreachable.
+pub(crate) fn horizon(epochs: &Epochs) -> u64 {
+    // IMPORTANT: pairs with the reader's fence after announcing its epoch.
+    std::sync::atomic::fence(Ordering::SeqCst);
+    epochs.min_active()
+}
+
+impl RegionState {
+    /// Adds a chunk's slots as a bump range (recovery adds scanned slots to
+    /// the lists instead).
+    fn add_fresh_chunk<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>, table: u32, chunk: ChunkId) {
+        let geometry = &heap.geometries[table as usize];
+        let table_heap = &mut self.heaps[table as usize];
+        table_heap.chunks.push(chunk);
+        table_heap.fresh_next = heap.slot_offset(pool, table, chunk, 0);
+        table_heap.fresh_end = table_heap.fresh_next + geometry.slots_per_chunk * geometry.slot_size;
+    }
+
+    /// Recovery: a chunk of this region.
+    pub(crate) fn add_recovered_chunk(&mut self, table: u32, chunk: ChunkId) {
+        self.heaps[table as usize].chunks.push(chunk);
+    }
+
+    /// Recovery: this region's pin and monotone Tx-CTS.
+    pub(crate) fn set_recovered(&mut self, pinned: u64, last_cts: u64) {
+        self.pinned = pinned;
+        self.last_cts = self.last_cts.max(last_cts);
+    }
+
+    /// Recovery: a tombstone that is its key's latest version.
+    pub(crate) fn add_tombstone(&mut self, tombstone: Tombstone) {
+        self.tombstones.push_back(tombstone);
+    }
+
+    /// Moves garbage handed to region `region` into its queue.
+    pub(crate) fn drain_inbox_of(&mut self, heap: &Heap, region: usize) {
+        self.drain_inbox(&heap.regions[region].inbox);
+    }
+
+    /// Moves other threads' handed-over garbage into the queue.
+    pub(crate) fn drain_inbox(&mut self, inbox: &Mutex<Vec<Garbage>>) {
+        let mut inbox = inbox.lock();
+        self.garbage.extend(inbox.drain(..));
+    }
+
+    /// Frees `slot` into its list (or holds it back while pinned).
+    pub(crate) fn free_slot<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>, slot: u64, kind: SlotKind) {
+        if slot == self.pinned {
+            self.deferred.push((slot, kind));
+            return;
+        }
+        if heap.naive_alloc {
+            heap.persist_bitmap_bit(pool, slot, false);
+        }
+        let (table, _) = heap.owner_of(slot);
+        self.heaps[table as usize].push(slot, kind);
+    }
+
+    /// Frees up to `limit` garbage entries stamped below `horizon`.
+    pub(crate) fn reclaim<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>, horizon: u64, limit: usize) -> usize {
+        let mut freed = 0;
+        let mut examined = 0;
+        let mut index = 0;
+        // Stamps are nearly sorted (own pushes are, inbox batches nearly):
+        // stop at the first entry that is not reclaimable yet, but look a
+        // little past it so one late inbox entry does not block the queue.
+        while index < self.garbage.len() && examined < limit {
+            examined += 1;
+            if self.garbage[index].stamp < horizon {
+                let garbage = self.garbage.remove(index).expect("in range");
+                self.free_slot(heap, pool, garbage.slot, garbage.kind);
+                freed += 1;
+            } else if index >= 8 {
+                break;
+            } else {
+                index += 1;
+            }
+        }
+        heap.counters.slots_reclaimed.fetch_add(freed as u64, Ordering::Relaxed);
+        freed
+    }
+
+    /// Tombstones a new sweep would make reclaimable: stamped below
+    /// `horizon` but not below the last sweep's (those wait for their row
+    /// lock or an LP pin, which another sweep does not change). The queue is
+    /// in stamp order: own commits push growing stamps, recovery pushes
+    /// stamp 0 before any commit, and reclamation keeps the order of what it
+    /// leaves.
+    pub(crate) fn tombstones_awaiting_sweep(&self, heap: &Heap, horizon: u64) -> usize {
+        let published = heap.sweep_horizon.load(Ordering::Acquire);
+        self.tombstones.iter().take_while(|t| t.stamp < horizon).filter(|t| t.stamp >= published).count()
+    }
+
+    /// Reclaims the tombstones the last sweep made safe.
+    pub(crate) fn reclaim_tombstones<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>) -> usize {
+        let published = heap.sweep_horizon.load(Ordering::Acquire);
+        if self.tombstones.front().is_none_or(|t| t.stamp >= published) {
+            return 0;
+        }
+        let (horizon, protected) = {
+            let sweep = heap.sweep.lock();
+            if sweep.horizon == 0 || self.tombstones.front().is_none_or(|t| t.stamp >= sweep.horizon) {
+                return 0;
+            }
+            (sweep.horizon, sweep.protected.clone())
+        };
+        let mut reclaimed = 0;
+        let mut kept = VecDeque::new();
+        while let Some(tombstone) = self.tombstones.pop_front() {
+            if tombstone.stamp >= horizon {
+                kept.push_back(tombstone);
+                continue;
+            }
+            if protected.iter().any(|(table, key)| *table == tombstone.table && **key == *tombstone.key) {
+                kept.push_back(tombstone);
+                continue;
+            }
+            // SAFETY: see Tombstone.
+            let row = unsafe { &*tombstone.row };
+            if row.slot() != tombstone.slot {
+                // Re-inserted since: the tombstone went through the garbage
+                // queue like any superseded version.
+                continue;
+            }
+            let Some(word) = row.try_lock() else {
+                kept.push_back(tombstone);
+                continue;
+            };
+            if row.slot() == tombstone.slot && crate::record::tid_of(word) == tombstone.cts {
+                debug_assert!(word & crate::record::ABSENT != 0);
+                row.set_slot(0, 0);
+                row.store_word(word);
+                self.free_slot(heap, pool, tombstone.slot, SlotKind::Clean);
+                reclaimed += 1;
+            } else {
+                row.store_word(word);
+            }
+        }
+        self.tombstones = kept;
+        heap.counters.tombstones_reclaimed.fetch_add(reclaimed as u64, Ordering::Relaxed);
+        reclaimed
+    }
+
+    /// After a commit whose LP tuple is `lp_slot` is durable: move the pin
+    /// and release what the previous pin held back.
+    pub(crate) fn move_pin<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>, lp_slot: u64) {
+        let previous = std::mem::replace(&mut self.pinned, lp_slot);
+        if previous == 0 || self.deferred.is_empty() {
+            return;
+        }
+        let deferred = std::mem::take(&mut self.deferred);
+        for (slot, kind) in deferred {
+            self.free_slot(heap, pool, slot, kind);
+        }
+    }
+
+    /// Reserves a free slot of `table` for region `region` (worker `region`
+    /// of `epochs`); allocates a chunk when the lists run dry, and when the
+    /// pool is full waits (bounded) for garbage to become reclaimable.
+    pub(crate) fn reserve<B: PmBackend>(
+        &mut self,
+        heap: &Heap,
+        pool: &Pool<B>,
+        epochs: &Epochs,
+        region: usize,
+        table: u32,
+    ) -> DbResult<Reserved> {
+        let slot_size = heap.geometries[table as usize].slot_size;
+        let mut waiting_since: Option<Instant> = None;
+        loop {
+            if let Some((slot, kind)) = self.heaps[table as usize].pop(slot_size) {
+                if heap.naive_alloc {
+                    heap.persist_bitmap_bit(pool, slot, true);
+                }
+                return Ok(Reserved { table, slot, kind });
+            }
+            self.drain_inbox(&heap.regions[region].inbox);
+            if self.reclaim(heap, pool, horizon(epochs), usize::MAX) > 0 || self.reclaim_tombstones(heap, pool) > 0 {
+                continue;
+            }
+            let thread = heap.regions[region].thread;
+            match pool.allocate_chunk(ChunkOwner::compose(HEAP_CHUNK_KIND, table, thread), true) {
+                Ok(chunk) => {
+                    heap.register_chunk(chunk, table, thread);
+                    self.add_fresh_chunk(heap, pool, table, chunk);
+                    heap.counters.chunks_allocated.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                Err(PoolError::Full { .. }) => {}
+                Err(error) => return Err(error.into()),
+            }
+            // The pool is full. Only this region's own garbage can help (its
+            // slots are the only ones this thread may write).
+            let started = *waiting_since.get_or_insert_with(Instant::now);
+            let pending = !self.garbage.is_empty() || !heap.regions[region].inbox.lock().is_empty();
+            if !pending || started.elapsed() > SPACE_WAIT {
+                return Err(DbError::OutOfSpace(format!(
+                    "zen heap: region {region} has no free slot of table #{table} and the pool has no free chunk \
+                     ({} tuples wait for reclamation)",
+                    self.garbage.len()
+                )));
+            }
+            // This transaction reads nothing more from the heap, so it need
+            // not hold the horizon back while it waits for others.
+            if region < epochs.capacity() {
+                epochs.leave(region);
+            }
+            epochs.advance();
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    /// Returns an unused reservation.
+    pub(crate) fn unreserve<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>, reserved: Reserved) {
+        if heap.naive_alloc {
+            heap.persist_bitmap_bit(pool, reserved.slot, false);
+        }
+        self.heaps[reserved.table as usize].push(reserved.slot, reserved.kind);
+    }
+
+    /// Queues a tombstone written by this region's commit.
+    pub(crate) fn push_tombstone(&mut self, tombstone: Tombstone) {
+        self.tombstones.push_back(tombstone);
+    }
+
+    /// Recovery: adds a scanned free slot.
+    pub(crate) fn add_free(&mut self, table: u32, slot: u64, kind: SlotKind) {
+        if slot == self.pinned {
+            self.deferred.push((slot, kind));
+        } else {
+            self.heaps[table as usize].push(slot, kind);
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! Crash recovery without logs (zen-plus.txt §3.3.3, Algorithm 2).
+//!
+//! Regions are found through the pool's chunk table (owner tags); each is
+//! scanned by its own thread, tables in the LP order (§3.3.4) so LP bits are
+//! met early. Per region, `ts_commit` is the largest Tx-CTS of a CRC-valid
+//! tuple with the LP bit. A tuple with Tx-CTS <= `ts_commit` is committed —
+//! a region is written by one thread with growing Tx-CTS, and a transaction
+//! sets its LP bit only after all its tuples are durable — and goes through
+//! `update_index_gc` (the newest version of a key wins; the loser becomes a
+//! free slot of its region). Otherwise it waits in the pending list until
+//! the region is scanned; still above `ts_commit` then, it belongs to the
+//! transaction that was persisting at the crash and is discarded: its word 0
+//! is set to 0 and flushed, one fence per region.
+//!
+//! Why `ts_commit` is high enough: the slot of a region's latest LP tuple is
+//! pinned (never reused) until a newer transaction of the region committed,
+//! so the LP tuple of the region's last committed transaction is always in
+//! the heap (`heap.rs`, "The LP pin").
+//!
+//! Slots that are not CRC-valid tuples (torn overwrites of stale versions,
+//! half-written tuples) are erased too; a committed tuple is never among
+//! them, since all of it was durable before its transaction's LP bit.
+//!
+//! Idempotence: recovery writes only zeros into word 0 of slots it
+//! discards, never touches a committed tuple, and rebuilds everything else
+//! in DRAM, so a crash during recovery recovers to the same state. After
+//! recovery no discarded tuple remains, so a later crash cannot mistake it
+//! for a committed one once `ts_commit` has grown past it.
+//!
+//! Afterwards: tombstones that are their key's latest version are queued for
+//! the sweep, secondary indexes are rebuilt from live rows, tuple IDs resume
+//! above the largest seen, each region resumes above its largest Tx-CTS, and
+//! `zen-naive-alloc` rewrites its bitmaps to match the free lists.
+
+use super::cache::{Row, ABSENT};
+use super::heap::{decode_slot, Heap, SlotContent, SlotKind, Tombstone, HEAP_CHUNK_KIND, META_LEN};
+use super::table::ZenTable;
+use crate::engine::RecoveryReport;
+use crate::error::{DbError, DbResult};
+use crate::record;
+use parking_lot::Mutex;
+use pmtx_pm::{ChunkId, PmBackend, Pool};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// What recovery found.
+pub(crate) struct Recovered {
+    /// Largest Tx-CTS in any slot (committed or not).
+    pub(crate) max_cts: u64,
+    pub(crate) report: RecoveryReport,
+}
+
+/// Largest thread number owning a heap chunk, if any (to size the regions).
+pub(crate) fn max_heap_thread<B: PmBackend>(pool: &Pool<B>) -> Option<u16> {
+    pool.owned_chunks().into_iter().filter(|(_, owner)| owner.kind() == HEAP_CHUNK_KIND).map(|(_, o)| o.thread()).max()
+}
+
+struct Pending {
+    table: u32,
+    slot: u64,
+    cts: u64,
+    deleted: bool,
+    tuple_id: u64,
+    key: Vec<u8>,
+    value_len: usize,
+}
+
+#[derive(Default)]
+struct RegionScan {
+    clean: Vec<(u32, u64)>,
+    ts_commit: u64,
+    lp_slot: u64,
+    max_cts: u64,
+    scanned: u64,
+    discarded: u64,
+    max_tuple_id: Vec<u64>,
+}
+
+struct Context<'a, B: PmBackend> {
+    pool: &'a Pool<B>,
+    tables: &'a [ZenTable],
+    heap: &'a Heap,
+    /// Per region: freed slots found by any scanning thread.
+    losers: Vec<Mutex<Vec<(u64, SlotKind)>>>,
+}
+
+impl<B: PmBackend> Context<'_, B> {
+    /// Algorithm 2's `updateIndexGC`: keep the newest version of the key.
+    #[allow(clippy::too_many_arguments)]
+    fn update_index_gc(
+        &self,
+        table: u32,
+        key: &[u8],
+        cts: u64,
+        deleted: bool,
+        tuple_id: u64,
+        value_len: usize,
+        slot: u64,
+    ) -> DbResult<()> {
+        let (row, _, _) = self.tables[table as usize].get_or_insert(key)?;
+        let word = row.lock(u32::MAX).expect("recovery locks never time out");
+        let current = row.slot();
+        let kind_of = |absent: bool| if absent { SlotKind::Clean } else { SlotKind::Stale };
+        let loser = if current != 0 && cts <= record::tid_of(word) {
+            debug_assert!(cts < record::tid_of(word), "two versions of one key with Tx-CTS {cts}");
+            row.store_word(word);
+            (slot, kind_of(deleted))
+        } else {
+            let old_kind = kind_of(word & ABSENT != 0);
+            row.set_slot(slot, value_len);
+            row.set_tuple_id(tuple_id);
+            row.store_word(record::word_of(cts, if deleted { ABSENT } else { 0 }));
+            if current == 0 {
+                return Ok(());
+            }
+            (current, old_kind)
+        };
+        let (_, region) = self.heap.owner_of(loser.0);
+        self.losers[region].lock().push(loser);
+        Ok(())
+    }
+
+    /// Algorithm 2's `scanRegion`.
+    fn scan_region(&self, mut chunks: Vec<(u32, ChunkId)>, lp_rank: &[u32]) -> DbResult<RegionScan> {
+        chunks.sort_by_key(|&(table, chunk)| (lp_rank[table as usize], chunk));
+        let backend = self.pool.backend();
+        let chunk_size = self.pool.geometry().chunk_size;
+        let mut buffer = vec![0u8; chunk_size as usize];
+        let mut scan = RegionScan { max_tuple_id: vec![0; self.tables.len()], ..Default::default() };
+        let mut pending: Vec<Pending> = Vec::new();
+        let mut erase: Vec<(u32, u64)> = Vec::new();
+        for (table, chunk) in chunks {
+            let geometry = self.heap.geometries[table as usize];
+            let chunk_offset = self.pool.chunk_offset(chunk);
+            backend.read(chunk_offset, &mut buffer);
+            for index in 0..geometry.slots_per_chunk {
+                let at = (geometry.first_slot + index * geometry.slot_size) as usize;
+                let slot = chunk_offset + at as u64;
+                scan.scanned += 1;
+                let tuple = match decode_slot(&buffer[at..at + geometry.slot_size as usize], &geometry) {
+                    SlotContent::Empty => {
+                        scan.clean.push((table, slot));
+                        continue;
+                    }
+                    SlotContent::Invalid => {
+                        erase.push((table, slot));
+                        continue;
+                    }
+                    SlotContent::Tuple(tuple) => tuple,
+                };
+                scan.max_cts = scan.max_cts.max(tuple.cts);
+                let max_id = &mut scan.max_tuple_id[table as usize];
+                *max_id = (*max_id).max(tuple.tuple_id);
+                if tuple.lp && tuple.cts > scan.ts_commit {
+                    scan.ts_commit = tuple.cts;
+                    scan.lp_slot = slot;
+                }
+                if tuple.cts <= scan.ts_commit {
+                    self.update_index_gc(
+                        table,
+                        tuple.key,
+                        tuple.cts,
+                        tuple.deleted,
+                        tuple.tuple_id,
+                        tuple.value.len(),
+                        slot,
+                    )?;
+                } else {
+                    pending.push(Pending {
+                        table,
+                        slot,
+                        cts: tuple.cts,
+                        deleted: tuple.deleted,
+                        tuple_id: tuple.tuple_id,
+                        key: tuple.key.to_vec(),
+                        value_len: tuple.value.len(),
+                    });
+                }
+            }
+        }
+        for tuple in pending {
+            if tuple.cts <= scan.ts_commit {
+                self.update_index_gc(
+                    tuple.table,
+                    &tuple.key,
+                    tuple.cts,
+                    tuple.deleted,
+                    tuple.tuple_id,
+                    tuple.value_len,
+                    tuple.slot,
+                )?;
+            } else {
+                // The crash hit while this transaction was persisting.
+                erase.push((tuple.table, tuple.slot));
+            }
+        }
+        if !erase.is_empty() {
+            for &(table, slot) in &erase {
+                backend.store_u64(slot, 0);
+                backend.flush(slot, 8);
+                scan.clean.push((table, slot));
+            }
+            // IMPORTANT: discarded tuples are gone before any new commit can
+            // raise this region's ts_commit above them.
+            backend.fence();
+            scan.discarded = erase.len() as u64;
+        }
+        Ok(scan)
+    }
+}
+
+/// Runs recovery over `pool` into `tables` and `heap` (which must have a
+/// region for every thread owning heap chunks).
+pub(crate) fn recover<B: PmBackend>(
+    pool: &Pool<B>,
+    tables: &[ZenTable],
+    heap: &Heap,
+    lp_rank: &[u32],
+) -> DbResult<Recovered> {
+    let started = Instant::now();
+    let regions = heap.regions.len();
+    let mut chunks: Vec<Vec<(u32, ChunkId)>> = vec![Vec::new(); regions];
+    for (chunk, owner) in pool.owned_chunks() {
+        if owner.kind() != HEAP_CHUNK_KIND {
+            continue;
+        }
+        let (table, thread) = (owner.group(), owner.thread() as usize);
+        if table as usize >= tables.len() || thread >= regions {
+            return Err(DbError::Corrupt(format!(
+                "heap chunk {} is owned by table #{table}, thread {thread}, which do not exist",
+                chunk.0
+            )));
+        }
+        heap.register_chunk(chunk, table, thread as u16);
+        heap.regions[thread].state.lock().add_recovered_chunk(table, chunk);
+        chunks[thread].push((table, chunk));
+    }
+    let context = Context { pool, tables, heap, losers: (0..regions).map(|_| Mutex::new(Vec::new())).collect() };
+    let scans: Vec<DbResult<RegionScan>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|region_chunks| {
+                let context = &context;
+                scope.spawn(move || context.scan_region(region_chunks, lp_rank))
+            })
+            .collect();
+        handles.into_iter().map(|handle| handle.join().expect("recovery scan thread panicked")).collect()
+    });
+    let mut report = RecoveryReport { clean_shutdown: pool.was_clean_shutdown(), ..Default::default() };
+    let mut max_cts = 0;
+    let mut max_tuple_id = vec![0u64; tables.len()];
+    for (index, scan) in scans.into_iter().enumerate() {
+        let scan = scan?;
+        report.heap_slots_scanned += scan.scanned;
+        report.heap_tuples_discarded += scan.discarded;
+        max_cts = max_cts.max(scan.max_cts);
+        for (max, found) in max_tuple_id.iter_mut().zip(&scan.max_tuple_id) {
+            *max = (*max).max(*found);
+        }
+        let mut state = heap.regions[index].state.lock();
+        // The pin first: a freed pinned slot is held back.
+        state.set_recovered(scan.lp_slot, scan.max_cts);
+        for (table, slot) in scan.clean {
+            state.add_free(table, slot, SlotKind::Clean);
+        }
+        for (slot, kind) in context.losers[index].lock().drain(..) {
+            let (table, _) = heap.owner_of(slot);
+            state.add_free(table, slot, kind);
+        }
+    }
+    let backend = pool.backend();
+    let mut live = 0u64;
+    for (table_index, table) in tables.iter().enumerate() {
+        table.next_tuple_id.store(max_tuple_id[table_index] + 1, Ordering::Relaxed);
+        let mut value = Vec::new();
+        let mut result = Ok(());
+        table.for_each_row(|key, row: &Row| {
+            let word = row.word();
+            let slot = row.slot();
+            if slot == 0 {
+                return;
+            }
+            if word & ABSENT != 0 {
+                let (_, region) = heap.owner_of(slot);
+                let tombstone = Tombstone::new(table_index as u32, key, row, slot, record::tid_of(word), 0);
+                heap.regions[region].state.lock().add_tombstone(tombstone);
+                return;
+            }
+            live += 1;
+            if table.schema.secondaries.is_empty() || result.is_err() {
+                return;
+            }
+            value.resize(row.len(), 0);
+            backend.read(slot + META_LEN + key.len() as u64, &mut value);
+            result = table.index_secondaries(key, &value, row);
+        });
+        result?;
+    }
+    if heap.naive_alloc {
+        for region in 0..regions {
+            heap.rebuild_bitmaps(pool, region);
+        }
+    }
+    report.heap_tuples_recovered = live;
+    report.duration = started.elapsed();
+    Ok(Recovered { max_cts, report })
+}
