@@ -334,11 +334,23 @@ macro_rules! for_each_engine {
         mod dbxn_sim_htm_50pct {
             $(#[test] fn $test() { super::$test(super::Setup::sim(pmtx_engine::EngineKind::Dbxn, 500_000)) })*
         }
+        mod dbxn_nvm_sim_htm_1pct {
+            $(#[test] fn $test() { super::$test(super::Setup::sim(pmtx_engine::EngineKind::DbxnNvm, 10_000)) })*
+        }
         mod dbxn_nvm_sim_htm_10pct {
             $(#[test] fn $test() { super::$test(super::Setup::sim(pmtx_engine::EngineKind::DbxnNvm, 100_000)) })*
         }
+        mod dbxn_nvm_sim_htm_50pct {
+            $(#[test] fn $test() { super::$test(super::Setup::sim(pmtx_engine::EngineKind::DbxnNvm, 500_000)) })*
+        }
+        mod dbx_naive_sim_htm_1pct {
+            $(#[test] fn $test() { super::$test(super::Setup::sim(pmtx_engine::EngineKind::DbxNaive, 10_000)) })*
+        }
         mod dbx_naive_sim_htm_10pct {
             $(#[test] fn $test() { super::$test(super::Setup::sim(pmtx_engine::EngineKind::DbxNaive, 100_000)) })*
+        }
+        mod dbx_naive_sim_htm_50pct {
+            $(#[test] fn $test() { super::$test(super::Setup::sim(pmtx_engine::EngineKind::DbxNaive, 500_000)) })*
         }
     };
 }
