@@ -16,6 +16,7 @@ mod group_commit;
 pub mod index;
 pub mod log;
 pub mod occ;
+mod position_index;
 pub mod record;
 mod schema;
 pub mod table;

@@ -23,6 +23,7 @@
 use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
 use crate::epoch::Epochs;
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
+use crate::position_index::PositionIndex;
 use crate::record::{self, Record, ABSENT, LOCKED, UNPERSISTED};
 use crate::schema::TableId;
 use crate::table::{ScannedLeaf, Table};
@@ -130,6 +131,14 @@ struct ReadEntry {
 // SAFETY: as for WriteEntry.
 unsafe impl Send for ReadEntry {}
 
+fn read_record_of(entry: &ReadEntry) -> *const Record {
+    entry.record
+}
+
+fn write_record_of(entry: &WriteEntry) -> *const Record {
+    entry.record
+}
+
 struct LeafEntry {
     table: TableId,
     leaf: ScannedLeaf,
@@ -141,7 +150,9 @@ pub struct OccWorker<L: CommitLog> {
     id: usize,
     log: L::Worker,
     reads: Vec<ReadEntry>,
+    read_positions: PositionIndex,
     writes: Vec<WriteEntry>,
+    write_positions: PositionIndex,
     leaves: Vec<LeafEntry>,
     last_tid: u64,
     scratch: Vec<u8>,
@@ -158,7 +169,9 @@ impl<L: CommitLog> OccWorker<L> {
             id,
             log,
             reads: Vec::new(),
+            read_positions: PositionIndex::default(),
             writes: Vec::new(),
+            write_positions: PositionIndex::default(),
             leaves: Vec::new(),
             last_tid: 0,
             scratch: Vec::new(),
@@ -167,7 +180,11 @@ impl<L: CommitLog> OccWorker<L> {
     }
 
     fn find_write(&self, record: *const Record) -> Option<usize> {
-        self.writes.iter().position(|w| std::ptr::eq(w.record, record))
+        self.write_positions.find(&self.writes, write_record_of, record)
+    }
+
+    fn find_read(&self, record: *const Record) -> Option<usize> {
+        self.read_positions.find(&self.reads, read_record_of, record)
     }
 
     /// Reads `record` stably and remembers its version.
@@ -184,11 +201,12 @@ impl<L: CommitLog> OccWorker<L> {
         }
         let guard = epoch::pin();
         let snapshot = record.read_stable(out, &guard).ok_or(TxError::Abort(AbortReason::UnstableRead))?;
-        if !self.reads.iter().any(|r| std::ptr::eq(r.record, record)) {
+        if self.find_read(record).is_none() {
             // DBXN: an odd (UNPERSISTED) version is not an early abort; the
             // read set holds the next even version, which validates only once
             // the writer's log is durable. No-op for the other engines.
             self.reads.push(ReadEntry { record, word: snapshot.word & !UNPERSISTED });
+            self.read_positions.pushed(&self.reads, read_record_of);
         }
         Ok(!snapshot.is_absent())
     }
@@ -228,7 +246,9 @@ impl<L: CommitLog> OccWorker<L> {
 
     fn clear(&mut self) {
         self.reads.clear();
+        self.read_positions.clear();
         self.writes.clear();
+        self.write_positions.clear();
         self.leaves.clear();
     }
 
@@ -269,6 +289,7 @@ impl<L: CommitLog> OccWorker<L> {
         self.shared.log.region_gate().map_err(TxError::Abort)?;
         // 1. Lock the write set in address order.
         self.writes.sort_by_key(|w| w.record as usize);
+        self.write_positions.rebuild(&self.writes, write_record_of);
         let mut max_tid = self.last_tid;
         for index in 0..self.writes.len() {
             match self.writes[index].record().lock(LOCK_SPINS) {
@@ -387,11 +408,13 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
         if !applies {
             return Ok(false);
         }
-        let was_absent =
-            self.reads.iter().find(|r| std::ptr::eq(r.record, record)).map(|r| r.word & ABSENT != 0).unwrap_or(false);
+        let was_absent = self.find_read(record).is_some_and(|at| self.reads[at].word & ABSENT != 0);
         match self.find_write(record) {
             Some(position) => self.writes[position].value = value,
-            None => self.writes.push(WriteEntry { table: table_id, key: key.to_vec(), value, record, was_absent }),
+            None => {
+                self.writes.push(WriteEntry { table: table_id, key: key.to_vec(), value, record, was_absent });
+                self.write_positions.pushed(&self.writes, write_record_of);
+            }
         }
         Ok(true)
     }
@@ -407,13 +430,14 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
         // the leaf versions alone would not show.
         let mut present_rows = 0usize;
         let writes = &self.writes;
+        let write_positions = &self.write_positions;
         table.scan(
             request.secondary,
             request.range,
             request.direction,
             usize::MAX,
             |key, record| {
-                let own = writes.iter().find(|w| std::ptr::eq(w.record, record));
+                let own = write_positions.find(writes, write_record_of, record).map(|at| &writes[at]);
                 let present = match own {
                     Some(write) => write.value.is_some(),
                     None => record.word() & ABSENT == 0,

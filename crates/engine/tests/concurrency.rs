@@ -282,6 +282,60 @@ fn reverse_scans_limits_and_secondary(engine: impl Into<Setup>) {
     assert_eq!(after.len(), 19);
 }
 
+/// A transaction whose read and write sets are far larger than a linear
+/// search is used for sees its own writes, rewrites and deletes in place,
+/// and commits exactly its last values.
+fn large_transactions_read_their_own_writes(engine: impl Into<Setup>) {
+    let db = open(engine);
+    let accounts = db.table_id("accounts").unwrap();
+    load(&db);
+    let mut worker = db.worker(0).unwrap();
+    let expected = |account: u64| -> Option<u64> {
+        match account {
+            0..60 => Some(INITIAL + 2 * account + 1),
+            100..150 => Some(account),
+            // Deleted by the transaction (60..64) or never present.
+            _ => None,
+        }
+    };
+    worker
+        .run(|tx| {
+            for account in 0..ACCOUNTS {
+                let old = balance(&tx.get(accounts, &key(account))?.unwrap());
+                tx.put(accounts, &key(account), &(old + 2 * account).to_le_bytes())?;
+            }
+            for account in 0..ACCOUNTS {
+                let seen = balance(&tx.get(accounts, &key(account))?.unwrap());
+                assert_eq!(seen, INITIAL + 2 * account, "own write of account {account}");
+                tx.put(accounts, &key(account), &(seen + 1).to_le_bytes())?;
+            }
+            for account in 60..ACCOUNTS {
+                assert!(tx.delete(accounts, &key(account))?);
+                assert_eq!(tx.get(accounts, &key(account))?, None);
+            }
+            for account in 100..150 {
+                assert!(tx.insert(accounts, &key(account), &account.to_le_bytes())?);
+            }
+            let rows = tx.scan(accounts, (Bound::Unbounded, Bound::Unbounded), ScanDirection::Forward, 1_000)?;
+            let seen: Vec<(u64, u64)> =
+                rows.iter().map(|(k, v)| (u64::from_be_bytes(k.as_slice().try_into().unwrap()), balance(v))).collect();
+            let wanted: Vec<(u64, u64)> =
+                (0..150).filter_map(|account| expected(account).map(|value| (account, value))).collect();
+            assert_eq!(seen, wanted, "scan inside the transaction");
+            Ok(())
+        })
+        .unwrap();
+    let committed = worker
+        .run(|tx| (0..150).map(|account| tx.get(accounts, &key(account))).collect::<Result<Vec<_>, _>>())
+        .unwrap()
+        .committed()
+        .unwrap();
+    for (account, value) in committed.into_iter().enumerate() {
+        let account = account as u64;
+        assert_eq!(value.map(|bytes| balance(&bytes)), expected(account), "account {account} after commit");
+    }
+}
+
 fn bad_input_is_typed(engine: impl Into<Setup>) {
     let db = open(engine);
     let accounts = db.table_id("accounts").unwrap();
@@ -360,5 +414,6 @@ for_each_engine!(
     write_skew_is_rejected,
     phantoms_are_detected,
     reverse_scans_limits_and_secondary,
+    large_transactions_read_their_own_writes,
     bad_input_is_typed
 );
