@@ -212,6 +212,23 @@ impl Database {
         self.engine.checkpoint()
     }
 
+    /// Abandons the database as a process crash would, for recovery
+    /// measurements: stops the engine's background threads (epoch ticker,
+    /// checkpointer; a checkpoint under way finishes first) without making
+    /// anything more durable and without marking a clean shutdown, so the
+    /// next open of the pool runs full recovery. Workers may still be
+    /// running: their next writing commit fails with [`DbError::Poisoned`],
+    /// commits whose durability is pending are never acknowledged (do not
+    /// wait for them), and a log write already under way may still reach
+    /// the pool, as it would in a crash a moment later. After this, `close`
+    /// is a no-op. The pool stays mapped until the database and every
+    /// [`Worker`] are dropped; over a file on the `direct`, `emulated` or
+    /// `sim` backend the file then holds what a killed process leaves
+    /// (every store issued, flushed or not), so reopen it only after that.
+    pub fn crash(&self) -> DbResult<()> {
+        self.engine.close_on_drop()
+    }
+
     /// Makes everything durable and marks a clean shutdown.
     pub fn close(mut self) -> DbResult<()> {
         self.closed = true;

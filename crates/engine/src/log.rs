@@ -571,7 +571,7 @@ mod tests {
             key: b"key".to_vec(),
             value: Some(b"value".to_vec()),
             record: std::ptr::null(),
-            was_absent: false,
+            index_secondaries: false,
         };
         encode_record(&mut buffer, 7, 99, std::slice::from_ref(&entry));
         let decoded = decode_record(&buffer).expect("valid record decodes");

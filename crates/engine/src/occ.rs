@@ -26,7 +26,7 @@ use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
 use crate::position_index::PositionIndex;
 use crate::record::{self, Record, ABSENT, LOCKED, UNPERSISTED};
 use crate::schema::TableId;
-use crate::table::{ScannedLeaf, Table};
+use crate::table::{self, ScannedLeaf, Table};
 use crossbeam_epoch as epoch;
 use std::sync::Arc;
 
@@ -43,8 +43,9 @@ pub struct WriteEntry {
     pub value: Option<Vec<u8>>,
     /// The record (alive as long as its table).
     pub record: *const Record,
-    /// Whether the record was absent when read (an insert).
-    pub was_absent: bool,
+    /// Whether the commit adds secondary-index entries for this row (a new
+    /// row, or a secondary key changed); see `Table::secondaries_to_index`.
+    pub index_secondaries: bool,
 }
 
 // SAFETY: the record pointer refers to a record owned by a table that
@@ -328,6 +329,18 @@ impl<L: CommitLog> OccWorker<L> {
         for write in &self.writes {
             write.record().set_value_locked(write.value.as_deref(), &guard);
         }
+        // Secondary entries go in while the rows are still locked, so a
+        // secondary scan that misses one sees the leaf version change (a
+        // phantom) or meets the locked row; never a committed row it cannot
+        // find.
+        for write in &self.writes {
+            if let (true, Some(value)) = (write.index_secondaries, &write.value) {
+                let table = &self.shared.tables[write.table.0 as usize];
+                if let Err(error) = table.index_secondaries(&write.key, value, write.record()) {
+                    unreachable!("secondary key lengths are checked when a write is buffered: {error}");
+                }
+            }
+        }
         if L::STAGE == CommitStage::LogAfterInstallLocked {
             ticket = Some(self.append_after_install(tid));
         }
@@ -347,12 +360,6 @@ impl<L: CommitLog> OccWorker<L> {
             }
         }
         let ticket = ticket.expect("every stage appends");
-        for write in &self.writes {
-            if let (true, Some(value)) = (write.was_absent, &write.value) {
-                let table = &self.shared.tables[write.table.0 as usize];
-                table.index_secondaries(&write.key, value, write.record())?;
-            }
-        }
         self.last_tid = tid;
         Ok(ticket)
     }
@@ -408,11 +415,22 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
         if !applies {
             return Ok(false);
         }
-        let was_absent = self.find_read(record).is_some_and(|at| self.reads[at].word & ABSENT != 0);
+        // `scratch` holds the row as this transaction sees it (its own
+        // earlier write, or the committed row it just validated against).
+        let index_secondaries = match &value {
+            Some(new) if !table.schema().secondaries.is_empty() => {
+                table::secondaries_to_index(table.schema(), key, new, present.then_some(self.scratch.as_slice()))?
+            }
+            _ => false,
+        };
         match self.find_write(record) {
-            Some(position) => self.writes[position].value = value,
+            Some(position) => {
+                let write = &mut self.writes[position];
+                write.value = value;
+                write.index_secondaries |= index_secondaries;
+            }
             None => {
-                self.writes.push(WriteEntry { table: table_id, key: key.to_vec(), value, record, was_absent });
+                self.writes.push(WriteEntry { table: table_id, key: key.to_vec(), value, record, index_secondaries });
                 self.write_positions.pushed(&self.writes, write_record_of);
             }
         }
@@ -422,7 +440,8 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
     fn scan(&mut self, request: ScanRequest<'_>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
         let shared = Arc::clone(&self.shared);
         let table = shared.table(request.table)?;
-        let mut rows: Vec<(Vec<u8>, *const Record)> = Vec::new();
+        // (primary key, index key for secondary scans, record).
+        let mut rows: Vec<table::ScannedRow<Record>> = Vec::new();
         let mut leaves = Vec::new();
         // The index counts absent placeholders too, so the limit is applied
         // here to present rows. Absent rows before the cut still enter the
@@ -436,28 +455,40 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
             request.range,
             request.direction,
             usize::MAX,
-            |key, record| {
+            |key, index_key, record| {
                 let own = write_positions.find(writes, write_record_of, record).map(|at| &writes[at]);
                 let present = match own {
                     Some(write) => write.value.is_some(),
                     None => record.word() & ABSENT == 0,
                 };
-                rows.push((key.to_vec(), record as *const Record));
+                let index_key = if request.secondary.is_some() { index_key.to_vec() } else { Vec::new() };
+                rows.push((key.to_vec(), index_key, record as *const Record));
                 present_rows += present as usize;
-                present_rows < request.limit
+                // A secondary entry may be stale (checked below, once the row
+                // is read stably), so secondary scans do not stop early.
+                request.secondary.is_some() || present_rows < request.limit
             },
             |leaf| leaves.push(LeafEntry { table: request.table, leaf }),
         )?;
         self.leaves.extend(leaves);
+        if let Some(position) = request.secondary {
+            let own = self.writes.iter().filter(|write| write.table == request.table && write.index_secondaries);
+            let own = own.filter_map(|write| Some((write.key.as_slice(), write.value.as_deref()?, write.record)));
+            table::merge_own_secondary_rows(table.schema(), position, request.range, request.direction, &mut rows, own);
+        }
         let mut value = Vec::new();
         let mut delivered = 0;
-        for (key, record) in rows {
+        for (key, index_key, record) in rows {
             if delivered >= request.limit {
                 break;
             }
             // SAFETY: records live as long as their table.
             let record = unsafe { &*record };
-            if self.read_record(record, &mut value)? {
+            if self.read_record(record, &mut value)?
+                && request.secondary.is_none_or(|position| {
+                    table::secondary_entry_is_current(table.schema(), position, &index_key, &key, &value)
+                })
+            {
                 delivered += 1;
                 if !visit(&key, &value) {
                     break;

@@ -10,7 +10,7 @@ use crate::error::{DbError, DbResult};
 use crate::index::{GetOrInsert, HashIndex, IndexError, LeafRef, OrderedIndex, ScanDirection};
 use crate::record::{record_free, record_from_raw, record_into_raw, Record};
 use crate::schema::{PrimaryIndexKind, TableId, TableSchema};
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 
 /// The primary index of a table.
 pub(crate) enum PrimaryIndex {
@@ -55,7 +55,7 @@ impl Table {
             PrimaryIndexKind::Hash => PrimaryIndex::Hash(HashIndex::new(schema.max_key_len)),
         };
         let secondaries =
-            schema.secondaries.iter().map(|_| OrderedIndex::new(schema.max_key_len * 3 + PK_LEN_SUFFIX)).collect();
+            schema.secondaries.iter().map(|_| OrderedIndex::new(secondary_max_key_len(&schema))).collect();
         Ok(Self { id, schema, primary, secondaries })
     }
 
@@ -149,7 +149,9 @@ impl Table {
         Ok(())
     }
 
-    /// Scans the primary index (ordered tables only).
+    /// Scans the primary index (ordered tables only) or secondary index
+    /// `secondary`; `visit` gets the primary key, the index's own key (the
+    /// composite for a secondary index) and the record.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn scan(
         &self,
@@ -157,7 +159,7 @@ impl Table {
         range: (Bound<&[u8]>, Bound<&[u8]>),
         direction: ScanDirection,
         limit: usize,
-        mut visit: impl FnMut(&[u8], &Record) -> bool,
+        mut visit: impl FnMut(&[u8], &[u8], &Record) -> bool,
         mut leaf_visit: impl FnMut(ScannedLeaf),
     ) -> DbResult<()> {
         let index = match secondary {
@@ -183,7 +185,7 @@ impl Table {
                 // SAFETY: records live as long as the table.
                 let record = unsafe { record_from_raw(raw) };
                 let primary_key = if secondary.is_some() { primary_key_of_composite(key) } else { key };
-                visit(primary_key, record)
+                visit(primary_key, key, record)
             },
             |leaf, version| leaf_visit(ScannedLeaf { secondary, leaf, version }),
         );
@@ -229,6 +231,90 @@ impl Table {
     }
 }
 
+/// Whether writing `value` under `key` in a table of `schema` needs new
+/// secondary-index entries: the row is new (`old` is `None`) or a secondary
+/// key changed. Fails, before anything is installed, when a secondary key
+/// is too long. Shared by every engine with secondary indexes.
+pub(crate) fn secondaries_to_index(
+    schema: &TableSchema,
+    key: &[u8],
+    value: &[u8],
+    old: Option<&[u8]>,
+) -> DbResult<bool> {
+    let mut changed = false;
+    for secondary in &schema.secondaries {
+        let new_key = (secondary.key)(key, value);
+        let len = new_key.len() + key.len() + PK_LEN_SUFFIX;
+        let max = secondary_max_key_len(schema);
+        if len > max {
+            return Err(DbError::KeyTooLong { table: format!("{}.{}", schema.name, secondary.name), len, max });
+        }
+        changed |= old.is_none_or(|old| (secondary.key)(key, old) != new_key);
+    }
+    Ok(changed)
+}
+
+/// Longest composite key a secondary index of `schema` accepts.
+pub(crate) fn secondary_max_key_len(schema: &TableSchema) -> usize {
+    schema.max_key_len * 3 + PK_LEN_SUFFIX
+}
+
+/// The key of row `(primary_key, value)` in secondary index `position`.
+pub(crate) fn secondary_index_key(schema: &TableSchema, position: u32, primary_key: &[u8], value: &[u8]) -> Vec<u8> {
+    let secondary = &schema.secondaries[position as usize];
+    secondary_composite((secondary.key)(primary_key, value), primary_key)
+}
+
+/// Whether the secondary-index entry `composite` of index `position` still
+/// describes the row `(primary_key, value)`. Entries are never removed (a
+/// deleted and re-inserted row, or one whose secondary key changed, leaves
+/// its old entry behind), so scans skip stale ones.
+pub(crate) fn secondary_entry_is_current(
+    schema: &TableSchema,
+    position: u32,
+    composite: &[u8],
+    primary_key: &[u8],
+    value: &[u8],
+) -> bool {
+    let secondary = &schema.secondaries[position as usize];
+    let secondary_len = composite.len().saturating_sub(primary_key.len() + PK_LEN_SUFFIX);
+    (secondary.key)(primary_key, value) == composite[..secondary_len]
+}
+
+/// One row found by a scan: primary key, the index's own key (the composite
+/// for a secondary index, else empty) and the row.
+pub(crate) type ScannedRow<R> = (Vec<u8>, Vec<u8>, *const R);
+
+/// Read-your-writes through secondary index `position`: a transaction's
+/// rows whose secondary key is new (`own`: primary key, value, row) are not
+/// in the index until commit, so they are merged into `rows` in scan order
+/// when their key lies in `range`. A stale entry of the same row is left for
+/// [`secondary_entry_is_current`] to skip.
+pub(crate) fn merge_own_secondary_rows<'a, R: 'a>(
+    schema: &TableSchema,
+    position: u32,
+    range: (Bound<&[u8]>, Bound<&[u8]>),
+    direction: ScanDirection,
+    rows: &mut Vec<ScannedRow<R>>,
+    own: impl Iterator<Item = (&'a [u8], &'a [u8], *const R)>,
+) {
+    let mut merged = false;
+    for (key, value, row) in own {
+        let index_key = secondary_index_key(schema, position, key, value);
+        let listed = rows.iter().any(|(_, listed, other)| *listed == index_key && std::ptr::eq(*other, row));
+        if !listed && range.contains(&index_key.as_slice()) {
+            rows.push((key.to_vec(), index_key, row));
+            merged = true;
+        }
+    }
+    if merged {
+        rows.sort_by(|a, b| match direction {
+            ScanDirection::Forward => a.1.cmp(&b.1),
+            ScanDirection::Reverse => b.1.cmp(&a.1),
+        });
+    }
+}
+
 /// `secondary key || primary key || len(primary key) as u16 BE`.
 pub(crate) fn secondary_composite(mut secondary_key: Vec<u8>, primary_key: &[u8]) -> Vec<u8> {
     secondary_key.extend_from_slice(primary_key);
@@ -236,7 +322,8 @@ pub(crate) fn secondary_composite(mut secondary_key: Vec<u8>, primary_key: &[u8]
     secondary_key
 }
 
-fn primary_key_of_composite(composite: &[u8]) -> &[u8] {
+/// The primary key inside a secondary composite key.
+pub(crate) fn primary_key_of_composite(composite: &[u8]) -> &[u8] {
     let split = composite.len() - PK_LEN_SUFFIX;
     let len = u16::from_be_bytes([composite[split], composite[split + 1]]) as usize;
     &composite[split - len..split]

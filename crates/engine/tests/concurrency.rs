@@ -280,6 +280,33 @@ fn reverse_scans_limits_and_secondary(engine: impl Into<Setup>) {
         .committed()
         .unwrap();
     assert_eq!(after.len(), 19);
+
+    // Secondary keys that change (an update, or a delete and re-insert)
+    // move the row: it is found under its new key only, with a limit that
+    // counts rows actually delivered, inside and after the transaction.
+    let parity_rows = |tx: &mut pmtx_engine::Transaction<'_>, bit: u8, limit: usize| {
+        let mut upper = Vec::new();
+        tx.scan_secondary(table, parity, prefix_range(&[bit], &mut upper), ScanDirection::Forward, limit)
+            .map(|rows| rows.into_iter().map(|(k, _)| k[0]).collect::<Vec<u8>>())
+    };
+    worker
+        .run(|tx| {
+            assert!(tx.update(table, &[1], &[2])?, "1 becomes even");
+            assert!(tx.delete(table, &[3])?);
+            assert!(tx.insert(table, &[3], &[4])?, "3 is re-inserted even");
+            assert!(tx.update(table, &[4], &[5])?, "4 becomes odd");
+            assert_eq!(parity_rows(tx, 1, 3)?, vec![4, 7, 9], "inside the transaction");
+            Ok(())
+        })
+        .unwrap();
+    let (odd, even, first_odd) = worker
+        .run_read_only(|tx| Ok((parity_rows(tx, 1, 100)?, parity_rows(tx, 0, 100)?, parity_rows(tx, 1, 2)?)))
+        .unwrap()
+        .committed()
+        .unwrap();
+    assert_eq!(odd, vec![4, 7, 9, 11, 13, 15, 17, 19]);
+    assert_eq!(even, vec![0, 1, 2, 3, 6, 8, 10, 12, 14, 16, 18]);
+    assert_eq!(first_odd, vec![4, 7], "the limit counts current rows, not stale entries");
 }
 
 /// A transaction whose read and write sets are far larger than a linear

@@ -137,7 +137,7 @@ fn htm_gate_injects_region_aborts_and_reports_statistics() {
 }
 
 fn entry(key: &[u8], value: Option<Vec<u8>>) -> WriteEntry {
-    WriteEntry { table: TableId(0), key: key.to_vec(), value, record: std::ptr::null(), was_absent: false }
+    WriteEntry { table: TableId(0), key: key.to_vec(), value, record: std::ptr::null(), index_secondaries: false }
 }
 
 #[test]

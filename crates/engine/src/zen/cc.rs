@@ -17,10 +17,11 @@
 //! MVCC variant would add a version chain to the row. The persist step only
 //! needs a Tx-CTS that orders conflicting transactions and grows per thread.
 
-use super::cache::{Row, ABSENT, LOCKED};
+use super::cache::{Row, LOCKED};
 use super::table::{ScannedLeaf, ZenTable};
 use crate::error::AbortReason;
 use crate::index::LeafChange;
+use crate::position_index::PositionIndex;
 use crate::record;
 use crate::schema::TableId;
 
@@ -40,8 +41,9 @@ pub(crate) struct WriteEntry {
     /// New value; `None` deletes.
     pub(crate) value: Option<Vec<u8>>,
     pub(crate) row: *const Row,
-    /// Whether the row was absent when first read (an insert).
-    pub(crate) was_absent: bool,
+    /// Whether the commit adds secondary-index entries for this row (see
+    /// `table::secondaries_to_index`).
+    pub(crate) index_secondaries: bool,
     /// The word seen when locking (valid between lock and install).
     pub(crate) locked_word: u64,
 }
@@ -64,7 +66,11 @@ pub(crate) struct LeafEntry {
 #[derive(Default)]
 pub(crate) struct SiloOcc {
     pub(crate) reads: Vec<ReadEntry>,
+    read_positions: PositionIndex,
+    /// Push with [`SiloOcc::push_write`] and reorder with
+    /// [`SiloOcc::sort_writes`], which keep `write_positions` in step.
     pub(crate) writes: Vec<WriteEntry>,
+    write_positions: PositionIndex,
     pub(crate) leaves: Vec<LeafEntry>,
 }
 
@@ -75,24 +81,35 @@ unsafe impl Send for SiloOcc {}
 impl SiloOcc {
     pub(crate) fn clear(&mut self) {
         self.reads.clear();
+        self.read_positions.clear();
         self.writes.clear();
+        self.write_positions.clear();
         self.leaves.clear();
     }
 
     pub(crate) fn find_write(&self, row: *const Row) -> Option<usize> {
-        self.writes.iter().position(|w| std::ptr::eq(w.row, row))
+        self.write_positions.find(&self.writes, |write| write.row, row)
+    }
+
+    /// Buffers a write of a row not yet in the write set.
+    pub(crate) fn push_write(&mut self, write: WriteEntry) {
+        debug_assert!(self.find_write(write.row).is_none());
+        self.writes.push(write);
+        self.write_positions.pushed(&self.writes, |write| write.row);
+    }
+
+    /// Orders the write set by row address (the lock order).
+    pub(crate) fn sort_writes(&mut self) {
+        self.writes.sort_by_key(|w| w.row as usize);
+        self.write_positions.rebuild(&self.writes, |write| write.row);
     }
 
     /// Remembers a stable read of `row`.
     pub(crate) fn note_read(&mut self, row: &Row, word: u64) {
-        if !self.reads.iter().any(|r| std::ptr::eq(r.row, row)) {
+        if self.read_positions.find(&self.reads, |read| read.row, row).is_none() {
             self.reads.push(ReadEntry { row, word });
+            self.read_positions.pushed(&self.reads, |read| read.row);
         }
-    }
-
-    /// Whether `row` was absent when this transaction read it.
-    pub(crate) fn read_absent(&self, row: &Row) -> bool {
-        self.reads.iter().find(|r| std::ptr::eq(r.row, row)).map(|r| r.word & ABSENT != 0).unwrap_or(false)
     }
 
     /// Silo's node-set update for this transaction's own inserts (as in
@@ -114,7 +131,7 @@ impl SiloOcc {
     /// Locks the write set in address order. Returns the largest TID seen
     /// on a locked row, or the abort reason (with nothing left locked).
     pub(crate) fn lock_writes(&mut self) -> Result<u64, AbortReason> {
-        self.writes.sort_by_key(|w| w.row as usize);
+        self.sort_writes();
         let mut max_tid = 0;
         for index in 0..self.writes.len() {
             match self.writes[index].row().lock(LOCK_SPINS) {

@@ -12,6 +12,7 @@ use super::heap::SlotGeometry;
 use crate::error::{DbError, DbResult};
 use crate::index::{HashIndex, IndexError, LeafChange, LeafRef, OrderedIndex, ScanDirection};
 use crate::schema::{PrimaryIndexKind, TableSchema};
+use crate::table;
 use std::ops::Bound;
 use std::sync::atomic::AtomicU64;
 
@@ -27,9 +28,6 @@ pub(crate) struct ScannedLeaf {
     pub(crate) leaf: LeafRef,
     pub(crate) version: u64,
 }
-
-/// Length suffix of a secondary composite key (as in `table.rs`).
-const PK_LEN_SUFFIX: usize = 2;
 
 /// A table of the Zen engine.
 pub(crate) struct ZenTable {
@@ -60,7 +58,7 @@ impl ZenTable {
             PrimaryIndexKind::Hash => Primary::Hash(HashIndex::new(schema.max_key_len)),
         };
         let secondaries =
-            schema.secondaries.iter().map(|_| OrderedIndex::new(schema.max_key_len * 3 + PK_LEN_SUFFIX)).collect();
+            schema.secondaries.iter().map(|_| OrderedIndex::new(table::secondary_max_key_len(&schema))).collect();
         Ok(Self { schema, primary, secondaries, geometry, next_tuple_id: AtomicU64::new(1) })
     }
 
@@ -90,10 +88,8 @@ impl ZenTable {
 
     /// Adds `row` under `key` to every secondary index.
     pub(crate) fn index_secondaries(&self, key: &[u8], value: &[u8], row: &Row) -> DbResult<()> {
-        for (position, secondary) in self.schema.secondaries.iter().enumerate() {
-            let mut composite = (secondary.key)(key, value);
-            composite.extend_from_slice(key);
-            composite.extend_from_slice(&(key.len() as u16).to_be_bytes());
+        for position in 0..self.schema.secondaries.len() {
+            let composite = table::secondary_index_key(&self.schema, position as u32, key, value);
             self.secondaries[position]
                 .insert(&composite, row as *const Row as usize as u64)
                 .map_err(|e| self.key_error(e))?;
@@ -102,13 +98,13 @@ impl ZenTable {
     }
 
     /// Scans the primary index (ordered tables) or a secondary index,
-    /// visiting (primary key, row) and reporting every leaf read.
+    /// visiting (primary key, index key, row) and reporting every leaf read.
     pub(crate) fn scan(
         &self,
         secondary: Option<u32>,
         range: (Bound<&[u8]>, Bound<&[u8]>),
         direction: ScanDirection,
-        mut visit: impl FnMut(&[u8], &Row) -> bool,
+        mut visit: impl FnMut(&[u8], &[u8], &Row) -> bool,
         mut leaf_visit: impl FnMut(ScannedLeaf),
     ) -> DbResult<()> {
         let index = match secondary {
@@ -133,8 +129,8 @@ impl ZenTable {
             |key, raw| {
                 // SAFETY: rows live as long as the table.
                 let row = unsafe { row_from_raw(raw) };
-                let primary_key = if secondary.is_some() { primary_key_of_composite(key) } else { key };
-                visit(primary_key, row)
+                let primary_key = if secondary.is_some() { table::primary_key_of_composite(key) } else { key };
+                visit(primary_key, key, row)
             },
             |leaf, version| leaf_visit(ScannedLeaf { secondary, leaf, version }),
         );
@@ -173,12 +169,6 @@ impl ZenTable {
             }),
         }
     }
-}
-
-fn primary_key_of_composite(composite: &[u8]) -> &[u8] {
-    let split = composite.len() - PK_LEN_SUFFIX;
-    let len = u16::from_be_bytes([composite[split], composite[split + 1]]) as usize;
-    &composite[split - len..split]
 }
 
 impl Drop for ZenTable {

@@ -27,6 +27,7 @@ use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
 use crate::error::{AbortReason, DbError, TxError, TxResult};
 use crate::record;
 use crate::schema::TableId;
+use crate::table;
 use crossbeam_epoch::{self as epoch, Guard, Shared};
 use pmtx_pm::{PersistBatch, PmBackend};
 use std::sync::atomic::Ordering;
@@ -183,7 +184,7 @@ impl<B: PmBackend> ZenWorker<B> {
         let mut state = region.state.lock();
         // 2. Reserve slots (lock order of the write set first, so the
         //    reservation order matches).
-        self.cc.writes.sort_by_key(|w| w.row as usize);
+        self.cc.sort_writes();
         self.reserved.clear();
         for index in 0..self.cc.writes.len() {
             let table = self.cc.writes[index].table.0;
@@ -266,6 +267,16 @@ impl<B: PmBackend> ZenWorker<B> {
             let write = &self.cc.writes[index];
             state.push_tombstone(Tombstone::new(write.table.0, &write.key, write.row(), slot, cts, stamp));
         }
+        // Secondary entries go in while the rows are locked (as in occ.rs).
+        for write in &self.cc.writes {
+            if let (true, Some(value)) = (write.index_secondaries, &write.value) {
+                if let Err(error) =
+                    shared.tables[write.table.0 as usize].index_secondaries(&write.key, value, write.row())
+                {
+                    unreachable!("secondary key lengths are checked when a write is buffered: {error}");
+                }
+            }
+        }
         for write in &self.cc.writes {
             let flags = if write.value.is_none() { ABSENT } else { 0 };
             write.row().store_word(record::word_of(cts, flags));
@@ -276,11 +287,6 @@ impl<B: PmBackend> ZenWorker<B> {
             state.move_pin(heap, pool, lp_slot);
         }
         self.reserved.clear();
-        for write in &self.cc.writes {
-            if let (true, Some(value)) = (write.was_absent, &write.value) {
-                shared.tables[write.table.0 as usize].index_secondaries(&write.key, value, write.row())?;
-            }
-        }
         // 6. Maintenance.
         state.drain_inbox_of(heap, self.id);
         let horizon = heap::horizon(&shared.epochs);
@@ -393,15 +399,25 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
         if !applies {
             return Ok(false);
         }
-        let was_absent = self.cc.read_absent(row);
+        // `scratch` holds the row as this transaction sees it.
+        let index_secondaries = match &value {
+            Some(new) if !table.schema.secondaries.is_empty() => {
+                table::secondaries_to_index(&table.schema, key, new, present.then_some(self.scratch.as_slice()))?
+            }
+            _ => false,
+        };
         match self.cc.find_write(row) {
-            Some(position) => self.cc.writes[position].value = value,
-            None => self.cc.writes.push(WriteEntry {
+            Some(position) => {
+                let write = &mut self.cc.writes[position];
+                write.value = value;
+                write.index_secondaries |= index_secondaries;
+            }
+            None => self.cc.push_write(WriteEntry {
                 table: table_id,
                 key: key.to_vec(),
                 value,
                 row,
-                was_absent,
+                index_secondaries,
                 locked_word: 0,
             }),
         }
@@ -411,7 +427,7 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
     fn scan(&mut self, request: ScanRequest<'_>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
         let shared = Arc::clone(&self.shared);
         let table = shared.tables.get(request.table.0 as usize).ok_or_else(|| unknown_table(request.table))?;
-        let mut rows: Vec<(Vec<u8>, *const Row)> = Vec::new();
+        let mut rows: Vec<table::ScannedRow<Row>> = Vec::new();
         let mut leaves = Vec::new();
         // As in occ.rs: the limit counts present rows; absent rows before the
         // cut still enter the read set (an insert into one is a phantom).
@@ -421,28 +437,39 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
             request.secondary,
             request.range,
             request.direction,
-            |key, row| {
+            |key, index_key, row| {
                 let present = match cc.find_write(row) {
                     Some(position) => cc.writes[position].value.is_some(),
                     None => row.word() & ABSENT == 0,
                 };
-                rows.push((key.to_vec(), row as *const Row));
+                let index_key = if request.secondary.is_some() { index_key.to_vec() } else { Vec::new() };
+                rows.push((key.to_vec(), index_key, row as *const Row));
                 present_rows += present as usize;
-                present_rows < request.limit
+                // Secondary entries may be stale (checked once read).
+                request.secondary.is_some() || present_rows < request.limit
             },
             |leaf| leaves.push(LeafEntry { table: request.table, leaf }),
         )?;
         self.cc.leaves.extend(leaves);
+        if let Some(position) = request.secondary {
+            let own = self.cc.writes.iter().filter(|write| write.table == request.table && write.index_secondaries);
+            let own = own.filter_map(|write| Some((write.key.as_slice(), write.value.as_deref()?, write.row)));
+            table::merge_own_secondary_rows(&table.schema, position, request.range, request.direction, &mut rows, own);
+        }
         let mut value = Vec::new();
         let mut delivered = 0;
-        for (key, row) in rows {
+        for (key, index_key, row) in rows {
             if delivered >= request.limit {
                 break;
             }
             // SAFETY: rows live as long as their table.
             let row = unsafe { &*row };
             let present = self.read_row(&key, row, &mut value);
-            if self.count_abort(present)? {
+            if self.count_abort(present)?
+                && request.secondary.is_none_or(|position| {
+                    table::secondary_entry_is_current(&table.schema, position, &index_key, &key, &value)
+                })
+            {
                 delivered += 1;
                 if !visit(&key, &value) {
                     break;
