@@ -122,20 +122,12 @@ pub(crate) fn load_parallel<T: Sync>(
     Ok(())
 }
 
-/// Waits until every pipelined commit of `worker` is durable.
-///
-/// `Worker::wait_all_acknowledged` waits only for the last queued ticket,
-/// which need not be the latest (a read-only transaction's ticket is the
-/// epoch of the data it read), so this polls instead.
+/// Waits until every pipelined commit of `worker` is durable; returns how
+/// many were acknowledged.
 pub fn wait_all_acknowledged(worker: &mut Worker) -> usize {
     let mut acknowledged = 0;
-    loop {
-        worker.drain_acknowledged(|_, _| acknowledged += 1);
-        if worker.pending_acknowledgements() == 0 {
-            return acknowledged;
-        }
-        std::thread::sleep(std::time::Duration::from_micros(100));
-    }
+    worker.wait_all_acknowledged(|_, _| acknowledged += 1);
+    acknowledged
 }
 
 /// Visits every row of `table` with `lower <= key < upper` in key order, in
