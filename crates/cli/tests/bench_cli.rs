@@ -209,3 +209,238 @@ fn given_pool_is_kept_and_foreign_files_are_not_replaced() {
     assert!(stderr.contains("not a pmtx pool"), "{stderr}");
     assert_eq!(std::fs::read(dir.path().join("b.pool")).unwrap(), b"precious");
 }
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).expect("valid JSON")
+}
+
+#[test]
+fn engine_options_give_distinct_labelled_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = assert_ok(&pmtx(
+        dir.path(),
+        &[
+            "bench",
+            "--workload",
+            "smallbank",
+            "--accounts",
+            "500",
+            "--engine",
+            "dbxn,dbxn:nt=off:pad64=off:align256=off,dbx-naive:align256=off,dbxn:htm=sim:htm-abort=20,zen:cache=1MiB",
+            "--duration",
+            "0.2",
+            "--warmup",
+            "0",
+            "--pool-size",
+            "64MiB",
+            "--json",
+            "r.json",
+            "--csv",
+            "r.csv",
+        ],
+    ));
+    assert!(stdout.contains("dbxn:nt=off:pad64=off:align256=off"), "{stdout}");
+    assert!(stdout.contains("HTM regions"), "{stdout}");
+    let report = read_json(&dir.path().join("r.json"));
+    let labels: Vec<&str> =
+        report["runs"].as_array().unwrap().iter().map(|run| run["engine"].as_str().unwrap()).collect();
+    assert_eq!(
+        labels,
+        [
+            "dbxn",
+            "dbxn:nt=off:pad64=off:align256=off",
+            "dbx-naive:align256=off",
+            "dbxn:htm=sim:htm-abort=20",
+            "zen:cache=1MiB"
+        ]
+    );
+    assert_eq!(report["config"]["engines"].as_array().unwrap().len(), 5);
+    let runs = &report["runs"];
+    for (index, name) in ["dbxn", "dbxn", "dbx-naive", "dbxn", "zen"].iter().enumerate() {
+        assert_eq!(runs[index]["engine_name"], *name, "{}", runs[index]);
+        assert_eq!(runs[index]["check_passed"], true, "{}", runs[index]);
+        assert!(runs[index]["recovery"].is_null());
+    }
+    // Every option in effect, defaults included.
+    let full = &runs[0]["engine_options"];
+    assert_eq!(
+        (full["nt"].as_str(), full["pad64"].as_str(), full["align256"].as_str()),
+        (Some("on"), Some("on"), Some("on"))
+    );
+    assert_eq!(full["htm"], "none");
+    let off = &runs[1]["engine_options"];
+    assert_eq!(
+        (off["nt"].as_str(), off["pad64"].as_str(), off["align256"].as_str()),
+        (Some("off"), Some("off"), Some("off"))
+    );
+    // Without nt, the log is written with ordinary stores.
+    assert!(number(&runs[0]["pm"], "nt_bytes_per_txn") > 0.0, "{}", runs[0]);
+    assert_eq!(number(&runs[1]["pm"], "nt_bytes_per_txn"), 0.0, "{}", runs[1]);
+    assert_eq!(runs[2]["engine_options"]["align256"], "off");
+    assert_eq!(runs[4]["engine_options"]["cache"], "1048576");
+    // HTM: no instance by default (every commit on the software path); the
+    // simulated backend counts its regions.
+    let htm = &runs[0]["htm"];
+    assert_eq!(htm["backend"], "none");
+    assert_eq!(number(htm, "hw_commits"), 0.0);
+    assert_eq!(number(htm, "software_path_commits"), number(&runs[0], "committed"));
+    let sim = &runs[3]["htm"];
+    assert_eq!(sim["backend"], "sim");
+    assert!(number(sim, "regions") > 0.0 && number(sim, "hw_commits") > 0.0, "{sim}");
+    assert!(number(sim, "aborts") > 0.0, "20% injected aborts: {sim}");
+    let csv = std::fs::read_to_string(dir.path().join("r.csv")).unwrap();
+    assert!(csv.lines().nth(2).unwrap().starts_with("dbxn:nt=off:pad64=off:align256=off,"), "{csv}");
+    // The temporary pools (with file-safe names) are gone.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".pool"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn dbxn_ablation_preset_expands_to_the_fig_11_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_ok(&pmtx(
+        dir.path(),
+        &[
+            "bench",
+            "--workload",
+            "smallbank",
+            "--accounts",
+            "200",
+            "--engine",
+            "dbxn-ablation",
+            "--duration",
+            "0.1",
+            "--warmup",
+            "0",
+            "--pool-size",
+            "64MiB",
+            "--json",
+            "r.json",
+        ],
+    ));
+    let report = read_json(&dir.path().join("r.json"));
+    let labels: Vec<&str> =
+        report["runs"].as_array().unwrap().iter().map(|run| run["engine"].as_str().unwrap()).collect();
+    assert_eq!(
+        labels,
+        [
+            "silo",
+            "group-commit",
+            "dbx-naive",
+            "dbxn:nt=off:pad64=off:align256=off",
+            "dbxn:nt=off:pad64=on:align256=off",
+            "dbxn:nt=on:pad64=on:align256=off",
+            "dbxn"
+        ]
+    );
+    let help = text(&pmtx(dir.path(), &["bench", "--help"]).stdout);
+    for needle in ["dbxn-ablation", "pad64=on|off", "align256=on|off", "cache=<size>", "--recover"] {
+        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
+    }
+}
+
+#[test]
+fn bad_engine_specs_exit_2_and_list_the_valid_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    for (spec, needles) in [
+        (
+            "dbxn:foo=1",
+            &["unknown option \"foo\"", "nt=on|off", "pad64=on|off", "align256=on|off", "htm=none|sim|rtm"][..],
+        ),
+        ("dbxn:nt=maybe", &["expected on or off"]),
+        ("dbxn:nt", &["not KEY=VALUE", "nt=on|off"]),
+        ("silo:nt=off", &["takes no options"]),
+        ("zen:pad64=off", &["valid keys of zen: cache=<size>"]),
+        ("zen:cache=lots", &["invalid size"]),
+        ("dbxn:htm-abort=5", &["needs htm=sim"]),
+        ("nosuch:nt=off", &["unknown engine \"nosuch\"", "dbxn-ablation"]),
+    ] {
+        let stderr = assert_fails(&pmtx(dir.path(), &["bench", "--workload", "smallbank", "--engine", spec]), 2);
+        for needle in needles {
+            assert!(stderr.contains(needle), "{spec}: missing {needle:?} in {stderr}");
+        }
+    }
+}
+
+#[test]
+fn recover_crashes_recovers_and_checks_durable_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = assert_ok(&pmtx(
+        dir.path(),
+        &[
+            "bench",
+            "--workload",
+            "smallbank",
+            "--accounts",
+            "500",
+            "--engine",
+            "silo,group-commit,dbxn:nt=off,zen",
+            "--threads",
+            "2",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            // Room for the log of a fast machine between checkpoints.
+            "--pool-size",
+            "256MiB",
+            "--checkpoint-s",
+            "0.2",
+            "--recover",
+            "--json",
+            "r.json",
+        ],
+    ));
+    assert!(stdout.contains("recovery (crash after the measured phase"), "{stdout}");
+    let report = read_json(&dir.path().join("r.json"));
+    assert_eq!(report["config"]["recover"], true);
+    let runs = report["runs"].as_array().unwrap();
+    assert!(runs[0]["recovery"].is_null(), "silo is not durable: {}", runs[0]);
+    for run in &runs[1..] {
+        assert_eq!(run["check_passed"], true, "{run}");
+        assert!(number(run, "committed") > 0.0, "{run}");
+        let recovery = &run["recovery"];
+        assert!(number(recovery, "duration_ms") > 0.0, "{run}");
+        assert!(number(recovery, "engine_duration_ms") > 0.0, "{run}");
+        assert!(number(recovery, "duration_ms") >= number(recovery, "engine_duration_ms"), "{run}");
+        assert_eq!(recovery["check_passed"], true, "{run}");
+        assert_eq!(recovery["clean_shutdown"], false, "a crash is not a clean shutdown: {run}");
+        assert_eq!(number(recovery, "pool_size_bytes"), (256u64 << 20) as f64);
+        assert!(number(recovery, "pool_used_bytes_at_crash") > 0.0, "{run}");
+        assert!(number(recovery, "crash_after_s") > 0.0);
+    }
+    // Log engines replay their logs; zen scans its heap.
+    for run in &runs[1..3] {
+        assert!(number(&run["recovery"], "log_records_scanned") > 0.0, "{run}");
+        assert!(number(&run["recovery"], "log_records_applied") > 0.0, "{run}");
+    }
+    assert!(number(&runs[3]["recovery"], "heap_slots_scanned") > 0.0, "{}", runs[3]);
+    assert!(number(&runs[3]["recovery"], "heap_tuples_recovered") >= 500.0, "{}", runs[3]);
+
+    // A kept pool is closed cleanly after its recovery and stays valid.
+    let kept = [
+        "bench",
+        "--workload",
+        "smallbank",
+        "--accounts",
+        "300",
+        "--engine",
+        "group-commit",
+        "--duration",
+        "0.2",
+        "--warmup",
+        "0",
+        "--pool-size",
+        "64MiB",
+        "--pool",
+        "b.pool",
+        "--recover",
+    ];
+    assert_ok(&pmtx(dir.path(), &kept));
+    let info = assert_ok(&pmtx(dir.path(), &["pool", "check", "b.pool"]));
+    assert!(!info.is_empty());
+}

@@ -5,11 +5,11 @@
 //! Engine and workload names come from the engine and workload crates, so
 //! new engines show up here without touching the CLI.
 
+use super::spec::{self, parse_entry, EngineEntry, EngineSpec};
 use crate::pm_args::{FlushArg, ModelArg, PmArgs, PmKind};
 use crate::units::{format_bytes, parse_seconds, parse_size};
 use crate::CliError;
 use clap::{Args, ValueEnum};
-use pmtx_engine::EngineKind;
 use pmtx_pm::{layout, BackendKind, PmOptions};
 use pmtx_workloads::{WorkloadOptions, YcsbVariant, WORKLOAD_NAMES};
 use std::path::PathBuf;
@@ -21,9 +21,11 @@ pub struct BenchArgs {
     /// Workload to run: tpcc, smallbank or ycsb.
     #[arg(long, value_parser = parse_workload)]
     pub workload: String,
-    /// Engines to compare, comma-separated.
-    #[arg(long, value_delimiter = ',', value_parser = parse_engine, default_value = "group-commit", help = engine_help())]
-    pub engine: Vec<EngineKind>,
+    /// Engines to compare, comma-separated, each optionally with options
+    /// (`dbxn:nt=off`), or a preset (`dbxn-ablation`).
+    #[arg(long, value_delimiter = ',', value_parser = parse_entry, default_value = "group-commit",
+          help = spec::short_help(), long_help = spec::long_help())]
+    pub engine: Vec<EngineEntry>,
     /// Worker thread counts to run, comma-separated (each engine runs each count).
     #[arg(long, value_delimiter = ',', value_parser = parse_threads, default_value = "1")]
     pub threads: Vec<usize>,
@@ -56,6 +58,13 @@ pub struct BenchArgs {
     /// Periodic checkpoint interval in seconds (0 = off).
     #[arg(long, default_value = "10", value_parser = parse_checkpoint, help_heading = "Engine and pool")]
     pub checkpoint_s: f64,
+    /// After each durable engine's measured phase, crash the database while
+    /// the workers keep running (no clean shutdown), reopen the pool with the
+    /// same engine and options, time the recovery and run the consistency
+    /// check on the recovered database (it replaces the check before the
+    /// crash). Reported as "recovery" in the table and JSON.
+    #[arg(long, help_heading = "Engine and pool")]
+    pub recover: bool,
     #[command(flatten)]
     pub pm: BenchPmArgs,
     #[command(flatten)]
@@ -228,25 +237,15 @@ impl BenchArgs {
         Ok(())
     }
 
+    /// The engines to run, presets expanded, in order.
+    pub fn engines(&self) -> Vec<EngineSpec> {
+        self.engine.iter().flat_map(|entry| entry.0.iter().cloned()).collect()
+    }
+
     /// The checkpoint interval (`None` when off).
     pub fn checkpoint_interval(&self) -> Option<Duration> {
         (self.checkpoint_s > 0.0).then(|| Duration::from_secs_f64(self.checkpoint_s))
     }
-}
-
-/// `--help` text of `--engine`, listing the engines this build knows.
-fn engine_help() -> String {
-    format!("Engines to compare, comma-separated: {}", engine_names())
-}
-
-fn engine_names() -> String {
-    EngineKind::ALL.iter().map(|kind| kind.name()).collect::<Vec<_>>().join(", ")
-}
-
-/// Parses one engine name.
-pub fn parse_engine(text: &str) -> Result<EngineKind, String> {
-    EngineKind::parse(text.trim())
-        .ok_or_else(|| format!("unknown engine {:?}; valid engines: {}", text.trim(), engine_names()))
 }
 
 fn parse_workload(text: &str) -> Result<String, String> {
@@ -312,10 +311,10 @@ mod tests {
 
     #[test]
     fn engines_come_from_the_engine_crate() {
-        for kind in EngineKind::ALL {
-            assert_eq!(parse_engine(kind.name()), Ok(kind));
+        for kind in pmtx_engine::EngineKind::ALL {
+            assert_eq!(parse_entry(kind.name()), Ok(EngineEntry(vec![EngineSpec::plain(kind)])));
         }
-        let error = parse_engine("nope").unwrap_err();
+        let error = parse_entry("nope").unwrap_err();
         assert!(error.contains("valid engines") && error.contains("silo"), "{error}");
     }
 

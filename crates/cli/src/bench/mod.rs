@@ -10,19 +10,24 @@
 //! JSON document of [`report::Report`] (`--json`) and a CSV row per run
 //! (`--csv`). A failed consistency check fails the command (exit 1) after
 //! all runs and files are done.
+//!
+//! `--engine` entries may carry engine options (`dbxn:nt=off`, see
+//! [`spec`]); `--recover` crashes each durable engine's database after its
+//! measured phase and times the recovery (see [`runner`]).
 
 mod args;
 pub mod report;
 mod runner;
+mod spec;
 
 pub use args::BenchArgs;
 
 use crate::units::format_bytes;
 use crate::CliError;
-use pmtx_engine::EngineKind;
 use pmtx_pm::BackendKind;
 use report::{ConfigJson, Report, WorkloadOptionsJson};
 use runner::{workload_error, RunSpec};
+use spec::EngineSpec;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -36,11 +41,12 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     let started_unix_seconds =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
 
-    let runs_total = args.engine.len() * args.threads.len();
+    let engines = args.engines();
+    let runs_total = engines.len() * args.threads.len();
     println!(
         "pmtx bench: {} on {} x threads {} ({} run{}, {:.2} s measured + {:.2} s warm-up each, seed {})",
         workload.name(),
-        args.engine.iter().map(|engine| engine.name()).collect::<Vec<_>>().join(","),
+        engines.iter().map(EngineSpec::label).collect::<Vec<_>>().join(","),
         args.threads.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
         runs_total,
         if runs_total == 1 { "" } else { "s" },
@@ -51,16 +57,27 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     if args.workload_options.non_standard_tpcc() && workload.name() == "tpcc" {
         println!("note: non-standard TPC-C scale (--tpcc-items/--tpcc-customers): results are not comparable");
     }
-    if args.engine.iter().any(|engine| !engine.is_durable()) {
-        let names: Vec<&str> =
-            args.engine.iter().filter(|engine| !engine.is_durable()).map(|engine| engine.name()).collect();
-        println!("note: {} is not durable: it ignores the pool and the PM backend", names.join(", "));
+    if engines.iter().any(|engine| !engine.kind.is_durable()) {
+        let names: Vec<String> =
+            engines.iter().filter(|engine| !engine.kind.is_durable()).map(EngineSpec::label).collect();
+        println!(
+            "note: {} is not durable: it ignores the pool and the PM backend{}",
+            names.join(", "),
+            if args.recover { " (and --recover)" } else { "" }
+        );
+    }
+    if args.recover {
+        println!(
+            "note: --recover: each durable run keeps running {:.2} s after its measured phase, is crashed (no clean \
+             shutdown), reopened and recovered; its consistency check runs on the recovered database",
+            runner::CRASH_AFTER.as_secs_f64()
+        );
     }
 
     let pid = std::process::id();
     let mut runs = Vec::with_capacity(runs_total);
     let mut position = 0;
-    for &engine in &args.engine {
+    for engine in &engines {
         for &threads in &args.threads {
             position += 1;
             let spec = RunSpec {
@@ -70,7 +87,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 warmup: args.warmup,
                 backend,
                 pm: &pm,
-                pool_path: pool_path(args.pool.as_deref(), engine, args.engine.len() > 1, pid),
+                pool_path: pool_path(args.pool.as_deref(), engine, engines.len() > 1, pid),
                 keep_pool: args.pool.is_some(),
                 pool_size: args.pool_size,
                 epoch_interval: Duration::from_millis(args.epoch_ms),
@@ -78,6 +95,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 seed: args.seed,
                 git_revision: &git_revision,
                 position: (position, runs_total),
+                recover: args.recover,
             };
             let mut run = runner::run(workload.as_ref(), &spec)?;
             if let Some(first) = runs.first().map(|first: &report::RunJson| first.throughput_tps) {
@@ -94,6 +112,19 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 report::format_us(run.latency_us.p99),
                 if run.check_passed { "passed" } else { "FAILED" }
             );
+            if let Some(recovery) = &run.recovery {
+                println!(
+                    "  crashed {:.2} s after the measured phase; recovery {:.1} ms (engine: {:.1} ms) with {} of {} \
+                     in use; check on the recovered database {} ({:.0} ms)",
+                    recovery.crash_after_s,
+                    recovery.duration_ms,
+                    recovery.engine_duration_ms,
+                    format_bytes(recovery.pool_used_bytes_at_crash),
+                    format_bytes(recovery.pool_size_bytes),
+                    if recovery.check_passed { "passed" } else { "FAILED" },
+                    recovery.check_s * 1000.0
+                );
+            }
             for failure in &run.check_failures {
                 println!("  check failed: {failure}");
             }
@@ -106,7 +137,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     let config = ConfigJson {
         workload: workload.name().to_string(),
         workload_options: WorkloadOptionsJson::new(&options),
-        engines: args.engine.iter().map(|engine| engine.name().to_string()).collect(),
+        engines: engines.iter().map(EngineSpec::label).collect(),
         threads: args.threads.clone(),
         duration_s: args.duration.as_secs_f64(),
         warmup_s: args.warmup.as_secs_f64(),
@@ -123,6 +154,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         pool_size_bytes: args.pool_size,
         pool: args.pool.as_ref().map(|path| path.display().to_string()),
         seed: args.seed,
+        recover: args.recover,
         git_revision,
         pmtx_version: env!("CARGO_PKG_VERSION").to_string(),
         durability,
@@ -207,9 +239,26 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
     println!();
     println!("aborts:");
     print!("{}", report::abort_lines(&report.runs));
+    let htm = report::htm_lines(&report.runs);
+    if !htm.is_empty() {
+        println!();
+        println!("HTM regions (measured phase):");
+        print!("{htm}");
+    }
+    if report.runs.iter().any(|run| run.recovery.is_some()) {
+        println!();
+        println!("recovery (crash after the measured phase, reopen with the same engine and options):");
+        print!("{}", report::recovery_table(&report.runs));
+        println!("  recovery ms: pool open + engine open until it accepts transactions; engine ms: as the engine");
+        println!("  reports it. ckpt rows, log scanned/applied: group-commit and DBXN; heap slots/tuples: zen.");
+    }
     println!();
     let passed = report.runs.iter().filter(|run| run.check_passed).count();
-    println!("consistency checks: {passed} of {} runs passed", report.runs.len());
+    println!(
+        "consistency checks: {passed} of {} runs passed{}",
+        report.runs.len(),
+        if c.recover { " (durable runs: checked after recovery)" } else { "" }
+    );
 }
 
 fn workload_summary(report: &Report) -> String {
@@ -238,17 +287,19 @@ fn workload_summary(report: &Report) -> String {
     }
 }
 
-/// The pool file of a run: `--pool` (with "-<engine>" before the extension
-/// when several engines run), else a temporary file.
-fn pool_path(pool: Option<&Path>, engine: EngineKind, several_engines: bool, pid: u32) -> PathBuf {
+/// The pool file of a run: `--pool` (with "-<engine label>" before the
+/// extension when several engines run), else a temporary file. The label is
+/// made file-name safe (`dbxn:nt=off` becomes `dbxn.nt-off`).
+fn pool_path(pool: Option<&Path>, engine: &EngineSpec, several_engines: bool, pid: u32) -> PathBuf {
+    let name = engine.file_label();
     match pool {
-        None => std::env::temp_dir().join(format!("pmtx-bench-{}-{pid}.pool", engine.name())),
+        None => std::env::temp_dir().join(format!("pmtx-bench-{name}-{pid}.pool")),
         Some(path) if !several_engines => path.to_path_buf(),
         Some(path) => {
             let stem = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
             let name = match path.extension() {
-                Some(extension) => format!("{stem}-{}.{}", engine.name(), extension.to_string_lossy()),
-                None => format!("{stem}-{}", engine.name()),
+                Some(extension) => format!("{stem}-{name}.{}", extension.to_string_lossy()),
+                None => format!("{stem}-{name}"),
             };
             path.with_file_name(name)
         }
@@ -288,11 +339,16 @@ mod tests {
 
     #[test]
     fn pool_paths() {
-        let silo = EngineKind::Silo;
+        let silo = &EngineSpec::plain(pmtx_engine::EngineKind::Silo);
         assert_eq!(pool_path(Some(Path::new("/x/b.pool")), silo, false, 1), PathBuf::from("/x/b.pool"));
         assert_eq!(pool_path(Some(Path::new("/x/b.pool")), silo, true, 1), PathBuf::from("/x/b-silo.pool"));
         assert_eq!(pool_path(Some(Path::new("/x/b")), silo, true, 1), PathBuf::from("/x/b-silo"));
-        let temp = pool_path(None, EngineKind::GroupCommit, true, 7);
+        let temp = pool_path(None, &EngineSpec::plain(pmtx_engine::EngineKind::GroupCommit), true, 7);
         assert!(temp.ends_with("pmtx-bench-group-commit-7.pool"), "{}", temp.display());
+        let options = spec::parse_spec("dbxn:nt=off:align256=off").unwrap();
+        let kept = pool_path(Some(Path::new("/x/b.pool")), &options, true, 1);
+        assert_eq!(kept, PathBuf::from("/x/b-dbxn.nt-off.align256-off.pool"));
+        let temp = pool_path(None, &options, true, 7);
+        assert!(temp.ends_with("pmtx-bench-dbxn.nt-off.align256-off-7.pool"), "{}", temp.display());
     }
 }

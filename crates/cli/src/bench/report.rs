@@ -25,7 +25,7 @@ pub struct ConfigJson {
     pub workload: String,
     /// The workload options used (all of them, defaults included).
     pub workload_options: WorkloadOptionsJson,
-    /// Engines, in run order.
+    /// Engine labels (with their options), in run order.
     pub engines: Vec<String>,
     /// Thread counts, in run order.
     pub threads: Vec<usize>,
@@ -51,6 +51,10 @@ pub struct ConfigJson {
     pub pool: Option<String>,
     /// Client seed.
     pub seed: u64,
+    /// `--recover`: durable runs were crashed after the measured phase and
+    /// recovered (see `RunJson::recovery`).
+    #[serde(default)]
+    pub recover: bool,
     /// `git rev-parse --short HEAD` of the source tree ("unknown" if none).
     pub git_revision: String,
     /// pmtx version.
@@ -118,8 +122,16 @@ impl WorkloadOptionsJson {
 /// One (engine, threads) run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunJson {
-    /// Engine name.
+    /// The run's label: the `--engine` entry as given (engine name plus
+    /// `:key=value` options, e.g. `dbxn:nt=off`), or just the engine name.
     pub engine: String,
+    /// The engine's name without options (`dbxn`).
+    #[serde(default)]
+    pub engine_name: String,
+    /// Every option of the engine with the value in effect, defaults
+    /// included (empty for engines without options).
+    #[serde(default)]
+    pub engine_options: BTreeMap<String, String>,
     /// Workload name.
     pub workload: String,
     /// Worker threads.
@@ -173,6 +185,67 @@ pub struct RunJson {
     pub check_failures: Vec<String>,
     /// Engine statistics at the end of the run.
     pub engine_stats: EngineStatsJson,
+    /// `--recover`: the crash after the measured phase and the recovery
+    /// (None without `--recover` and for non-durable engines).
+    #[serde(default)]
+    pub recovery: Option<RecoveryJson>,
+}
+
+/// A crash after the measured phase and the recovery that followed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RecoveryJson {
+    /// How long the workers kept running after the measured phase before
+    /// the crash (seconds).
+    pub crash_after_s: f64,
+    /// Wall time of the reopen: pool open plus engine open with recovery,
+    /// until the database accepts transactions (milliseconds).
+    pub duration_ms: f64,
+    /// Recovery's own time as the engine reports it (milliseconds).
+    pub engine_duration_ms: f64,
+    /// Whether the pool was marked cleanly shut down (false after a crash).
+    pub clean_shutdown: bool,
+    /// Pool bytes held by allocated chunks at the crash.
+    pub pool_used_bytes_at_crash: u64,
+    /// Pool bytes held by allocated chunks after recovery.
+    pub pool_used_bytes: u64,
+    /// Pool size.
+    pub pool_size_bytes: u64,
+    /// Rows loaded from the checkpoint.
+    pub checkpoint_rows: u64,
+    /// Log records scanned.
+    pub log_records_scanned: u64,
+    /// Log records applied.
+    pub log_records_applied: u64,
+    /// Log records skipped because their epoch was not durable.
+    pub log_records_not_durable: u64,
+    /// Tuple slots scanned in the heap (zen).
+    pub heap_slots_scanned: u64,
+    /// Live tuples recovered from the heap (zen).
+    pub heap_tuples_recovered: u64,
+    /// Tuples of unfinished transactions or torn slots discarded (zen).
+    pub heap_tuples_discarded: u64,
+    /// Whether the workload's consistency check passed on the recovered
+    /// database.
+    pub check_passed: bool,
+    /// The failed checks, if any.
+    pub check_failures: Vec<String>,
+    /// Seconds the consistency check took.
+    pub check_s: f64,
+}
+
+impl RecoveryJson {
+    /// Fills the counters from the engine's report.
+    pub fn counters(&mut self, report: &pmtx_engine::RecoveryReport) {
+        self.engine_duration_ms = report.duration.as_secs_f64() * 1000.0;
+        self.clean_shutdown = report.clean_shutdown;
+        self.checkpoint_rows = report.checkpoint_rows;
+        self.log_records_scanned = report.log_records_scanned;
+        self.log_records_applied = report.log_records_applied;
+        self.log_records_not_durable = report.log_records_not_durable;
+        self.heap_slots_scanned = report.heap_slots_scanned;
+        self.heap_tuples_recovered = report.heap_tuples_recovered;
+        self.heap_tuples_discarded = report.heap_tuples_discarded;
+    }
 }
 
 /// Latency summary in microseconds.
@@ -286,7 +359,15 @@ impl PmJson {
 }
 
 /// HTM region counters of the measured phase.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+///
+/// Only the DBXN engines run HTM regions, and only with the engine option
+/// `htm=sim` or `htm=rtm`: then each commit region (validation, plus the
+/// install for writers) first passes an HTM region of the engine's
+/// `pmtx_htm::Htm` instance, and the counters below are that instance's.
+/// With `htm=none` (the default) and for every other engine there is no
+/// HTM instance: the hardware counters are 0 and every commit ran the
+/// software path (`software_path_commits` = `committed`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct HtmJson {
     /// Regions committed in (real or simulated) hardware.
     pub hw_commits: u64,
@@ -294,11 +375,39 @@ pub struct HtmJson {
     pub aborts: u64,
     /// Regions finished on the fallback path.
     pub fallbacks: u64,
+    /// HTM backend of the engine: rtm, sim or none (none also for engines
+    /// without HTM regions).
+    #[serde(default)]
+    pub backend: String,
+    /// Regions run (committed or explicitly aborted).
+    #[serde(default)]
+    pub regions: u64,
+    /// Regions that ended in an explicit abort (with `htm=sim`: an injected
+    /// abort, after which the transaction attempt aborts and is retried).
+    #[serde(default)]
+    pub explicit_region_aborts: u64,
+    /// Commits of the measured phase that ran on the software path: every
+    /// commit without an HTM instance, else the fallback executions.
+    #[serde(default)]
+    pub software_path_commits: u64,
 }
 
-impl From<&pmtx_htm::HtmStatsSnapshot> for HtmJson {
-    fn from(stats: &pmtx_htm::HtmStatsSnapshot) -> Self {
-        Self { hw_commits: stats.hardware_commits, aborts: stats.total_aborts(), fallbacks: stats.fallback_executions }
+impl HtmJson {
+    /// The counters of `stats` (None: no HTM instance) for `committed`
+    /// measured commits on `backend`.
+    pub fn new(backend: &str, stats: Option<&pmtx_htm::HtmStatsSnapshot>, committed: u64) -> Self {
+        match stats {
+            Some(stats) => Self {
+                hw_commits: stats.hardware_commits,
+                aborts: stats.total_aborts(),
+                fallbacks: stats.fallback_executions,
+                backend: backend.to_string(),
+                regions: stats.regions,
+                explicit_region_aborts: stats.explicit_region_aborts,
+                software_path_commits: stats.fallback_executions,
+            },
+            None => Self { backend: backend.to_string(), software_path_commits: committed, ..Self::default() },
+        }
     }
 }
 
@@ -319,14 +428,17 @@ pub fn csv(report: &Report) -> String {
         "engine,workload,threads,duration_s,committed,aborted,rolled_back,gave_up,throughput_tps,tps_ratio,\
          lat_mean_us,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,\
          flushes_per_txn,fences_per_txn,bytes_per_txn,blocks_256_per_txn,nt_bytes_per_txn,stall_ns_per_txn,\
-         htm_hw_commits,htm_aborts,htm_fallbacks,backend,latency_model,seed,git_revision,check_passed\n",
+         htm_hw_commits,htm_aborts,htm_fallbacks,backend,latency_model,seed,git_revision,check_passed,\
+         engine_name,engine_options,htm_backend,htm_regions,htm_software_path_commits,\
+         recovery_ms,recovery_engine_ms,recovery_pool_used_bytes_at_crash,recovery_pool_size_bytes,recovery_check_passed\n",
     );
     for run in &report.runs {
         let l = &run.latency_us;
         let p = &run.pm;
+        let recovery = run.recovery.as_ref();
         let _ = writeln!(
             out,
-            "{},{},{},{:.3},{},{},{},{},{:.1},{:.4},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.1},{:.3},{:.1},{:.1},{},{},{},{},{},{},{},{}",
+            "{},{},{},{:.3},{},{},{},{},{:.1},{:.4},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.1},{:.3},{:.1},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&run.engine),
             csv_field(&run.workload),
             run.threads,
@@ -356,7 +468,17 @@ pub fn csv(report: &Report) -> String {
             csv_field(&run.latency_model),
             run.seed,
             csv_field(&run.git_revision),
-            run.check_passed
+            run.check_passed,
+            csv_field(&run.engine_name),
+            csv_field(&run.engine_options.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";")),
+            csv_field(&run.htm.backend),
+            run.htm.regions,
+            run.htm.software_path_commits,
+            recovery.map_or(String::new(), |r| format!("{:.3}", r.duration_ms)),
+            recovery.map_or(String::new(), |r| format!("{:.3}", r.engine_duration_ms)),
+            recovery.map_or(String::new(), |r| r.pool_used_bytes_at_crash.to_string()),
+            recovery.map_or(String::new(), |r| r.pool_size_bytes.to_string()),
+            recovery.map_or(String::new(), |r| r.check_passed.to_string()),
         );
     }
     out
@@ -543,6 +665,88 @@ pub fn per_type_table(runs: &[RunJson], type_order: &[&str]) -> String {
         }
     }
     table.render(2)
+}
+
+/// The recovery table of the runs that crashed and recovered (`--recover`).
+pub fn recovery_table(runs: &[RunJson]) -> String {
+    let mut table = Table::with_left_columns(
+        &[
+            "engine",
+            "threads",
+            "recovery ms",
+            "engine ms",
+            "pool used at crash",
+            "pool size",
+            "ckpt rows",
+            "log scanned",
+            "log applied",
+            "heap slots",
+            "heap tuples",
+            "discarded",
+            "check",
+        ],
+        &[0, 12],
+    );
+    let mib = |bytes: u64| {
+        if bytes >= 1 << 30 {
+            format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+        } else {
+            format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+        }
+    };
+    for run in runs {
+        let Some(r) = &run.recovery else { continue };
+        table.row(vec![
+            run.engine.clone(),
+            run.threads.to_string(),
+            format!("{:.1}", r.duration_ms),
+            format!("{:.1}", r.engine_duration_ms),
+            format!(
+                "{} ({:.0}%)",
+                mib(r.pool_used_bytes_at_crash),
+                percent(r.pool_used_bytes_at_crash, r.pool_size_bytes)
+            ),
+            mib(r.pool_size_bytes),
+            r.checkpoint_rows.to_string(),
+            r.log_records_scanned.to_string(),
+            r.log_records_applied.to_string(),
+            r.heap_slots_scanned.to_string(),
+            r.heap_tuples_recovered.to_string(),
+            r.heap_tuples_discarded.to_string(),
+            if r.check_passed { "passed" } else { "FAILED" }.to_string(),
+        ]);
+    }
+    table.render(2)
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// One line per run with its HTM counters (runs with an HTM instance).
+pub fn htm_lines(runs: &[RunJson]) -> String {
+    let mut out = String::new();
+    for run in runs.iter().filter(|run| run.htm.backend != "none" && !run.htm.backend.is_empty()) {
+        let h = &run.htm;
+        let _ = writeln!(
+            out,
+            "  {} x{}: htm {}: {} regions, {} hardware commits, {} aborted attempts, {} fallbacks, \
+             {} explicit region aborts",
+            run.engine,
+            run.threads,
+            h.backend,
+            h.regions,
+            h.hw_commits,
+            h.aborts,
+            h.fallbacks,
+            h.explicit_region_aborts
+        );
+    }
+    out
 }
 
 /// One line per run with its nonzero abort reasons.

@@ -13,14 +13,25 @@
 //! * Only acknowledged commits count as committed; latency is from the start
 //!   of the first attempt to the durable acknowledgement.
 //! * PM counters are per thread: each worker resets its own at the start of
-//!   the measured phase and reads them at the end. Background threads of the
-//!   engine (epoch ticker, checkpointer) are not included.
+//!   the measured phase and reads them at the end; the work of the engine's
+//!   background threads (epoch ticker, checkpointer) in the measured phase
+//!   is added.
+//!
+//! With `--recover` (durable engines), the measured phase ends the same way
+//! (each worker waits for its acknowledgements and reports), but then the
+//! workers keep running unmeasured transactions for [`CRASH_AFTER`] and the
+//! database is abandoned under them with [`Database::crash`] (no clean
+//! shutdown, commits not yet durable are never acknowledged). Once the
+//! workers are gone the pool is reopened with the same engine and options;
+//! the reopen is timed, and the consistency check runs on the recovered
+//! database instead of before the crash.
 
-use super::report::{EngineStatsJson, HtmJson, LatencyJson, PmJson, RunJson, TypeJson};
+use super::report::{EngineStatsJson, HtmJson, LatencyJson, PmJson, RecoveryJson, RunJson, TypeJson};
+use super::spec::EngineSpec;
 use crate::progress::Progress;
 use crate::CliError;
 use hdrhistogram::Histogram;
-use pmtx_engine::{AbortReason, Database, DbError, DbOptions, EngineKind, Worker};
+use pmtx_engine::{AbortReason, Database, DbError, DbOptions, Worker};
 use pmtx_pm::{
     layout, reset_thread_counters, thread_counters, BackendInfo, BackendKind, Direct, Emulated, PmBackend, PmCounters,
     PmOptions, Pool, Sim,
@@ -28,7 +39,7 @@ use pmtx_pm::{
 use pmtx_workloads::{Workload, WorkloadError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// Largest latency the histograms hold (100 s); larger values are clamped.
@@ -37,11 +48,17 @@ const MAX_LATENCY_NS: u64 = 100_000_000_000;
 const PHASE_WARMUP: u8 = 0;
 const PHASE_MEASURE: u8 = 1;
 const PHASE_STOP: u8 = 2;
+/// `--recover`: the measured phase is over, keep running until the crash.
+const PHASE_AFTER: u8 = 3;
+
+/// `--recover`: how long the workers keep running after the measured phase
+/// before the database is crashed under them (several group-commit epochs).
+pub const CRASH_AFTER: Duration = Duration::from_millis(250);
 
 /// Everything a run needs besides the workload.
 pub struct RunSpec<'a> {
-    /// Engine.
-    pub engine: EngineKind,
+    /// Engine and its options.
+    pub engine: &'a EngineSpec,
     /// Worker threads.
     pub threads: usize,
     /// Measured phase.
@@ -68,6 +85,8 @@ pub struct RunSpec<'a> {
     pub git_revision: &'a str,
     /// Run number (1-based) and total, for the progress line.
     pub position: (usize, usize),
+    /// Crash after the measured phase and time the recovery.
+    pub recover: bool,
 }
 
 /// Converts engine errors: bad configuration is a usage error (exit 2).
@@ -129,15 +148,48 @@ pub fn remove_stale_pool(path: &Path) -> Result<(), CliError> {
     std::fs::remove_file(path).map_err(|error| CliError::runtime(format!("{}: cannot remove: {error}", path.display())))
 }
 
+/// Space of a pool: bytes held by allocated chunks, and its size.
+#[derive(Clone, Copy, Debug, Default)]
+struct PoolUsage {
+    used_bytes: u64,
+    size_bytes: u64,
+}
+
+/// Reads the usage of a pool while the database holds it (None once the
+/// pool is gone: the probe does not keep it open).
+type PoolProbe = Box<dyn Fn() -> Option<PoolUsage> + Send + Sync>;
+
+fn probe<B: PmBackend>(pool: &Arc<Pool<B>>) -> PoolProbe {
+    let weak: Weak<Pool<B>> = Arc::downgrade(pool);
+    Box::new(move || {
+        weak.upgrade().map(|pool| {
+            let geometry = pool.geometry();
+            PoolUsage {
+                used_bytes: (geometry.chunk_count - pool.free_chunks()) * geometry.chunk_size,
+                size_bytes: geometry.size,
+            }
+        })
+    })
+}
+
 fn create_and_open<B: PmBackend>(
     options: DbOptions,
     path: &Path,
     size: u64,
-) -> Result<(Database, BackendInfo), CliError> {
-    let pool = Pool::<B>::create(path, size, options.chunk_size, &options.pm).map_err(CliError::from)?;
+) -> Result<(Database, BackendInfo, PoolProbe), CliError> {
+    let pool = Arc::new(Pool::<B>::create(path, size, options.chunk_size, &options.pm).map_err(CliError::from)?);
     let info = pool.info().backend;
-    let database = Database::open_on_pool(options, Arc::new(pool)).map_err(db_error)?;
-    Ok((database, info))
+    let probe = probe(&pool);
+    let database = Database::open_on_pool(options, pool).map_err(db_error)?;
+    Ok((database, info, probe))
+}
+
+/// Opens the existing pool at `path` and the database over it (recovery).
+fn reopen<B: PmBackend>(options: DbOptions, path: &Path) -> Result<(Database, PoolProbe), CliError> {
+    let pool = Arc::new(Pool::<B>::open(path, &options.pm).map_err(CliError::from)?);
+    let probe = probe(&pool);
+    let database = Database::open_on_pool(options, pool).map_err(db_error)?;
+    Ok((database, probe))
 }
 
 /// One worker thread's measured results.
@@ -204,6 +256,26 @@ struct Control {
     started: AtomicBool,
     phase: AtomicU8,
     failed: AtomicBool,
+    /// `--recover`: workers that reported their measured results.
+    reported: AtomicUsize,
+    /// `--recover`: the database is being crashed; errors are expected.
+    crashed: AtomicBool,
+}
+
+/// Waits for the worker's outstanding acknowledgements and closes its
+/// measured results.
+fn finish_measurement(worker: &mut Worker, result: &mut ThreadResult, skip: &mut usize, measuring: bool) {
+    worker.wait_all_acknowledged(|tag, latency| {
+        if *skip > 0 {
+            *skip -= 1;
+        } else if measuring {
+            result.acknowledge(tag, latency);
+        }
+    });
+    if measuring {
+        result.pm = thread_counters();
+        result.aborts = worker.stats().aborts;
+    }
 }
 
 /// Runs one worker: warm-up, then the measured phase until told to stop.
@@ -230,17 +302,25 @@ fn worker_loop(
     // Warm-up commits still waiting for their acknowledgement when the
     // measured phase began: the first this many acknowledgements are skipped.
     let mut skip = 0usize;
+    // Results reported (`--recover`): later transactions are not measured.
+    let mut reported = false;
     reset_thread_counters();
     loop {
         let phase = control.phase.load(Ordering::Acquire);
         if phase == PHASE_STOP || control.failed.load(Ordering::Relaxed) {
             break;
         }
-        if phase == PHASE_MEASURE && !measuring {
+        if phase == PHASE_MEASURE && !measuring && !reported {
             measuring = true;
             skip = worker.pending_acknowledgements();
             worker.reset_stats();
             reset_thread_counters();
+        }
+        if phase == PHASE_AFTER && !reported {
+            finish_measurement(&mut worker, &mut result, &mut skip, measuring);
+            measuring = false;
+            reported = true;
+            control.reported.fetch_add(1, Ordering::AcqRel);
         }
         match client.run_next(&mut worker) {
             Ok(summary) => {
@@ -256,6 +336,8 @@ fn worker_loop(
                     result.gave_up += 1;
                 }
             }
+            // After the crash the engine refuses commits: expected.
+            Err(_) if control.crashed.load(Ordering::Acquire) => break,
             Err(error) => {
                 control.failed.store(true, Ordering::Relaxed);
                 return Err(error);
@@ -269,16 +351,9 @@ fn worker_loop(
             }
         });
     }
-    worker.wait_all_acknowledged(|tag, latency| {
-        if skip > 0 {
-            skip -= 1;
-        } else if measuring {
-            result.acknowledge(tag, latency);
-        }
-    });
-    if measuring {
-        result.pm = thread_counters();
-        result.aborts = worker.stats().aborts;
+    // After a crash, pending commits are never acknowledged.
+    if !reported && !control.crashed.load(Ordering::Acquire) {
+        finish_measurement(&mut worker, &mut result, &mut skip, measuring);
     }
     Ok(result)
 }
@@ -299,9 +374,10 @@ fn timed_phase(progress: &mut Progress, index: usize, name: &str, length: Durati
 
 /// Runs one (engine, threads) combination and returns its results.
 pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliError> {
+    let engine = spec.engine;
     let label =
-        format!("run {}/{}: {} {} x{}", spec.position.0, spec.position.1, workload.name(), spec.engine, spec.threads);
-    let mut options = DbOptions::new(spec.engine, workload.tables(), &spec.pool_path);
+        format!("run {}/{}: {} {} x{}", spec.position.0, spec.position.1, workload.name(), engine, spec.threads);
+    let mut options = DbOptions::new(engine.kind, workload.tables(), &spec.pool_path);
     options.workers = spec.threads;
     options.backend = spec.backend;
     options.pm = spec.pm.clone();
@@ -309,26 +385,33 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     options.checkpoint_interval = spec.checkpoint_interval;
     options.seed = spec.seed;
     options.pool = pmtx_engine::PoolLocation::File { path: spec.pool_path.clone(), size: spec.pool_size };
+    engine.apply(&mut options, spec.seed);
 
-    let durable = spec.engine.is_durable();
+    let durable = engine.kind.is_durable();
+    let recover = spec.recover && durable;
     let mut guard = PoolFileGuard { path: None };
-    let (database, backend_info) = if durable {
+    let (database, backend_info, pool_probe) = if durable {
         remove_stale_pool(&spec.pool_path)?;
         if !spec.keep_pool {
             guard.path = Some(spec.pool_path.clone());
         }
-        let (database, info) = match spec.backend {
+        let options = options.clone();
+        let (database, info, probe) = match spec.backend {
             BackendKind::Direct => create_and_open::<Direct>(options, &spec.pool_path, spec.pool_size),
             BackendKind::Emulated => create_and_open::<Emulated>(options, &spec.pool_path, spec.pool_size),
             BackendKind::Sim => create_and_open::<Sim>(options, &spec.pool_path, spec.pool_size),
         }?;
-        (database, Some(info))
+        (database, Some(info), Some(probe))
     } else {
-        (Database::open(options).map_err(db_error)?, None)
+        (Database::open(options.clone()).map_err(db_error)?, None, None)
     };
     let database = Arc::new(database);
 
-    let phases = ["load", "warm-up", "measure", "check"];
+    let phases: &[&str] = if recover {
+        &["load", "warm-up", "measure", "run on, then crash", "recover", "check the recovered database"]
+    } else {
+        &["load", "warm-up", "measure", "check"]
+    };
     let mut progress = Progress::new(phases.len());
     let phase_name = |index: usize| format!("{label}: {}", phases[index]);
 
@@ -347,15 +430,19 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     }
     let load_s = load_start.elapsed().as_secs_f64();
 
-    // Warm-up and measured phase.
+    // Warm-up and measured phase (and, with --recover, the crash).
     let control = Control {
         ready: AtomicUsize::new(0),
         started: AtomicBool::new(false),
         phase: AtomicU8::new(if spec.warmup.is_zero() { PHASE_MEASURE } else { PHASE_WARMUP }),
         failed: AtomicBool::new(false),
+        reported: AtomicUsize::new(0),
+        crashed: AtomicBool::new(false),
     };
     let mut spawn_error = None;
     let mut background = pmtx_pm::PmCounters::default();
+    let mut htm = None;
+    let mut crash: Option<(PoolUsage, Result<(), DbError>)> = None;
     let (results, measured) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..spec.threads)
             .map(|index| {
@@ -391,13 +478,38 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
             control.phase.store(PHASE_MEASURE, Ordering::Release);
         }
         progress.phase(2, &phase_name(2));
-        let background_before = database.stats().background_pm;
+        let before = database.stats();
         let start = Instant::now();
         timed_phase(&mut progress, 2, &phase_name(2), spec.duration, &control);
-        control.phase.store(PHASE_STOP, Ordering::Release);
-        let measured = start.elapsed();
+        let measured = if recover {
+            control.phase.store(PHASE_AFTER, Ordering::Release);
+            let measured = start.elapsed();
+            // Every worker waits for its acknowledgements and reports.
+            while control.reported.load(Ordering::Acquire) < spawned.len() && !control.failed.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let after = database.stats();
+            background = after.background_pm.since(&before.background_pm);
+            htm = htm_delta(&before, &after);
+            progress.phase(3, &phase_name(3));
+            timed_phase(&mut progress, 3, &phase_name(3), CRASH_AFTER, &control);
+            if !control.failed.load(Ordering::Relaxed) {
+                let usage = pool_probe.as_ref().and_then(|probe| probe()).unwrap_or_default();
+                control.crashed.store(true, Ordering::Release);
+                crash = Some((usage, database.crash()));
+            }
+            control.phase.store(PHASE_STOP, Ordering::Release);
+            measured
+        } else {
+            control.phase.store(PHASE_STOP, Ordering::Release);
+            start.elapsed()
+        };
         let results: Vec<_> = spawned.into_iter().map(|handle| handle.join()).collect();
-        background = database.stats().background_pm.since(&background_before);
+        if !recover {
+            let after = database.stats();
+            background = after.background_pm.since(&before.background_pm);
+            htm = htm_delta(&before, &after);
+        }
         (results, measured)
     });
     if let Some(error) = spawn_error {
@@ -410,20 +522,19 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     for result in results {
         match result {
             Ok(Ok(result)) => total.merge(&result),
-            Ok(Err(error)) => return Err(CliError::runtime(format!("{label}: a worker failed: {error}"))),
+            Ok(Err(error)) => {
+                let hint = match error {
+                    DbError::OutOfSpace(_) => {
+                        " (the log grows until a checkpoint frees it: give a larger --pool-size or a shorter \
+                         --checkpoint-s)"
+                    }
+                    _ => "",
+                };
+                return Err(CliError::runtime(format!("{label}: a worker failed: {error}{hint}")));
+            }
             Err(_) => return Err(CliError::runtime(format!("{label}: a worker thread panicked"))),
         }
     }
-
-    // Check.
-    progress.phase(3, &phase_name(3));
-    let (check_passed, check_failures) = match workload.check(&database) {
-        Ok(report) => {
-            (report.passed(), report.failures().map(|(name, _, detail)| format!("{name}: {detail}")).collect())
-        }
-        Err(error) => (false, vec![error.to_string()]),
-    };
-    progress.finish();
 
     let stats = database.stats();
     let engine_stats = EngineStatsJson {
@@ -431,10 +542,26 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         log_bytes: stats.log_bytes,
         durable_epoch: stats.durable_epoch,
     };
-    let htm = htm_counters(&database).map(|snapshot| HtmJson::from(&snapshot)).unwrap_or_default();
-    let database = Arc::try_unwrap(database)
-        .map_err(|_| CliError::runtime(format!("{label}: the database is still in use after the run")))?;
-    database.close().map_err(|error| CliError::runtime(format!("{label}: close failed: {error}")))?;
+    let unwrap = |database: Arc<Database>| {
+        Arc::try_unwrap(database)
+            .map_err(|_| CliError::runtime(format!("{label}: the database is still in use after the run")))
+    };
+
+    let (check_passed, check_failures, recovery) = if recover {
+        let (usage_at_crash, crashed) =
+            crash.ok_or_else(|| CliError::runtime(format!("{label}: the run ended before the crash")))?;
+        crashed.map_err(|error| CliError::runtime(format!("{label}: crash failed: {error}")))?;
+        // The workers are gone; dropping the database unmaps the pool.
+        drop(unwrap(database)?);
+        let recovery = recover_and_check(workload, spec, options, &mut progress, &phase_name, usage_at_crash)?;
+        (recovery.check_passed, recovery.check_failures.clone(), Some(recovery))
+    } else {
+        progress.phase(3, &phase_name(3));
+        let (passed, failures) = check(workload, &database);
+        progress.finish();
+        unwrap(database)?.close().map_err(|error| CliError::runtime(format!("{label}: close failed: {error}")))?;
+        (passed, failures, None)
+    };
     drop(guard);
 
     let duration_s = measured.as_secs_f64();
@@ -455,11 +582,13 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         None => (
             "none".to_string(),
             "none".to_string(),
-            format!("none: {} is not durable (no pool is used; a crash loses everything)", spec.engine),
+            format!("none: {} is not durable (no pool is used; a crash loses everything)", engine.kind),
         ),
     };
     Ok(RunJson {
-        engine: spec.engine.name().to_string(),
+        engine: engine.label(),
+        engine_name: engine.kind.name().to_string(),
+        engine_options: engine.effective_options(),
         workload: workload.name().to_string(),
         threads: spec.threads,
         duration_s,
@@ -474,7 +603,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         latency_us: LatencyJson::from_nanoseconds(&total.total),
         per_type,
         pm: PmJson::new(&total.pm, total.committed, "worker threads plus the engine's background threads"),
-        htm,
+        htm: HtmJson::new(engine.htm_backend(), htm.as_ref(), total.committed),
         aborts_by_reason: AbortReason::ALL
             .iter()
             .map(|reason| (reason.name().to_string(), total.aborts[reason.index()]))
@@ -489,12 +618,114 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         check_passed,
         check_failures,
         engine_stats,
+        recovery,
     })
 }
 
-/// HTM statistics of the engine. No engine exposes its `pmtx_htm::Htm`
-/// instance yet, so there is nothing to read; engines that run regions will
-/// report their [`pmtx_htm::HtmStatsSnapshot`] here.
-fn htm_counters(_database: &Database) -> Option<pmtx_htm::HtmStatsSnapshot> {
-    None
+/// The workload's consistency check: (passed, failures).
+fn check(workload: &dyn Workload, database: &Arc<Database>) -> (bool, Vec<String>) {
+    match workload.check(database) {
+        Ok(report) => {
+            (report.passed(), report.failures().map(|(name, _, detail)| format!("{name}: {detail}")).collect())
+        }
+        Err(error) => (false, vec![error.to_string()]),
+    }
+}
+
+/// Reopens the crashed pool of `spec` with `options` (same engine and
+/// options), timing the recovery, and checks the recovered database.
+fn recover_and_check(
+    workload: &dyn Workload,
+    spec: &RunSpec<'_>,
+    options: DbOptions,
+    progress: &mut Progress,
+    phase_name: &dyn Fn(usize) -> String,
+    usage_at_crash: PoolUsage,
+) -> Result<RecoveryJson, CliError> {
+    let label = phase_name(4);
+    progress.phase(4, &label);
+    let path = spec.pool_path.clone();
+    let done = AtomicBool::new(false);
+    let (opened, duration) = std::thread::scope(|scope| {
+        let opener = scope.spawn(|| {
+            let start = Instant::now();
+            let opened = match spec.backend {
+                BackendKind::Direct => reopen::<Direct>(options, &path),
+                BackendKind::Emulated => reopen::<Emulated>(options, &path),
+                BackendKind::Sim => reopen::<Sim>(options, &path),
+            };
+            let duration = start.elapsed();
+            done.store(true, Ordering::Release);
+            (opened, duration)
+        });
+        // No fraction is known: show the time spent so far.
+        let start = Instant::now();
+        while !done.load(Ordering::Acquire) {
+            let elapsed = start.elapsed().as_secs_f64();
+            progress.update(4, &format!("{label} ({elapsed:.1} s)"), 0.0);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        opener
+            .join()
+            .unwrap_or_else(|_| (Err(CliError::runtime(format!("{label}: recovery panicked"))), Duration::ZERO))
+    });
+    let mut json = RecoveryJson {
+        crash_after_s: CRASH_AFTER.as_secs_f64(),
+        duration_ms: duration.as_secs_f64() * 1000.0,
+        pool_used_bytes_at_crash: usage_at_crash.used_bytes,
+        pool_size_bytes: usage_at_crash.size_bytes,
+        ..RecoveryJson::default()
+    };
+    let (database, probe) = match opened {
+        Ok(opened) => opened,
+        Err(error) => {
+            // A failed recovery is a finding of the run, not a reason to
+            // drop the other runs: report it as a failed check.
+            progress.finish();
+            json.check_failures = vec![format!("recovery failed: {error}")];
+            return Ok(json);
+        }
+    };
+    let database = Arc::new(database);
+    if let Some(usage) = probe() {
+        json.pool_used_bytes = usage.used_bytes;
+        json.pool_size_bytes = usage.size_bytes;
+    }
+    if let Some(report) = database.stats().recovery {
+        json.counters(&report);
+    }
+
+    progress.phase(5, &phase_name(5));
+    let check_start = Instant::now();
+    let (passed, failures) = check(workload, &database);
+    json.check_s = check_start.elapsed().as_secs_f64();
+    json.check_passed = passed;
+    json.check_failures = failures;
+    progress.finish();
+    drop(probe);
+    let database = Arc::try_unwrap(database)
+        .map_err(|_| CliError::runtime(format!("{label}: the recovered database is still in use")))?;
+    if spec.keep_pool {
+        database
+            .close()
+            .map_err(|error| CliError::runtime(format!("{label}: close after recovery failed: {error}")))?;
+    } else {
+        // The temporary pool is deleted next: a clean close (a final
+        // checkpoint) would only cost time.
+        drop(database);
+    }
+    Ok(json)
+}
+
+/// The HTM counters between two statistics snapshots (None: the engine has
+/// no HTM instance).
+fn htm_delta(
+    before: &pmtx_engine::EngineStats,
+    after: &pmtx_engine::EngineStats,
+) -> Option<pmtx_htm::HtmStatsSnapshot> {
+    let after = after.htm?;
+    Some(match &before.htm {
+        Some(before) => after.since(before),
+        None => after,
+    })
 }

@@ -1,0 +1,418 @@
+//! Engine specifications of `--engine`: an engine name, optionally followed
+//! by `:key=value` options (`dbxn:nt=off:pad64=off`), or a preset that
+//! expands to several of them (`dbxn-ablation`).
+//!
+//! The label of a run is the specification as given (booleans written
+//! `on`/`off`), so runs of one engine with different options stay apart in
+//! the table, the JSON and the CSV; [`EngineSpec::file_label`] is the same
+//! label made safe for a file name.
+
+use crate::units::parse_size;
+use pmtx_engine::{DbOptions, DbxnOptions, EngineKind};
+use pmtx_htm::{HtmBackendKind, HtmConfig, PER_MILLION};
+use std::collections::BTreeMap;
+
+/// One option key an engine accepts.
+struct OptionKey {
+    name: &'static str,
+    values: &'static str,
+    description: &'static str,
+}
+
+/// Options of the DBXN family (`dbxn`, `dbxn-nvm`, `dbx-naive`).
+const DBXN_KEYS: &[OptionKey] = &[
+    OptionKey {
+        name: "nt",
+        values: "on|off",
+        description: "non-temporal log stores (off: ordinary stores + clwb) [on]",
+    },
+    OptionKey { name: "pad64", values: "on|off", description: "pad log records under 256 B to whole 64 B lines [on]" },
+    OptionKey {
+        name: "align256",
+        values: "on|off",
+        description: "start records of 256 B or more on a 256 B boundary, padded to 256 B [on]",
+    },
+    OptionKey {
+        name: "htm",
+        values: "none|sim|rtm",
+        description: "HTM backend of the commit region (rtm only where the CPU has it) [none]",
+    },
+    OptionKey {
+        name: "htm-abort",
+        values: "<percent>",
+        description: "with htm=sim: injected aborts per hardware attempt, 0 to 100 [0]",
+    },
+];
+
+/// Options of the Zen engines (`zen`, `zen-naive-alloc`).
+const ZEN_KEYS: &[OptionKey] = &[OptionKey {
+    name: "cache",
+    values: "<size>",
+    description: "Met-Cache DRAM budget, e.g. 64MiB; 0 caches nothing [256MiB]",
+}];
+
+/// The option keys of `kind` (empty: the engine takes no options).
+fn keys_of(kind: EngineKind) -> &'static [OptionKey] {
+    match kind {
+        EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => DBXN_KEYS,
+        EngineKind::Zen | EngineKind::ZenNaiveAlloc => ZEN_KEYS,
+        _ => &[],
+    }
+}
+
+/// `--engine` presets: a name and the specifications it expands to.
+pub const PRESETS: &[(&str, &str, &[&str])] = &[(
+    "dbxn-ablation",
+    "the rows of the DBXN paper's Fig. 11: DBX-DRAM, +durability (group commit), +synchronous log (NVM), \
+     +parity version, +64 alignment, +nt-store, +256 alignment",
+    &[
+        "silo",
+        "group-commit",
+        "dbx-naive",
+        "dbxn:nt=off:pad64=off:align256=off",
+        "dbxn:nt=off:pad64=on:align256=off",
+        "dbxn:nt=on:pad64=on:align256=off",
+        "dbxn",
+    ],
+)];
+
+/// The HTM choice of a DBXN engine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HtmChoice {
+    /// Backend.
+    pub backend: HtmBackendKind,
+    /// `sim`: injected aborts per million attempts.
+    pub abort_per_million: u32,
+}
+
+/// One engine with its options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineSpec {
+    /// The engine.
+    pub kind: EngineKind,
+    /// The options given, in order: (key, value as shown in the label).
+    pub given: Vec<(String, String)>,
+    /// DBXN log-write options (defaults unless given).
+    pub dbxn: DbxnOptions,
+    /// DBXN HTM backend.
+    pub htm: HtmChoice,
+    /// Zen Met-Cache budget, if given.
+    pub zen_cache_bytes: Option<u64>,
+}
+
+impl EngineSpec {
+    /// The engine with its default options.
+    pub fn plain(kind: EngineKind) -> Self {
+        Self {
+            kind,
+            given: Vec::new(),
+            dbxn: DbxnOptions::default(),
+            htm: HtmChoice { backend: HtmBackendKind::None, abort_per_million: 0 },
+            zen_cache_bytes: None,
+        }
+    }
+
+    /// The label of its runs: the engine name and the options given.
+    pub fn label(&self) -> String {
+        let mut label = self.kind.name().to_string();
+        for (key, value) in &self.given {
+            label.push(':');
+            label.push_str(key);
+            label.push('=');
+            label.push_str(value);
+        }
+        label
+    }
+
+    /// [`EngineSpec::label`] made safe for a file name (`:` becomes `.`,
+    /// `=` becomes `-`, anything but ASCII letters, digits, `.`, `-` and
+    /// `_` becomes `_`).
+    pub fn file_label(&self) -> String {
+        self.label()
+            .chars()
+            .map(|c| match c {
+                ':' => '.',
+                '=' => '-',
+                c if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' => c,
+                _ => '_',
+            })
+            .collect()
+    }
+
+    /// Every option of the engine with the value in effect (defaults
+    /// included), for the JSON report; empty for engines without options.
+    pub fn effective_options(&self) -> BTreeMap<String, String> {
+        let on_off = |value: bool| if value { "on" } else { "off" }.to_string();
+        let mut options = BTreeMap::new();
+        match self.kind {
+            EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => {
+                options.insert("nt".into(), on_off(self.dbxn.non_temporal));
+                options.insert("pad64".into(), on_off(self.dbxn.pad_small_to_line));
+                options.insert("align256".into(), on_off(self.dbxn.align_large_to_256));
+                options.insert("htm".into(), self.htm.backend.name().into());
+                if self.htm.backend == HtmBackendKind::Sim {
+                    let percent = f64::from(self.htm.abort_per_million) * 100.0 / f64::from(PER_MILLION);
+                    options.insert("htm-abort".into(), format!("{percent}"));
+                }
+            }
+            EngineKind::Zen | EngineKind::ZenNaiveAlloc => {
+                let bytes = self.zen_cache_bytes.unwrap_or(pmtx_engine::ZenOptions::default().cache_bytes);
+                options.insert("cache".into(), bytes.to_string());
+            }
+            _ => {}
+        }
+        options
+    }
+
+    /// Sets the options on `options` (`seed`: of the simulated HTM aborts).
+    pub fn apply(&self, options: &mut DbOptions, seed: u64) {
+        options.dbxn = self.dbxn;
+        options.htm = match self.htm.backend {
+            HtmBackendKind::None => HtmConfig::software(),
+            HtmBackendKind::Sim => HtmConfig::sim(seed, self.htm.abort_per_million),
+            HtmBackendKind::Rtm => HtmConfig::rtm(),
+        };
+        if let Some(bytes) = self.zen_cache_bytes {
+            options.zen.cache_bytes = bytes;
+        }
+    }
+
+    /// The HTM backend name for reports ("none" for engines without HTM
+    /// regions).
+    pub fn htm_backend(&self) -> &'static str {
+        self.htm.backend.name()
+    }
+}
+
+impl std::fmt::Display for EngineSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.label())
+    }
+}
+
+/// The engines of one `--engine` list entry (a preset gives several).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineEntry(pub Vec<EngineSpec>);
+
+fn engine_names() -> String {
+    EngineKind::ALL.iter().map(|kind| kind.name()).collect::<Vec<_>>().join(", ")
+}
+
+fn preset_names() -> String {
+    PRESETS.iter().map(|(name, _, _)| *name).collect::<Vec<_>>().join(", ")
+}
+
+/// `key=values` of every key of `kind`, for error messages.
+fn valid_keys(kind: EngineKind) -> String {
+    let keys = keys_of(kind);
+    if keys.is_empty() {
+        return "none (this engine takes no options)".to_string();
+    }
+    keys.iter().map(|key| format!("{}={}", key.name, key.values)).collect::<Vec<_>>().join(", ")
+}
+
+fn parse_on_off(key: &str, value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err(format!("invalid value {value:?} for engine option {key}: expected on or off")),
+    }
+}
+
+/// Parses one `--engine` entry: a preset name or `ENGINE[:KEY=VALUE]...`.
+pub fn parse_entry(text: &str) -> Result<EngineEntry, String> {
+    let text = text.trim();
+    if let Some((_, _, specs)) = PRESETS.iter().find(|(name, _, _)| *name == text) {
+        return specs.iter().map(|spec| parse_spec(spec)).collect::<Result<Vec<_>, _>>().map(EngineEntry);
+    }
+    parse_spec(text).map(|spec| EngineEntry(vec![spec]))
+}
+
+/// Parses `ENGINE[:KEY=VALUE]...`.
+pub fn parse_spec(text: &str) -> Result<EngineSpec, String> {
+    let mut parts = text.trim().split(':');
+    let name = parts.next().unwrap_or_default().trim();
+    let kind = EngineKind::parse(name).ok_or_else(|| {
+        format!("unknown engine {name:?}; valid engines: {}; presets: {}", engine_names(), preset_names())
+    })?;
+    let mut spec = EngineSpec::plain(kind);
+    let mut htm_abort = None;
+    for part in parts {
+        let part = part.trim();
+        let Some((key, value)) = part.split_once('=') else {
+            return Err(format!(
+                "engine option {part:?} of {name} is not KEY=VALUE; valid keys of {name}: {}",
+                valid_keys(kind)
+            ));
+        };
+        let (key, value) = (key.trim().to_ascii_lowercase(), value.trim());
+        let Some(option) = keys_of(kind).iter().find(|option| option.name == key) else {
+            return Err(format!("unknown option {key:?} of engine {name}; valid keys of {name}: {}", valid_keys(kind)));
+        };
+        if spec.given.iter().any(|(given, _)| *given == key) {
+            return Err(format!("engine option {key} given twice in {text:?}"));
+        }
+        let shown = match option.name {
+            "nt" | "pad64" | "align256" => {
+                let on = parse_on_off(&key, value)?;
+                match option.name {
+                    "nt" => spec.dbxn.non_temporal = on,
+                    "pad64" => spec.dbxn.pad_small_to_line = on,
+                    _ => spec.dbxn.align_large_to_256 = on,
+                }
+                if on { "on" } else { "off" }.to_string()
+            }
+            "htm" => {
+                let backend: HtmBackendKind = value
+                    .parse()
+                    .map_err(|_| format!("invalid value {value:?} for engine option htm: expected none, sim or rtm"))?;
+                if backend == HtmBackendKind::Rtm && !pmtx_htm::rtm_support().is_available() {
+                    return Err(format!(
+                        "htm=rtm: this CPU cannot run RTM transactions ({}); use htm=sim or htm=none",
+                        pmtx_htm::rtm_support()
+                    ));
+                }
+                spec.htm.backend = backend;
+                backend.name().to_string()
+            }
+            "htm-abort" => {
+                let number = value.strip_suffix('%').unwrap_or(value).trim();
+                let percent: f64 =
+                    number.parse().ok().filter(|percent: &f64| (0.0..=100.0).contains(percent)).ok_or_else(|| {
+                        format!(
+                            "invalid value {value:?} for engine option htm-abort: expected a percentage from 0 to 100"
+                        )
+                    })?;
+                htm_abort = Some((percent * f64::from(PER_MILLION) / 100.0).round() as u32);
+                number.to_string()
+            }
+            "cache" => {
+                spec.zen_cache_bytes =
+                    Some(parse_size(value).map_err(|error| format!("engine option cache: {error}"))?);
+                value.to_string()
+            }
+            other => unreachable!("option {other} has no parser"),
+        };
+        spec.given.push((key, shown));
+    }
+    if let Some(rate) = htm_abort {
+        if spec.htm.backend != HtmBackendKind::Sim {
+            return Err(format!("engine option htm-abort needs htm=sim (in {text:?})"));
+        }
+        spec.htm.abort_per_million = rate;
+    }
+    Ok(spec)
+}
+
+/// The `--help` text of `--engine`.
+pub fn long_help() -> String {
+    let mut help = format!(
+        "Engines to compare, comma-separated: {}.\n\n\
+         Each entry may carry options as ENGINE:KEY=VALUE[:KEY=VALUE...]; the entry as given is the run's \
+         label (table, JSON \"engine\", CSV, pool file name), and the JSON also has \"engine_name\" and \
+         \"engine_options\" (every option in effect).\n",
+        engine_names()
+    );
+    for (engines, keys) in [("dbxn, dbxn-nvm, dbx-naive", DBXN_KEYS), ("zen, zen-naive-alloc", ZEN_KEYS)] {
+        help.push_str(&format!("\nOptions of {engines}:\n"));
+        for key in keys {
+            help.push_str(&format!("  {}={}: {}\n", key.name, key.values, key.description));
+        }
+    }
+    help.push_str("\nPresets (expand in place):\n");
+    for (name, description, specs) in PRESETS {
+        help.push_str(&format!("  {name}: {description}:\n    {}\n", specs.join(",")));
+    }
+    help.push_str("\nExample: --engine group-commit,dbxn:nt=off,zen:cache=0");
+    help
+}
+
+/// The short `-h` text of `--engine`.
+pub fn short_help() -> String {
+    format!(
+        "Engines to compare, comma-separated: {} (ENGINE:KEY=VALUE... sets engine options; preset: {}; see --help)",
+        engine_names(),
+        preset_names()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_engines_parse() {
+        for kind in EngineKind::ALL {
+            let spec = parse_spec(kind.name()).unwrap();
+            assert_eq!(spec, EngineSpec::plain(kind));
+            assert_eq!(spec.label(), kind.name());
+        }
+        let error = parse_spec("nope").unwrap_err();
+        assert!(
+            error.contains("valid engines") && error.contains("silo") && error.contains("dbxn-ablation"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn dbxn_options() {
+        let spec = parse_spec("dbxn:nt=off:pad64=0:align256=on").unwrap();
+        assert_eq!(spec.kind, EngineKind::Dbxn);
+        assert_eq!(spec.dbxn, DbxnOptions { non_temporal: false, pad_small_to_line: false, align_large_to_256: true });
+        assert_eq!(spec.label(), "dbxn:nt=off:pad64=off:align256=on");
+        assert_eq!(spec.file_label(), "dbxn.nt-off.pad64-off.align256-on");
+        let options = spec.effective_options();
+        assert_eq!(options["nt"], "off");
+        assert_eq!(options["htm"], "none");
+        let mut db = DbOptions::in_memory(EngineKind::Dbxn, Vec::new());
+        spec.apply(&mut db, 1);
+        assert_eq!(db.dbxn, spec.dbxn);
+
+        let sim = parse_spec("dbx-naive:htm=sim:htm-abort=10%").unwrap();
+        assert_eq!(sim.htm, HtmChoice { backend: HtmBackendKind::Sim, abort_per_million: 100_000 });
+        assert_eq!(sim.label(), "dbx-naive:htm=sim:htm-abort=10");
+        assert_eq!(sim.effective_options()["htm-abort"], "10");
+        sim.apply(&mut db, 1);
+        assert_eq!(db.htm.backend, HtmBackendKind::Sim);
+    }
+
+    #[test]
+    fn zen_cache() {
+        let spec = parse_spec("zen:cache=64MiB").unwrap();
+        assert_eq!(spec.zen_cache_bytes, Some(64 << 20));
+        assert_eq!(spec.effective_options()["cache"], (64u64 << 20).to_string());
+        assert_eq!(spec.file_label(), "zen.cache-64MiB");
+    }
+
+    #[test]
+    fn bad_options_name_the_valid_keys() {
+        for (text, needle) in [
+            ("dbxn:foo=1", "valid keys of dbxn: nt=on|off, pad64=on|off, align256=on|off"),
+            ("dbxn:nt", "not KEY=VALUE"),
+            ("dbxn:nt=maybe", "expected on or off"),
+            ("dbxn:nt=on:nt=off", "given twice"),
+            ("dbxn:htm-abort=5", "needs htm=sim"),
+            ("dbxn:htm=sim:htm-abort=150", "0 to 100"),
+            ("dbxn:htm=hle", "none, sim or rtm"),
+            ("silo:nt=off", "takes no options"),
+            ("group-commit:cache=1", "takes no options"),
+            ("zen:nt=off", "valid keys of zen: cache=<size>"),
+            ("zen:cache=lots", "invalid size"),
+        ] {
+            let error = parse_spec(text).unwrap_err();
+            assert!(error.contains(needle), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn presets_expand_to_valid_specs() {
+        let EngineEntry(specs) = parse_entry("dbxn-ablation").unwrap();
+        let labels: Vec<String> = specs.iter().map(EngineSpec::label).collect();
+        assert_eq!(labels.len(), 7);
+        assert_eq!(labels[0], "silo");
+        assert_eq!(labels[3], "dbxn:nt=off:pad64=off:align256=off");
+        assert_eq!(labels[6], "dbxn");
+        assert_eq!(parse_entry(" zen ").unwrap(), EngineEntry(vec![EngineSpec::plain(EngineKind::Zen)]));
+        assert!(long_help().contains("dbxn-ablation") && long_help().contains("align256=on|off"));
+    }
+}
