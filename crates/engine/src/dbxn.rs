@@ -412,6 +412,10 @@ impl<B: PmBackend, const PARITY: bool> EnginePolicy for DbxnLog<B, PARITY> {
         Ok(())
     }
 
+    fn log_space_low(&self) -> bool {
+        self.inner.log_space_low()
+    }
+
     fn close(&self, tables: &[Table], clean: bool) -> DbResult<()> {
         if clean {
             // No worker runs any more, and recovery never needs the copies.

@@ -564,6 +564,14 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         self.take_checkpoint(tables).map(|_| ())
     }
 
+    /// Low once less than an eighth of the pool (at least two chunks per
+    /// worker) is left beyond the checkpoint's reserve: a checkpoint now
+    /// frees the log before appends hit `OutOfSpace`.
+    fn log_space_low(&self) -> bool {
+        let spare = self.pool.free_chunks().saturating_sub(self.checkpoint_reserve());
+        spare < (self.pool.geometry().chunk_count / 8).max(2 * self.logs.len() as u64)
+    }
+
     fn close(&self, tables: &[Table], clean: bool) -> DbResult<()> {
         self.self_driving.store(true, Ordering::SeqCst);
         if !clean {

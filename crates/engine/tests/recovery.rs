@@ -214,6 +214,31 @@ fn checkpoints_keep_log_space_bounded() {
 }
 
 #[test]
+fn log_space_pressure_triggers_a_checkpoint_before_the_interval() {
+    let pool = Arc::new(Pool::<Direct>::create_in_memory(LONG_RUN_POOL, CHUNK, &PmOptions::default()).unwrap());
+    // The interval alone would never checkpoint during this run.
+    let options = memory_options(LONG_RUN_POOL, Some(Duration::from_secs(3600)));
+    let db = Arc::new(Database::open_on_pool(options, Arc::clone(&pool)).unwrap());
+    let handles: Vec<_> = (0..2)
+        .map(|id| {
+            let db = Arc::clone(&db);
+            std::thread::spawn(move || {
+                let mut acked = BTreeMap::new();
+                write_items(&db, id, LONG_RUN_TXNS, &mut acked, &mut || {}).expect("pressure checkpoints free the log");
+                acked
+            })
+        })
+        .collect();
+    let acked: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let stats = db.stats();
+    assert!(2 * LONG_RUN_TXNS * VALUE_LEN as u64 > LONG_RUN_POOL, "the run must log more than the pool holds");
+    assert!(stats.checkpoints >= 1 && stats.log_segments_freed > 0, "{stats:?}");
+    for (id, acked) in acked.iter().enumerate() {
+        assert_acked_present(&db, id, acked);
+    }
+}
+
+#[test]
 fn without_checkpoints_the_log_runs_out_of_space_cleanly() {
     let pool = Arc::new(Pool::<Direct>::create_in_memory(LONG_RUN_POOL, CHUNK, &PmOptions::default()).unwrap());
     let db = Arc::new(Database::open_on_pool(memory_options(LONG_RUN_POOL, None), Arc::clone(&pool)).unwrap());

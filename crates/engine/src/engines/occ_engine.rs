@@ -28,6 +28,11 @@ pub(crate) trait EnginePolicy: CommitLog {
     fn on_epoch(&self);
     /// Takes a checkpoint of `tables`.
     fn checkpoint(&self, tables: &[Table]) -> DbResult<()>;
+    /// Whether the log has used so much of the pool that the checkpointer
+    /// should not wait for its interval (a checkpoint frees the log).
+    fn log_space_low(&self) -> bool {
+        false
+    }
     /// Final work at close (`clean`: make everything durable, checkpoint and
     /// mark a clean shutdown).
     fn close(&self, tables: &[Table], clean: bool) -> DbResult<()>;
@@ -178,11 +183,15 @@ fn checkpoint_loop<L: EnginePolicy>(
     counters: BackgroundCounters,
 ) {
     let step = Duration::from_millis(10).min(interval);
+    // A checkpoint forced by log-space pressure waits at least this long
+    // after the previous one ended, so a pool that the data itself fills
+    // does not checkpoint back to back.
+    let pressure_gap = Duration::from_millis(100).min(interval);
     let mut waited = Duration::ZERO;
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(step);
         waited += step;
-        if waited >= interval {
+        if waited >= interval || (waited >= pressure_gap && shared.log.log_space_low()) {
             waited = Duration::ZERO;
             counted(&counters, || {
                 if let Err(error) = shared.log.checkpoint(&shared.tables) {
