@@ -286,72 +286,32 @@ fn mutate(base: &Base, region: Region, pick: usize, edits: &[Edit]) -> (Vec<u8>,
     (bytes, description)
 }
 
-/// A bug the fuzz tests found and tolerate (reported; each has an ignored
-/// reproduction test below): a panic (or hang) of mutations of `region`
-/// whose message contains `site` and `message`. Delete the entry once the
-/// bug is fixed, so the fuzz tests catch it again.
-struct KnownBug {
-    region: &'static str,
-    site: &'static str,
-    message: &'static str,
+/// [`recover_without_panic`] with the case's description in the error.
+fn check_case(bytes: Vec<u8>, description: &str) -> Result<(), String> {
+    recover_without_panic(bytes).map(|_| ()).map_err(|message| format!("{description}: {message}"))
 }
 
-const KNOWN_BUGS: &[KnownBug] = &[
-    // pmtx-pm: `layout::geometry` overflows (`CHUNK_TABLE_OFFSET +
-    // chunk_count * 8`) for a checksum-valid header claiming a pool size near
-    // u64::MAX; reproduction: `known_bug_header_size_overflow`.
-    KnownBug { region: "HeaderCrcFixed", site: "crates/pm/src/layout.rs", message: "overflow" },
-    // pmtx-pm: `layout::geometry` counts chunk_count down one by one from
-    // size / chunk_size, so a checksum-valid header claiming 2^63 bytes
-    // makes `Pool::open_image` spin for hours; reproduction:
-    // `known_bug_header_size_hang`.
-    KnownBug { region: "HeaderCrcFixed", site: "(hang)", message: "(hang)" },
-    // pmtx-engine group commit: a checksum-valid log segment header with
-    // sequence u64::MAX makes recovery set the worker's next sequence to
-    // u64::MAX, and `GroupCommitLog::worker` overflows `next[id] += 1`;
-    // reproduction: `known_bug_log_sequence_overflow`.
-    KnownBug { region: "LogHeaderCrcFixed", site: "crates/engine/src/group_commit.rs", message: "overflow" },
-    // pmtx-engine group commit: a checksum-valid checkpoint header with end
-    // epoch u64::MAX overflows `seen_epoch.max(durable_epoch) + 1` in
-    // recovery; reproduction: `known_bug_checkpoint_epoch_overflow`.
-    KnownBug { region: "CheckpointHeaderCrcFixed", site: "crates/engine/src/group_commit.rs", message: "overflow" },
-];
-
-fn known_bug(region: Region, message: &str) -> bool {
-    let region = format!("{region:?}");
-    KNOWN_BUGS.iter().any(|bug| bug.region == region && message.contains(bug.site) && message.contains(bug.message))
-}
-
-/// [`recover_without_panic`], tolerating the [`KNOWN_BUGS`].
-fn check_case(region: Region, bytes: Vec<u8>, description: &str) -> Result<(), String> {
-    match recover_without_panic(bytes) {
-        Err(message) if known_bug(region, &message) => {
-            eprintln!("known bug (tolerated): {description}: {message}");
-            Ok(())
-        }
-        Err(message) => Err(format!("{description}: {message}")),
-        Ok(()) => Ok(()),
-    }
-}
-
-/// Opens and recovers `bytes` on another thread (a hang fails the test);
-/// returns the panic message if recovery panicked.
-fn recover_without_panic(bytes: Vec<u8>) -> Result<(), String> {
+/// Opens and recovers `bytes` on another thread (a hang fails the test).
+/// Returns the typed errors the open or recovery reported (empty when the
+/// damaged pool opened), or the panic message if recovery panicked.
+fn recover_without_panic(bytes: Vec<u8>) -> Result<Vec<String>, String> {
     let (sender, receiver) = mpsc::channel();
     std::thread::spawn(move || {
         let base = base();
         let recovered = recover_image::<Direct>(&base.harness, &base.options, &bytes, None, true, |_| {});
-        let panics: Vec<String> = recovered
+        let (panics, errors): (Vec<_>, Vec<_>) = recovered
             .findings
             .into_iter()
-            .filter(|finding| finding.oracle == "recovery-panic")
-            .map(|finding| finding.detail)
-            .collect();
-        let _ = sender.send(panics);
+            .filter(|finding| finding.oracle == "recovery-panic" || finding.oracle == "recovery-error")
+            .partition(|finding| finding.oracle == "recovery-panic");
+        let detail = |findings: Vec<pmtx_crashtest::Finding>| -> Vec<String> {
+            findings.into_iter().map(|finding| finding.detail).collect()
+        };
+        let _ = sender.send((detail(panics), detail(errors)));
     });
     match receiver.recv_timeout(Duration::from_secs(20)) {
-        Ok(panics) if panics.is_empty() => Ok(()),
-        Ok(panics) => Err(format!("recovery panicked: {}", panics.join("; "))),
+        Ok((panics, errors)) if panics.is_empty() => Ok(errors),
+        Ok((panics, _)) => Err(format!("recovery panicked: {}", panics.join("; "))),
         Err(_) => Err("recovery did not finish within 20 s (hang)".into()),
     }
 }
@@ -383,7 +343,7 @@ proptest! {
     ) {
         let base = base();
         let (bytes, description) = mutate(base, REGIONS[region], pick, &edits);
-        if let Err(message) = check_case(REGIONS[region], bytes, &description) {
+        if let Err(message) = check_case(bytes, &description) {
             prop_assert!(false, "{message}");
         }
     }
@@ -426,7 +386,7 @@ fn every_region_single_flip() {
         for pick in 0..3 {
             let edits = [Edit::Flip { at: (pick * 977 + index * 31) as u64, bit: (pick % 8) as u8 }];
             let (bytes, description) = mutate(base, *region, pick, &edits);
-            check_case(*region, bytes, &description).unwrap_or_else(|message| panic!("{message}"));
+            check_case(bytes, &description).unwrap_or_else(|message| panic!("{message}"));
         }
     }
 }
@@ -526,45 +486,50 @@ fn fill_until_full(engine: EngineKind) -> Result<(), String> {
 }
 
 /// Applies one checksum-fixed edit to every candidate structure of `region`
-/// and requires recovery not to panic.
-fn reproduce(region: Region, edit: Edit) {
+/// (bugs the fuzz tests found once): recovery must not panic or hang, and
+/// must refuse the pool with a typed error whose message contains `expected`.
+fn reproduce(region: Region, edit: Edit, expected: &str) {
     let base = base();
     let candidates = match region {
         Region::LogHeaderCrcFixed => base.logs.len(),
         Region::CheckpointHeaderCrcFixed => base.checkpoints.len(),
         _ => 1,
     };
+    assert!(candidates > 0, "the base pool has no {region:?} to damage");
     for pick in 0..candidates {
         let (bytes, description) = mutate(base, region, pick, std::slice::from_ref(&edit));
-        recover_without_panic(bytes).unwrap_or_else(|message| panic!("{description}: {message}"));
+        let errors = recover_without_panic(bytes).unwrap_or_else(|message| panic!("{description}: {message}"));
+        assert!(
+            errors.iter().any(|error| error.contains(expected)),
+            "{description}: expected an error mentioning {expected:?}, got {errors:?}"
+        );
     }
 }
 
 #[test]
-#[ignore = "known bug in pmtx-pm (layout::geometry overflows on a huge header pool size); remove when fixed"]
-fn known_bug_header_size_overflow() {
-    // Pool header field "pool size" (offset 16) = u64::MAX, header CRC fixed.
-    reproduce(Region::HeaderCrcFixed, Edit::Word { at: 16, value: u64::MAX });
+fn header_claiming_a_pool_size_near_u64_max_is_refused() {
+    // Pool header field "pool size" (offset 16) = u64::MAX, header CRC fixed:
+    // once an overflow in `layout::geometry`.
+    reproduce(Region::HeaderCrcFixed, Edit::Word { at: 16, value: u64::MAX }, "geometry");
 }
 
 #[test]
-#[ignore = "known bug in pmtx-pm (layout::geometry loops ~2^47 times on a 2^63-byte header size); remove when fixed"]
-fn known_bug_header_size_hang() {
-    // Pool header field "pool size" (offset 16) = 2^63, header CRC fixed.
-    reproduce(Region::HeaderCrcFixed, Edit::Word { at: 16, value: 1 << 63 });
+fn header_claiming_a_2_pow_63_byte_pool_is_refused_at_once() {
+    // Pool header field "pool size" (offset 16) = 2^63, header CRC fixed:
+    // once a loop of ~2^47 steps in `layout::geometry`.
+    reproduce(Region::HeaderCrcFixed, Edit::Word { at: 16, value: 1 << 63 }, "geometry");
 }
 
 #[test]
-#[ignore = "known bug in pmtx-engine group commit (log segment sequence u64::MAX overflows next[id] += 1); remove when fixed"]
-fn known_bug_log_sequence_overflow() {
-    // Log segment header field "sequence" (offset 8) = u64::MAX, CRC fixed.
-    reproduce(Region::LogHeaderCrcFixed, Edit::Word { at: 8, value: u64::MAX });
+fn log_segment_sequence_u64_max_is_refused() {
+    // Log segment header field "sequence" (offset 8) = u64::MAX, CRC fixed:
+    // once an overflow of the next sequence in group commit.
+    reproduce(Region::LogHeaderCrcFixed, Edit::Word { at: 8, value: u64::MAX }, "beyond log incarnation");
 }
 
 #[test]
-#[ignore = "known bug in pmtx-engine group commit (checkpoint end epoch u64::MAX overflows recovery's first epoch); remove when fixed"]
-fn known_bug_checkpoint_epoch_overflow() {
+fn checkpoint_end_epoch_u64_max_is_refused() {
     // Checkpoint chunk header field "end epoch" (offset 40) = u64::MAX, CRC
-    // fixed.
-    reproduce(Region::CheckpointHeaderCrcFixed, Edit::Word { at: 40, value: u64::MAX });
+    // fixed: once an overflow of recovery's first epoch.
+    reproduce(Region::CheckpointHeaderCrcFixed, Edit::Word { at: 40, value: u64::MAX }, "beyond the largest epoch");
 }

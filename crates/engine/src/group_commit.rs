@@ -377,7 +377,11 @@ impl<B: PmBackend> CommitLog for GroupCommitLog<B> {
         }
         let sequence = {
             let mut next = self.next_sequence.lock();
-            next[id] += 1;
+            // Recovery bounds every sequence read from the pool, so this
+            // overflows only after 2^32 segments in one life.
+            next[id] = next[id].checked_add(1).ok_or_else(|| {
+                DbError::Corrupt(format!("log sequence of worker {id} exhausted; recover the pool to start anew"))
+            })?;
             next[id]
         };
         LogWriter::new(Arc::clone(&self.pool), id as u16, LogStoreMode::Cached, shared, sequence)
@@ -436,6 +440,17 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         };
         let mut max_epoch = 0u64;
         let mut start_epoch = 0u64;
+        if let Some((meta, _)) = &current {
+            if meta.start_epoch > record::MAX_EPOCH || meta.end_epoch > record::MAX_EPOCH {
+                return Err(DbError::Corrupt(format!(
+                    "checkpoint generation {} claims epochs {}..{}, beyond the largest epoch {}",
+                    meta.generation,
+                    meta.start_epoch,
+                    meta.end_epoch,
+                    record::MAX_EPOCH
+                )));
+            }
+        }
         if let Some((meta, chunks)) = &current {
             *self.checkpoint_generation.lock() = meta.generation;
             self.note_checkpoint(meta, 0);
@@ -449,6 +464,24 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
             })?;
         }
         let durable_epoch = pool.root(DURABLE_EPOCH_ROOT).unwrap_or(0);
+        if durable_epoch > record::MAX_EPOCH {
+            return Err(DbError::Corrupt(format!(
+                "durable epoch {durable_epoch} is beyond the largest epoch {}",
+                record::MAX_EPOCH
+            )));
+        }
+        // A life's segment sequences are `incarnation << 32 | n`, and the
+        // incarnation root is durable before any segment of its life.
+        let previous_incarnation = pool.root(LOG_INCARNATION_ROOT).unwrap_or(0);
+        if previous_incarnation >= u64::from(u32::MAX) {
+            return Err(DbError::Corrupt(format!("log incarnation {previous_incarnation} is out of range")));
+        }
+        if let Some(segment) = segments.iter().find(|segment| segment.sequence >> 32 > previous_incarnation) {
+            return Err(DbError::Corrupt(format!(
+                "log segment of worker {} has sequence {:#x}, beyond log incarnation {previous_incarnation}",
+                segment.worker, segment.sequence
+            )));
+        }
         let synchronous = self.synchronous;
         // Replay each worker's chain on its own thread.
         let mut by_worker: std::collections::BTreeMap<u16, Vec<log::FoundSegment>> = Default::default();
@@ -468,7 +501,7 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         // never acknowledged. So every recovery durably takes a new
         // incarnation, before any segment of this life exists, and new
         // sequences start above `incarnation << 32`.
-        let incarnation = pool.root(LOG_INCARNATION_ROOT).unwrap_or(0) + 1;
+        let incarnation = previous_incarnation + 1;
         pool.set_root(LOG_INCARNATION_ROOT, incarnation)?;
         for slot in self.next_sequence.lock().iter_mut() {
             *slot = (*slot).max(incarnation << 32);
@@ -486,6 +519,13 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
                     for segment in chain {
                         log::scan_segment(pool, segment, |record| {
                             scanned.fetch_add(1, Ordering::Relaxed);
+                            if record.tid > record::MAX_TID {
+                                failure.lock().get_or_insert(DbError::Corrupt(format!(
+                                    "log record TID {:#x} is beyond the largest TID",
+                                    record.tid
+                                )));
+                                return;
+                            }
                             let epoch = record::epoch_of_tid(record.tid);
                             seen_epoch.fetch_max(epoch, Ordering::Relaxed);
                             if epoch < start_epoch {

@@ -42,6 +42,13 @@ pub fn word_of(tid: u64, flags: u64) -> u64 {
     (tid << FLAG_BITS) | flags
 }
 
+/// Largest TID a version word holds.
+pub const MAX_TID: u64 = u64::MAX >> FLAG_BITS;
+
+/// Largest epoch a TID holds. Epochs, TIDs and sequence numbers read from a
+/// pool are checked against these bounds before any arithmetic on them.
+pub const MAX_EPOCH: u64 = MAX_TID >> 32;
+
 /// Epoch part of a TID.
 #[inline(always)]
 pub fn epoch_of_tid(tid: u64) -> u64 {

@@ -102,17 +102,65 @@ pub mod root_slot {
     pub const NAME: u64 = 16;
 }
 
-/// Geometry of a pool of `size` bytes with chunks of `chunk_size`.
+/// Geometry of a pool of `size` bytes with chunks of `chunk_size`: the
+/// largest chunk count whose table and chunks fit, and the offset of the
+/// first chunk; `None` if not even one chunk fits. O(1) and overflow-free for
+/// any `size` (a damaged header may claim any size).
 pub fn geometry(size: u64, chunk_size: u64) -> Option<(u64, u64)> {
-    // chunk_count entries + data must fit; solve by decreasing guess.
-    let mut chunk_count = size / chunk_size;
-    while chunk_count > 0 {
-        let table_end = CHUNK_TABLE_OFFSET + chunk_count * 8;
-        let data_offset = table_end.div_ceil(chunk_size) * chunk_size;
-        if data_offset + chunk_count * chunk_size <= size {
-            return Some((chunk_count, data_offset));
-        }
-        chunk_count -= 1;
+    if chunk_size == 0 {
+        return None;
     }
-    None
+    // (data offset, end of the last chunk) for `chunk_count` chunks; `None`
+    // on overflow.
+    let layout = |chunk_count: u64| -> Option<(u64, u64)> {
+        let table_end = chunk_count.checked_mul(8)?.checked_add(CHUNK_TABLE_OFFSET)?;
+        let data_offset = table_end.div_ceil(chunk_size).checked_mul(chunk_size)?;
+        let end = chunk_count.checked_mul(chunk_size)?.checked_add(data_offset)?;
+        Some((data_offset, end))
+    };
+    // n chunks need CHUNK_TABLE_OFFSET + 8n (table) + n * chunk_size bytes,
+    // plus less than one chunk of padding to align the first chunk. So
+    // `upper` below bounds the count from above, and `upper - 1` always
+    // fits: (upper - 1)(chunk_size + 8) + chunk_size - 1
+    // = upper (chunk_size + 8) - 9 <= size - CHUNK_TABLE_OFFSET.
+    let upper = size.checked_sub(CHUNK_TABLE_OFFSET)? / chunk_size.checked_add(8)?;
+    [upper, upper.saturating_sub(1)].into_iter().filter(|&chunk_count| chunk_count > 0).find_map(|chunk_count| {
+        let (data_offset, end) = layout(chunk_count)?;
+        (end <= size).then_some((chunk_count, data_offset))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition: the largest chunk count whose table and chunks fit.
+    fn geometry_by_search(size: u64, chunk_size: u64) -> Option<(u64, u64)> {
+        (1..=size / chunk_size).rev().find_map(|chunk_count| {
+            let data_offset = (CHUNK_TABLE_OFFSET + chunk_count * 8).div_ceil(chunk_size) * chunk_size;
+            (data_offset + chunk_count * chunk_size <= size).then_some((chunk_count, data_offset))
+        })
+    }
+
+    #[test]
+    fn geometry_matches_the_definition() {
+        for chunk_size in [MIN_CHUNK_SIZE, 1 << 20, DEFAULT_CHUNK_SIZE] {
+            for chunks in [0u64, 1, 2, 3, 7, 64, 1000] {
+                for delta in [0u64, 1, 4095, 4096, 4097, chunk_size - 1] {
+                    let size = (chunks * chunk_size + delta).max(1);
+                    assert_eq!(geometry(size, chunk_size), geometry_by_search(size, chunk_size), "size {size}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn geometry_of_absurd_sizes_neither_overflows_nor_spins() {
+        for size in [u64::MAX, u64::MAX - 1, 1 << 63, (1 << 63) + 12345] {
+            let (chunk_count, data_offset) = geometry(size, DEFAULT_CHUNK_SIZE).expect("fits");
+            assert!(data_offset.checked_add(chunk_count * DEFAULT_CHUNK_SIZE).is_some_and(|end| end <= size));
+        }
+        assert_eq!(geometry(u64::MAX, 0), None);
+        assert_eq!(geometry(CHUNK_TABLE_OFFSET, MIN_CHUNK_SIZE), None);
+    }
 }
