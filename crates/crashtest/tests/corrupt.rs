@@ -312,7 +312,8 @@ fn recover_without_panic(bytes: Vec<u8>) -> Result<Vec<String>, String> {
     match receiver.recv_timeout(Duration::from_secs(20)) {
         Ok((panics, errors)) if panics.is_empty() => Ok(errors),
         Ok((panics, _)) => Err(format!("recovery panicked: {}", panics.join("; "))),
-        Err(_) => Err("recovery did not finish within 20 s (hang)".into()),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err("the recovery thread panicked outside recovery".into()),
+        Err(mpsc::RecvTimeoutError::Timeout) => Err("recovery did not finish within 20 s (hang)".into()),
     }
 }
 
@@ -362,18 +363,40 @@ fn survey_panic_sites() {
     let mut runner = TestRunner::new(config);
     let strategy = (0..REGIONS.len(), any::<usize>(), proptest::collection::vec(edit_strategy(), 1..6));
     let mut sites: std::collections::BTreeMap<String, (usize, String)> = Default::default();
+    // Per region: (cases, byte edits, recovered, refused with a typed error).
+    let mut tally = [(0u64, 0u64, 0u64, 0u64); REGIONS.len()];
+    let started = std::time::Instant::now();
     for _ in 0..cases {
         let (region, pick, edits) = strategy.new_tree(&mut runner).unwrap().current();
         let (bytes, description) = mutate(base, REGIONS[region], pick, &edits);
-        if let Err(message) = recover_without_panic(bytes) {
-            let site = message.split(':').take(3).collect::<Vec<_>>().join(":");
-            let entry = sites.entry(site).or_insert((0, format!("{description}: {message}")));
-            entry.0 += 1;
+        let counts = &mut tally[region];
+        counts.0 += 1;
+        counts.1 += edits.len() as u64;
+        match recover_without_panic(bytes) {
+            Ok(errors) if errors.is_empty() => counts.2 += 1,
+            Ok(_) => counts.3 += 1,
+            Err(message) => {
+                let site = message.split(':').take(3).collect::<Vec<_>>().join(":");
+                let entry = sites.entry(site).or_insert((0, format!("{description}: {message}")));
+                entry.0 += 1;
+            }
         }
     }
+    let elapsed = started.elapsed();
     for (site, (count, example)) in &sites {
         eprintln!("{count} cases at {site}\n    e.g. {example}");
     }
+    for (region, (count, edits, recovered, refused)) in REGIONS.iter().zip(tally) {
+        eprintln!("{region:?}: {count} cases, {edits} edits, {recovered} recovered, {refused} typed errors");
+    }
+    let edits: u64 = tally.iter().map(|counts| counts.1).sum();
+    eprintln!(
+        "survey: {cases} mutated pools ({edits} edits, seed {:#x}) opened and recovered in {:.1} s, {} panic or \
+         hang sites",
+        fuzz_seed(),
+        elapsed.as_secs_f64(),
+        sites.len()
+    );
     assert!(sites.is_empty(), "{} distinct panic sites in {cases} cases", sites.len());
 }
 
@@ -485,10 +508,43 @@ fn fill_until_full(engine: EngineKind) -> Result<(), String> {
     Ok(())
 }
 
+/// How opening and recovering a damaged image ended.
+#[derive(Debug)]
+enum Outcome {
+    /// `Pool::open_image` refused it.
+    OpenFailed(PoolError),
+    /// The pool opened; `Database::open_on_pool` (recovery) refused it.
+    RecoveryFailed(DbError),
+    /// Both succeeded.
+    Recovered,
+}
+
+/// Opens and recovers `bytes` on another thread; `Err` if that panicked or
+/// took longer than 20 s (a hang).
+fn open_and_recover(bytes: Vec<u8>) -> Result<Outcome, String> {
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let options = &base().options;
+        let outcome = match Pool::<Direct>::open_image(&bytes, &options.pm) {
+            Err(error) => Outcome::OpenFailed(error),
+            Ok(pool) => match Database::open_on_pool(options.clone(), Arc::new(pool)) {
+                Err(error) => Outcome::RecoveryFailed(error),
+                Ok(_) => Outcome::Recovered,
+            },
+        };
+        let _ = sender.send(outcome);
+    });
+    match receiver.recv_timeout(Duration::from_secs(20)) {
+        Ok(outcome) => Ok(outcome),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err("open or recovery panicked".into()),
+        Err(mpsc::RecvTimeoutError::Timeout) => Err("open or recovery did not finish within 20 s (hang)".into()),
+    }
+}
+
 /// Applies one checksum-fixed edit to every candidate structure of `region`
-/// (bugs the fuzz tests found once): recovery must not panic or hang, and
-/// must refuse the pool with a typed error whose message contains `expected`.
-fn reproduce(region: Region, edit: Edit, expected: &str) {
+/// (bugs the fuzz tests found once): open and recovery must not panic or
+/// hang, and must end in an outcome `expected` accepts (a typed error).
+fn reproduce(region: Region, edit: Edit, expected: impl Fn(&Outcome) -> bool) {
     let base = base();
     let candidates = match region {
         Region::LogHeaderCrcFixed => base.logs.len(),
@@ -498,38 +554,128 @@ fn reproduce(region: Region, edit: Edit, expected: &str) {
     assert!(candidates > 0, "the base pool has no {region:?} to damage");
     for pick in 0..candidates {
         let (bytes, description) = mutate(base, region, pick, std::slice::from_ref(&edit));
-        let errors = recover_without_panic(bytes).unwrap_or_else(|message| panic!("{description}: {message}"));
-        assert!(
-            errors.iter().any(|error| error.contains(expected)),
-            "{description}: expected an error mentioning {expected:?}, got {errors:?}"
-        );
+        let outcome = open_and_recover(bytes).unwrap_or_else(|message| panic!("{description}: {message}"));
+        assert!(expected(&outcome), "{description}: unexpected outcome {outcome:?}");
     }
+}
+
+/// A `PoolError::Corrupt` refusing the header's geometry.
+fn bad_geometry(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::OpenFailed(PoolError::Corrupt { detail, .. }) if detail.contains("geometry"))
+}
+
+/// A `DbError::Corrupt` whose message contains `text`.
+fn corrupt_mentioning(text: &'static str) -> impl Fn(&Outcome) -> bool {
+    move |outcome| matches!(outcome, Outcome::RecoveryFailed(DbError::Corrupt(message)) if message.contains(text))
 }
 
 #[test]
 fn header_claiming_a_pool_size_near_u64_max_is_refused() {
     // Pool header field "pool size" (offset 16) = u64::MAX, header CRC fixed:
     // once an overflow in `layout::geometry`.
-    reproduce(Region::HeaderCrcFixed, Edit::Word { at: 16, value: u64::MAX }, "geometry");
+    reproduce(Region::HeaderCrcFixed, Edit::Word { at: 16, value: u64::MAX }, bad_geometry);
+    reproduce(Region::HeaderCrcFixed, Edit::Word { at: 16, value: u64::MAX - 7 }, bad_geometry);
 }
 
 #[test]
 fn header_claiming_a_2_pow_63_byte_pool_is_refused_at_once() {
     // Pool header field "pool size" (offset 16) = 2^63, header CRC fixed:
     // once a loop of ~2^47 steps in `layout::geometry`.
-    reproduce(Region::HeaderCrcFixed, Edit::Word { at: 16, value: 1 << 63 }, "geometry");
+    let started = std::time::Instant::now();
+    reproduce(Region::HeaderCrcFixed, Edit::Word { at: 16, value: 1 << 63 }, bad_geometry);
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
 }
 
 #[test]
 fn log_segment_sequence_u64_max_is_refused() {
     // Log segment header field "sequence" (offset 8) = u64::MAX, CRC fixed:
     // once an overflow of the next sequence in group commit.
-    reproduce(Region::LogHeaderCrcFixed, Edit::Word { at: 8, value: u64::MAX }, "beyond log incarnation");
+    reproduce(
+        Region::LogHeaderCrcFixed,
+        Edit::Word { at: 8, value: u64::MAX },
+        corrupt_mentioning("beyond log incarnation"),
+    );
 }
 
 #[test]
 fn checkpoint_end_epoch_u64_max_is_refused() {
     // Checkpoint chunk header field "end epoch" (offset 40) = u64::MAX, CRC
     // fixed: once an overflow of recovery's first epoch.
-    reproduce(Region::CheckpointHeaderCrcFixed, Edit::Word { at: 40, value: u64::MAX }, "beyond the largest epoch");
+    let refused = |outcome: &Outcome| {
+        corrupt_mentioning("beyond the largest epoch")(outcome) || corrupt_mentioning("with epochs")(outcome)
+    };
+    reproduce(Region::CheckpointHeaderCrcFixed, Edit::Word { at: 40, value: u64::MAX }, refused);
+}
+
+/// `bytes` with the value of root `name` set to `value` (the root table is
+/// not checksummed beyond each slot's name).
+fn with_root(name: &str, value: u64) -> Vec<u8> {
+    let mut bytes = base().bytes.clone();
+    let slot = (0..layout::ROOT_SLOTS)
+        .map(|slot| (layout::ROOT_TABLE_OFFSET + slot * layout::ROOT_SLOT_SIZE) as usize)
+        .find(|&at| {
+            let field = &bytes[at + layout::root_slot::NAME as usize..at + layout::ROOT_SLOT_SIZE as usize];
+            field.split(|&b| b == 0).next() == Some(name.as_bytes())
+        })
+        .unwrap_or_else(|| panic!("the base pool has no root {name:?}"));
+    let at = slot + layout::root_slot::VALUE as usize;
+    bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
+    bytes
+}
+
+#[test]
+fn engine_root_of_zero_is_a_schema_mismatch() {
+    // Engine codes start at 1; naming the owner of code 0 once underflowed.
+    let outcome = open_and_recover(with_root("engine.kind", 0)).unwrap_or_else(|message| panic!("{message}"));
+    assert!(
+        matches!(&outcome, Outcome::RecoveryFailed(DbError::SchemaMismatch(message)) if message.contains("unknown engine")),
+        "{outcome:?}"
+    );
+}
+
+#[test]
+fn checkpoint_generation_u64_max_is_refused() {
+    // Recovery and the next checkpoint number generation + 1.
+    let outcome = open_and_recover(with_root(pmtx_engine::checkpoint::CHECKPOINT_ROOT, u64::MAX))
+        .unwrap_or_else(|m| panic!("{m}"));
+    assert!(corrupt_mentioning("generation is out of range")(&outcome), "{outcome:?}");
+}
+
+#[test]
+fn durable_epoch_beyond_the_largest_epoch_is_refused() {
+    let value = pmtx_engine::record::MAX_EPOCH + 1;
+    let outcome = open_and_recover(with_root("log.durable_epoch", value)).unwrap_or_else(|m| panic!("{m}"));
+    assert!(corrupt_mentioning("beyond the largest epoch")(&outcome), "{outcome:?}");
+}
+
+#[test]
+fn checkpoint_at_the_largest_epoch_leaves_no_epoch_to_run_in() {
+    // End epoch exactly `MAX_EPOCH` passes the bound, but the next life's
+    // first epoch would not fit a TID.
+    let max = pmtx_engine::record::MAX_EPOCH;
+    reproduce(
+        Region::CheckpointHeaderCrcFixed,
+        Edit::Word { at: 40, value: max },
+        corrupt_mentioning("leaves no epoch"),
+    );
+}
+
+#[test]
+fn checkpoint_row_tid_beyond_the_end_epoch_is_refused() {
+    // Row field "tid" (offset 16; the edit applies from offset 8), row CRC
+    // fixed: once installed as a version word whose high bits were lost.
+    for value in [u64::MAX, pmtx_engine::record::MAX_TID] {
+        let (bytes, description) = mutate(base(), Region::CheckpointRowCrcFixed, 0, &[Edit::Word { at: 8, value }]);
+        let outcome = open_and_recover(bytes).unwrap_or_else(|message| panic!("{description}: {message}"));
+        assert!(corrupt_mentioning("beyond the checkpoint's end epoch")(&outcome), "{description}: {outcome:?}");
+    }
+}
+
+#[test]
+fn log_record_tid_beyond_the_largest_tid_is_refused() {
+    // Record field "tid" (offset 8; the edit applies from offset 8), record
+    // CRC fixed with the segment sequence.
+    let (bytes, description) = mutate(base(), Region::LogRecordCrcFixed, 0, &[Edit::Word { at: 0, value: u64::MAX }]);
+    let outcome = open_and_recover(bytes).unwrap_or_else(|message| panic!("{description}: {message}"));
+    assert!(corrupt_mentioning("beyond the largest TID")(&outcome), "{description}: {outcome:?}");
 }

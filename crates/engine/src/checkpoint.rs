@@ -256,6 +256,10 @@ pub fn current_checkpoint<B: PmBackend>(pool: &Pool<B>) -> DbResult<Option<(Chec
         .collect();
     chunks.sort();
     let corrupt = |detail: String| DbError::Corrupt(format!("checkpoint generation {generation}: {detail}"));
+    if generation == u64::MAX {
+        // Generations count checkpoints; the next one could not be numbered.
+        return Err(corrupt("the generation is out of range".into()));
+    }
     let Some(&(_, first)) = chunks.first() else {
         return Err(corrupt("no chunks found".into()));
     };
@@ -266,6 +270,16 @@ pub fn current_checkpoint<B: PmBackend>(pool: &Pool<B>) -> DbResult<Option<(Chec
             header.generation,
             header.chunk_count,
             chunks.len()
+        )));
+    }
+    // Epochs feed TIDs and recovery's next epoch: bound them before any
+    // arithmetic (a damaged header may hold any value under a valid CRC).
+    if header.start_epoch > record::MAX_EPOCH || header.end_epoch > record::MAX_EPOCH {
+        return Err(corrupt(format!(
+            "header claims epochs {}..{}, beyond the largest epoch {}",
+            header.start_epoch,
+            header.end_epoch,
+            record::MAX_EPOCH
         )));
     }
     for (position, (index, _)) in chunks.iter().enumerate() {
@@ -320,11 +334,21 @@ pub fn read_rows<B: PmBackend>(
     let chunk_size = pool.geometry().chunk_size;
     let mut rows = 0;
     let mut bytes = Vec::new();
+    let mut first = None;
     for (position, chunk) in chunks.iter().enumerate() {
         let header = read_header(pool, *chunk)
             .ok_or_else(|| DbError::Corrupt(format!("checkpoint chunk {position} header is damaged")))?;
         if header.index != position as u64 || header.used > chunk_size || header.used < CHUNK_HEADER {
             return Err(DbError::Corrupt(format!("checkpoint chunk {position} header is inconsistent")));
+        }
+        // Every chunk of a checkpoint carries the same generation and epochs.
+        let first = *first.get_or_insert((header.generation, header.start_epoch, header.end_epoch));
+        if (header.generation, header.start_epoch, header.end_epoch) != first {
+            return Err(DbError::Corrupt(format!(
+                "checkpoint chunk {position} header says generation {} with epochs {}..{}, chunk 0 generation {} \
+                 with epochs {}..{}",
+                header.generation, header.start_epoch, header.end_epoch, first.0, first.1, first.2
+            )));
         }
         let base = pool.chunk_offset(*chunk);
         let mut at = CHUNK_HEADER;
@@ -344,6 +368,14 @@ pub fn read_rows<B: PmBackend>(
             let key_len = u16::from_le_bytes(bytes[12..14].try_into().expect("2")) as usize;
             let tid = u64::from_le_bytes(bytes[16..24].try_into().expect("8"));
             let value_len = u32::from_le_bytes(bytes[24..28].try_into().expect("4")) as usize;
+            // Every row's TID is of an epoch at most the checkpoint's end
+            // epoch (the writer takes the maximum over the rows it writes).
+            if tid > record::MAX_TID || record::epoch_of_tid(tid) > header.end_epoch {
+                return Err(DbError::Corrupt(format!(
+                    "checkpoint chunk {position}: row at {at} has TID {tid:#x}, beyond the checkpoint's end epoch {}",
+                    header.end_epoch
+                )));
+            }
             let key = bytes
                 .get(ROW_HEADER..ROW_HEADER + key_len)
                 .ok_or_else(|| DbError::Corrupt("checkpoint row key out of bounds".into()))?;

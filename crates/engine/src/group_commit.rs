@@ -280,9 +280,13 @@ impl<B: PmBackend> GroupCommitLog<B> {
         let logged_before = self.logged_row_bytes();
         let start_epoch = self.epochs().advance();
         self.wait_workers_reach(start_epoch);
-        let meta = checkpoint::write_checkpoint(&self.pool, tables, *generation + 1, start_epoch, |end_epoch| {
-            self.wait_durable_epoch(end_epoch.max(start_epoch - 1))
-        })?;
+        let meta = checkpoint::write_checkpoint(
+            &self.pool,
+            tables,
+            next_generation(*generation)?,
+            start_epoch,
+            |end_epoch| self.wait_durable_epoch(end_epoch.max(start_epoch - 1)),
+        )?;
         *generation += 1;
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         self.note_checkpoint(&meta, logged_before);
@@ -319,6 +323,14 @@ impl<B: PmBackend> GroupCommitLog<B> {
     }
 }
 
+/// The checkpoint generation after `generation` (read from the pool, which
+/// `checkpoint::current_checkpoint` bounds; checked all the same).
+fn next_generation(generation: u64) -> DbResult<u64> {
+    generation
+        .checked_add(1)
+        .ok_or_else(|| DbError::Corrupt(format!("checkpoint generation {generation} has no successor")))
+}
+
 /// Checks (or records, for a fresh pool) which engine and schema own it.
 pub(crate) fn check_identity<B: PmBackend>(
     pool: &Pool<B>,
@@ -329,7 +341,11 @@ pub(crate) fn check_identity<B: PmBackend>(
     let code = EngineKind::ALL.iter().position(|k| *k == kind).expect("listed") as u64 + 1;
     match pool.root(ENGINE_ROOT) {
         Some(found) if found != code => {
-            let name = EngineKind::ALL.get(found as usize - 1).map(|k| k.name()).unwrap_or("an unknown engine");
+            let name = (found as usize)
+                .checked_sub(1)
+                .and_then(|index| EngineKind::ALL.get(index))
+                .map(|k| k.name())
+                .unwrap_or("an unknown engine");
             return Err(DbError::SchemaMismatch(format!("the pool belongs to {name}, not {}", kind.name())));
         }
         Some(_) => {}
@@ -440,17 +456,6 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         };
         let mut max_epoch = 0u64;
         let mut start_epoch = 0u64;
-        if let Some((meta, _)) = &current {
-            if meta.start_epoch > record::MAX_EPOCH || meta.end_epoch > record::MAX_EPOCH {
-                return Err(DbError::Corrupt(format!(
-                    "checkpoint generation {} claims epochs {}..{}, beyond the largest epoch {}",
-                    meta.generation,
-                    meta.start_epoch,
-                    meta.end_epoch,
-                    record::MAX_EPOCH
-                )));
-            }
-        }
         if let Some((meta, chunks)) = &current {
             *self.checkpoint_generation.lock() = meta.generation;
             self.note_checkpoint(meta, 0);
@@ -572,12 +577,20 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
             });
             result?;
         }
-        let first_epoch = seen_epoch.into_inner().max(durable_epoch) + 1;
+        // Every epoch above is at most `MAX_EPOCH` (checked where read), and
+        // the new life's TIDs must fit too.
+        let last_epoch = seen_epoch.into_inner().max(durable_epoch);
+        let first_epoch = last_epoch.checked_add(1).filter(|epoch| *epoch <= record::MAX_EPOCH).ok_or_else(|| {
+            DbError::Corrupt(format!(
+                "recovered epoch {last_epoch} leaves no epoch (the largest is {}) to run in",
+                record::MAX_EPOCH
+            ))
+        })?;
         let epochs = Arc::new(Epochs::new(self.logs.len(), first_epoch));
         self.epochs.set(Arc::clone(&epochs)).map_err(|_| DbError::Corrupt("recovered twice".into()))?;
         // Fresh checkpoint, then drop the old logs (see the module comment).
         if !segments.is_empty() {
-            let generation = *self.checkpoint_generation.lock() + 1;
+            let generation = next_generation(*self.checkpoint_generation.lock())?;
             let meta = checkpoint::write_checkpoint(pool, tables, generation, first_epoch, |_| Ok(()))?;
             *self.checkpoint_generation.lock() = generation;
             self.note_checkpoint(&meta, 0);

@@ -490,7 +490,13 @@ pub fn find_segments<B: PmBackend>(pool: &Pool<B>) -> (Vec<FoundSegment>, Vec<Ch
         let magic = u64::from_le_bytes(header[0..8].try_into().expect("8"));
         let crc = u32::from_le_bytes(header[28..32].try_into().expect("4"));
         let worker = u64::from_le_bytes(header[16..24].try_into().expect("8"));
-        if magic != SEGMENT_MAGIC || crc != crc32fast::hash(&header[0..28]) || worker != chunk_owner.group() as u64 {
+        // Writers are numbered by u16 (`owner`): a larger owner group or
+        // worker field is damage, not another worker's chain.
+        if magic != SEGMENT_MAGIC
+            || crc != crc32fast::hash(&header[0..28])
+            || worker != chunk_owner.group() as u64
+            || worker > u64::from(u16::MAX)
+        {
             broken.push(chunk);
             continue;
         }

@@ -142,25 +142,71 @@ mod tests {
         })
     }
 
+    /// Whether `chunk_count` chunks fit `size` (checked arithmetic).
+    fn fits(size: u64, chunk_size: u64, chunk_count: u64) -> bool {
+        let data_offset = chunk_count
+            .checked_mul(8)
+            .and_then(|table| table.checked_add(CHUNK_TABLE_OFFSET))
+            .and_then(|end| end.div_ceil(chunk_size).checked_mul(chunk_size));
+        data_offset
+            .and_then(|offset| chunk_count.checked_mul(chunk_size).and_then(|chunks| chunks.checked_add(offset)))
+            .is_some_and(|end| end <= size)
+    }
+
     #[test]
     fn geometry_matches_the_definition() {
-        for chunk_size in [MIN_CHUNK_SIZE, 1 << 20, DEFAULT_CHUNK_SIZE] {
-            for chunks in [0u64, 1, 2, 3, 7, 64, 1000] {
-                for delta in [0u64, 1, 4095, 4096, 4097, chunk_size - 1] {
-                    let size = (chunks * chunk_size + delta).max(1);
-                    assert_eq!(geometry(size, chunk_size), geometry_by_search(size, chunk_size), "size {size}");
+        let mut sizes = Vec::new();
+        for chunk_size in [4096, MIN_CHUNK_SIZE, 1 << 20, DEFAULT_CHUNK_SIZE] {
+            // Around every chunk count where the table needs one more chunk
+            // of padding (512 entries per 4 KiB) and small pools.
+            let per_chunk = chunk_size / 8;
+            for chunks in [0u64, 1, 2, 3, 7, 64, 1000, per_chunk - 1, per_chunk, per_chunk + 1, 2 * per_chunk + 3] {
+                for delta in [0u64, 1, 4095, 4096, 4097, chunk_size - 1, chunk_size, chunk_size + 1] {
+                    for table in [0, 1, 2, 3] {
+                        sizes.push((chunk_size, (chunks * chunk_size + delta + table * chunk_size).max(1)));
+                        sizes
+                            .push((chunk_size, (chunks * chunk_size + CHUNK_TABLE_OFFSET + chunks * 8 + delta).max(1)));
+                    }
                 }
             }
+        }
+        // And pseudo-random sizes up to 256 MiB.
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..2000 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            sizes.push((4096 << (state >> 61), (state >> 20) % (256 << 20)));
+        }
+        for (chunk_size, size) in sizes {
+            assert_eq!(
+                geometry(size, chunk_size),
+                geometry_by_search(size, chunk_size),
+                "size {size}, chunk {chunk_size}"
+            );
         }
     }
 
     #[test]
     fn geometry_of_absurd_sizes_neither_overflows_nor_spins() {
-        for size in [u64::MAX, u64::MAX - 1, 1 << 63, (1 << 63) + 12345] {
-            let (chunk_count, data_offset) = geometry(size, DEFAULT_CHUNK_SIZE).expect("fits");
-            assert!(data_offset.checked_add(chunk_count * DEFAULT_CHUNK_SIZE).is_some_and(|end| end <= size));
+        for chunk_size in [MIN_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, 1 << 40, 1 << 62, 1 << 63] {
+            for size in [u64::MAX, u64::MAX - 1, 1 << 63, (1 << 63) + 12345, (1 << 63) - 1] {
+                match geometry(size, chunk_size) {
+                    Some((chunk_count, data_offset)) => {
+                        assert!(fits(size, chunk_size, chunk_count), "size {size}, chunk {chunk_size}");
+                        assert!(
+                            !fits(size, chunk_size, chunk_count + 1),
+                            "not the largest: size {size}, chunk {chunk_size}"
+                        );
+                        assert_eq!(data_offset % chunk_size, 0);
+                        assert!(data_offset >= CHUNK_TABLE_OFFSET + chunk_count * 8);
+                    }
+                    None => assert!(!fits(size, chunk_size, 1), "one chunk fits: size {size}, chunk {chunk_size}"),
+                }
+            }
         }
+        assert!(geometry(u64::MAX, DEFAULT_CHUNK_SIZE).is_some());
+        assert_eq!(geometry(u64::MAX, 1 << 63), None, "the table pushes the only chunk past u64::MAX");
         assert_eq!(geometry(u64::MAX, 0), None);
+        assert_eq!(geometry(0, MIN_CHUNK_SIZE), None);
         assert_eq!(geometry(CHUNK_TABLE_OFFSET, MIN_CHUNK_SIZE), None);
     }
 }

@@ -514,7 +514,7 @@ fn validate_create(path: &Path, size: u64, chunk_size: u64) -> PoolResult<()> {
         return Err(PoolError::TooSmall {
             path: path.into(),
             size,
-            minimum: layout::MIN_POOL_SIZE.max(chunk_size * 2 + layout::CHUNK_TABLE_OFFSET),
+            minimum: layout::MIN_POOL_SIZE.max(chunk_size.saturating_mul(2).saturating_add(layout::CHUNK_TABLE_OFFSET)),
         });
     }
     Ok(())
