@@ -225,7 +225,9 @@ pub(crate) fn decode_slot<'a>(bytes: &'a [u8], geometry: &SlotGeometry) -> SlotC
     let value_len = u32::from_le_bytes(bytes[VALUE_LEN_AT..VALUE_LEN_AT + 4].try_into().expect("4")) as usize;
     let key_len = u16::from_le_bytes(bytes[KEY_LEN_AT..KEY_LEN_AT + 2].try_into().expect("2")) as usize;
     let deleted = word1 & DELETED_BIT != 0;
-    if cts == 0 || key_len > geometry.max_key || value_len > geometry.max_value || (deleted && value_len != 0) {
+    // A Tx-CTS is a TID: one above `MAX_TID` cannot have been written (it
+    // would lose its high bits in a version word).
+    if cts == 0 || cts > crate::record::MAX_TID || key_len > geometry.max_key || value_len > geometry.max_value || (deleted && value_len != 0) {
         return SlotContent::Invalid;
     }
     let end = META_LEN as usize + key_len + value_len;

@@ -102,8 +102,14 @@ impl<B: PmBackend> Context<'_, B> {
         let current = row.slot();
         let kind_of = |absent: bool| if absent { SlotKind::Clean } else { SlotKind::Stale };
         let loser = if current != 0 && cts <= record::tid_of(word) {
-            debug_assert!(cts < record::tid_of(word), "two versions of one key with Tx-CTS {cts}");
             row.store_word(word);
+            if cts == record::tid_of(word) {
+                // One transaction writes a key once and a key's Tx-CTS grow:
+                // only a damaged heap holds two such versions.
+                return Err(DbError::Corrupt(format!(
+                    "zen heap holds two versions of one key of table #{table} with Tx-CTS {cts}"
+                )));
+            }
             (slot, kind_of(deleted))
         } else {
             let old_kind = kind_of(word & ABSENT != 0);
