@@ -617,12 +617,14 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         self.take_checkpoint(tables).map(|_| ())
     }
 
-    /// Low once less than an eighth of the pool (at least two chunks per
+    /// Low once less than a quarter of the pool (at least two chunks per
     /// worker) is left beyond the checkpoint's reserve: a checkpoint now
-    /// frees the log before appends hit `OutOfSpace`.
+    /// frees the log before appends hit `OutOfSpace` (the reserve grows
+    /// with every logged row, so the spare room shrinks twice as fast as
+    /// the log grows).
     fn log_space_low(&self) -> bool {
         let spare = self.pool.free_chunks().saturating_sub(self.checkpoint_reserve());
-        spare < (self.pool.geometry().chunk_count / 8).max(2 * self.logs.len() as u64)
+        spare < (self.pool.geometry().chunk_count / 4).max(2 * self.logs.len() as u64)
     }
 
     fn close(&self, tables: &[Table], clean: bool) -> DbResult<()> {

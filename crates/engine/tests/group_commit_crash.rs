@@ -23,19 +23,23 @@
 //!
 //! Failures name the seed (override with `PMTX_CRASH_SEED`) and the image.
 
+mod support;
+
 use pmtx_engine::{Database, DbError, DbOptions, EngineKind, Outcome, PoolLocation, TableSchema};
 use pmtx_pm::sim::{CapturePolicy, CrashState, ImageBudget};
-use pmtx_pm::{Direct, PmBackend, PmOptions, Pool, Sim};
+use pmtx_pm::{Direct, PmOptions, Pool, Sim};
 use std::collections::BTreeMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::{
+    account_key, le_i64, le_i64_row, le_u64, Acks, DbState, DuringRecovery, Recovery, Tally, Transfers,
+    RECOVERY_BUDGET, RUN_BUDGET,
+};
 
 const WORKERS: usize = 2;
 const ACCOUNTS: u64 = 32;
 const PER_WORKER: u64 = ACCOUNTS / WORKERS as u64;
-const INITIAL: i64 = 1_000;
 /// Transactions per worker.
 const TXNS: u64 = 900;
 const POOL_SIZE: u64 = 2 << 20;
@@ -53,29 +57,12 @@ const LIFE2_STATES: usize = 40;
 /// Crash states checked from the run that fills the pool.
 const FULL_POOL_STATES: usize = 40;
 
-const RUN_BUDGET: ImageBudget =
-    ImageBudget { random_subsets: 3, random_prefixes: 3, exhaustive_limit: 32, all_but_lines: 4 };
-const RECOVERY_BUDGET: ImageBudget =
-    ImageBudget { random_subsets: 1, random_prefixes: 2, exhaustive_limit: 4, all_but_lines: 1 };
-
 fn seed() -> u64 {
-    std::env::var("PMTX_CRASH_SEED")
-        .ok()
-        .and_then(|text| {
-            let text = text.trim();
-            match text.strip_prefix("0x") {
-                Some(hex) => u64::from_str_radix(hex, 16).ok(),
-                None => text.parse().ok(),
-            }
-        })
-        .unwrap_or(0x6C0F_FEE5)
+    support::seed(0x6C0F_FEE5)
 }
 
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
+fn model(seed: u64) -> Transfers {
+    Transfers { seed, workers: WORKERS, per_worker: PER_WORKER, seq_key, balance_row: le_i64_row, balance_of: le_i64 }
 }
 
 fn tables() -> Vec<TableSchema> {
@@ -94,8 +81,9 @@ fn options(seed: u64) -> DbOptions {
     options
 }
 
-fn account_key(account: u64) -> [u8; 8] {
-    account.to_be_bytes()
+/// Recovery of the transfer workload's images: every record read directly.
+fn recovery(seed: u64) -> Recovery {
+    Recovery::records(options(seed))
 }
 
 fn seq_key(worker: usize) -> Vec<u8> {
@@ -132,82 +120,14 @@ impl History {
     }
 }
 
-/// Transaction `k` (from 1) of `worker` with `salt`: (from, to, amount).
-fn transfer(seed: u64, salt: u64, worker: usize, k: u64) -> (u64, u64, i64) {
-    let r = splitmix(seed ^ splitmix(salt.wrapping_mul(0x9E37_79B9) ^ ((worker as u64) << 32 | k)));
-    let base = worker as u64 * PER_WORKER;
-    let from = r % PER_WORKER;
-    let mut to = (r >> 16) % PER_WORKER;
-    if to == from {
-        to = (to + 1) % PER_WORKER;
-    }
-    (base + from, base + to, ((r >> 32) % 100) as i64 + 1)
-}
-
-/// Balances of `worker`'s accounts after its transactions `1..=upto`.
-fn replay(seed: u64, history: &History, worker: usize, upto: u64) -> BTreeMap<u64, i64> {
-    let base = worker as u64 * PER_WORKER;
-    let mut balances: BTreeMap<u64, i64> = (base..base + PER_WORKER).map(|a| (a, INITIAL)).collect();
-    for k in 1..=upto {
-        let (from, to, amount) = transfer(seed, history.salt(worker, k), worker, k);
-        *balances.get_mut(&from).unwrap() -= amount;
-        *balances.get_mut(&to).unwrap() += amount;
-    }
-    balances
-}
-
-/// Every present row of every table, by table name.
-type DbState = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
-
-fn read_state(db: &Database) -> DbState {
-    let mut state = DbState::new();
-    for schema in tables() {
-        let table = db.table(db.table_id(&schema.name).unwrap()).unwrap();
-        let mut rows = BTreeMap::new();
-        let mut value = Vec::new();
-        table.for_each_record(|key, record| {
-            let snapshot = record.copy_value(&mut value).expect("no record stays locked after recovery");
-            if !snapshot.is_absent() {
-                rows.insert(key.to_vec(), value.clone());
-            }
-        });
-        state.insert(schema.name, rows);
-    }
-    state
-}
-
-fn decode_i64(bytes: &[u8]) -> i64 {
-    i64::from_le_bytes(bytes.try_into().expect("8-byte balance"))
-}
-
 fn sequences(state: &DbState) -> Option<Vec<u64>> {
-    (0..WORKERS)
-        .map(|worker| {
-            state["seq"].get(&seq_key(worker)).map(|raw| u64::from_le_bytes(raw.as_slice().try_into().unwrap()))
-        })
-        .collect()
+    (0..WORKERS).map(|worker| state["seq"].get(&seq_key(worker)).map(|raw| le_u64(raw).unwrap())).collect()
 }
 
 /// What one life of the database acknowledged, for the oracle.
 struct Oracle {
     history: History,
-    /// Event count when the load transaction was acknowledged; `None` when
-    /// the load happened in an earlier life (it must be present).
-    load: Option<u64>,
-    /// Per worker: the sequence this life started from (already durable).
-    base: Vec<u64>,
-    /// Per worker: `events[i]` = event count when transaction `base + i + 1`
-    /// was acknowledged (non-decreasing).
-    events: Vec<Vec<u64>>,
-    /// Per worker: highest sequence issued (committed, acknowledged or not).
-    issued: Vec<u64>,
-}
-
-impl Oracle {
-    /// Highest sequence of `worker` acknowledged at or before `event`.
-    fn acked_by(&self, worker: usize, event: u64) -> u64 {
-        self.base[worker] + self.events[worker].partition_point(|&ack| ack <= event) as u64
-    }
+    acks: Acks,
 }
 
 /// Checks a recovered state against the oracle; `Err` describes the violation.
@@ -215,82 +135,13 @@ fn check_state(seed: u64, state: &DbState, oracle: &Oracle, event: u64) -> Resul
     let accounts = &state["accounts"];
     let seqs = &state["seq"];
     if accounts.is_empty() && seqs.is_empty() {
-        return match oracle.load {
-            Some(load) if event < load => Ok(()),
-            _ => Err(format!("the load (acknowledged at event {:?}) is missing", oracle.load)),
-        };
+        return oracle.acks.check_empty(event);
     }
     if accounts.len() != ACCOUNTS as usize || seqs.len() != WORKERS {
         return Err(format!("partial load: {} accounts, {} sequence rows", accounts.len(), seqs.len()));
     }
-    let mut total = 0i64;
-    for worker in 0..WORKERS {
-        let raw = seqs.get(&seq_key(worker)).ok_or_else(|| format!("txn/{worker} missing"))?;
-        let sequence = u64::from_le_bytes(raw.as_slice().try_into().map_err(|_| "bad sequence row".to_string())?);
-        let acked = oracle.acked_by(worker, event);
-        if sequence < acked {
-            return Err(format!(
-                "worker {worker}: recovered sequence {sequence} but {acked} was acknowledged (or recovered in an \
-                 earlier life) by event {event}"
-            ));
-        }
-        if sequence > oracle.issued[worker] {
-            return Err(format!(
-                "worker {worker}: recovered sequence {sequence} beyond the {} transactions issued",
-                oracle.issued[worker]
-            ));
-        }
-        let expected = replay(seed, &oracle.history, worker, sequence);
-        for (account, balance) in expected {
-            let found = accounts
-                .get(&account_key(account)[..])
-                .map(|bytes| decode_i64(bytes))
-                .ok_or_else(|| format!("account {account} missing"))?;
-            if found != balance {
-                return Err(format!(
-                    "worker {worker}: account {account} holds {found}, but after its transactions 1..={sequence} it \
-                     must hold {balance} (partial, out-of-order or resurrected transaction)"
-                ));
-            }
-            total += found;
-        }
-    }
-    if total != ACCOUNTS as i64 * INITIAL {
-        return Err(format!("money not conserved: total {total}"));
-    }
-    Ok(())
-}
-
-/// Opens `bytes` on backend `B` and recovers; `Err` on a recovery error or
-/// panic.
-fn recover_image<B: PmBackend>(
-    seed: u64,
-    bytes: &[u8],
-    before_open: impl FnOnce(&Pool<B>),
-) -> Result<(DbState, Arc<Pool<B>>), String> {
-    let result = catch_unwind(AssertUnwindSafe(|| {
-        let pool = Arc::new(
-            Pool::<B>::open_image(bytes, &PmOptions { sim_seed: seed, ..PmOptions::default() })
-                .map_err(|error| format!("pool open failed: {error}"))?,
-        );
-        before_open(&pool);
-        let db = Database::open_on_pool(options(seed), Arc::clone(&pool))
-            .map_err(|error| format!("recovery failed: {error}"))?;
-        let state = read_state(&db);
-        drop(db);
-        Ok((state, pool))
-    }));
-    match result {
-        Ok(result) => result,
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            Err(format!("recovery panicked: {message}"))
-        }
-    }
+    let salt = |worker, k| oracle.history.salt(worker, k);
+    model(seed).check_accounts(&oracle.acks, event, accounts, seqs, salt).map(|_| ())
 }
 
 fn capture_policy() -> CapturePolicy {
@@ -317,7 +168,7 @@ const UNTIL_FULL: RunMode = RunMode { checkpoints: false, until_full: true };
 /// worker committed; with `mode.until_full`, a worker stops at its first
 /// `DbError::OutOfSpace` (any other error fails the test).
 fn run_transfers(
-    db: &Arc<Database>,
+    db: &Database,
     pool: &Arc<Pool<Sim>>,
     seed: u64,
     history: &History,
@@ -326,179 +177,85 @@ fn run_transfers(
     mode: RunMode,
 ) -> (Vec<Vec<u64>>, Vec<u64>) {
     let RunMode { checkpoints, until_full } = mode;
+    let model = model(seed);
     let accounts = db.table_id("accounts").unwrap();
     let seq = db.table_id("seq").unwrap();
-    let done = Arc::new(AtomicUsize::new(0));
-    let mut handles = Vec::new();
-    for id in 0..WORKERS {
-        let (db, pool, done, history, first) =
-            (Arc::clone(db), Arc::clone(pool), Arc::clone(&done), history.clone(), first[id]);
-        handles.push(std::thread::spawn(move || {
-            let mut worker = db.worker(id).unwrap();
-            let mut acked = Vec::with_capacity(count as usize);
-            let mut record = |tag: u32, _: Duration| {
-                assert_eq!(tag as u64, first + acked.len() as u64, "acknowledgements arrive in commit order");
-                acked.push(pool.backend().event_count());
-            };
-            let mut last = first - 1;
-            for k in first..first + count {
-                let (from, to, amount) = transfer(seed, history.salt(id, k), id, k);
-                let result = worker.run_pipelined(k as u32, false, |tx| {
-                    let a = decode_i64(&tx.get(accounts, &account_key(from))?.expect("from exists"));
-                    let b = decode_i64(&tx.get(accounts, &account_key(to))?.expect("to exists"));
-                    let previous = tx.get(seq, &seq_key(id))?.expect("sequence row exists");
-                    assert_eq!(u64::from_le_bytes(previous.as_slice().try_into().unwrap()), k - 1);
-                    tx.put(accounts, &account_key(from), &(a - amount).to_le_bytes())?;
-                    tx.put(accounts, &account_key(to), &(b + amount).to_le_bytes())?;
-                    tx.put(seq, &seq_key(id), &k.to_le_bytes())?;
-                    Ok(())
-                });
-                match result {
-                    Ok((outcome, _)) => assert_eq!(outcome, Outcome::Committed(())),
-                    Err(DbError::OutOfSpace(_)) if until_full => break,
-                    Err(error) => panic!("worker {id}, transaction {k}: {error}"),
-                }
-                last = k;
-                worker.drain_acknowledged(&mut record);
-                // Every few transactions wait for durability, so the run
-                // spans many epochs with a few records each.
-                if k % 6 == 0 {
-                    worker.wait_all_acknowledged(&mut record);
-                }
-            }
-            worker.wait_all_acknowledged(&mut record);
-            done.fetch_add(1, Ordering::SeqCst);
-            (acked, last)
-        }));
-    }
     // Checkpoints while the workers run: crash points inside them are
     // captured with everything else.
     let checkpoints_before = db.stats().checkpoints;
-    while done.load(Ordering::SeqCst) < WORKERS {
-        std::thread::sleep(Duration::from_millis(4));
-        if checkpoints {
-            db.checkpoint().unwrap();
+    let interval = checkpoints.then_some(Duration::from_millis(4));
+    let (results, _) = support::run_workers(db, WORKERS, interval, |id| {
+        let first = first[id];
+        let mut worker = db.worker(id).unwrap();
+        let mut acked = Vec::with_capacity(count as usize);
+        let mut record = |tag: u32, _: Duration| {
+            assert_eq!(tag as u64, first + acked.len() as u64, "acknowledgements arrive in commit order");
+            acked.push(pool.backend().event_count());
+        };
+        let mut last = first - 1;
+        for k in first..first + count {
+            let (from, to, amount) = model.transfer(history.salt(id, k), id, k);
+            let result = worker.run_pipelined(k as u32, false, |tx| {
+                let a = le_i64(&tx.get(accounts, &account_key(from))?.expect("from exists")).unwrap();
+                let b = le_i64(&tx.get(accounts, &account_key(to))?.expect("to exists")).unwrap();
+                let previous = tx.get(seq, &seq_key(id))?.expect("sequence row exists");
+                assert_eq!(le_u64(&previous), Ok(k - 1));
+                tx.put(accounts, &account_key(from), &(a - amount).to_le_bytes())?;
+                tx.put(accounts, &account_key(to), &(b + amount).to_le_bytes())?;
+                tx.put(seq, &seq_key(id), &k.to_le_bytes())?;
+                Ok(())
+            });
+            match result {
+                Ok((outcome, _)) => assert_eq!(outcome, Outcome::Committed(())),
+                Err(DbError::OutOfSpace(_)) if until_full => break,
+                Err(error) => panic!("worker {id}, transaction {k}: {error}"),
+            }
+            last = k;
+            worker.drain_acknowledged(&mut record);
+            // Every few transactions wait for durability, so the run
+            // spans many epochs with a few records each.
+            if k % 6 == 0 {
+                worker.wait_all_acknowledged(&mut record);
+            }
         }
-    }
-    let (events, last): (Vec<_>, Vec<_>) = handles.into_iter().map(|h| h.join().unwrap()).unzip();
+        worker.wait_all_acknowledged(&mut record);
+        (acked, last)
+    });
     if checkpoints {
         assert!(db.stats().checkpoints >= checkpoints_before + 2, "too few checkpoints ran during the workload");
     }
-    (events, last)
+    results.into_iter().unzip()
 }
 
 /// Creates a capturing sim pool and a database on it, and loads it;
 /// returns the load's acknowledgement event.
-fn create_and_load(seed: u64, pool_size: u64) -> (Arc<Pool<Sim>>, Arc<Database>, u64) {
-    let pm = PmOptions { sim_seed: seed, ..PmOptions::default() };
-    let pool = Arc::new(Pool::<Sim>::create_in_memory(pool_size, pmtx_pm::layout::MIN_CHUNK_SIZE, &pm).unwrap());
-    pool.backend().set_capture(capture_policy());
-    let db = Arc::new(Database::open_on_pool(options(seed), Arc::clone(&pool)).unwrap());
-    let accounts = db.table_id("accounts").unwrap();
-    let seq = db.table_id("seq").unwrap();
-    db.worker(0)
-        .unwrap()
-        .run(|tx| {
-            for account in 0..ACCOUNTS {
-                tx.put(accounts, &account_key(account), &INITIAL.to_le_bytes())?;
-            }
-            for worker in 0..WORKERS {
-                tx.put(seq, &seq_key(worker), &0u64.to_le_bytes())?;
-            }
-            Ok(())
-        })
-        .unwrap();
-    let load = pool.backend().event_count();
-    (pool, db, load)
+fn create_and_load(seed: u64) -> (Arc<Pool<Sim>>, Database, u64) {
+    model(seed).create_loaded(options(seed), capture_policy(), "seq", &[])
 }
 
 /// Life 1: load, transfers with checkpoints, clean close. Returns the
 /// captured crash states, the oracle and the final persisted image.
 fn run_first_life(seed: u64) -> (Vec<CrashState>, Oracle, Vec<u8>) {
-    let (pool, db, load) = create_and_load(seed, POOL_SIZE);
+    let (pool, db, load) = create_and_load(seed);
     let history = History::new();
     let (events, issued) = run_transfers(&db, &pool, seed, &history, &[1; WORKERS], TXNS, WITH_CHECKPOINTS);
-    let db = Arc::into_inner(db).expect("workers dropped");
     db.close().unwrap();
     let states = pool.backend().take_crash_states();
     assert_eq!(pool.backend().dropped_captures(), 0, "capture cap reached; raise max_states or every_nth");
     let final_image = pool.backend().persisted_image();
-    (states, Oracle { history, load: Some(load), base: vec![0; WORKERS], events, issued }, final_image)
+    let acks = Acks { load: Some(load), base: vec![0; WORKERS], events, issued };
+    (states, Oracle { history, acks }, final_image)
 }
 
 /// Picks `count` states: every checkpoint/close label first (evenly thinned
 /// if too many), then evenly spread others, deterministic in `seed`.
-fn pick_states(seed: u64, mut states: Vec<CrashState>, count: usize) -> Vec<CrashState> {
-    let (labelled, others): (Vec<_>, Vec<_>) = states.drain(..).partition(|s| s.label.contains("checkpoint"));
-    let take_evenly = |list: Vec<CrashState>, n: usize, salt: u64| -> Vec<CrashState> {
-        if list.len() <= n {
-            return list;
-        }
-        let stride = list.len() as f64 / n as f64;
-        let offset = (splitmix(seed ^ salt) % 1000) as f64 / 1000.0 * stride;
-        let len = list.len();
-        let wanted: std::collections::BTreeSet<usize> =
-            (0..n).map(|i| ((offset + i as f64 * stride) as usize).min(len - 1)).collect();
-        list.into_iter().enumerate().filter(|(i, _)| wanted.contains(i)).map(|(_, s)| s).collect()
-    };
-    let labelled = take_evenly(labelled, count / 3, 1);
-    let rest = count - labelled.len();
-    let mut picked = labelled;
-    picked.extend(take_evenly(others, rest, 2));
-    picked.sort_by_key(|s| s.event);
-    picked
-}
-
-#[derive(Default)]
-struct Tally {
-    states: usize,
-    images: usize,
-    recovery_states: usize,
-    recovery_images: usize,
-}
-
-/// Recovers a run image on a capturing sim pool, then checks that crashing
-/// right after recovery, or at captured points during it, and recovering
-/// again yields the same state.
-fn check_crash_during_recovery(seed: u64, bytes: &[u8], description: &str, tally: &Mutex<Tally>) -> DbState {
-    let (state, pool) = recover_image::<Sim>(seed, bytes, |pool| {
-        pool.backend().set_capture(CapturePolicy { max_states: 2_000, ..CapturePolicy::all() })
-    })
-    .unwrap_or_else(|error| panic!("seed {seed:#x}, {description}: {error}"));
-    let after = pool.backend().persisted_image();
-    let states = pool.backend().take_crash_states();
-    drop(pool);
-    let (again, _) = recover_image::<Direct>(seed, &after, |_| {})
-        .unwrap_or_else(|error| panic!("seed {seed:#x}, {description}, recovered twice: {error}"));
-    assert_eq!(again, state, "seed {seed:#x}, {description}: recovering the recovered pool changed the state");
-    // Spread a handful of mid-recovery crash states over the recovery.
-    let count = states.len();
-    let picks: Vec<usize> =
-        if count <= 8 { (0..count).collect() } else { (0..8).map(|i| i * (count - 1) / 7).collect() };
-    let mut images = 0;
-    for index in picks {
-        let crash = &states[index];
-        for image in crash.images(seed, RECOVERY_BUDGET) {
-            let (recovered, _) = recover_image::<Direct>(seed, &image.bytes, |_| {}).unwrap_or_else(|error| {
-                panic!("seed {seed:#x}, {description}, crash during recovery at {}: {error}", image.description)
-            });
-            assert_eq!(
-                recovered, state,
-                "seed {seed:#x}, {description}: crash during recovery at {} recovered to another state",
-                image.description
-            );
-            images += 1;
-        }
-    }
-    let mut tally = tally.lock().unwrap();
-    tally.recovery_states += 1;
-    tally.recovery_images += images;
-    state
+fn pick_states(seed: u64, states: Vec<CrashState>, count: usize) -> Vec<CrashState> {
+    support::pick_states(seed, states, count, |state| state.label.contains("checkpoint"))
 }
 
 /// Checks every image (within `budget`) of every state in `picked` against
-/// `oracle` on two threads; every `recovery_every`-th state's first image is
-/// also recovered with crashes during recovery.
+/// `oracle`; every `recovery_every`-th state's first image is also
+/// recovered with crashes during recovery.
 fn check_states(
     seed: u64,
     context: &str,
@@ -506,45 +263,10 @@ fn check_states(
     oracle: &Oracle,
     budget: ImageBudget,
     recovery_every: usize,
-    tally: &Mutex<Tally>,
-) {
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        for _ in 0..2 {
-            scope.spawn(|| loop {
-                let index = next.fetch_add(1, Ordering::SeqCst);
-                if index >= picked.len() || failed.load(Ordering::SeqCst) {
-                    return;
-                }
-                let state = &picked[index];
-                let result = catch_unwind(AssertUnwindSafe(|| {
-                    let mut images = 0;
-                    for (position, image) in state.images(seed, budget).enumerate() {
-                        let description = format!("{context}, {}", image.description);
-                        let recovered = if position == 0 && index.is_multiple_of(recovery_every) {
-                            check_crash_during_recovery(seed, &image.bytes, &description, tally)
-                        } else {
-                            recover_image::<Direct>(seed, &image.bytes, |_| {})
-                                .unwrap_or_else(|error| panic!("seed {seed:#x}, {description}: {error}"))
-                                .0
-                        };
-                        if let Err(violation) = check_state(seed, &recovered, oracle, state.event) {
-                            panic!("seed {seed:#x}, {description}: {violation}");
-                        }
-                        images += 1;
-                    }
-                    let mut tally = tally.lock().unwrap();
-                    tally.states += 1;
-                    tally.images += images;
-                }));
-                if let Err(panic) = result {
-                    failed.store(true, Ordering::SeqCst);
-                    std::panic::resume_unwind(panic);
-                }
-            });
-        }
-    });
+) -> Tally {
+    let during = DuringRecovery { every: recovery_every, states: 8, budget: RECOVERY_BUDGET, first_depth: 1 };
+    recovery(seed)
+        .check_images(context, picked, budget, Some(&during), |state, event| check_state(seed, state, oracle, event))
 }
 
 fn label_counts(states: &[CrashState]) -> BTreeMap<&'static str, usize> {
@@ -570,14 +292,11 @@ fn group_commit_crash_images_recover_acknowledged_prefixes() {
     let run_time = started.elapsed();
     let picked = pick_states(seed, states, STATES_CHECKED);
     let recovery_every = (picked.len() / RECOVERY_CRASH_STATES).max(1);
-    let tally = Mutex::new(Tally::default());
-    check_states(seed, "life 1", &picked, &oracle, RUN_BUDGET, recovery_every, &tally);
+    let tally = check_states(seed, "life 1", &picked, &oracle, RUN_BUDGET, recovery_every);
     // The cleanly closed pool: everything acknowledged, the fast path.
-    let (state, _) = recover_image::<Direct>(seed, &final_image, |_| {})
-        .unwrap_or_else(|error| panic!("seed {seed:#x}, final image: {error}"));
+    let state = recovery(seed).recovered_state(&final_image, "final image");
     check_state(seed, &state, &oracle, u64::MAX).unwrap_or_else(|v| panic!("seed {seed:#x}, final image: {v}"));
     assert_eq!(sequences(&state), Some(vec![TXNS; WORKERS]), "seed {seed:#x}: final image lacks commits");
-    let tally = tally.into_inner().unwrap();
     eprintln!(
         "group_commit_crash: seed {seed:#x}: captured {captured} crash states {labels:?}; checked {} states / {} \
          images, {} recoveries crashed at {} images; run {:?}, total {:?}",
@@ -603,9 +322,9 @@ fn group_commit_lives_after_a_crash_never_resurrect_lost_commits() {
     eprintln!("group_commit_crash (lives): seed {seed:#x} (set PMTX_CRASH_SEED to replay)");
     let started = Instant::now();
     let (states, oracle, _) = run_first_life(seed);
-    let load = oracle.load.unwrap();
+    let load = oracle.acks.load.unwrap();
     let candidates: Vec<&CrashState> = states.iter().filter(|s| s.event > load).collect();
-    let tally = Mutex::new(Tally::default());
+    let mut tally = Tally::default();
     let mut lost_commits = 0;
     for life in 0..CONTINUATIONS {
         let base_state = candidates[(life * 2 + 1) * (candidates.len() - 1) / (2 * CONTINUATIONS)];
@@ -615,31 +334,29 @@ fn group_commit_lives_after_a_crash_never_resurrect_lost_commits() {
         let pm = PmOptions { sim_seed: seed ^ life as u64, ..PmOptions::default() };
         let pool = Arc::new(Pool::<Sim>::open_image(&image.bytes, &pm).unwrap());
         pool.backend().set_capture(capture_policy());
-        let db = Arc::new(Database::open_on_pool(options(seed), Arc::clone(&pool)).unwrap());
-        let recovered = read_state(&db);
+        let db = Database::open_on_pool(options(seed), Arc::clone(&pool)).unwrap();
+        let recovered = recovery(seed).read(&db);
         check_state(seed, &recovered, &oracle, base_state.event)
             .unwrap_or_else(|v| panic!("seed {seed:#x}, {context}: {v}"));
         let base = sequences(&recovered).expect("loaded");
-        lost_commits += (0..WORKERS).filter(|&w| base[w] < oracle.issued[w]).count();
+        lost_commits += (0..WORKERS).filter(|&w| base[w] < oracle.acks.issued[w]).count();
         let first: Vec<u64> = base.iter().map(|s| s + 1).collect();
         let history = oracle.history.continued(&first, life as u64 + 1);
         let (events, _) = run_transfers(&db, &pool, seed, &history, &first, LIFE2_TXNS, WITH_CHECKPOINTS);
         // Crash at the end: dropped without close.
-        drop(Arc::into_inner(db).expect("workers dropped"));
+        drop(db);
         let life2_states = pool.backend().take_crash_states();
         assert_eq!(pool.backend().dropped_captures(), 0);
         let end_image = pool.backend().persisted_image();
         let issued = base.iter().map(|s| s + LIFE2_TXNS).collect();
-        let oracle2 = Oracle { history, load: None, base, events, issued };
+        let oracle2 = Oracle { history, acks: Acks { load: None, base, events, issued } };
         let picked = pick_states(seed ^ life as u64, life2_states, LIFE2_STATES);
         let recovery_every = (picked.len() / 2).max(1);
-        check_states(seed, &context, &picked, &oracle2, RUN_BUDGET, recovery_every, &tally);
-        let (state, _) = recover_image::<Direct>(seed, &end_image, |_| {})
-            .unwrap_or_else(|error| panic!("seed {seed:#x}, {context}, end image: {error}"));
+        tally += check_states(seed, &context, &picked, &oracle2, RUN_BUDGET, recovery_every);
+        let state = recovery(seed).recovered_state(&end_image, &format!("{context}, end image"));
         check_state(seed, &state, &oracle2, u64::MAX)
             .unwrap_or_else(|v| panic!("seed {seed:#x}, {context}, end image: {v}"));
     }
-    let tally = tally.into_inner().unwrap();
     eprintln!(
         "group_commit_crash (lives): seed {seed:#x}: {CONTINUATIONS} second lives ({lost_commits} worker logs had \
          lost commits); checked {} states / {} images, {} recoveries crashed at {} images; total {:?}",
@@ -700,6 +417,12 @@ fn record_offsets(bytes: &[u8], chunk_offset: u64) -> Vec<u64> {
     }
 }
 
+/// The first log segment's chunk.
+fn log_segment(pool: &Pool<Sim>) -> pmtx_pm::ChunkId {
+    let mut chunks = pool.owned_chunks().into_iter();
+    chunks.find(|(_, owner)| owner.kind() == pmtx_engine::log::LOG_CHUNK_KIND).map(|(chunk, _)| chunk).unwrap()
+}
+
 /// The prefix vector that applies every pending store except, in the line
 /// holding `offset`, the first store at or after `offset` and everything
 /// after it in that line.
@@ -720,9 +443,9 @@ fn all_but_from(state: &CrashState, offset: u64) -> Vec<usize> {
 /// Life 1 → crafted image with R2 torn and R3 complete; `None` if the
 /// ticker interfered (retry).
 fn stale_life_one(seed: u64, n: u64) -> Option<(Vec<u8>, u64)> {
-    let pm = PmOptions { sim_seed: seed, ..PmOptions::default() };
-    let pool = Arc::new(Pool::<Sim>::create_in_memory(POOL_SIZE, pmtx_pm::layout::MIN_CHUNK_SIZE, &pm).unwrap());
-    let db = Database::open_on_pool(stale_options(seed), Arc::clone(&pool)).unwrap();
+    let options = stale_options(seed);
+    let pool = support::sim_pool(&options, None);
+    let db = Database::open_on_pool(options, Arc::clone(&pool)).unwrap();
     let t = db.table_id("t").unwrap();
     // An empty checkpoint first, so that the log segment is chunk 1.
     db.checkpoint().unwrap();
@@ -744,12 +467,7 @@ fn stale_life_one(seed: u64, n: u64) -> Option<(Vec<u8>, u64)> {
     if db.stats().durable_epoch != durable {
         return None;
     }
-    let segment = pool
-        .owned_chunks()
-        .into_iter()
-        .find(|(_, owner)| owner.kind() == pmtx_engine::log::LOG_CHUNK_KIND)
-        .map(|(chunk, _)| chunk)
-        .unwrap();
+    let segment = log_segment(&pool);
     assert_eq!(segment, pmtx_pm::ChunkId(1), "the scenario needs the log in chunk 1");
     let offsets = record_offsets(&pool.backend().live_image(), pool.chunk_offset(segment));
     assert_eq!(offsets.len() as u64, n + 2);
@@ -778,12 +496,7 @@ fn stale_life_two(seed: u64, image: &[u8], n: u64, r3_in_chunk: u64) -> Option<V
     assert_eq!(read_key(&db, b"acct0000"), Some(n), "life 2 recovered the acknowledged writes only");
     let t = db.table_id("t").unwrap();
     let mut worker = db.worker(1).unwrap();
-    let segment = pool
-        .owned_chunks()
-        .into_iter()
-        .find(|(_, owner)| owner.kind() == pmtx_engine::log::LOG_CHUNK_KIND)
-        .map(|(chunk, _)| chunk)
-        .unwrap();
+    let segment = log_segment(&pool);
     assert_eq!(segment, pmtx_pm::ChunkId(1), "worker 1's first segment reuses R3's chunk");
     // Records of the same length as life 1's: the one with index n ends
     // exactly where R3 starts.
@@ -840,27 +553,25 @@ fn stale_record_in_a_reused_log_chunk_is_never_replayed() {
 fn crash_images_of_a_full_pool_recover() {
     let seed = seed() ^ 0xF011;
     let started = Instant::now();
-    let (pool, db, load) = create_and_load(seed, POOL_SIZE);
+    let (pool, db, load) = create_and_load(seed);
     let history = History::new();
     let (events, issued) = run_transfers(&db, &pool, seed, &history, &[1; WORKERS], 100_000, UNTIL_FULL);
     assert!(issued.iter().all(|&n| n < 100_000), "the log never filled the pool: {issued:?}");
     // Crash: dropped without close.
-    drop(Arc::into_inner(db).expect("workers dropped"));
+    drop(db);
     let states = pool.backend().take_crash_states();
     let end_image = pool.backend().persisted_image();
-    let oracle = Oracle { history, load: Some(load), base: vec![0; WORKERS], events, issued: issued.clone() };
+    let acks = Acks { load: Some(load), base: vec![0; WORKERS], events, issued: issued.clone() };
+    let oracle = Oracle { history, acks };
     // The last states (on an almost full pool) and a spread of the others.
     let mut states = states;
     let late = states.split_off(states.len().saturating_sub(FULL_POOL_STATES / 2));
     let mut picked = pick_states(seed, states, FULL_POOL_STATES / 2);
     picked.extend(late);
-    let tally = Mutex::new(Tally::default());
-    check_states(seed, "full pool", &picked, &oracle, RUN_BUDGET, (picked.len() / 3).max(1), &tally);
-    let (state, _) = recover_image::<Direct>(seed, &end_image, |_| {})
-        .unwrap_or_else(|error| panic!("seed {seed:#x}, full pool, end image: {error}"));
+    let tally = check_states(seed, "full pool", &picked, &oracle, RUN_BUDGET, (picked.len() / 3).max(1));
+    let state = recovery(seed).recovered_state(&end_image, "full pool, end image");
     check_state(seed, &state, &oracle, u64::MAX).unwrap_or_else(|v| panic!("seed {seed:#x}, end image: {v}"));
     assert_eq!(sequences(&state), Some(issued.clone()), "seed {seed:#x}: every commit was acknowledged");
-    let tally = tally.into_inner().unwrap();
     eprintln!(
         "group_commit_crash (full pool): seed {seed:#x}: {issued:?} transactions until out of space; checked {} \
          states / {} images, {} recoveries crashed at {} images; total {:?}",
@@ -901,28 +612,46 @@ fn delete_key(i: u64) -> Vec<u8> {
     format!("k/{i:05}").into_bytes()
 }
 
-/// Recovered (sequence, present keys) of the delete workload.
-fn delete_state(db: &Database) -> (u64, Vec<bool>) {
-    let seq = db.table(db.table_id("seq").unwrap()).unwrap();
-    let keys = db.table(db.table_id("keys").unwrap()).unwrap();
-    let mut value = Vec::new();
-    let mut read = |table: &pmtx_engine::table::Table, key: &[u8]| {
-        table.lookup(key).and_then(|record| {
-            let snapshot = record.copy_value(&mut value).unwrap();
-            (!snapshot.is_absent()).then(|| value.clone())
-        })
-    };
-    let sequence = read(seq, b"s").map(|v| u64::from_le_bytes(v.as_slice().try_into().unwrap())).unwrap_or(0);
-    let present = (0..DELETE_KEYS).map(|i| read(keys, &delete_key(i)).is_some()).collect();
-    (sequence, present)
+/// Checks a recovered state of the delete workload against the
+/// acknowledgements `(tag, event)` of the writer, for a crash at `event`.
+fn check_deletes(state: &DbState, acked: &[(u32, u64)], event: u64) -> Result<(), String> {
+    let sequence = state["seq"].get(&b"s"[..]).map(|raw| le_u64(raw)).transpose()?.unwrap_or(0);
+    let present: Vec<bool> = (0..DELETE_KEYS).map(|i| state["keys"].contains_key(&delete_key(i))).collect();
+    for &(tag, ack) in acked {
+        if ack > event {
+            continue;
+        }
+        let i = tag as u64 / 2;
+        if tag % 2 == 0 && sequence <= i {
+            return Err(format!("acknowledged sequence {} lost", i + 1));
+        }
+        if tag % 2 == 1 && present[i as usize] {
+            return Err(format!("acknowledged delete of key {i} lost"));
+        }
+    }
+    // A prefix of the worker's transactions: keys below s - 1 are deleted,
+    // keys from s on are not.
+    for (i, &present) in present.iter().enumerate() {
+        let i = i as u64;
+        if i + 1 < sequence && present {
+            return Err(format!("key {i} present at sequence {sequence}"));
+        }
+        if i >= sequence && !present {
+            return Err(format!(
+                "key {i} deleted but the recovered sequence is {sequence} (a delete recovered without the \
+                 transactions before it)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[test]
 fn checkpoints_never_hold_an_undurable_delete() {
     let seed = seed() ^ 0xDE1E;
-    let pm = PmOptions { sim_seed: seed, ..PmOptions::default() };
-    let pool = Arc::new(Pool::<Sim>::create_in_memory(POOL_SIZE, pmtx_pm::layout::MIN_CHUNK_SIZE, &pm).unwrap());
-    let db = Arc::new(Database::open_on_pool(delete_options(seed), Arc::clone(&pool)).unwrap());
+    let options = delete_options(seed);
+    let pool = support::sim_pool(&options, None);
+    let db = Database::open_on_pool(options.clone(), Arc::clone(&pool)).unwrap();
     let seq = db.table_id("seq").unwrap();
     let keys = db.table_id("keys").unwrap();
     let mut loader = db.worker(0).unwrap();
@@ -940,10 +669,11 @@ fn checkpoints_never_hold_an_undurable_delete() {
     drop(loader);
     // Crash points at the checkpoint's commit point only.
     pool.backend().set_capture(CapturePolicy { max_states: 4_000, ..CapturePolicy::labels_only() });
-    let done = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (db, pool, done) = (Arc::clone(&db), Arc::clone(&pool), Arc::clone(&done));
-        std::thread::spawn(move || {
+    let started = Instant::now();
+    let done = AtomicBool::new(false);
+    let mut checkpoints = 0;
+    let acked = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
             let mut worker = db.worker(0).unwrap();
             // (tag, event): tag 2i = sequence i + 1 stored, 2i + 1 = key i deleted.
             let mut acked = Vec::new();
@@ -961,66 +691,30 @@ fn checkpoints_never_hold_an_undurable_delete() {
             worker.wait_all_acknowledged(|tag, _| acked.push((tag, pool.backend().event_count())));
             done.store(true, Ordering::SeqCst);
             acked
-        })
-    };
-    let started = Instant::now();
-    let mut checkpoints = 0;
-    while !done.load(Ordering::SeqCst) {
-        if checkpoints < 500 {
-            db.checkpoint().unwrap();
-            checkpoints += 1;
-        } else {
-            std::thread::sleep(Duration::from_millis(1));
+        });
+        while !done.load(Ordering::SeqCst) && !writer.is_finished() {
+            if checkpoints < 500 {
+                db.checkpoint().unwrap();
+                checkpoints += 1;
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
-    }
-    let acked = writer.join().unwrap();
-    drop(Arc::into_inner(db).unwrap());
+        writer.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    });
+    drop(db);
     let states: Vec<CrashState> =
         pool.backend().take_crash_states().into_iter().filter(|s| s.label.contains("root switch")).collect();
     let stride = states.len().div_ceil(500).max(1);
     let states: Vec<CrashState> = states.into_iter().step_by(stride).collect();
-    let mut images = 0;
-    for state in &states {
-        for image in state
-            .images(seed, ImageBudget { random_subsets: 1, random_prefixes: 1, exhaustive_limit: 4, all_but_lines: 1 })
-        {
-            let description = format!("delete workload, {}", image.description);
-            let pool = Arc::new(Pool::<Direct>::open_image(&image.bytes, &pm).unwrap());
-            let db = Database::open_on_pool(delete_options(seed), pool)
-                .unwrap_or_else(|error| panic!("seed {seed:#x}, {description}: {error}"));
-            let (sequence, present) = delete_state(&db);
-            for &(tag, event) in &acked {
-                if event > state.event {
-                    continue;
-                }
-                let i = tag as u64 / 2;
-                if tag % 2 == 0 {
-                    assert!(sequence > i, "seed {seed:#x}, {description}: acknowledged sequence {} lost", i + 1);
-                } else {
-                    assert!(!present[i as usize], "seed {seed:#x}, {description}: acknowledged delete of key {i} lost");
-                }
-            }
-            // A prefix of the worker's transactions: keys below s - 1 are
-            // deleted, keys from s on are not.
-            for (i, &present) in present.iter().enumerate() {
-                let i = i as u64;
-                assert!(
-                    i + 1 >= sequence || !present,
-                    "seed {seed:#x}, {description}: key {i} present at sequence {sequence}"
-                );
-                assert!(
-                    i < sequence || present,
-                    "seed {seed:#x}, {description}: key {i} deleted but the recovered sequence is {sequence} (a \
-                     delete recovered without the transactions before it)"
-                );
-            }
-            images += 1;
-        }
-    }
+    let budget = ImageBudget { random_subsets: 1, random_prefixes: 1, exhaustive_limit: 4, all_but_lines: 1 };
+    let tally = Recovery::records(options)
+        .check_images("delete workload", &states, budget, None, |state, event| check_deletes(state, &acked, event));
     eprintln!(
         "group_commit_crash (deletes): seed {seed:#x}: {checkpoints} checkpoints, {} crash states at their commit \
-         point, {images} images; {:?}",
+         point, {} images; {:?}",
         states.len(),
+        tally.images,
         started.elapsed()
     );
     assert!(states.len() > 10);

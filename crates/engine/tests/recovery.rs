@@ -4,6 +4,8 @@
 //! path, crash (drop without close) recovery of a file pool, and bad inputs
 //! (another schema, a corrupted checkpoint).
 
+mod support;
+
 use pmtx_engine::checkpoint::CHECKPOINT_CHUNK_KIND;
 use pmtx_engine::{Database, DbError, DbOptions, EngineKind, PoolLocation, TableSchema};
 use pmtx_pm::{BackendKind, Direct, PmBackend, PmOptions, Pool};
@@ -12,6 +14,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use support::table_rows;
 
 const CHUNK: u64 = pmtx_pm::layout::MIN_CHUNK_SIZE;
 const KEYS: u64 = 64;
@@ -52,19 +55,6 @@ fn item_value(worker: usize, n: u64) -> Vec<u8> {
     value[..8].copy_from_slice(&n.to_le_bytes());
     value[8] = worker as u8;
     value
-}
-
-fn rows(db: &Database, table: &str) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let table = db.table(db.table_id(table).unwrap()).unwrap();
-    let mut rows = BTreeMap::new();
-    let mut value = Vec::new();
-    table.for_each_record(|key, record| {
-        let snapshot = record.copy_value(&mut value).expect("stable");
-        if !snapshot.is_absent() {
-            rows.insert(key.to_vec(), value.clone());
-        }
-    });
-    rows
 }
 
 /// Worker `worker` writes `count` large values to its half of the keys
@@ -124,7 +114,7 @@ fn write_items(
 /// Every acknowledged write is present: each key holds its last acknowledged
 /// value or a later one of the same worker.
 fn assert_acked_present(db: &Database, worker_id: usize, acked: &BTreeMap<u64, u64>) {
-    let items = rows(db, "items");
+    let items = table_rows(db, "items");
     for (&key, &n) in acked {
         let value = items.get(&item_key(key)[..]).unwrap_or_else(|| panic!("key {key} (write {n}) missing"));
         let found = u64::from_le_bytes(value[..8].try_into().unwrap());
@@ -278,7 +268,7 @@ fn without_checkpoints_the_log_runs_out_of_space_cleanly() {
     db.worker(0).unwrap().run(|tx| tx.put(items, &item_key(0), &item_value(0, 1_000_000))).unwrap();
     db.close().unwrap();
     let db = Database::open_on_pool(memory_options(LONG_RUN_POOL, None), Arc::clone(&pool)).unwrap();
-    assert_eq!(rows(&db, "items")[&item_key(0)[..]], item_value(0, 1_000_000));
+    assert_eq!(table_rows(&db, "items")[&item_key(0)[..]], item_value(0, 1_000_000));
     let mut acked_1 = results[1].1.clone();
     acked_1.retain(|key, _| *key >= KEYS / 2);
     assert_acked_present(&db, 1, &acked_1);
@@ -323,8 +313,8 @@ fn clean_shutdown_takes_the_fast_path_and_a_crash_replays_the_log() {
     assert!(report.clean_shutdown, "closed cleanly: {report:?}");
     assert_eq!(report.log_records_scanned, 0, "a clean close leaves no log to scan: {report:?}");
     assert!(report.checkpoint_rows > 0, "{report:?}");
-    assert_eq!(rows(&db, "items"), expected_after(1, 100));
-    assert_eq!(rows(&db, "meta")[&b"last"[..]], 100u64.to_le_bytes());
+    assert_eq!(table_rows(&db, "items"), expected_after(1, 100));
+    assert_eq!(table_rows(&db, "meta")[&b"last"[..]], 100u64.to_le_bytes());
     // Life 2 continues and then "crashes": dropped without close.
     write_some(&db, 1, 101, 50);
     drop(db);
@@ -338,8 +328,8 @@ fn clean_shutdown_takes_the_fast_path_and_a_crash_replays_the_log() {
     for n in 101..151 {
         expected.insert(item_key(n % KEYS).to_vec(), item_value(1, n));
     }
-    assert_eq!(rows(&db, "items"), expected);
-    assert_eq!(rows(&db, "meta")[&b"last"[..]], 150u64.to_le_bytes());
+    assert_eq!(table_rows(&db, "items"), expected);
+    assert_eq!(table_rows(&db, "meta")[&b"last"[..]], 150u64.to_le_bytes());
     // Recovery wrote a fresh checkpoint and dropped the old log: a second
     // crash right away recovers the same state without replaying anything.
     drop(db);
@@ -347,7 +337,7 @@ fn clean_shutdown_takes_the_fast_path_and_a_crash_replays_the_log() {
     let report = db.stats().recovery.unwrap();
     assert!(!report.clean_shutdown);
     assert_eq!(report.log_records_scanned, 0, "{report:?}");
-    assert_eq!(rows(&db, "items"), expected);
+    assert_eq!(table_rows(&db, "items"), expected);
     db.close().unwrap();
 }
 
@@ -371,7 +361,7 @@ fn another_schema_is_refused() {
     assert!(matches!(Database::open(other), Err(DbError::SchemaMismatch(_))));
     // The refusal changed nothing.
     let db = Database::open(file_options(&path)).unwrap();
-    assert_eq!(rows(&db, "items"), expected_after(1, 5));
+    assert_eq!(table_rows(&db, "items"), expected_after(1, 5));
     db.close().unwrap();
 }
 

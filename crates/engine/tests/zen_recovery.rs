@@ -3,15 +3,17 @@
 //! LP bits edited out of an image, repeated crashes during recovery, running
 //! out of space, and space reuse with deletes across restarts.
 
-mod zen_support;
+mod support;
 
-use pmtx_engine::{Database, DbError, DbOptions, EngineKind, PoolLocation, ScanDirection, TableSchema, ZenOptions};
+use pmtx_engine::{
+    Database, DbError, DbOptions, EngineKind, PoolLocation, RecoveryReport, ScanDirection, TableSchema, ZenOptions,
+};
 use pmtx_pm::sim::{CapturePolicy, ImageBudget};
-use pmtx_pm::{Direct, PmOptions, Pool, Sim};
+use pmtx_pm::{Direct, PmBackend, PmOptions, Pool, Sim};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use zen_support::{heap_slots, recover_image, DbState, LP_BIT};
+use support::{heap_slots, memory_pool, read_state, DbState, Recovery, LP_BIT};
 
 const CHUNK: u64 = pmtx_pm::layout::MIN_CHUNK_SIZE;
 
@@ -29,6 +31,18 @@ fn options(engine: EngineKind, pool_size: u64) -> DbOptions {
     options
 }
 
+/// Recovers `bytes` on backend `B` (see [`Recovery::recover`]), reading
+/// the ordered tables through a transaction.
+fn recover_image<B: PmBackend>(
+    options: &DbOptions,
+    bytes: &[u8],
+    before_open: impl FnOnce(&Pool<B>),
+) -> Result<(DbState, Arc<Pool<B>>, RecoveryReport), String> {
+    let recovered = Recovery::transactional(options.clone(), Vec::new()).recover(bytes, before_open)?;
+    let report = recovered.report().clone();
+    Ok((recovered.state, recovered.pool, report))
+}
+
 fn big(tag: u8, n: u64) -> Vec<u8> {
     let mut value = vec![tag; 300];
     value[..8].copy_from_slice(&n.to_le_bytes());
@@ -39,27 +53,42 @@ fn key(n: u64) -> [u8; 8] {
     n.to_be_bytes()
 }
 
+/// A database of `engine` on a fresh 2 MiB `Sim` pool, rows `0..rows` loaded
+/// by worker 0: `a` holds `big(tag, n)`, `b` holds `b_row(n)`.
+fn load_on_sim(
+    engine: EngineKind,
+    rows: u64,
+    tag: u8,
+    b_row: impl Fn(u64) -> Vec<u8>,
+) -> (DbOptions, Arc<Pool<Sim>>, Database) {
+    let options = options(engine, 2 << 20);
+    let pool = memory_pool::<Sim>(&options);
+    let db = Database::open_on_pool(options.clone(), Arc::clone(&pool)).unwrap();
+    let (a, b) = (db.table_id("a").unwrap(), db.table_id("b").unwrap());
+    let mut worker = db.worker(0).unwrap();
+    worker
+        .run(|tx| {
+            for n in 0..rows {
+                tx.put(a, &key(n), &big(tag, n))?;
+                tx.put(b, &key(n), &b_row(n))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    drop(worker);
+    (options, pool, db)
+}
+
 /// Loads 10 rows into each table, then runs `transaction` (updates of four
 /// 300-byte rows of `a` and one row of `b`) with every crash point captured.
 /// Returns (state before, state after, crash states, ack event, final image).
 fn run_one_transaction(
     engine: EngineKind,
 ) -> (DbState, DbState, Vec<pmtx_pm::sim::CrashState>, u64, Vec<u8>, DbOptions) {
-    let options = options(engine, 2 << 20);
-    let pool = Arc::new(Pool::<Sim>::create_in_memory(2 << 20, CHUNK, &PmOptions::default()).unwrap());
-    let db = Database::open_on_pool(options.clone(), Arc::clone(&pool)).unwrap();
+    let (options, pool, db) = load_on_sim(engine, 10, 1, |n| n.to_le_bytes().to_vec());
     let (a, b) = (db.table_id("a").unwrap(), db.table_id("b").unwrap());
     let mut worker = db.worker(0).unwrap();
-    worker
-        .run(|tx| {
-            for n in 0..10 {
-                tx.put(a, &key(n), &big(1, n))?;
-                tx.put(b, &key(n), &n.to_le_bytes())?;
-            }
-            Ok(())
-        })
-        .unwrap();
-    let before = zen_support::read_state(&db, &options.tables, &[]);
+    let before = read_state(&db, &options.tables, &[]);
     pool.backend().set_capture(CapturePolicy::all());
     worker
         .run(|tx| {
@@ -73,7 +102,7 @@ fn run_one_transaction(
     let acked = pool.backend().event_count();
     pool.backend().set_capture(CapturePolicy::NONE);
     let states = pool.backend().take_crash_states();
-    let after = zen_support::read_state(&db, &options.tables, &[]);
+    let after = read_state(&db, &options.tables, &[]);
     assert_ne!(before, after);
     drop(worker);
     drop(db);
@@ -95,7 +124,7 @@ fn lp_bit_decides_commit_and_torn_tuples_are_discarded() {
             let budget =
                 ImageBudget { random_subsets: 40, random_prefixes: 6, exhaustive_limit: 4096, all_but_lines: 64 };
             for image in state.images(0x7E57, budget) {
-                let (recovered, _, report) = recover_image::<Direct>(&options, &image.bytes, &[], |_| {})
+                let (recovered, _, report) = recover_image::<Direct>(&options, &image.bytes, |_| {})
                     .unwrap_or_else(|e| panic!("{engine} {}: {e}", image.description));
                 images += 1;
                 if recovered == after {
@@ -131,30 +160,19 @@ fn lp_bit_decides_commit_and_torn_tuples_are_discarded() {
 #[test]
 fn missing_lp_bits_follow_algorithm_2() {
     // T1 updates a/1; T2 updates a/2 and b/2 (LP on b/2). Same worker.
-    let options = options(EngineKind::Zen, 2 << 20);
-    let pool = Arc::new(Pool::<Sim>::create_in_memory(2 << 20, CHUNK, &PmOptions::default()).unwrap());
-    let db = Database::open_on_pool(options.clone(), Arc::clone(&pool)).unwrap();
+    let (options, pool, db) = load_on_sim(EngineKind::Zen, 4, 0, |_| vec![0]);
     let (a, b) = (db.table_id("a").unwrap(), db.table_id("b").unwrap());
     let mut worker = db.worker(0).unwrap();
-    worker
-        .run(|tx| {
-            for n in 0..4 {
-                tx.put(a, &key(n), &big(0, n))?;
-                tx.put(b, &key(n), &[0])?;
-            }
-            Ok(())
-        })
-        .unwrap();
-    let after_load = zen_support::read_state(&db, &options.tables, &[]);
+    let after_load = read_state(&db, &options.tables, &[]);
     worker.run(|tx| tx.put(a, &key(1), &big(1, 1))).unwrap();
-    let after_t1 = zen_support::read_state(&db, &options.tables, &[]);
+    let after_t1 = read_state(&db, &options.tables, &[]);
     worker
         .run(|tx| {
             tx.put(a, &key(2), &big(2, 2))?;
             tx.put(b, &key(2), &[2])
         })
         .unwrap();
-    let after_t2 = zen_support::read_state(&db, &options.tables, &[]);
+    let after_t2 = read_state(&db, &options.tables, &[]);
     drop(worker);
     drop(db);
     let image = pool.backend().persisted_image();
@@ -171,22 +189,22 @@ fn missing_lp_bits_follow_algorithm_2() {
     };
     // T2 without its LP bit: T2 never committed, both of its tuples go.
     let edited = clear_lp(&image, lp_slots[2].offset);
-    let (state, pool, report) = recover_image::<Sim>(&options, &edited, &[], |_| {}).unwrap();
+    let (state, pool, report) = recover_image::<Sim>(&options, &edited, |_| {}).unwrap();
     assert_eq!(state, after_t1);
     assert_eq!(report.heap_tuples_discarded, 2);
     // The discard is durable and recovery is idempotent.
-    let (again, _, report) = recover_image::<Direct>(&options, &pool.backend().persisted_image(), &[], |_| {}).unwrap();
+    let (again, _, report) = recover_image::<Direct>(&options, &pool.backend().persisted_image(), |_| {}).unwrap();
     assert_eq!(again, after_t1);
     assert_eq!(report.heap_tuples_discarded, 0);
     // T1 without its LP bit but T2 with one: T1's Tx-CTS is below the
     // region's ts_commit, so it committed (its thread's later LP proves it).
     let edited = clear_lp(&image, lp_slots[1].offset);
-    let (state, _, report) = recover_image::<Direct>(&options, &edited, &[], |_| {}).unwrap();
+    let (state, _, report) = recover_image::<Direct>(&options, &edited, |_| {}).unwrap();
     assert_eq!(state, after_t2);
     assert_eq!(report.heap_tuples_discarded, 0);
     // Only the load's LP bit left: T1 and T2 are both discarded.
     let edited = clear_lp(&clear_lp(&image, lp_slots[1].offset), lp_slots[2].offset);
-    let (state, _, _) = recover_image::<Direct>(&options, &edited, &[], |_| {}).unwrap();
+    let (state, _, _) = recover_image::<Direct>(&options, &edited, |_| {}).unwrap();
     assert_eq!(state, after_load);
 }
 
@@ -199,7 +217,7 @@ fn repeated_crashes_during_recovery_recover_the_same_state() {
     let image = state.persisted_image();
     let capture =
         |pool: &Pool<Sim>| pool.backend().set_capture(CapturePolicy { max_states: 1_000, ..CapturePolicy::all() });
-    let (first, pool, report) = recover_image::<Sim>(&options, &image, &[], capture).unwrap();
+    let (first, pool, report) = recover_image::<Sim>(&options, &image, capture).unwrap();
     assert_eq!(first, before);
     assert!(report.heap_tuples_discarded > 0);
     let level1 = pool.backend().take_crash_states();
@@ -208,13 +226,13 @@ fn repeated_crashes_during_recovery_recover_the_same_state() {
     let mut checked = 0;
     for crash in &level1 {
         for image in crash.images(0xC2A5, budget) {
-            let (second, pool, _) = recover_image::<Sim>(&options, &image.bytes, &[], capture)
+            let (second, pool, _) = recover_image::<Sim>(&options, &image.bytes, capture)
                 .unwrap_or_else(|e| panic!("{}: {e}", image.description));
             assert_eq!(second, before, "crash during recovery at {}", image.description);
             checked += 1;
             for crash in pool.backend().take_crash_states().iter().take(3) {
                 for image in crash.images(0xC2A6, ImageBudget { random_subsets: 2, ..budget }) {
-                    let (third, _, _) = recover_image::<Direct>(&options, &image.bytes, &[], |_| {})
+                    let (third, _, _) = recover_image::<Direct>(&options, &image.bytes, |_| {})
                         .unwrap_or_else(|e| panic!("second crash at {}: {e}", image.description));
                     assert_eq!(third, before, "second crash during recovery at {}", image.description);
                     checked += 1;
@@ -229,7 +247,7 @@ fn repeated_crashes_during_recovery_recover_the_same_state() {
 fn out_of_space_is_typed_and_loses_nothing() {
     let pool_size = 1 << 20;
     let options = options(EngineKind::Zen, pool_size);
-    let pool = Arc::new(Pool::<Direct>::create_in_memory(pool_size, CHUNK, &PmOptions::default()).unwrap());
+    let pool = memory_pool::<Direct>(&options);
     let db = Database::open_on_pool(options.clone(), Arc::clone(&pool)).unwrap();
     let a = db.table_id("a").unwrap();
     let mut worker = db.worker(0).unwrap();
@@ -257,7 +275,7 @@ fn out_of_space_is_typed_and_loses_nothing() {
     drop(worker);
     drop(db); // a crash, as far as the pool knows
     let db = Database::open_on_pool(options.clone(), Arc::clone(&pool)).unwrap();
-    let state = zen_support::read_state(&db, &options.tables, &[]);
+    let state = read_state(&db, &options.tables, &[]);
     assert_eq!(state["a"].len() as u64, inserted);
     for n in 0..inserted {
         assert_eq!(state["a"][&key(n)[..]], big(3, n));
@@ -268,12 +286,12 @@ fn out_of_space_is_typed_and_loses_nothing() {
 fn updates_reuse_space_and_deletes_stay_deleted_across_restarts() {
     for engine in [EngineKind::Zen, EngineKind::ZenNaiveAlloc] {
         let options = options(engine, 8 << 20);
-        let pool = Arc::new(Pool::<Direct>::create_in_memory(8 << 20, CHUNK, &PmOptions::default()).unwrap());
+        let pool = memory_pool::<Direct>(&options);
         let mut model: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
         for restart in 0..3u64 {
             let db = Database::open_on_pool(options.clone(), Arc::clone(&pool)).unwrap();
             let a = db.table_id("a").unwrap();
-            let state = zen_support::read_state(&db, &options.tables, &[]);
+            let state = read_state(&db, &options.tables, &[]);
             let expected: BTreeMap<Vec<u8>, Vec<u8>> =
                 model.iter().map(|(k, v)| (key(*k).to_vec(), v.clone())).collect();
             assert_eq!(state["a"], expected, "{engine}: restart {restart}");
@@ -322,11 +340,7 @@ fn updates_reuse_space_and_deletes_stay_deleted_across_restarts() {
 fn fences_per_commit_follow_algorithm_1() {
     for engine in [EngineKind::Zen, EngineKind::ZenNaiveAlloc] {
         let options = options(engine, 4 << 20);
-        let db = Database::open_on_pool(
-            options.clone(),
-            Arc::new(Pool::<Direct>::create_in_memory(4 << 20, CHUNK, &PmOptions::default()).unwrap()),
-        )
-        .unwrap();
+        let db = Database::open_on_pool(options.clone(), memory_pool::<Direct>(&options)).unwrap();
         let (a, b) = (db.table_id("a").unwrap(), db.table_id("b").unwrap());
         let mut worker = db.worker(0).unwrap();
         // Warm up: chunks allocated, no delete (no sweep).

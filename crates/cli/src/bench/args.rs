@@ -49,8 +49,11 @@ pub struct BenchArgs {
     /// several engines each gets its own file (PATH with "-<engine>" added).
     #[arg(long, help_heading = "Engine and pool")]
     pub pool: Option<PathBuf>,
-    /// Size of the pool file created for each run (a sparse file).
-    #[arg(long, default_value = "1GiB", value_parser = parse_size, help_heading = "Engine and pool")]
+    /// Size of the pool file created for each run (a sparse file: only what
+    /// the run writes takes disk space). Log engines keep their log until a
+    /// checkpoint, and reserve room for the next checkpoint, so a fast run
+    /// needs room for seconds of log besides the data.
+    #[arg(long, default_value = "8GiB", value_parser = parse_size, help_heading = "Engine and pool")]
     pub pool_size: u64,
     /// Epoch length in milliseconds (group commit and TID epochs).
     #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=60_000), help_heading = "Engine and pool")]

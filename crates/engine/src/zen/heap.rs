@@ -227,7 +227,12 @@ pub(crate) fn decode_slot<'a>(bytes: &'a [u8], geometry: &SlotGeometry) -> SlotC
     let deleted = word1 & DELETED_BIT != 0;
     // A Tx-CTS is a TID: one above `MAX_TID` cannot have been written (it
     // would lose its high bits in a version word).
-    if cts == 0 || cts > crate::record::MAX_TID || key_len > geometry.max_key || value_len > geometry.max_value || (deleted && value_len != 0) {
+    if cts == 0
+        || cts > crate::record::MAX_TID
+        || key_len > geometry.max_key
+        || value_len > geometry.max_value
+        || (deleted && value_len != 0)
+    {
         return SlotContent::Invalid;
     }
     let end = META_LEN as usize + key_len + value_len;
