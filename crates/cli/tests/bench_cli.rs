@@ -154,8 +154,13 @@ fn bench_two_engines_two_thread_counts_then_plot() {
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
     assert!(svg.contains("silo") && svg.contains("group-commit") && svg.contains("p99.9"));
 
-    let stderr = assert_fails(&pmtx(dir.path(), &["plot", "r.json", "-o", "r.png"]), 2);
-    assert!(stderr.contains("PNG output needs"), "{stderr}");
+    let out = assert_ok(&pmtx(dir.path(), &["plot", "r.json", "-o", "r.png"]));
+    assert!(out.contains("r.png"));
+    let png = std::fs::read(dir.path().join("r.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 1000, "{} bytes", png.len());
+
+    let stderr = assert_fails(&pmtx(dir.path(), &["plot", "r.json", "-o", "r.gif"]), 2);
+    assert!(stderr.contains("unknown output format") && stderr.contains(".png"), "{stderr}");
 }
 
 #[test]

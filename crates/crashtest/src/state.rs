@@ -133,7 +133,9 @@ fn scan_page(
 /// names), each read with a point read. The direct record checks (no
 /// record left locked, index agrees with records) apply to engines whose
 /// tables hold the rows in records; engines that keep rows elsewhere (Zen)
-/// leave every record list empty and are checked through the API only.
+/// leave every record list empty and are checked through the API plus the
+/// engine's own audit (`Database::check_structure`; for Zen, no heap slot
+/// both live and free).
 pub fn read_state(
     db: &Database,
     tables: &[TableSchema],
@@ -301,5 +303,7 @@ pub fn read_state(
         }
         state.tables.push((schema.name.clone(), rows));
     }
+    drop(worker);
+    db.check_structure().map_err(|error| structure(format!("engine audit: {error}")))?;
     Ok(state)
 }

@@ -207,7 +207,14 @@ impl Database {
         self.engine.stats()
     }
 
-    /// Takes a checkpoint now.
+    /// Audits the engine's own structures (for Zen: no heap slot both
+    /// live and free); call it with no transaction running. `Ok(None)` if
+    /// the engine has nothing to audit beyond what transactions read.
+    pub fn check_structure(&self) -> DbResult<Option<String>> {
+        self.engine.check_structure()
+    }
+
+    /// Takes a checkpoint now (log-based durable engines).
     pub fn checkpoint(&self) -> DbResult<()> {
         self.engine.checkpoint()
     }

@@ -202,6 +202,13 @@ pub trait Engine: Send + Sync + 'static {
     /// Stops background work without marking a clean shutdown (a dropped,
     /// unclosed database behaves like a crash for the next open).
     fn close_on_drop(&self) -> DbResult<()>;
+    /// Audits the engine's own structures against each other and the pool
+    /// (crash verification, tests) and summarises what it counted; call it
+    /// with no transaction running. `Ok(None)`: the engine has no structure
+    /// beyond what transactions can read.
+    fn check_structure(&self) -> DbResult<Option<String>> {
+        Ok(None)
+    }
 }
 
 /// One worker thread's transaction machinery.

@@ -333,7 +333,7 @@ pub(crate) struct TableHeap {
 }
 
 impl TableHeap {
-    fn pop(&mut self, slot_size: u64) -> Option<(u64, SlotKind)> {
+    pub(super) fn pop(&mut self, slot_size: u64) -> Option<(u64, SlotKind)> {
         if let Some(slot) = self.stale.pop() {
             return Some((slot, SlotKind::Stale));
         }
@@ -398,6 +398,15 @@ pub(crate) struct Region {
 struct SweepState {
     horizon: u64,
     protected: Vec<(u32, Vec<u8>)>,
+}
+
+/// What [`Heap::audit`] counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct HeapAudit {
+    pub(crate) live: u64,
+    pub(crate) free: u64,
+    pub(crate) deferred: u64,
+    pub(crate) garbage: u64,
 }
 
 /// Heap statistics.
@@ -538,6 +547,117 @@ impl Heap {
         if !batch.is_empty() {
             batch.commit(backend);
         }
+    }
+
+    /// (table, region) owning the chunk of `offset`, or `None` if `offset` is
+    /// not in a chunk of this heap.
+    fn try_owner_of(&self, offset: u64) -> Option<(u32, usize)> {
+        let index = offset.checked_sub(self.data_offset)? / self.chunk_size;
+        let entry = self.chunk_map.get(usize::try_from(index).ok()?)?.load(Ordering::Acquire);
+        (entry != 0).then(|| (((entry >> 16) - 1) as u32, (entry & 0xFFFF) as usize))
+    }
+
+    /// Structural audit of the DRAM allocator against the rows (crash
+    /// verification and tests; call it with no transaction running).
+    /// `live` lists (table, slot) of every row's latest version. Checks that
+    /// no slot is both live and free (in a stale, clean or deferred list or
+    /// the unallocated rest of a chunk), live and waiting as garbage, listed
+    /// twice, or outside a chunk of its own table and region; and, for
+    /// `zen-naive-alloc`, that the persisted bitmap marks live slots
+    /// allocated and listed free slots free.
+    pub(crate) fn audit<B: PmBackend>(&self, pool: &Pool<B>, live: &[(u32, u64)]) -> Result<HeapAudit, String> {
+        use std::collections::HashMap;
+        #[derive(Clone, Copy, Debug)]
+        enum Place {
+            Live,
+            Free,
+            Deferred,
+            Garbage,
+        }
+        let mut places: HashMap<u64, Place> = HashMap::with_capacity(live.len() * 2);
+        let mut record = |slot: u64, place: Place, table: u32, region: Option<usize>| -> Result<(), String> {
+            let owner =
+                self.try_owner_of(slot).ok_or_else(|| format!("{place:?} slot {slot:#x} is in no heap chunk"))?;
+            if owner.0 != table || region.is_some_and(|region| region != owner.1) {
+                return Err(format!(
+                    "{place:?} slot {slot:#x} listed under table #{table} region {region:?} lies in a chunk of \
+                     table #{} region {}",
+                    owner.0, owner.1
+                ));
+            }
+            let geometry = &self.geometries[table as usize];
+            let chunk_start = self.data_offset + (slot - self.data_offset) / self.chunk_size * self.chunk_size;
+            let within = slot - chunk_start;
+            let past_first = within.checked_sub(geometry.first_slot);
+            if past_first.is_none_or(|past| {
+                !past.is_multiple_of(geometry.slot_size) || past / geometry.slot_size >= geometry.slots_per_chunk
+            }) {
+                return Err(format!("{place:?} slot {slot:#x} is not a slot of table #{table}"));
+            }
+            if let Some(previous) = places.insert(slot, place) {
+                return Err(format!("slot {slot:#x} of table #{table} is both {previous:?} and {place:?}"));
+            }
+            Ok(())
+        };
+        for &(table, slot) in live {
+            record(slot, Place::Live, table, None)?;
+        }
+        let mut audit = HeapAudit { live: live.len() as u64, ..HeapAudit::default() };
+        let mut bump_ranges = Vec::new();
+        for (index, region) in self.regions.iter().enumerate() {
+            let state = region.state.lock();
+            for (table, heap) in state.heaps.iter().enumerate() {
+                for &slot in heap.stale.iter().chain(heap.clean.iter()) {
+                    record(slot, Place::Free, table as u32, Some(index))?;
+                    audit.free += 1;
+                }
+                if heap.fresh_next < heap.fresh_end {
+                    bump_ranges.push((table, heap.fresh_next, heap.fresh_end));
+                }
+            }
+            for &(slot, _) in &state.deferred {
+                let (table, _) =
+                    self.try_owner_of(slot).ok_or_else(|| format!("deferred slot {slot:#x} is in no chunk"))?;
+                record(slot, Place::Deferred, table, Some(index))?;
+                audit.deferred += 1;
+            }
+            for garbage in state.garbage.iter().chain(region.inbox.lock().iter()) {
+                let (table, _) = self
+                    .try_owner_of(garbage.slot)
+                    .ok_or_else(|| format!("garbage slot {:#x} is in no chunk", garbage.slot))?;
+                record(garbage.slot, Place::Garbage, table, Some(index))?;
+                audit.garbage += 1;
+            }
+        }
+        for (table, start, end) in bump_ranges {
+            if let Some((slot, place)) = places.iter().find(|(slot, _)| (start..end).contains(*slot)) {
+                return Err(format!(
+                    "{place:?} slot {slot:#x} of table #{table} lies in the unallocated rest of its chunk \
+                     [{start:#x}, {end:#x})"
+                ));
+            }
+        }
+        if self.naive_alloc {
+            for (&slot, place) in &places {
+                let (table, _) = self.owner_of(slot);
+                let geometry = &self.geometries[table as usize];
+                let chunk_start = self.data_offset + (slot - self.data_offset) / self.chunk_size * self.chunk_size;
+                let bit = (slot - chunk_start - geometry.first_slot) / geometry.slot_size;
+                let allocated = pool.backend().load_u64(chunk_start + bit / 64 * 8) >> (bit % 64) & 1 == 1;
+                match place {
+                    Place::Live if !allocated => {
+                        return Err(format!("live slot {slot:#x} of table #{table} is free in the persisted bitmap"))
+                    }
+                    Place::Free if allocated => {
+                        return Err(format!(
+                            "free slot {slot:#x} of table #{table} is allocated in the persisted bitmap"
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(audit)
     }
 
     /// Hands a superseded version to the region owning its chunk. Called by

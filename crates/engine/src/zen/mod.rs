@@ -258,6 +258,29 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
         Ok(())
     }
 
+    /// Every row's latest version against the allocator's free, deferred
+    /// and garbage lists (`Heap::audit`).
+    fn check_structure(&self) -> DbResult<Option<String>> {
+        let mut live = Vec::new();
+        for (position, table) in self.shared.tables.iter().enumerate() {
+            table.for_each_row(|_, row| {
+                let slot = row.slot();
+                if slot != 0 {
+                    live.push((position as u32, slot));
+                }
+            });
+        }
+        let audit = self
+            .shared
+            .heap
+            .audit(&self.shared.pool, &live)
+            .map_err(|problem| DbError::Corrupt(format!("zen heap: {problem}")))?;
+        Ok(Some(format!(
+            "zen heap: {} live, {} free, {} deferred, {} garbage slots; none both live and free",
+            audit.live, audit.free, audit.deferred, audit.garbage
+        )))
+    }
+
     fn close_on_drop(&self) -> DbResult<()> {
         self.shared.closed.store(true, Ordering::SeqCst);
         self.stop_ticker();
@@ -268,5 +291,80 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
 impl<B: PmBackend> Drop for ZenEngine<B> {
     fn drop(&mut self) {
         self.stop_ticker();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::WriteOp;
+    use crate::schema::TableSchema;
+    use pmtx_pm::Direct;
+
+    fn engine(kind: EngineKind) -> Arc<ZenEngine<Direct>> {
+        let mut options = DbOptions::in_memory(kind, vec![TableSchema::ordered("t").max_value_len(32)]);
+        options.workers = 1;
+        options.epoch_interval = Duration::from_millis(1);
+        let pool =
+            Arc::new(Pool::<Direct>::create_in_memory(16 << 20, pmtx_pm::layout::MIN_CHUNK_SIZE, &options.pm).unwrap());
+        ZenEngine::open(&options, pool).unwrap()
+    }
+
+    fn commit(worker: &mut dyn EngineWorker, key: u64, op: WriteOp<'_>) {
+        worker.begin(false);
+        worker.write(TableId(0), &key.to_be_bytes(), op).unwrap();
+        let ticket = worker.commit().unwrap();
+        worker.wait_durable(ticket);
+        worker.idle();
+    }
+
+    /// The audit passes on the states transactions leave (inserts, updates
+    /// with garbage waiting, deletes) and fails when a live slot is also
+    /// put on a free list or listed twice.
+    #[test]
+    fn audit_finds_a_slot_both_live_and_free() {
+        for kind in [EngineKind::Zen, EngineKind::ZenNaiveAlloc] {
+            let engine = engine(kind);
+            let mut worker = Arc::clone(&engine).worker(0);
+            for key in 0..40u64 {
+                commit(worker.as_mut(), key, WriteOp::Put(b"first"));
+            }
+            for key in 0..20u64 {
+                commit(worker.as_mut(), key, WriteOp::Put(b"second"));
+            }
+            for key in 30..40u64 {
+                commit(worker.as_mut(), key, WriteOp::Delete);
+            }
+            let summary = engine.check_structure().unwrap().unwrap();
+            assert!(summary.contains("40 live"), "{kind:?}: {summary}");
+
+            let mut live = 0;
+            engine.shared.tables[0].for_each_row(|_, row| {
+                if live == 0 && row.slot() != 0 {
+                    live = row.slot();
+                }
+            });
+            assert_ne!(live, 0);
+            {
+                let mut state = engine.shared.heap.regions[0].state.lock();
+                state.heaps[0].clean.push(live);
+            }
+            let error = engine.check_structure().unwrap_err().to_string();
+            assert!(error.contains("both Live and Free"), "{kind:?}: {error}");
+            {
+                let mut state = engine.shared.heap.regions[0].state.lock();
+                state.heaps[0].clean.pop();
+            }
+            engine.check_structure().unwrap();
+            {
+                let slot_size = engine.shared.heap.geometries[0].slot_size;
+                let mut state = engine.shared.heap.regions[0].state.lock();
+                let (free, _) = state.heaps[0].pop(slot_size).unwrap();
+                state.heaps[0].clean.extend([free, free]);
+            }
+            let error = engine.check_structure().unwrap_err().to_string();
+            assert!(error.contains("both Free and Free"), "{kind:?}: {error}");
+            engine.close().unwrap();
+        }
     }
 }

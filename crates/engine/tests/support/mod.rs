@@ -141,7 +141,7 @@ pub fn record_state(db: &Database, tables: &[TableSchema]) -> DbState {
 /// scanned; for hashed tables the given `hashed_keys` are read.
 pub fn read_state(db: &Database, tables: &[TableSchema], hashed_keys: &[Vec<u8>]) -> DbState {
     let mut worker = db.worker(0).unwrap();
-    worker
+    let state = worker
         .run_read_only(|tx| {
             let mut state = DbState::new();
             for schema in tables {
@@ -166,7 +166,13 @@ pub fn read_state(db: &Database, tables: &[TableSchema], hashed_keys: &[Vec<u8>]
         })
         .unwrap()
         .committed()
-        .unwrap()
+        .unwrap();
+    drop(worker);
+    // The engine's own audit (for Zen: no heap slot both live and free).
+    if let Err(error) = db.check_structure() {
+        panic!("engine structure audit failed: {error}");
+    }
+    state
 }
 
 /// A little-endian `u64` row.
