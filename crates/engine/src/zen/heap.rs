@@ -692,7 +692,13 @@ impl Heap {
         for region in &self.regions {
             let mut state = region.state.lock();
             state.drain_inbox(&region.inbox);
-            state.reclaim(self, pool, horizon, usize::MAX);
+            // IMPORTANT: every entry stamped below the horizon, wherever it
+            // sits in the queue. The tombstones this sweep releases rely on
+            // all their key's stale versions being erased (or protected); an
+            // entry left queued behind newer ones would survive un-erased
+            // and could resurrect a deleted key after a crash.
+            state.reclaim_all_below(self, pool, horizon);
+            debug_assert!(state.garbage.iter().all(|garbage| garbage.stamp >= horizon));
             for &(slot, kind) in &state.deferred {
                 if kind == SlotKind::Stale {
                     protected.push(self.read_key(pool, slot));
@@ -812,7 +818,26 @@ impl RegionState {
         self.heaps[table as usize].push(slot, kind);
     }
 
-    /// Frees up to `limit` garbage entries stamped below `horizon`.
+    /// Frees every garbage entry stamped below `horizon` (the sweep; the
+    /// bounded [`RegionState::reclaim`] may stop early).
+    fn reclaim_all_below<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>, horizon: u64) -> usize {
+        let mut kept = VecDeque::with_capacity(self.garbage.len());
+        let mut freed = 0;
+        for garbage in std::mem::take(&mut self.garbage) {
+            if garbage.stamp < horizon {
+                self.free_slot(heap, pool, garbage.slot, garbage.kind);
+                freed += 1;
+            } else {
+                kept.push_back(garbage);
+            }
+        }
+        self.garbage = kept;
+        heap.counters.slots_reclaimed.fetch_add(freed as u64, Ordering::Relaxed);
+        freed
+    }
+
+    /// Frees up to `limit` examined garbage entries stamped below
+    /// `horizon`; may stop early (see the loop), which only delays space.
     pub(crate) fn reclaim<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>, horizon: u64, limit: usize) -> usize {
         let mut freed = 0;
         let mut examined = 0;
@@ -986,5 +1011,43 @@ impl RegionState {
         } else {
             self.heaps[table as usize].push(slot, kind);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pmtx_pm::{Direct, PmOptions};
+
+    /// Regression (found by `pmtx crashtest --engine zen --workload tpcc`):
+    /// the sweep must erase every stale slot stamped below its horizon, even
+    /// one queued behind newer garbage (another region's hand-over arrives
+    /// late), or a tombstone it releases can be reused while a stale version
+    /// of its key survives, and a crash then resurrects the deleted key.
+    #[test]
+    fn sweep_erases_stale_slots_queued_behind_newer_garbage() {
+        let options = PmOptions::default();
+        let pool = Pool::<Direct>::create_in_memory(16 << 20, pmtx_pm::layout::MIN_CHUNK_SIZE, &options).unwrap();
+        let geometry = SlotGeometry::new("t", 8, 32, pool.geometry().chunk_size).unwrap();
+        let heap = Heap::new(&pool, vec![geometry], 1, false);
+        let epochs = Epochs::new(1, 1);
+        let mut state = heap.regions[0].state.lock();
+        let slots: Vec<u64> = (0..12).map(|_| state.reserve(&heap, &pool, &epochs, 0, 0).unwrap().slot).collect();
+        let (blockers, old) = slots.split_at(10);
+        for &slot in blockers {
+            state.garbage.push_back(Garbage { slot, stamp: u64::MAX, kind: SlotKind::Stale });
+        }
+        for &slot in old {
+            pool.backend().store_u64(slot, 0x1234);
+            state.garbage.push_back(Garbage { slot, stamp: 0, kind: SlotKind::Stale });
+        }
+        drop(state);
+        assert!(heap.sweep(&pool, &epochs));
+        for &slot in old {
+            assert_eq!(pool.backend().load_u64(slot), 0, "stale slot {slot:#x} was not erased");
+        }
+        let state = heap.regions[0].state.lock();
+        assert_eq!(state.garbage.len(), blockers.len());
+        assert!(old.iter().all(|slot| state.heaps[0].clean.contains(slot)));
     }
 }
