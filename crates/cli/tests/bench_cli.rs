@@ -335,7 +335,7 @@ fn dbxn_ablation_preset_expands_to_the_fig_11_rows() {
         [
             "silo",
             "group-commit",
-            "dbx-naive",
+            "dbx-naive:nt=off:pad64=off:align256=off",
             "dbxn:nt=off:pad64=off:align256=off",
             "dbxn:nt=off:pad64=on:align256=off",
             "dbxn:nt=on:pad64=on:align256=off",

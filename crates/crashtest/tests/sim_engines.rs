@@ -1,6 +1,6 @@
 //! Bounded simulated-crash runs for CI: every durable engine of
 //! `EngineKind::ALL` (except the documented [`SKIPPED`] list) on Smallbank
-//! and YCSB (300 crash images each) and TPC-C (60 images), plus the harness
+//! and YCSB and TPC-C (300 crash images each), plus the harness
 //! self-test: a deliberately broken acknowledgement (pipelined commits
 //! reported as acknowledged when they return, not when durable) must be
 //! caught.
@@ -96,7 +96,7 @@ fn ycsb_every_durable_engine() {
 
 #[test]
 fn tpcc_every_durable_engine() {
-    run_every_engine(WorkloadKind::Tpcc, 60);
+    run_every_engine(WorkloadKind::Tpcc, 300);
 }
 
 /// The harness must catch an engine that acknowledges before durability:
