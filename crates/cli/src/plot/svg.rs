@@ -41,19 +41,12 @@ impl Canvas for SvgCanvas {
     fn rect(&mut self, rect: Rect, paint: Paint, tip: Option<&str>) {
         let fill = paint.fill.map_or("none".to_string(), Color::hex);
         let stroke = paint.stroke.map(|c| format!(r#" stroke="{}""#, c.hex())).unwrap_or_default();
-        let body = tooltip(tip);
         let (x, y, w, h) = (rect.x, rect.y, rect.width.max(0.0), rect.height.max(0.0));
-        if body.is_empty() {
-            let _ = writeln!(
-                self.document,
-                r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="{fill}"{stroke}/>"#
-            );
-        } else {
-            let _ = writeln!(
-                self.document,
-                r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="{fill}"{stroke}>{body}</rect>"#
-            );
-        }
+        let _ = writeln!(
+            self.document,
+            r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="{fill}"{stroke}>{}</rect>"#,
+            tooltip(tip)
+        );
     }
 
     fn line(&mut self, from: (f64, f64), to: (f64, f64), color: Color) {

@@ -475,6 +475,23 @@ impl Heap {
         ((slot - self.data_offset) / self.chunk_size) as usize
     }
 
+    /// Byte offset of `slot` from the first slot of its chunk (`None`
+    /// before it), for `table`'s geometry.
+    fn offset_in_chunk(&self, slot: u64, table: u32) -> Option<u64> {
+        let chunk_start = self.data_offset + self.chunk_index(slot) as u64 * self.chunk_size;
+        (slot - chunk_start).checked_sub(self.geometries[table as usize].first_slot)
+    }
+
+    /// `zen-naive-alloc`: offset of the bitmap word holding `slot`'s bit,
+    /// and the bit's mask.
+    pub(super) fn bitmap_bit(&self, slot: u64) -> (u64, u64) {
+        let (table, _) = self.owner_of(slot);
+        let index =
+            self.offset_in_chunk(slot, table).expect("a listed slot") / self.geometries[table as usize].slot_size;
+        let chunk_start = self.data_offset + self.chunk_index(slot) as u64 * self.chunk_size;
+        (chunk_start + index / 64 * 8, 1 << (index % 64))
+    }
+
     /// (table, region) owning the chunk of `slot`.
     pub(crate) fn owner_of(&self, slot: u64) -> (u32, usize) {
         let entry = self.chunk_map[self.chunk_index(slot)].load(Ordering::Acquire);
@@ -496,12 +513,7 @@ impl Heap {
     /// `zen-naive-alloc`: sets or clears the slot's bitmap bit and persists
     /// the word (one flush and one fence per allocation or free).
     fn persist_bitmap_bit<B: PmBackend>(&self, pool: &Pool<B>, slot: u64, allocated: bool) {
-        let (table, _) = self.owner_of(slot);
-        let geometry = &self.geometries[table as usize];
-        let chunk_start = self.data_offset + self.chunk_index(slot) as u64 * self.chunk_size;
-        let index = (slot - chunk_start - geometry.first_slot) / geometry.slot_size;
-        let word_offset = chunk_start + index / 64 * 8;
-        let mask = 1u64 << (index % 64);
+        let (word_offset, mask) = self.bitmap_bit(slot);
         let backend = pool.backend();
         let word = backend.load_u64(word_offset);
         let new = if allocated { word | mask } else { word & !mask };
@@ -575,32 +587,30 @@ impl Heap {
             Garbage,
         }
         let mut places: HashMap<u64, Place> = HashMap::with_capacity(live.len() * 2);
-        let mut record = |slot: u64, place: Place, table: u32, region: Option<usize>| -> Result<(), String> {
-            let owner =
+        // Records where `slot` was found, checking that it is a slot of the
+        // expected table and region (when given) and not found before.
+        let mut record = |slot: u64, place: Place, table: Option<u32>, region: Option<usize>| -> Result<(), String> {
+            let (owner_table, owner_region) =
                 self.try_owner_of(slot).ok_or_else(|| format!("{place:?} slot {slot:#x} is in no heap chunk"))?;
-            if owner.0 != table || region.is_some_and(|region| region != owner.1) {
+            if table.is_some_and(|t| t != owner_table) || region.is_some_and(|r| r != owner_region) {
                 return Err(format!(
-                    "{place:?} slot {slot:#x} listed under table #{table} region {region:?} lies in a chunk of \
-                     table #{} region {}",
-                    owner.0, owner.1
+                    "{place:?} slot {slot:#x} listed under table {table:?} region {region:?} lies in a chunk of \
+                     table #{owner_table} region {owner_region}"
                 ));
             }
-            let geometry = &self.geometries[table as usize];
-            let chunk_start = self.data_offset + (slot - self.data_offset) / self.chunk_size * self.chunk_size;
-            let within = slot - chunk_start;
-            let past_first = within.checked_sub(geometry.first_slot);
-            if past_first.is_none_or(|past| {
+            let geometry = &self.geometries[owner_table as usize];
+            if self.offset_in_chunk(slot, owner_table).is_none_or(|past| {
                 !past.is_multiple_of(geometry.slot_size) || past / geometry.slot_size >= geometry.slots_per_chunk
             }) {
-                return Err(format!("{place:?} slot {slot:#x} is not a slot of table #{table}"));
+                return Err(format!("{place:?} slot {slot:#x} is not a slot of table #{owner_table}"));
             }
             if let Some(previous) = places.insert(slot, place) {
-                return Err(format!("slot {slot:#x} of table #{table} is both {previous:?} and {place:?}"));
+                return Err(format!("slot {slot:#x} of table #{owner_table} is both {previous:?} and {place:?}"));
             }
             Ok(())
         };
         for &(table, slot) in live {
-            record(slot, Place::Live, table, None)?;
+            record(slot, Place::Live, Some(table), None)?;
         }
         let mut audit = HeapAudit { live: live.len() as u64, ..HeapAudit::default() };
         let mut bump_ranges = Vec::new();
@@ -608,7 +618,7 @@ impl Heap {
             let state = region.state.lock();
             for (table, heap) in state.heaps.iter().enumerate() {
                 for &slot in heap.stale.iter().chain(heap.clean.iter()) {
-                    record(slot, Place::Free, table as u32, Some(index))?;
+                    record(slot, Place::Free, Some(table as u32), Some(index))?;
                     audit.free += 1;
                 }
                 if heap.fresh_next < heap.fresh_end {
@@ -616,16 +626,11 @@ impl Heap {
                 }
             }
             for &(slot, _) in &state.deferred {
-                let (table, _) =
-                    self.try_owner_of(slot).ok_or_else(|| format!("deferred slot {slot:#x} is in no chunk"))?;
-                record(slot, Place::Deferred, table, Some(index))?;
+                record(slot, Place::Deferred, None, Some(index))?;
                 audit.deferred += 1;
             }
             for garbage in state.garbage.iter().chain(region.inbox.lock().iter()) {
-                let (table, _) = self
-                    .try_owner_of(garbage.slot)
-                    .ok_or_else(|| format!("garbage slot {:#x} is in no chunk", garbage.slot))?;
-                record(garbage.slot, Place::Garbage, table, Some(index))?;
+                record(garbage.slot, Place::Garbage, None, Some(index))?;
                 audit.garbage += 1;
             }
         }
@@ -639,19 +644,14 @@ impl Heap {
         }
         if self.naive_alloc {
             for (&slot, place) in &places {
-                let (table, _) = self.owner_of(slot);
-                let geometry = &self.geometries[table as usize];
-                let chunk_start = self.data_offset + (slot - self.data_offset) / self.chunk_size * self.chunk_size;
-                let bit = (slot - chunk_start - geometry.first_slot) / geometry.slot_size;
-                let allocated = pool.backend().load_u64(chunk_start + bit / 64 * 8) >> (bit % 64) & 1 == 1;
+                let (word_offset, mask) = self.bitmap_bit(slot);
+                let allocated = pool.backend().load_u64(word_offset) & mask != 0;
                 match place {
                     Place::Live if !allocated => {
-                        return Err(format!("live slot {slot:#x} of table #{table} is free in the persisted bitmap"))
+                        return Err(format!("live slot {slot:#x} is free in the persisted bitmap"))
                     }
                     Place::Free if allocated => {
-                        return Err(format!(
-                            "free slot {slot:#x} of table #{table} is allocated in the persisted bitmap"
-                        ))
+                        return Err(format!("free slot {slot:#x} is allocated in the persisted bitmap"))
                     }
                     _ => {}
                 }
@@ -820,7 +820,7 @@ impl RegionState {
 
     /// Frees every garbage entry stamped below `horizon` (the sweep; the
     /// bounded [`RegionState::reclaim`] may stop early).
-    fn reclaim_all_below<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>, horizon: u64) -> usize {
+    fn reclaim_all_below<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>, horizon: u64) {
         let mut kept = VecDeque::with_capacity(self.garbage.len());
         let mut freed = 0;
         for garbage in std::mem::take(&mut self.garbage) {
@@ -832,8 +832,7 @@ impl RegionState {
             }
         }
         self.garbage = kept;
-        heap.counters.slots_reclaimed.fetch_add(freed as u64, Ordering::Relaxed);
-        freed
+        heap.counters.slots_reclaimed.fetch_add(freed, Ordering::Relaxed);
     }
 
     /// Frees up to `limit` examined garbage entries stamped below

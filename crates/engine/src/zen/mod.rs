@@ -364,6 +364,19 @@ mod tests {
             }
             let error = engine.check_structure().unwrap_err().to_string();
             assert!(error.contains("both Free and Free"), "{kind:?}: {error}");
+            {
+                let mut state = engine.shared.heap.regions[0].state.lock();
+                state.heaps[0].clean.pop();
+            }
+            engine.check_structure().unwrap();
+            if kind == EngineKind::ZenNaiveAlloc {
+                // A live slot whose persisted bitmap bit is clear.
+                let (word_offset, mask) = engine.shared.heap.bitmap_bit(live);
+                let backend = engine.shared.pool.backend();
+                backend.store_u64(word_offset, backend.load_u64(word_offset) & !mask);
+                let error = engine.check_structure().unwrap_err().to_string();
+                assert!(error.contains("free in the persisted bitmap"), "{error}");
+            }
             engine.close().unwrap();
         }
     }
