@@ -214,6 +214,15 @@ impl Database {
         self.engine.check_structure()
     }
 
+    /// Visits every present row of `table` as `(key, value)`: in key order
+    /// for ordered tables, in no particular order for hash tables (which
+    /// transactions cannot scan). Works on every engine. For checks, dumps
+    /// and tests: call it with no transaction running; it is not a
+    /// transaction and takes no snapshot.
+    pub fn for_each_row(&self, table: TableId, mut visit: impl FnMut(&[u8], &[u8])) -> DbResult<()> {
+        self.engine.for_each_row(table, &mut visit)
+    }
+
     /// Takes a checkpoint now (log-based durable engines).
     pub fn checkpoint(&self) -> DbResult<()> {
         self.engine.checkpoint()
@@ -482,6 +491,44 @@ impl Transaction<'_> {
     /// Reads `key` into `out`; false if absent.
     pub fn get_into(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
         self.worker.get(table, key, out)
+    }
+
+    /// Reads `key` and returns `read(value)`, or `None` if the key is
+    /// absent. The value slice is a stable copy owned by the worker, so
+    /// nothing is allocated per read; decode only the fields you need.
+    pub fn get_with<R>(&mut self, table: TableId, key: &[u8], read: impl FnOnce(&[u8]) -> R) -> TxResult<Option<R>> {
+        let mut read = Some(read);
+        let mut result = None;
+        self.worker.get_with(table, key, &mut |value| {
+            if let Some(read) = read.take() {
+                result = Some(read(value));
+            }
+        })?;
+        Ok(result)
+    }
+
+    /// Changes the row of `key` in place and returns `modify`'s result, or
+    /// `None` (nothing written) if the key is absent. `modify` sees the row
+    /// as this transaction sees it (its own earlier writes included) and may
+    /// change any bytes but not the length; the change is buffered like
+    /// [`Transaction::update`] and installed at commit.
+    pub fn update_with<R>(
+        &mut self,
+        table: TableId,
+        key: &[u8],
+        modify: impl FnOnce(&mut [u8]) -> R,
+    ) -> TxResult<Option<R>> {
+        if self.read_only {
+            return Err(TxError::Db(DbError::InvalidConfig("write in a read-only transaction".into())));
+        }
+        let mut modify = Some(modify);
+        let mut result = None;
+        self.worker.update_with(table, key, &mut |row| {
+            if let Some(modify) = modify.take() {
+                result = Some(modify(row));
+            }
+        })?;
+        Ok(result)
     }
 
     fn write(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool> {

@@ -209,6 +209,30 @@ pub trait Engine: Send + Sync + 'static {
     fn check_structure(&self) -> DbResult<Option<String>> {
         Ok(None)
     }
+    /// Visits every present row of `table` as `(key, value)`, in key order
+    /// for ordered tables and in no particular order for hash tables. For
+    /// checks and dumps: call it with no transaction running (it is not a
+    /// transaction and takes no snapshot).
+    fn for_each_row(&self, table: TableId, visit: &mut dyn FnMut(&[u8], &[u8])) -> DbResult<()> {
+        let table = self
+            .tables()
+            .get(table.0 as usize)
+            .ok_or_else(|| crate::error::DbError::UnknownTable(format!("#{}", table.0)))?;
+        let mut value = Vec::new();
+        let mut unstable = None;
+        table.for_each_record(|key, record| match record.copy_value(&mut value) {
+            Some(snapshot) if !snapshot.is_absent() => visit(key, &value),
+            Some(_) => {}
+            None => unstable = Some(key.to_vec()),
+        });
+        match unstable {
+            Some(key) => Err(crate::error::DbError::Corrupt(format!(
+                "table {}: record {key:02x?} stayed locked during a quiescent dump",
+                table.schema().name
+            ))),
+            None => Ok(()),
+        }
+    }
 }
 
 /// One worker thread's transaction machinery.
@@ -217,8 +241,29 @@ pub trait EngineWorker: Send {
     fn begin(&mut self, read_only: bool);
     /// Reads `key` into `out`; `Ok(false)` if absent.
     fn get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool>;
+    /// Reads `key` and hands a stable copy of the value to `visit` without
+    /// allocating; `Ok(false)` (and no call) if absent.
+    fn get_with(&mut self, table: TableId, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> TxResult<bool> {
+        let mut value = Vec::new();
+        let present = self.get(table, key, &mut value)?;
+        if present {
+            visit(&value);
+        }
+        Ok(present)
+    }
     /// Writes; see [`WriteOp`] for the meaning of the result.
     fn write(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool>;
+    /// Updates the row of `key` in place: `modify` gets the row as this
+    /// transaction sees it and changes bytes of it (not its length); the
+    /// result is buffered as an update. `Ok(false)` (and no call) if absent.
+    fn update_with(&mut self, table: TableId, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> TxResult<bool> {
+        let mut value = Vec::new();
+        if !self.get(table, key, &mut value)? {
+            return Ok(false);
+        }
+        modify(&mut value);
+        self.write(table, key, WriteOp::Update(&value))
+    }
     /// Range scan; `visit(primary key, value)` returns false to stop.
     fn scan(&mut self, request: ScanRequest<'_>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> TxResult<()>;
     /// Validates and commits the attempt.

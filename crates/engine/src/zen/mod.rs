@@ -281,6 +281,23 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
         )))
     }
 
+    fn for_each_row(&self, table: TableId, visit: &mut dyn FnMut(&[u8], &[u8])) -> DbResult<()> {
+        let zen_table =
+            self.shared.tables.get(table.0 as usize).ok_or_else(|| DbError::UnknownTable(format!("#{}", table.0)))?;
+        let backend = self.shared.pool.backend();
+        let mut value = Vec::new();
+        zen_table.for_each_row(|key, row| {
+            if row.word() & cache::ABSENT != 0 || row.slot() == 0 {
+                return;
+            }
+            // Quiescent: the row's latest tuple holds its value.
+            value.resize(row.len(), 0);
+            backend.read(row.slot() + heap::META_LEN + key.len() as u64, &mut value);
+            visit(key, &value);
+        });
+        Ok(())
+    }
+
     fn close_on_drop(&self) -> DbResult<()> {
         self.shared.closed.store(true, Ordering::SeqCst);
         self.stop_ticker();
