@@ -146,7 +146,7 @@ pub fn read_state(
     let mut uses_records = false;
     for position in 0..tables.len() {
         if let Ok(table) = db.table(TableId(position as u32)) {
-            table.for_each_record(|_, _| uses_records = true);
+            table.for_each_row(|_, _| uses_records = true);
         }
     }
     for (position, schema) in tables.iter().enumerate() {
@@ -157,7 +157,7 @@ pub fn read_state(
         let mut locked = Vec::new();
         let mut unstable = Vec::new();
         let mut value = Vec::new();
-        table.for_each_record(|key, record| {
+        table.for_each_row(|key, record| {
             if record.word() & LOCKED != 0 {
                 locked.push(key.to_vec());
                 return;

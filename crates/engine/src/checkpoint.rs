@@ -24,6 +24,7 @@
 //! transaction of an epoch below the start epoch had installed before the
 //! scan began, so the checkpoint holds its effects (or newer ones).
 
+use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
 use crate::record::{self, Record};
 use crate::table::Table;
@@ -145,6 +146,7 @@ impl<'p, B: PmBackend> ChunkWriter<'p, B> {
 pub fn write_checkpoint<B: PmBackend>(
     pool: &Pool<B>,
     tables: &[Table],
+    epochs: &Epochs,
     generation: u64,
     start_epoch: u64,
     wait_durable: impl FnOnce(u64) -> DbResult<()>,
@@ -155,7 +157,11 @@ pub fn write_checkpoint<B: PmBackend>(
     let mut value = Vec::new();
     let mut failure = None;
     for table in tables {
-        table.for_each_record(|key, record: &Record| {
+        // Announced as a background reader while rows are read, so no value
+        // buffer or row it may still reach is freed under it; one pin per
+        // table, so a long checkpoint does not hold reclamation back.
+        let _pin = epochs.pin_background();
+        table.for_each_row(|key, record: &Record| {
             if failure.is_some() {
                 return;
             }

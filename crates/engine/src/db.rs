@@ -394,7 +394,10 @@ impl Worker {
         let (outcome, attempts) = self.attempt(read_only, body)?;
         let outcome = match outcome {
             Outcome::Committed((value, ticket)) => {
-                self.inner.wait_durable(ticket);
+                if let Err(error) = self.inner.wait_durable(ticket) {
+                    self.inner.idle();
+                    return Err(error);
+                }
                 Outcome::Committed(value)
             }
             Outcome::RolledBack => Outcome::RolledBack,
@@ -440,8 +443,10 @@ impl Worker {
         }
     }
 
-    /// Waits for every queued commit and reports them.
-    pub fn wait_all_acknowledged(&mut self, mut acknowledge: impl FnMut(u32, Duration)) {
+    /// Waits for every queued commit and reports them;
+    /// [`DbError::Closed`] (with the durable ones reported) if the database
+    /// is closed or crashed meanwhile.
+    pub fn wait_all_acknowledged(&mut self, mut acknowledge: impl FnMut(u32, Duration)) -> DbResult<()> {
         // Tickets are not monotonic in queue order (a read-only ticket is the
         // epoch of the data it read), so wait for the highest one.
         let latest = self
@@ -452,11 +457,14 @@ impl Worker {
                 CommitTicket::Epoch(epoch) => *epoch,
             })
             .max();
-        if let Some(epoch) = latest {
-            self.inner.wait_durable(CommitTicket::Epoch(epoch));
-        }
+        let waited = match latest {
+            Some(epoch) => self.inner.wait_durable(CommitTicket::Epoch(epoch)),
+            None => Ok(()),
+        };
         self.drain_acknowledged(&mut acknowledge);
+        waited?;
         debug_assert!(self.pending.is_empty());
+        Ok(())
     }
 
     /// Commits queued and not yet acknowledged.

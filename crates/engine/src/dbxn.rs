@@ -59,7 +59,8 @@ use crate::epoch::Epochs;
 use crate::error::{AbortReason, DbError, DbResult};
 use crate::group_commit::GroupCommitLog;
 use crate::log::{LogLayout, LogWriter};
-use crate::occ::{CommitLog, CommitStage, WriteEntry};
+use crate::occ::{CommitLog, CommitStage, WriteSet};
+use crate::record::Record;
 use crate::table::Table;
 use parking_lot::Mutex;
 use pmtx_htm::Htm;
@@ -138,18 +139,14 @@ pub(crate) struct ValueHeap<B: PmBackend> {
     buffer: Vec<u8>,
 }
 
-fn value_bytes(writes: &[WriteEntry]) -> u64 {
-    writes
-        .iter()
-        .filter_map(|w| w.value.as_ref())
-        .map(|v| (VALUE_ENTRY_HEADER + v.len() as u64).next_multiple_of(8))
-        .sum()
+fn value_bytes(writes: &WriteSet<Record>) -> u64 {
+    writes.iter().filter_map(|w| w.value).map(|v| (VALUE_ENTRY_HEADER + v.len() as u64).next_multiple_of(8)).sum()
 }
 
 impl<B: PmBackend> ValueHeap<B> {
     /// Makes room for the values of `writes`, taking a new chunk (after
     /// `admit` agrees) when the current one is full.
-    fn prepare(&mut self, writes: &[WriteEntry], admit: impl FnOnce() -> DbResult<()>) -> DbResult<()> {
+    fn prepare(&mut self, writes: &WriteSet<Record>, admit: impl FnOnce() -> DbResult<()>) -> DbResult<()> {
         let need = value_bytes(writes);
         let chunk_size = self.pool.geometry().chunk_size;
         if need == 0 || (self.offset != 0 && self.position + need <= chunk_size) {
@@ -188,10 +185,10 @@ impl<B: PmBackend> ValueHeap<B> {
     /// Writes the values of `writes` (room was made by `prepare`); returns
     /// the range written. Not durable until the caller's fence (and flush,
     /// for ordinary stores).
-    fn append(&mut self, tid: u64, writes: &[WriteEntry]) -> Option<(u64, u64)> {
+    fn append(&mut self, tid: u64, writes: &WriteSet<Record>) -> Option<(u64, u64)> {
         self.buffer.clear();
-        for write in writes {
-            if let Some(value) = &write.value {
+        for write in writes.iter() {
+            if let Some(value) = write.value {
                 self.buffer.extend_from_slice(&(value.len() as u32).to_le_bytes());
                 self.buffer.extend_from_slice(&write.table.0.to_le_bytes());
                 self.buffer.extend_from_slice(&tid.to_le_bytes());
@@ -326,7 +323,7 @@ impl<B: PmBackend, const PARITY: bool> CommitLog for DbxnLog<B, PARITY> {
         Ok(DbxnWorker { id, log, values })
     }
 
-    fn prepare(&self, worker: &mut DbxnWorker<B>, writes: &[WriteEntry]) -> DbResult<()> {
+    fn prepare(&self, worker: &mut DbxnWorker<B>, writes: &WriteSet<Record>) -> DbResult<()> {
         if self.inner.is_closed() {
             return Err(DbError::Poisoned("the database is closed".into()));
         }
@@ -357,7 +354,7 @@ impl<B: PmBackend, const PARITY: bool> CommitLog for DbxnLog<B, PARITY> {
         .map_err(|_| AbortReason::Region)
     }
 
-    fn append(&self, worker: &mut DbxnWorker<B>, tid: u64, writes: &[WriteEntry]) -> DbResult<CommitTicket> {
+    fn append(&self, worker: &mut DbxnWorker<B>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
         #[cfg(test)]
         if let Some(hook) = &self.before_log {
             hook(worker.id);
@@ -390,13 +387,13 @@ impl<B: PmBackend, const PARITY: bool> EnginePolicy for DbxnLog<B, PARITY> {
         self.kind
     }
 
-    fn recover(&self, tables: &[Table], workers: usize) -> DbResult<Arc<Epochs>> {
+    fn recover(&self, tables: &[Table], epochs: &Arc<Epochs>) -> DbResult<()> {
         // Value copies are never needed to recover (the log and checkpoint
         // hold every durable value).
         self.free_all_value_chunks();
-        let epochs = self.inner.recover(tables, workers)?;
-        let _ = self.epochs.set(Arc::clone(&epochs));
-        Ok(epochs)
+        self.inner.recover(tables, epochs)?;
+        let _ = self.epochs.set(Arc::clone(epochs));
+        Ok(())
     }
 
     fn on_epoch(&self) {

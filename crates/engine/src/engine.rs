@@ -220,7 +220,7 @@ pub trait Engine: Send + Sync + 'static {
             .ok_or_else(|| crate::error::DbError::UnknownTable(format!("#{}", table.0)))?;
         let mut value = Vec::new();
         let mut unstable = None;
-        table.for_each_record(|key, record| match record.copy_value(&mut value) {
+        table.for_each_row(|key, record| match record.copy_value(&mut value) {
             Some(snapshot) if !snapshot.is_absent() => visit(key, &value),
             Some(_) => {}
             None => unstable = Some(key.to_vec()),
@@ -273,6 +273,7 @@ pub trait EngineWorker: Send {
     /// The worker goes idle (between transactions), so group commit does
     /// not wait for it.
     fn idle(&mut self);
-    /// Blocks until `ticket` is durable.
-    fn wait_durable(&mut self, ticket: CommitTicket);
+    /// Blocks until `ticket` is durable; [`crate::DbError::Closed`] once the
+    /// database is closed or crashed while waiting.
+    fn wait_durable(&mut self, ticket: CommitTicket) -> DbResult<()>;
 }

@@ -127,6 +127,11 @@ pub enum DbError {
     /// The database was poisoned by an earlier persistence failure.
     #[error("database is unusable after an earlier failure: {0}")]
     Poisoned(String),
+    /// The database was closed or crashed while the call waited (for
+    /// durability, say): the outcome of the waited-for commit is unknown
+    /// until the pool is recovered.
+    #[error("the database was closed or crashed while waiting; the commit is not known to be durable")]
+    Closed,
 }
 
 /// What ends one attempt of a transaction body.

@@ -29,7 +29,7 @@ use crate::engines::EnginePolicy;
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
 use crate::log::{self, LogShared, LogStoreMode, LogWriter, SegmentInfo};
-use crate::occ::{CommitLog, WriteEntry};
+use crate::occ::{CommitLog, WriteSet};
 use crate::record::{self, Record};
 use crate::schema::schema_digest;
 use crate::table::Table;
@@ -56,12 +56,10 @@ const CHECKPOINT_CHUNK_HEADER: u64 = 64;
 const CHECKPOINT_ROW_HEADER: u64 = 32;
 
 /// Checkpoint-row bytes a logged write can add to the next checkpoint.
-fn row_bytes(writes: &[WriteEntry]) -> u64 {
+fn row_bytes(writes: &WriteSet<Record>) -> u64 {
     writes
         .iter()
-        .filter_map(|write| {
-            write.value.as_ref().map(|value| CHECKPOINT_ROW_HEADER + (write.key.len() + value.len()) as u64)
-        })
+        .filter_map(|write| write.value.map(|value| CHECKPOINT_ROW_HEADER + (write.key.len() + value.len()) as u64))
         .map(|bytes| bytes.next_multiple_of(8))
         .sum()
 }
@@ -283,6 +281,7 @@ impl<B: PmBackend> GroupCommitLog<B> {
         let meta = checkpoint::write_checkpoint(
             &self.pool,
             tables,
+            self.epochs(),
             next_generation(*generation)?,
             start_epoch,
             |end_epoch| self.wait_durable_epoch(end_epoch.max(start_epoch - 1)),
@@ -318,7 +317,7 @@ impl<B: PmBackend> GroupCommitLog<B> {
     }
 
     /// Accounts a record of `writes` logged by `worker` (for the reserve).
-    pub(crate) fn note_logged(&self, worker: usize, writes: &[WriteEntry]) {
+    pub(crate) fn note_logged(&self, worker: usize, writes: &WriteSet<Record>) {
         self.logged_row_bytes[worker].fetch_add(row_bytes(writes), Ordering::Relaxed);
     }
 }
@@ -366,8 +365,8 @@ fn install_recovered(record: &Record, tid: u64, value: Option<&[u8]>) -> bool {
     let current_tid = record::tid_of(word);
     let newer = tid > current_tid || (current_tid == 0 && word & record::ABSENT != 0);
     if newer {
-        let guard = crossbeam_epoch::pin();
-        record.set_value_locked(value, &guard);
+        // SAFETY (of the free): recovery runs alone, no reader exists.
+        record.set_value_locked(value, &mut |old| unsafe { old.free() });
         record.store_word(record::word_of(tid, if value.is_some() { 0 } else { record::ABSENT }));
     } else {
         record.unlock();
@@ -403,7 +402,7 @@ impl<B: PmBackend> CommitLog for GroupCommitLog<B> {
         LogWriter::new(Arc::clone(&self.pool), id as u16, LogStoreMode::Cached, shared, sequence)
     }
 
-    fn append(&self, worker: &mut LogWriter<B>, tid: u64, writes: &[WriteEntry]) -> DbResult<CommitTicket> {
+    fn append(&self, worker: &mut LogWriter<B>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(DbError::Poisoned("the database is closed".into()));
         }
@@ -433,6 +432,14 @@ impl<B: PmBackend> CommitLog for GroupCommitLog<B> {
             CommitTicket::Epoch(epoch) => self.epochs().durable() >= epoch,
         }
     }
+
+    fn delete_is_durable(&self, tid: u64) -> bool {
+        self.synchronous || record::epoch_of_tid(tid) <= self.epochs().durable()
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
 }
 
 impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
@@ -440,8 +447,8 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         self.kind
     }
 
-    fn recover(&self, tables: &[Table], workers: usize) -> DbResult<Arc<Epochs>> {
-        debug_assert_eq!(workers, self.logs.len());
+    fn recover(&self, tables: &[Table], epochs: &Arc<Epochs>) -> DbResult<()> {
+        debug_assert_eq!(epochs.capacity(), self.logs.len());
         let started = Instant::now();
         let pool = &*self.pool;
         let mut report = RecoveryReport { clean_shutdown: pool.was_clean_shutdown(), ..Default::default() };
@@ -463,7 +470,7 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
             max_epoch = meta.end_epoch.max(meta.start_epoch);
             report.checkpoint_rows = checkpoint::read_rows(pool, chunks, |table, key, tid, value| {
                 let table = table_of(table)?;
-                let (record, _, _) = table.get_or_insert(key)?;
+                let (record, _, _) = table.get_or_insert(key, value.len())?;
                 install_recovered(record, tid, Some(value));
                 Ok(())
             })?;
@@ -542,7 +549,8 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
                             }
                             for write in &record.writes {
                                 let result = table_of(write.table).and_then(|table| {
-                                    let (row, _, _) = table.get_or_insert(&write.key)?;
+                                    let (row, _, _) =
+                                        table.get_or_insert(&write.key, write.value.as_ref().map_or(0, Vec::len))?;
                                     install_recovered(row, record.tid, write.value.as_deref());
                                     Ok(())
                                 });
@@ -563,12 +571,14 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         report.log_records_applied = applied.into_inner();
         report.log_records_not_durable = skipped.into_inner();
         for table in tables {
+            // Replayed deletes left absent rows: only replay needed them.
+            table.drop_absent_rows_quiescent();
             if table.schema().secondaries.is_empty() {
                 continue;
             }
             let mut value = Vec::new();
             let mut result = Ok(());
-            table.for_each_record(|key, record| {
+            table.for_each_row(|key, record| {
                 if let Some(snapshot) = record.copy_value(&mut value) {
                     if !snapshot.is_absent() && result.is_ok() {
                         result = table.index_secondaries(key, &value, record);
@@ -586,12 +596,12 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
                 record::MAX_EPOCH
             ))
         })?;
-        let epochs = Arc::new(Epochs::new(self.logs.len(), first_epoch));
-        self.epochs.set(Arc::clone(&epochs)).map_err(|_| DbError::Corrupt("recovered twice".into()))?;
+        epochs.raise(first_epoch);
+        self.epochs.set(Arc::clone(epochs)).map_err(|_| DbError::Corrupt("recovered twice".into()))?;
         // Fresh checkpoint, then drop the old logs (see the module comment).
         if !segments.is_empty() {
             let generation = next_generation(*self.checkpoint_generation.lock())?;
-            let meta = checkpoint::write_checkpoint(pool, tables, generation, first_epoch, |_| Ok(()))?;
+            let meta = checkpoint::write_checkpoint(pool, tables, epochs, generation, first_epoch, |_| Ok(()))?;
             *self.checkpoint_generation.lock() = generation;
             self.note_checkpoint(&meta, 0);
             *self.last_checkpoint.lock() = Some(meta);
@@ -602,7 +612,7 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         pool.set_root(DURABLE_EPOCH_ROOT, first_epoch - 1)?;
         report.duration = started.elapsed();
         *self.recovery.lock() = Some(report);
-        Ok(epochs)
+        Ok(())
     }
 
     fn on_epoch(&self) {

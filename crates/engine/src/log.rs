@@ -29,7 +29,7 @@
 //! record (and anything after it) was never acknowledged.
 
 use crate::error::{DbError, DbResult};
-use crate::occ::WriteEntry;
+use crate::occ::WriteSet;
 use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -244,7 +244,7 @@ impl<B: PmBackend> LogWriter<B> {
     /// Appends the redo record of `tid`; returns its absolute byte range.
     /// With `Cached` mode nothing is flushed; with `NonTemporal` the caller
     /// fences.
-    pub fn append(&mut self, tid: u64, writes: &[WriteEntry]) -> DbResult<(u64, u64)> {
+    pub fn append<R>(&mut self, tid: u64, writes: &WriteSet<R>) -> DbResult<(u64, u64)> {
         encode_record(&mut self.buffer, self.sequence, tid, writes);
         let length = self.buffer.len() as u64;
         debug_assert_eq!(length, record_length(writes));
@@ -304,7 +304,7 @@ impl<B: PmBackend> LogWriter<B> {
 
     /// Whether [`LogWriter::prepare`] of `writes` fits the current segment
     /// (else it starts a new segment).
-    pub fn fits_prepared(&self, writes: &[WriteEntry]) -> bool {
+    pub fn fits_prepared<R>(&self, writes: &WriteSet<R>) -> bool {
         let layout = self.layout.unwrap_or(LogLayout::PLAIN);
         let raw = record_length(writes);
         self.position + layout.filler_before(self.position, raw) + layout.padded_len(raw) + 8
@@ -317,7 +317,7 @@ impl<B: PmBackend> LogWriter<B> {
     /// if not. After `Ok`, `append_prepared` cannot fail: a synchronous
     /// engine prepares before its commit region so nothing can fail after it
     /// installed.
-    pub fn prepare(&mut self, writes: &[WriteEntry]) -> DbResult<()> {
+    pub fn prepare<R>(&mut self, writes: &WriteSet<R>) -> DbResult<()> {
         let layout = self.layout.unwrap_or(LogLayout::PLAIN);
         let mut record = std::mem::take(&mut self.scratch);
         encode_record(&mut record, self.sequence, 0, writes);
@@ -404,33 +404,31 @@ impl<B: PmBackend> LogWriter<B> {
 
     /// Whether the record of `writes` fits the current segment (else the
     /// next [`LogWriter::append`] starts a new segment first).
-    pub fn fits(&self, writes: &[WriteEntry]) -> bool {
+    pub fn fits<R>(&self, writes: &WriteSet<R>) -> bool {
         self.position + record_length(writes) + 8 <= self.pool.geometry().chunk_size
     }
 }
 
 /// Encoded length of the redo record of `writes` (as `encode_record` makes it).
-pub fn record_length(writes: &[WriteEntry]) -> u64 {
-    let body: usize = writes
-        .iter()
-        .map(|write| WRITE_HEADER + write.key.len() + write.value.as_ref().map(|v| v.len()).unwrap_or(0))
-        .sum();
+pub fn record_length<R>(writes: &WriteSet<R>) -> u64 {
+    let body: usize =
+        writes.iter().map(|write| WRITE_HEADER + write.key.len() + write.value.map_or(0, <[u8]>::len)).sum();
     ((RECORD_HEADER + body) as u64).next_multiple_of(8)
 }
 
-fn encode_record(buffer: &mut Vec<u8>, sequence: u64, tid: u64, writes: &[WriteEntry]) {
+fn encode_record<R>(buffer: &mut Vec<u8>, sequence: u64, tid: u64, writes: &WriteSet<R>) {
     buffer.clear();
     buffer.resize(RECORD_HEADER, 0);
     buffer[8..16].copy_from_slice(&tid.to_le_bytes());
     buffer[16..20].copy_from_slice(&(writes.len() as u32).to_le_bytes());
-    for write in writes {
+    for write in writes.iter() {
         buffer.extend_from_slice(&write.table.0.to_le_bytes());
-        let value_len = write.value.as_ref().map(|v| v.len() as u32).unwrap_or(DELETE_MARK);
+        let value_len = write.value.map_or(DELETE_MARK, |v| v.len() as u32);
         buffer.extend_from_slice(&value_len.to_le_bytes());
         buffer.extend_from_slice(&(write.key.len() as u16).to_le_bytes());
         buffer.extend_from_slice(&[0u8; 6]);
-        buffer.extend_from_slice(&write.key);
-        if let Some(value) = &write.value {
+        buffer.extend_from_slice(write.key);
+        if let Some(value) = write.value {
             buffer.extend_from_slice(value);
         }
     }
@@ -571,15 +569,16 @@ mod tests {
 
     #[test]
     fn decode_rejects_truncated_records_without_panicking() {
+        use crate::record::{Record, RowKind};
         let mut buffer = Vec::new();
-        let entry = WriteEntry {
-            table: crate::schema::TableId(3),
-            key: b"key".to_vec(),
-            value: Some(b"value".to_vec()),
-            record: std::ptr::null(),
-            index_secondaries: false,
-        };
-        encode_record(&mut buffer, 7, 99, std::slice::from_ref(&entry));
+        let row = Record::allocate(b"key", 0);
+        let mut writes = WriteSet::default();
+        // SAFETY: the record lives until the end of the test.
+        writes.push(crate::schema::TableId(3), unsafe { row.as_ref() }, b"key", Some(b"value"), false);
+        encode_record(&mut buffer, 7, 99, &writes);
+        drop(writes);
+        // SAFETY: nothing references the record any more.
+        unsafe { Record::free(row) };
         let decoded = decode_record(&buffer).expect("valid record decodes");
         assert_eq!(decoded.tid, 99);
         assert_eq!(decoded.writes[0].key, b"key");

@@ -1,15 +1,41 @@
-//! Silo-style optimistic concurrency control over DRAM records, shared by the
-//! log-based engines. What differs between them (no log, epoch group
-//! commit, synchronous logs) is a [`CommitLog`] policy.
+//! Silo-style optimistic concurrency control, written once over any row
+//! kind ([`OccTx`]), and the DRAM engines' worker built on it
+//! ([`OccWorker`]: silo, group-commit and the DBXN family, which differ only
+//! in their [`CommitLog`] policy). Zen runs the same [`OccTx`] over its
+//! Met-Cache rows with its own persist step.
 //!
-//! Commit protocol (Silo §4.4; DBX's software path):
-//! 1. lock the write set in a global order (record address);
+//! # The body of a transaction
+//!
+//! * A point access looks the key up with get-or-insert (DBX's
+//!   get-with-insert: a read of an absent key inserts a placeholder, so the
+//!   read and a later insert of the key conflict on one row), then reads the
+//!   row stably (the storage's seqlock read) and remembers (row, word) in
+//!   the read set. A row met in the [`REMOVED`] state was unlinked by
+//!   reclamation: the lookup is repeated.
+//! * Writes are buffered in the write set, whose keys and values live in
+//!   one per-worker arena (no allocation per write once warm).
+//!   `update_with` copies the row into the arena once and lets the caller
+//!   change bytes in place.
+//! * A scan walks the index in order and reads every row it passes stably,
+//!   in one pass: each one, present or absent, enters the read set, and the
+//!   scan stops after `limit` *delivered* rows. Every leaf examined enters
+//!   the node set with its version. So a row the scan counted can never be
+//!   dropped later by a concurrent delete (the delete changes a word the
+//!   scan read), a row passed as absent cannot appear unseen (its word), and
+//!   a key inserted into the examined interval changes a leaf version. A
+//!   secondary scan skips entries whose row no longer has that secondary key
+//!   and merges the transaction's own rows whose secondary key is new, in
+//!   scan order.
+//!
+//! # Commit (Silo §4.4; DBX's software path)
+//! 1. lock the write set in a global order (row address);
 //! 2. read the global epoch (the serialization point);
 //! 3. validate the read set (version unchanged, not locked by another) and
 //!    the scanned leaves (phantoms);
 //! 4. pick a TID above everything read or written and in the current epoch;
 //! 5. hand the redo record to the log policy;
-//! 6. install the values and release each lock with the new version.
+//! 6. install the values in place and release each lock with the new
+//!    version; maintain secondary indexes under the locks.
 //!
 //! Where step 5 sits is the policy's [`CommitStage`]: before the install
 //! (silo, group-commit), after the install but before the locks are released
@@ -23,40 +49,717 @@
 use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
 use crate::epoch::Epochs;
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
+use crate::index::{LeafChange, ScanDirection};
 use crate::position_index::PositionIndex;
-use crate::record::{self, Record, ABSENT, LOCKED, UNPERSISTED};
+use crate::record::{self, Record, RetiredValue, RowKind, ABSENT, LOCKED, REMOVED, UNPERSISTED};
 use crate::schema::TableId;
-use crate::table::{self, ScannedLeaf, Table};
-use crossbeam_epoch as epoch;
+use crate::table::{self, ReclaimPolicy, RowReclaimer, ScannedLeaf, Table};
+use parking_lot::Mutex;
+use std::cmp::Ordering as KeyOrdering;
+use std::ptr::NonNull;
 use std::sync::Arc;
 
-/// How long a committing writer spins for a record lock before aborting.
+/// How long a committing writer spins for a row lock before aborting.
 const LOCK_SPINS: u32 = 256;
 
-/// One buffered write.
-pub struct WriteEntry {
+/// Lookups repeated after meeting an unlinked row before giving up.
+const RELOOKUPS: u32 = 64;
+
+/// One buffered write; its key and value live in the [`WriteSet`]'s arena.
+pub struct WriteEntry<R> {
+    /// Table.
+    pub table: TableId,
+    row: NonNull<R>,
+    key_at: u32,
+    key_len: u32,
+    /// (offset, length) of the new value in the arena; `None` deletes.
+    value: Option<(u32, u32)>,
+    /// Whether the commit adds secondary-index entries for this row (a new
+    /// row, or a secondary key changed); see `table::secondaries_to_index`.
+    pub index_secondaries: bool,
+    /// The word seen when locking (valid between lock and install).
+    pub locked_word: u64,
+}
+
+impl<R> WriteEntry<R> {
+    /// The row.
+    #[inline]
+    pub fn row(&self) -> &R {
+        // SAFETY: a buffered row is alive while the transaction runs: its
+        // worker is announced in an epoch, and rows are freed only after the
+        // horizon passed their unlink.
+        unsafe { self.row.as_ref() }
+    }
+
+    /// Whether this write deletes.
+    pub fn is_delete(&self) -> bool {
+        self.value.is_none()
+    }
+}
+
+/// One write as the log and the persist steps see it.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteView<'a> {
     /// Table.
     pub table: TableId,
     /// Primary key.
-    pub key: Vec<u8>,
+    pub key: &'a [u8],
     /// New value, `None` for a delete.
-    pub value: Option<Vec<u8>>,
-    /// The record (alive as long as its table).
-    pub record: *const Record,
-    /// Whether the commit adds secondary-index entries for this row (a new
-    /// row, or a secondary key changed); see `Table::secondaries_to_index`.
-    pub index_secondaries: bool,
+    pub value: Option<&'a [u8]>,
 }
 
-// SAFETY: the record pointer refers to a record owned by a table that
-// outlives the worker (the engine holds the tables in an Arc).
-unsafe impl Send for WriteEntry {}
+/// A transaction's buffered writes: entries plus one byte arena for their
+/// keys and values, both reused across transactions.
+pub struct WriteSet<R> {
+    entries: Vec<WriteEntry<R>>,
+    arena: Vec<u8>,
+    positions: PositionIndex,
+}
 
-impl WriteEntry {
-    /// The record.
-    pub fn record(&self) -> &Record {
-        // SAFETY: records live as long as their table (see Send above).
-        unsafe { &*self.record }
+impl<R> Default for WriteSet<R> {
+    fn default() -> Self {
+        Self { entries: Vec::new(), arena: Vec::new(), positions: PositionIndex::default() }
+    }
+}
+
+fn write_row_of<R>(entry: &WriteEntry<R>) -> *const R {
+    entry.row.as_ptr()
+}
+
+impl<R> WriteSet<R> {
+    /// Forgets every write (keeps the buffers).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.arena.clear();
+        self.positions.clear();
+    }
+
+    /// Number of writes.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is written.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entries.
+    pub fn entries(&self) -> &[WriteEntry<R>] {
+        &self.entries
+    }
+
+    /// Position of `row`'s write.
+    #[inline]
+    pub fn find(&self, row: *const R) -> Option<usize> {
+        self.positions.find(&self.entries, write_row_of, row)
+    }
+
+    fn stash(&mut self, bytes: &[u8]) -> (u32, u32) {
+        let at = self.arena.len();
+        self.arena.extend_from_slice(bytes);
+        (u32::try_from(at).expect("a transaction's writes stay below 4 GiB"), bytes.len() as u32)
+    }
+
+    /// Buffers a write of a row not yet in the set.
+    pub fn push(&mut self, table: TableId, row: &R, key: &[u8], value: Option<&[u8]>, index_secondaries: bool) {
+        debug_assert!(self.find(row).is_none());
+        let (key_at, key_len) = self.stash(key);
+        let value = value.map(|value| self.stash(value));
+        self.entries.push(WriteEntry {
+            table,
+            row: NonNull::from(row),
+            key_at,
+            key_len,
+            value,
+            index_secondaries,
+            locked_word: 0,
+        });
+        self.positions.pushed(&self.entries, write_row_of);
+    }
+
+    /// Replaces write `index`'s value (in place when the length is equal).
+    pub fn set_value(&mut self, index: usize, value: Option<&[u8]>) {
+        let new = match (self.entries[index].value, value) {
+            (Some((at, len)), Some(value)) if len as usize == value.len() => {
+                self.arena[at as usize..(at + len) as usize].copy_from_slice(value);
+                Some((at, len))
+            }
+            (_, Some(value)) => Some(self.stash(value)),
+            (_, None) => None,
+        };
+        self.entries[index].value = new;
+    }
+
+    /// Write `index`'s key.
+    #[inline]
+    pub fn key(&self, index: usize) -> &[u8] {
+        let entry = &self.entries[index];
+        &self.arena[entry.key_at as usize..(entry.key_at + entry.key_len) as usize]
+    }
+
+    /// Write `index`'s new value (`None`: a delete).
+    #[inline]
+    pub fn value(&self, index: usize) -> Option<&[u8]> {
+        let (at, len) = self.entries[index].value?;
+        Some(&self.arena[at as usize..(at + len) as usize])
+    }
+
+    /// Write `index`'s new value, to change in place.
+    pub fn value_mut(&mut self, index: usize) -> Option<&mut [u8]> {
+        let (at, len) = self.entries[index].value?;
+        Some(&mut self.arena[at as usize..(at + len) as usize])
+    }
+
+    /// Write `index` as the log sees it.
+    #[inline]
+    pub fn view(&self, index: usize) -> WriteView<'_> {
+        WriteView { table: self.entries[index].table, key: self.key(index), value: self.value(index) }
+    }
+
+    /// Every write, in the set's order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = WriteView<'_>> + '_ {
+        (0..self.entries.len()).map(|index| self.view(index))
+    }
+
+    /// Orders the writes by row address (the lock order).
+    pub fn sort_by_row(&mut self) {
+        self.entries.sort_unstable_by_key(|entry| entry.row.as_ptr() as usize);
+        self.positions.rebuild(&self.entries, write_row_of);
+    }
+
+    /// Records the word seen when write `index`'s row was locked.
+    pub fn set_locked_word(&mut self, index: usize, word: u64) {
+        self.entries[index].locked_word = word;
+    }
+}
+
+/// One read: the row and the word seen (unlocked, without UNPERSISTED).
+pub(crate) struct ReadEntry<R> {
+    row: *const R,
+    word: u64,
+}
+
+fn read_row_of<R>(entry: &ReadEntry<R>) -> *const R {
+    entry.row
+}
+
+/// A scanned leaf of a table.
+pub(crate) struct LeafEntry {
+    table: TableId,
+    leaf: ScannedLeaf,
+}
+
+/// How a storage reads a row stably.
+pub(crate) trait RowStore<R: RowKind> {
+    /// Copies the row's value into `out` (cleared; left empty when absent)
+    /// and returns the unlocked word it belongs to.
+    fn read(&self, row: &R, out: &mut Vec<u8>) -> Result<u64, AbortReason>;
+}
+
+/// The DRAM storage: values live in the records.
+pub(crate) struct DramStore;
+
+impl RowStore<Record> for DramStore {
+    #[inline]
+    fn read(&self, row: &Record, out: &mut Vec<u8>) -> Result<u64, AbortReason> {
+        row.read_stable(out).map(|snapshot| snapshot.word).ok_or(AbortReason::UnstableRead)
+    }
+}
+
+/// What a read of a row found.
+enum Seen {
+    Present,
+    Absent,
+    /// Unlinked by reclamation: look the key up again.
+    Removed,
+}
+
+/// Silo OCC state of one worker's transaction attempt, over rows `R`.
+pub(crate) struct OccTx<R: RowKind> {
+    reads: Vec<ReadEntry<R>>,
+    read_positions: PositionIndex,
+    /// The buffered writes.
+    pub(crate) writes: WriteSet<R>,
+    leaves: Vec<LeafEntry>,
+    /// Placeholders this attempt inserted (reclaimed if left absent).
+    created: Vec<(TableId, NonNull<R>)>,
+    scratch: Vec<u8>,
+    /// This worker's reclamation of absent rows and replaced values.
+    pub(crate) reclaimer: RowReclaimer<R>,
+}
+
+// SAFETY: the raw row pointers refer to rows owned by tables that outlive
+// the worker (the engine holds them in an Arc) and are freed only through
+// the epochs, which the worker's announcements hold back.
+unsafe impl<R: RowKind> Send for OccTx<R> {}
+
+impl<R: RowKind> Default for OccTx<R> {
+    fn default() -> Self {
+        Self {
+            reads: Vec::new(),
+            read_positions: PositionIndex::default(),
+            writes: WriteSet::default(),
+            leaves: Vec::new(),
+            created: Vec::new(),
+            scratch: Vec::new(),
+            reclaimer: RowReclaimer::default(),
+        }
+    }
+}
+
+/// The table `id`, or a typed error.
+#[inline]
+pub(crate) fn table_of<R: RowKind>(tables: &[Table<R>], id: TableId) -> TxResult<&Table<R>> {
+    tables.get(id.0 as usize).ok_or_else(|| TxError::Db(DbError::UnknownTable(format!("#{}", id.0))))
+}
+
+impl<R: RowKind> OccTx<R> {
+    /// Forgets the attempt (keeps the buffers).
+    pub(crate) fn clear(&mut self) {
+        self.reads.clear();
+        self.read_positions.clear();
+        self.writes.clear();
+        self.leaves.clear();
+        self.created.clear();
+    }
+
+    /// Queues the rows this attempt left absent for reclamation, then
+    /// forgets the attempt. `epoch` is the worker's current epoch.
+    pub(crate) fn finish(&mut self, epoch: u64) {
+        for &(table, row) in &self.created {
+            // SAFETY: see WriteEntry::row.
+            let row = unsafe { row.as_ref() };
+            if row.word() & ABSENT != 0 {
+                self.reclaimer.note_absent(epoch, table, row);
+            }
+        }
+        for entry in self.writes.entries() {
+            if entry.row().word() & ABSENT != 0 && !self.created.iter().any(|(_, row)| *row == entry.row) {
+                self.reclaimer.note_absent(epoch, entry.table, entry.row());
+            }
+        }
+        self.clear();
+    }
+
+    /// Whether the attempt wrote nothing.
+    pub(crate) fn is_read_only(&self) -> bool {
+        self.writes.is_empty()
+    }
+
+    /// Silo's node-set update for this transaction's own inserts: if it
+    /// scanned the leaf at exactly the version before the insert, move it
+    /// forward, so its own insert is not taken for a phantom.
+    fn note_own_insert(&mut self, table: TableId, change: Option<LeafChange>) {
+        if let Some(change) = change {
+            for entry in &mut self.leaves {
+                if entry.table == table
+                    && entry.leaf.secondary.is_none()
+                    && entry.leaf.leaf == change.leaf
+                    && entry.leaf.version == change.version_before
+                {
+                    entry.leaf.version = change.version_after;
+                }
+            }
+        }
+    }
+
+    /// The row of `key`, inserting a placeholder if needed.
+    #[inline]
+    fn lookup<'t>(
+        &mut self,
+        table: &'t Table<R>,
+        table_id: TableId,
+        key: &[u8],
+        value_capacity: usize,
+    ) -> TxResult<&'t R> {
+        let (row, inserted, change) = table.get_or_insert(key, value_capacity)?;
+        if inserted {
+            self.created.push((table_id, NonNull::from(row)));
+            self.note_own_insert(table_id, change);
+        }
+        Ok(row)
+    }
+
+    /// Remembers a stable read of `row`.
+    #[inline]
+    fn note_read(&mut self, row: &R, word: u64) {
+        if self.read_positions.find(&self.reads, read_row_of, row).is_none() {
+            // DBXN: an odd (UNPERSISTED) version is not an early abort; the
+            // read set holds the next even version, which validates only
+            // once the writer's log is durable. No-op for other engines.
+            self.reads.push(ReadEntry { row, word: word & !UNPERSISTED });
+            self.read_positions.pushed(&self.reads, read_row_of);
+        }
+    }
+
+    /// Reads `row` as this transaction sees it into `out`.
+    #[inline]
+    fn read_row(&mut self, store: &impl RowStore<R>, row: &R, out: &mut Vec<u8>) -> TxResult<Seen> {
+        if let Some(position) = self.writes.find(row) {
+            out.clear();
+            return Ok(match self.writes.value(position) {
+                Some(value) => {
+                    out.extend_from_slice(value);
+                    Seen::Present
+                }
+                None => Seen::Absent,
+            });
+        }
+        let word = store.read(row, out).map_err(TxError::Abort)?;
+        if word == REMOVED {
+            return Ok(Seen::Removed);
+        }
+        self.note_read(row, word);
+        Ok(if word & ABSENT == 0 { Seen::Present } else { Seen::Absent })
+    }
+
+    /// Looks `key` up and reads its row into `out`; the row and whether it
+    /// is present.
+    fn read_key<'t>(
+        &mut self,
+        table: &'t Table<R>,
+        store: &impl RowStore<R>,
+        table_id: TableId,
+        key: &[u8],
+        value_capacity: usize,
+        out: &mut Vec<u8>,
+    ) -> TxResult<(&'t R, bool)> {
+        for _ in 0..RELOOKUPS {
+            let row = self.lookup(table, table_id, key, value_capacity)?;
+            match self.read_row(store, row, out)? {
+                Seen::Present => return Ok((row, true)),
+                Seen::Absent => return Ok((row, false)),
+                Seen::Removed => continue,
+            }
+        }
+        Err(TxError::Abort(AbortReason::UnstableRead))
+    }
+
+    /// Point read into `out`.
+    pub(crate) fn get(
+        &mut self,
+        tables: &[Table<R>],
+        store: &impl RowStore<R>,
+        table_id: TableId,
+        key: &[u8],
+        out: &mut Vec<u8>,
+    ) -> TxResult<bool> {
+        let table = table_of(tables, table_id)?;
+        table.check_key(key)?;
+        Ok(self.read_key(table, store, table_id, key, 0, out)?.1)
+    }
+
+    /// Point read handed to `visit` from the worker's scratch buffer.
+    pub(crate) fn get_with(
+        &mut self,
+        tables: &[Table<R>],
+        store: &impl RowStore<R>,
+        table_id: TableId,
+        key: &[u8],
+        visit: &mut dyn FnMut(&[u8]),
+    ) -> TxResult<bool> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let result = self.get(tables, store, table_id, key, &mut scratch);
+        if let Ok(true) = result {
+            visit(&scratch);
+        }
+        self.scratch = scratch;
+        result
+    }
+
+    /// Buffers a write; see [`WriteOp`].
+    pub(crate) fn write(
+        &mut self,
+        tables: &[Table<R>],
+        store: &impl RowStore<R>,
+        table_id: TableId,
+        key: &[u8],
+        op: WriteOp<'_>,
+    ) -> TxResult<bool> {
+        let table = table_of(tables, table_id)?;
+        table.check_key(key)?;
+        let new_value = match op {
+            WriteOp::Put(value) | WriteOp::Insert(value) | WriteOp::Update(value) => {
+                table.check_value(value)?;
+                Some(value)
+            }
+            WriteOp::Delete => None,
+        };
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let read = self.read_key(table, store, table_id, key, new_value.map_or(0, <[u8]>::len), &mut scratch);
+        let result = read.and_then(|(row, present)| {
+            let applies = match op {
+                WriteOp::Put(_) => true,
+                WriteOp::Insert(_) => !present,
+                WriteOp::Update(_) | WriteOp::Delete => present,
+            };
+            if applies {
+                // `scratch` holds the row as this transaction sees it.
+                self.buffer_write(table, table_id, key, row, new_value, present.then_some(scratch.as_slice()))?;
+            }
+            Ok(applies)
+        });
+        self.scratch = scratch;
+        result
+    }
+
+    fn buffer_write(
+        &mut self,
+        table: &Table<R>,
+        table_id: TableId,
+        key: &[u8],
+        row: &R,
+        value: Option<&[u8]>,
+        old: Option<&[u8]>,
+    ) -> DbResult<()> {
+        let index_secondaries = match value {
+            Some(new) if !table.schema().secondaries.is_empty() => {
+                table::secondaries_to_index(table.schema(), key, new, old)?
+            }
+            _ => false,
+        };
+        match self.writes.find(row) {
+            Some(position) => {
+                self.writes.set_value(position, value);
+                self.writes.entries[position].index_secondaries |= index_secondaries;
+            }
+            None => self.writes.push(table_id, row, key, value, index_secondaries),
+        }
+        Ok(())
+    }
+
+    /// Changes the row of `key` in place (buffered as an update).
+    pub(crate) fn update_with(
+        &mut self,
+        tables: &[Table<R>],
+        store: &impl RowStore<R>,
+        table_id: TableId,
+        key: &[u8],
+        modify: &mut dyn FnMut(&mut [u8]),
+    ) -> TxResult<bool> {
+        let table = table_of(tables, table_id)?;
+        table.check_key(key)?;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let result = self.read_key(table, store, table_id, key, 0, &mut scratch).and_then(|(row, present)| {
+            if !present {
+                return Ok(false);
+            }
+            let position = match self.writes.find(row) {
+                Some(position) => position,
+                None => {
+                    self.writes.push(table_id, row, key, Some(&scratch), false);
+                    self.writes.len() - 1
+                }
+            };
+            let value = self.writes.value_mut(position).expect("present");
+            modify(value);
+            if !table.schema().secondaries.is_empty() {
+                let new = self.writes.value(position).expect("present");
+                let changed = table::secondaries_to_index(table.schema(), key, new, Some(&scratch))?;
+                self.writes.entries[position].index_secondaries |= changed;
+            }
+            Ok(true)
+        });
+        self.scratch = scratch;
+        result
+    }
+
+    /// Range scan in one pass (module documentation).
+    pub(crate) fn scan(
+        &mut self,
+        tables: &[Table<R>],
+        store: &impl RowStore<R>,
+        request: ScanRequest<'_>,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxResult<()> {
+        let table = table_of(tables, request.table)?;
+        if request.limit == 0 {
+            return Ok(());
+        }
+        // Read-your-writes for secondary scans: own rows whose secondary
+        // key is new are not in the index until commit.
+        let mut own: Vec<(Vec<u8>, usize)> = Vec::new();
+        if let Some(position) = request.secondary {
+            for index in 0..self.writes.len() {
+                let entry = &self.writes.entries[index];
+                if entry.table != request.table || !entry.index_secondaries {
+                    continue;
+                }
+                let Some(value) = self.writes.value(index) else { continue };
+                let index_key = table::secondary_index_key(table.schema(), position, self.writes.key(index), value);
+                if table::in_range(request.range, &index_key) {
+                    own.push((index_key, index));
+                }
+            }
+            own.sort_by(|a, b| in_order(request.direction, &a.0, &b.0));
+        }
+        let mut own_next = 0;
+        let mut delivered = 0usize;
+        let mut stopped = false;
+        let mut failure: Option<TxError> = None;
+        let mut leaves = Vec::new();
+        let mut value = std::mem::take(&mut self.scratch);
+        table.scan(
+            request.secondary,
+            request.range,
+            request.direction,
+            |key, index_key, row| {
+                // Own rows that come first in scan order.
+                while own_next < own.len() && in_order(request.direction, &own[own_next].0, index_key).is_lt() {
+                    let write = own[own_next].1;
+                    own_next += 1;
+                    delivered += 1;
+                    let view = self.writes.view(write);
+                    if !visit(view.key, view.value.expect("own rows have values")) || delivered >= request.limit {
+                        stopped = true;
+                        return false;
+                    }
+                }
+                if own.get(own_next).is_some_and(|(own_key, _)| own_key.as_slice() == index_key) {
+                    own_next += 1; // the same row: read through the index entry
+                }
+                let seen = match self.read_row(store, row, &mut value) {
+                    Ok(seen) => seen,
+                    Err(error) => {
+                        failure = Some(error);
+                        return false;
+                    }
+                };
+                let current = match request.secondary {
+                    None => true,
+                    Some(position) => {
+                        table::secondary_entry_is_current(table.schema(), position, index_key, key, &value)
+                    }
+                };
+                if matches!(seen, Seen::Present) && current {
+                    delivered += 1;
+                    if !visit(key, &value) || delivered >= request.limit {
+                        stopped = true;
+                        return false;
+                    }
+                }
+                true
+            },
+            |leaf| leaves.push(LeafEntry { table: request.table, leaf }),
+        )?;
+        self.scratch = value;
+        self.leaves.extend(leaves);
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        if !stopped {
+            while own_next < own.len() && delivered < request.limit {
+                let write = own[own_next].1;
+                own_next += 1;
+                delivered += 1;
+                let view = self.writes.view(write);
+                if !visit(view.key, view.value.expect("own rows have values")) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Locks the write set in address order. Returns the largest TID seen
+    /// on a locked row, or the abort reason (with nothing left locked).
+    pub(crate) fn lock_writes(&mut self) -> Result<u64, AbortReason> {
+        self.writes.sort_by_row();
+        let mut max_tid = 0;
+        for index in 0..self.writes.len() {
+            match self.writes.entries[index].row().lock(LOCK_SPINS) {
+                Some(word) if word != REMOVED => {
+                    self.writes.set_locked_word(index, word);
+                    max_tid = max_tid.max(record::tid_of(word));
+                }
+                Some(_) => {
+                    // Unlinked since the body read it: the read set's word
+                    // differs, so the attempt could not validate anyway.
+                    self.release(index + 1);
+                    return Err(AbortReason::ReadValidation);
+                }
+                None => {
+                    self.release(index);
+                    return Err(AbortReason::WriteLock);
+                }
+            }
+        }
+        Ok(max_tid)
+    }
+
+    /// Unlocks the first `locked` writes without changing them.
+    pub(crate) fn release(&self, locked: usize) {
+        for entry in &self.writes.entries[..locked] {
+            entry.row().unlock();
+        }
+    }
+
+    /// Validates the read set and the node set.
+    pub(crate) fn validate(&self, tables: &[Table<R>]) -> Result<(), AbortReason> {
+        for read in &self.reads {
+            // SAFETY: see WriteEntry::row.
+            let row = unsafe { &*read.row };
+            let current = row.word();
+            if current & !LOCKED != read.word {
+                if current & !LOCKED == read.word | UNPERSISTED {
+                    return Err(AbortReason::NotYetDurable);
+                }
+                return Err(AbortReason::ReadValidation);
+            }
+            if current & LOCKED != 0 && self.writes.find(read.row).is_none() {
+                return Err(AbortReason::ReadValidation);
+            }
+        }
+        for entry in &self.leaves {
+            if !tables[entry.table.0 as usize].validate_leaf(&entry.leaf) {
+                return Err(AbortReason::NodeValidation);
+            }
+        }
+        Ok(())
+    }
+
+    /// The largest TID the attempt read.
+    pub(crate) fn max_read_tid(&self) -> u64 {
+        self.reads.iter().map(|read| record::tid_of(read.word)).max().unwrap_or(0)
+    }
+
+    /// Silo's TID rule: above every TID read or overwritten and above
+    /// `floor` (the thread's last), and at least the epoch's first TID.
+    pub(crate) fn commit_tid(&self, max_locked_tid: u64, floor: u64, epoch: u64) -> u64 {
+        let tid = (max_locked_tid.max(self.max_read_tid()).max(floor) + 1).max(record::first_tid_of_epoch(epoch));
+        debug_assert!(tid < record::MAX_TID, "TIDs stay below the REMOVED marker");
+        tid
+    }
+
+    /// Secondary-index maintenance for write `index` (row locked): drops
+    /// the entries of the row's current value that the new value does not
+    /// keep (`current` is that value, read under the lock), and adds the new
+    /// value's entries when the body found it needs them.
+    pub(crate) fn maintain_secondaries(&self, tables: &[Table<R>], index: usize, current: Option<&[u8]>) {
+        let entry = &self.writes.entries[index];
+        let table = &tables[entry.table.0 as usize];
+        if table.schema().secondaries.is_empty() {
+            return;
+        }
+        let key = self.writes.key(index);
+        let new = self.writes.value(index);
+        if let Some(old) = current {
+            table.unindex_secondaries(key, old, new, entry.row());
+        }
+        if let (true, Some(value)) = (entry.index_secondaries, new) {
+            if let Err(error) = table.index_secondaries(key, value, entry.row()) {
+                unreachable!("secondary key lengths are checked when a write is buffered: {error}");
+            }
+        }
+    }
+}
+
+/// `a` before `b` in scan order.
+fn in_order(direction: ScanDirection, a: &[u8], b: &[u8]) -> KeyOrdering {
+    match direction {
+        ScanDirection::Forward => a.cmp(b),
+        ScanDirection::Reverse => b.cmp(a),
     }
 }
 
@@ -89,7 +792,7 @@ pub trait CommitLog: Send + Sync + 'static {
     /// ends the transaction. Policies whose stage is `LogAfterInstall*` must
     /// make `append` infallible here, since nothing can be undone after the
     /// install.
-    fn prepare(&self, _worker: &mut Self::Worker, _writes: &[WriteEntry]) -> DbResult<()> {
+    fn prepare(&self, _worker: &mut Self::Worker, _writes: &WriteSet<Record>) -> DbResult<()> {
         Ok(())
     }
     /// Called before each commit region (validation, and install for
@@ -100,14 +803,25 @@ pub trait CommitLog: Send + Sync + 'static {
     }
     /// Appends the redo record of `tid` at the point [`CommitLog::STAGE`]
     /// says. Returns the ticket of the commit.
-    fn append(&self, worker: &mut Self::Worker, tid: u64, writes: &[WriteEntry]) -> DbResult<CommitTicket>;
+    fn append(&self, worker: &mut Self::Worker, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket>;
     /// Ticket for a read-only transaction that read data up to `max_tid`.
     fn read_only_ticket(&self, max_tid: u64) -> CommitTicket;
     /// Whether `ticket` is durable.
     fn is_durable(&self, ticket: CommitTicket) -> bool;
+    /// Whether a delete committed with `tid` is durable, so reclamation may
+    /// unlink its row (a checkpoint must not lose a delete whose log could
+    /// still be lost). Synchronous and non-durable policies: always.
+    fn delete_is_durable(&self, _tid: u64) -> bool {
+        true
+    }
+    /// Whether the database was closed or crashed: waits for durability
+    /// must give up (the ticket may never become durable).
+    fn is_closed(&self) -> bool {
+        false
+    }
 }
 
-/// Shared state of an OCC engine.
+/// Shared state of an OCC engine over DRAM records.
 pub struct OccShared<L: CommitLog> {
     /// Tables by id.
     pub tables: Vec<Table>,
@@ -115,49 +829,43 @@ pub struct OccShared<L: CommitLog> {
     pub epochs: Arc<Epochs>,
     /// Durability policy.
     pub log: L,
+    /// Reclamation queues of workers that went away.
+    pub(crate) orphans: Mutex<RowReclaimer<Record>>,
 }
 
 impl<L: CommitLog> OccShared<L> {
     /// Table `id`, or an error.
     pub fn table(&self, id: TableId) -> TxResult<&Table> {
-        self.tables.get(id.0 as usize).ok_or_else(|| TxError::Db(DbError::UnknownTable(format!("#{}", id.0))))
+        table_of(&self.tables, id)
     }
 }
 
-struct ReadEntry {
-    record: *const Record,
-    word: u64,
+impl<L: CommitLog> Drop for OccShared<L> {
+    fn drop(&mut self) {
+        // No worker exists any more: nothing can hold a retired row.
+        self.orphans.get_mut().free_all_quiescent();
+    }
 }
 
-// SAFETY: as for WriteEntry.
-unsafe impl Send for ReadEntry {}
+/// Reclamation may unlink a deleted row once the log policy says its
+/// delete is durable.
+struct LogReclaimPolicy<'a, L: CommitLog>(&'a L);
 
-fn read_record_of(entry: &ReadEntry) -> *const Record {
-    entry.record
+impl<L: CommitLog> ReclaimPolicy<Record> for LogReclaimPolicy<'_, L> {
+    fn may_unlink(&self, _row: &Record, word: u64) -> bool {
+        self.0.delete_is_durable(record::tid_of(word))
+    }
 }
 
-fn write_record_of(entry: &WriteEntry) -> *const Record {
-    entry.record
-}
-
-struct LeafEntry {
-    table: TableId,
-    leaf: ScannedLeaf,
-}
-
-/// A worker of an OCC engine.
+/// A worker of an OCC engine over DRAM records.
 pub struct OccWorker<L: CommitLog> {
     shared: Arc<OccShared<L>>,
     id: usize,
     log: L::Worker,
-    reads: Vec<ReadEntry>,
-    read_positions: PositionIndex,
-    writes: Vec<WriteEntry>,
-    write_positions: PositionIndex,
-    leaves: Vec<LeafEntry>,
+    tx: OccTx<Record>,
     last_tid: u64,
-    scratch: Vec<u8>,
     active: bool,
+    retired: Vec<RetiredValue>,
 }
 
 impl<L: CommitLog> OccWorker<L> {
@@ -165,347 +873,158 @@ impl<L: CommitLog> OccWorker<L> {
     pub fn new(shared: Arc<OccShared<L>>, id: usize) -> DbResult<Self> {
         assert!(id < shared.epochs.capacity(), "worker id {id} beyond the configured worker count");
         let log = shared.log.worker(id)?;
-        Ok(Self {
-            shared,
-            id,
-            log,
-            reads: Vec::new(),
-            read_positions: PositionIndex::default(),
-            writes: Vec::new(),
-            write_positions: PositionIndex::default(),
-            leaves: Vec::new(),
-            last_tid: 0,
-            scratch: Vec::new(),
-            active: false,
-        })
-    }
-
-    fn find_write(&self, record: *const Record) -> Option<usize> {
-        self.write_positions.find(&self.writes, write_record_of, record)
-    }
-
-    fn find_read(&self, record: *const Record) -> Option<usize> {
-        self.read_positions.find(&self.reads, read_record_of, record)
-    }
-
-    /// Reads `record` stably and remembers its version.
-    fn read_record(&mut self, record: &Record, out: &mut Vec<u8>) -> TxResult<bool> {
-        if let Some(position) = self.find_write(record) {
-            return Ok(match &self.writes[position].value {
-                Some(value) => {
-                    out.clear();
-                    out.extend_from_slice(value);
-                    true
-                }
-                None => false,
-            });
-        }
-        let guard = epoch::pin();
-        let snapshot = record.read_stable(out, &guard).ok_or(TxError::Abort(AbortReason::UnstableRead))?;
-        if self.find_read(record).is_none() {
-            // DBXN: an odd (UNPERSISTED) version is not an early abort; the
-            // read set holds the next even version, which validates only once
-            // the writer's log is durable. No-op for the other engines.
-            self.reads.push(ReadEntry { record, word: snapshot.word & !UNPERSISTED });
-            self.read_positions.pushed(&self.reads, read_record_of);
-        }
-        Ok(!snapshot.is_absent())
-    }
-
-    /// Records an own insert's leaf change: if this transaction scanned that
-    /// leaf at exactly the version before the insert, move it forward (Silo's
-    /// node-set update), so its own insert is not taken for a phantom.
-    fn note_own_insert(&mut self, table: TableId, change: Option<crate::index::LeafChange>) {
-        if let Some(change) = change {
-            for entry in &mut self.leaves {
-                if entry.table == table
-                    && entry.leaf.secondary.is_none()
-                    && entry.leaf.leaf == change.leaf
-                    && entry.leaf.version == change.version_before
-                {
-                    entry.leaf.version = change.version_after;
-                }
-            }
-        }
+        let mut tx = OccTx::default();
+        shared.orphans.lock().hand_over(&mut tx.reclaimer);
+        Ok(Self { shared, id, log, tx, last_tid: 0, active: false, retired: Vec::new() })
     }
 
     /// The append of the `LogAfterInstall*` stages. The policy reserved the
     /// record in `prepare`; a failure here would leave installed versions
     /// without a log, which no policy may allow.
     fn append_after_install(&mut self, tid: u64) -> CommitTicket {
-        match self.shared.log.append(&mut self.log, tid, &self.writes) {
+        match self.shared.log.append(&mut self.log, tid, &self.tx.writes) {
             Ok(ticket) => ticket,
             Err(error) => panic!("log append failed after install (the policy's prepare must prevent it): {error}"),
         }
     }
 
-    fn release_locks(&self, locked: usize) {
-        for write in &self.writes[..locked] {
-            write.record().unlock();
-        }
-    }
-
-    fn clear(&mut self) {
-        self.reads.clear();
-        self.read_positions.clear();
-        self.writes.clear();
-        self.write_positions.clear();
-        self.leaves.clear();
-    }
-
-    fn validate_reads(&self) -> Result<(), AbortReason> {
-        for read in &self.reads {
-            // SAFETY: see ReadEntry.
-            let record = unsafe { &*read.record };
-            let current = record.word();
-            if current & !LOCKED != read.word {
-                if current & !LOCKED == read.word | UNPERSISTED {
-                    return Err(AbortReason::NotYetDurable);
-                }
-                return Err(AbortReason::ReadValidation);
-            }
-            if current & LOCKED != 0 && self.find_write(read.record).is_none() {
-                return Err(AbortReason::ReadValidation);
-            }
-        }
-        for entry in &self.leaves {
-            let table = &self.shared.tables[entry.table.0 as usize];
-            if !table.validate_leaf(&entry.leaf) {
-                return Err(AbortReason::NodeValidation);
-            }
-        }
-        Ok(())
-    }
-
     fn commit_inner(&mut self) -> TxResult<CommitTicket> {
-        if self.writes.is_empty() {
-            self.shared.log.region_gate().map_err(TxError::Abort)?;
-            self.validate_reads().map_err(TxError::Abort)?;
-            let max_tid = self.reads.iter().map(|r| record::tid_of(r.word)).max().unwrap_or(0);
-            return Ok(self.shared.log.read_only_ticket(max_tid));
+        let shared = &*self.shared;
+        if self.tx.is_read_only() {
+            shared.log.region_gate().map_err(TxError::Abort)?;
+            self.tx.validate(&shared.tables).map_err(TxError::Abort)?;
+            return Ok(shared.log.read_only_ticket(self.tx.max_read_tid()));
         }
         // 0. Reserve the log record (may fail; nothing is locked yet), then
         //    the HTM gate of the commit region.
-        self.shared.log.prepare(&mut self.log, &self.writes)?;
-        self.shared.log.region_gate().map_err(TxError::Abort)?;
+        shared.log.prepare(&mut self.log, &self.tx.writes)?;
+        shared.log.region_gate().map_err(TxError::Abort)?;
         // 1. Lock the write set in address order.
-        self.writes.sort_by_key(|w| w.record as usize);
-        self.write_positions.rebuild(&self.writes, write_record_of);
-        let mut max_tid = self.last_tid;
-        for index in 0..self.writes.len() {
-            match self.writes[index].record().lock(LOCK_SPINS) {
-                Some(word) => max_tid = max_tid.max(record::tid_of(word)),
-                None => {
-                    self.release_locks(index);
-                    return Err(TxError::Abort(AbortReason::WriteLock));
-                }
-            }
-        }
+        let max_locked = self.tx.lock_writes().map_err(TxError::Abort)?;
         // 2. Serialization point.
-        let epoch = self.shared.epochs.global();
+        let epoch = shared.epochs.global();
         // 3. Validate.
-        if let Err(reason) = self.validate_reads() {
-            self.release_locks(self.writes.len());
+        if let Err(reason) = self.tx.validate(&shared.tables) {
+            self.tx.release(self.tx.writes.len());
             return Err(TxError::Abort(reason));
         }
         // 4. TID.
-        for read in &self.reads {
-            max_tid = max_tid.max(record::tid_of(read.word));
-        }
-        let tid = (max_tid + 1).max(record::first_tid_of_epoch(epoch));
+        let tid = self.tx.commit_tid(max_locked, self.last_tid, epoch);
         debug_assert!(record::epoch_of_tid(tid) >= epoch);
         // 5. Log, where the policy's stage says, and 6. install and unlock.
         let mut ticket = None;
         if L::STAGE == CommitStage::LogBeforeInstall {
-            match self.shared.log.append(&mut self.log, tid, &self.writes) {
+            match shared.log.append(&mut self.log, tid, &self.tx.writes) {
                 Ok(done) => ticket = Some(done),
                 Err(error) => {
-                    self.release_locks(self.writes.len());
+                    self.tx.release(self.tx.writes.len());
                     return Err(TxError::Db(error));
                 }
             }
         }
-        let guard = epoch::pin();
-        for write in &self.writes {
-            write.record().set_value_locked(write.value.as_deref(), &guard);
-        }
-        // Secondary entries go in while the rows are still locked, so a
-        // secondary scan that misses one sees the leaf version change (a
-        // phantom) or meets the locked row; never a committed row it cannot
-        // find.
-        for write in &self.writes {
-            if let (true, Some(value)) = (write.index_secondaries, &write.value) {
-                let table = &self.shared.tables[write.table.0 as usize];
-                if let Err(error) = table.index_secondaries(&write.key, value, write.record()) {
-                    unreachable!("secondary key lengths are checked when a write is buffered: {error}");
-                }
-            }
-        }
+        self.install();
         if L::STAGE == CommitStage::LogAfterInstallLocked {
             ticket = Some(self.append_after_install(tid));
         }
         let parity = if L::STAGE == CommitStage::LogAfterInstallParity { UNPERSISTED } else { 0 };
-        for write in &self.writes {
-            let flags = if write.value.is_none() { ABSENT } else { 0 };
-            write.record().store_word(record::word_of(tid, flags | parity));
+        for entry in self.tx.writes.entries() {
+            let flags = if entry.is_delete() { ABSENT } else { 0 };
+            entry.row().store_word(record::word_of(tid, flags | parity));
         }
-        drop(guard);
         if L::STAGE == CommitStage::LogAfterInstallParity {
             // DBXN's logging and commit phases: outside the region, the
             // record is written and made durable, then each written version
             // turns even (a later writer's version is never clobbered).
             ticket = Some(self.append_after_install(tid));
-            for write in &self.writes {
-                write.record().clear_unpersisted(tid);
+            for entry in self.tx.writes.entries() {
+                entry.row().clear_unpersisted(tid);
             }
         }
         let ticket = ticket.expect("every stage appends");
         self.last_tid = tid;
         Ok(ticket)
     }
+
+    /// Installs every write in place (rows locked) and maintains the
+    /// secondary indexes while the rows are still locked, so a secondary
+    /// scan that misses an entry sees the leaf version change (a phantom)
+    /// or meets the locked row; never a committed row it cannot find.
+    fn install(&mut self) {
+        let shared = &*self.shared;
+        let retired = &mut self.retired;
+        let mut old = Vec::new();
+        for index in 0..self.tx.writes.len() {
+            let entry = &self.tx.writes.entries()[index];
+            let row = entry.row();
+            let has_secondaries = !shared.tables[entry.table.0 as usize].schema().secondaries.is_empty();
+            let current = if has_secondaries && entry.locked_word & ABSENT == 0 {
+                // Locked by us: the value is stable.
+                row.read_locked(&mut old);
+                Some(old.as_slice())
+            } else {
+                None
+            };
+            if has_secondaries {
+                self.tx.maintain_secondaries(&shared.tables, index, current);
+            }
+            row.set_value_locked(self.tx.writes.value(index), &mut |value| retired.push(value));
+        }
+    }
+
+    /// Hands replaced value buffers to the reclaimer with one stamp, queues
+    /// rows left absent, and reclaims what is due.
+    fn after_attempt(&mut self) {
+        let shared = &*self.shared;
+        if !self.retired.is_empty() {
+            let stamp = shared.epochs.stamp();
+            for value in self.retired.drain(..) {
+                self.tx.reclaimer.retired_values.push(stamp, value);
+            }
+        }
+        self.tx.finish(shared.epochs.global());
+        if self.tx.reclaimer.backlog() > 0 || !self.tx.reclaimer.retired_values.is_empty() {
+            self.tx.reclaimer.run(&shared.tables, &shared.epochs, &LogReclaimPolicy(&shared.log));
+        }
+    }
 }
 
 impl<L: CommitLog> EngineWorker for OccWorker<L> {
     fn begin(&mut self, _read_only: bool) {
-        self.clear();
-        if !self.active {
-            self.shared.epochs.enter(self.id);
-            self.active = true;
-        } else {
-            // Re-announce so a long-running worker does not hold back group
-            // commit with a stale epoch.
-            self.shared.epochs.enter(self.id);
-        }
+        self.tx.clear();
+        // (Re-)announce, so a long-running worker does not hold back group
+        // commit or reclamation with a stale epoch.
+        self.shared.epochs.enter(self.id);
+        self.active = true;
     }
 
-    fn get(&mut self, table_id: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
-        let shared = Arc::clone(&self.shared);
-        let table = shared.table(table_id)?;
-        table.check_key(key)?;
-        // DBX's get-with-insert: a read of an absent key inserts a
-        // placeholder so a concurrent insert of that key conflicts with it.
-        let (record, inserted, change) = table.get_or_insert(key)?;
-        if inserted {
-            self.note_own_insert(table_id, change);
-        }
-        self.read_record(record, out)
+    fn get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
+        self.tx.get(&self.shared.tables, &DramStore, table, key, out)
     }
 
-    fn write(&mut self, table_id: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool> {
-        let shared = Arc::clone(&self.shared);
-        let table = shared.table(table_id)?;
-        table.check_key(key)?;
-        if let WriteOp::Put(value) | WriteOp::Insert(value) | WriteOp::Update(value) = op {
-            table.check_value(value)?;
-        }
-        let (record, inserted, change) = table.get_or_insert(key)?;
-        if inserted {
-            self.note_own_insert(table_id, change);
-        }
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let present = self.read_record(record, &mut scratch);
-        self.scratch = scratch;
-        let present = present?;
-        let (value, applies) = match op {
-            WriteOp::Put(value) => (Some(value.to_vec()), true),
-            WriteOp::Insert(value) => (Some(value.to_vec()), !present),
-            WriteOp::Update(value) => (Some(value.to_vec()), present),
-            WriteOp::Delete => (None, present),
-        };
-        if !applies {
-            return Ok(false);
-        }
-        // `scratch` holds the row as this transaction sees it (its own
-        // earlier write, or the committed row it just validated against).
-        let index_secondaries = match &value {
-            Some(new) if !table.schema().secondaries.is_empty() => {
-                table::secondaries_to_index(table.schema(), key, new, present.then_some(self.scratch.as_slice()))?
-            }
-            _ => false,
-        };
-        match self.find_write(record) {
-            Some(position) => {
-                let write = &mut self.writes[position];
-                write.value = value;
-                write.index_secondaries |= index_secondaries;
-            }
-            None => {
-                self.writes.push(WriteEntry { table: table_id, key: key.to_vec(), value, record, index_secondaries });
-                self.write_positions.pushed(&self.writes, write_record_of);
-            }
-        }
-        Ok(true)
+    fn get_with(&mut self, table: TableId, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> TxResult<bool> {
+        self.tx.get_with(&self.shared.tables, &DramStore, table, key, visit)
+    }
+
+    fn write(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool> {
+        self.tx.write(&self.shared.tables, &DramStore, table, key, op)
+    }
+
+    fn update_with(&mut self, table: TableId, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> TxResult<bool> {
+        self.tx.update_with(&self.shared.tables, &DramStore, table, key, modify)
     }
 
     fn scan(&mut self, request: ScanRequest<'_>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
-        let shared = Arc::clone(&self.shared);
-        let table = shared.table(request.table)?;
-        // (primary key, index key for secondary scans, record).
-        let mut rows: Vec<table::ScannedRow<Record>> = Vec::new();
-        let mut leaves = Vec::new();
-        // The index counts absent placeholders too, so the limit is applied
-        // here to present rows. Absent rows before the cut still enter the
-        // read set below: a later insert into one of them is a phantom that
-        // the leaf versions alone would not show.
-        let mut present_rows = 0usize;
-        let writes = &self.writes;
-        let write_positions = &self.write_positions;
-        table.scan(
-            request.secondary,
-            request.range,
-            request.direction,
-            usize::MAX,
-            |key, index_key, record| {
-                let own = write_positions.find(writes, write_record_of, record).map(|at| &writes[at]);
-                let present = match own {
-                    Some(write) => write.value.is_some(),
-                    None => record.word() & ABSENT == 0,
-                };
-                let index_key = if request.secondary.is_some() { index_key.to_vec() } else { Vec::new() };
-                rows.push((key.to_vec(), index_key, record as *const Record));
-                present_rows += present as usize;
-                // A secondary entry may be stale (checked below, once the row
-                // is read stably), so secondary scans do not stop early.
-                request.secondary.is_some() || present_rows < request.limit
-            },
-            |leaf| leaves.push(LeafEntry { table: request.table, leaf }),
-        )?;
-        self.leaves.extend(leaves);
-        if let Some(position) = request.secondary {
-            let own = self.writes.iter().filter(|write| write.table == request.table && write.index_secondaries);
-            let own = own.filter_map(|write| Some((write.key.as_slice(), write.value.as_deref()?, write.record)));
-            table::merge_own_secondary_rows(table.schema(), position, request.range, request.direction, &mut rows, own);
-        }
-        let mut value = Vec::new();
-        let mut delivered = 0;
-        for (key, index_key, record) in rows {
-            if delivered >= request.limit {
-                break;
-            }
-            // SAFETY: records live as long as their table.
-            let record = unsafe { &*record };
-            if self.read_record(record, &mut value)?
-                && request.secondary.is_none_or(|position| {
-                    table::secondary_entry_is_current(table.schema(), position, &index_key, &key, &value)
-                })
-            {
-                delivered += 1;
-                if !visit(&key, &value) {
-                    break;
-                }
-            }
-        }
-        Ok(())
+        self.tx.scan(&self.shared.tables, &DramStore, request, visit)
     }
 
     fn commit(&mut self) -> TxResult<CommitTicket> {
         let result = self.commit_inner();
-        self.clear();
+        self.after_attempt();
         result
     }
 
     fn abort(&mut self) {
-        self.clear();
+        self.after_attempt();
     }
 
     fn idle(&mut self) {
@@ -515,12 +1034,15 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
         }
     }
 
-    fn wait_durable(&mut self, ticket: CommitTicket) {
+    fn wait_durable(&mut self, ticket: CommitTicket) -> DbResult<()> {
         // Going idle first: a waiting worker must not hold back the epoch it
         // waits for.
         self.idle();
         let mut spins = 0u32;
         while !self.shared.log.is_durable(ticket) {
+            if self.shared.log.is_closed() {
+                return Err(DbError::Closed);
+            }
             spins += 1;
             if spins < 64 {
                 std::hint::spin_loop();
@@ -528,11 +1050,13 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
                 std::thread::sleep(std::time::Duration::from_micros(50));
             }
         }
+        Ok(())
     }
 }
 
 impl<L: CommitLog> Drop for OccWorker<L> {
     fn drop(&mut self) {
         self.shared.epochs.leave(self.id);
+        self.tx.reclaimer.hand_over(&mut self.shared.orphans.lock());
     }
 }

@@ -1,30 +1,65 @@
-//! Tables: a primary index from key to [`Record`], optional secondary
-//! ordered indexes, and ownership of the records.
+//! Tables: a primary index from key to row, optional secondary ordered
+//! indexes, and ownership of the rows; generic over the storage's row kind
+//! ([`Record`] for the DRAM engines, Zen's Met-Cache rows).
 //!
-//! Records are created as absent placeholders by get-or-insert (so that an
-//! insert and a read of the same absent key conflict, as in DBX) and are
-//! never removed from the primary index while the table lives: a delete
-//! makes the record absent. The table frees all records when dropped.
+//! Rows are created as absent placeholders by get-or-insert (so that an
+//! insert and a read of the same absent key conflict, as in DBX). A delete
+//! makes a row absent; an absent row is later *unlinked* from the primary
+//! index and freed (see "reclamation" below), so a workload that inserts
+//! and deletes forever (a queue, TPC-C's NEW-ORDER) keeps its indexes and
+//! memory bounded. The table frees the rows still indexed when dropped.
+//!
+//! # Reclamation of absent rows
+//!
+//! A transaction that leaves a row absent (it deleted it, or created it as a
+//! placeholder and did not insert) queues it with its worker's
+//! [`RowReclaimer`]. At least one epoch later the worker tries the row's
+//! lock (never waits); if the row is still absent, not UNPERSISTED, and the
+//! storage agrees (its delete is durable; for Zen, no tombstone references
+//! it), the worker removes the primary-index entry if it still maps to this
+//! row, stores [`REMOVED`] (which unlocks) and retires the row through the
+//! epochs; it is freed once no transaction can hold it.
+//!
+//! *Phantom protection is kept.* A transaction that read the row (absent)
+//! holds its earlier word, which differs from `REMOVED`, so it fails
+//! validation if the row is unlinked before it commits; a reader that meets
+//! a `REMOVED` row looks the key up again (and gets or makes the live row).
+//! A scan that covered the row's leaf sees the removal as a leaf-version
+//! change. A writer that buffered an insert into the row locks it at commit
+//! and fails validation the same way, so no insert is ever installed into an
+//! unlinked row. Secondary-index entries never point at an absent row: a
+//! commit removes the entries of a row's old value when it deletes the row
+//! or changes a secondary key (under the row's lock).
 
+use crate::epoch::{DeferredFree, Epochs};
 use crate::error::{DbError, DbResult};
-use crate::index::{GetOrInsert, HashIndex, IndexError, LeafRef, OrderedIndex, ScanDirection};
-use crate::record::{record_free, record_from_raw, record_into_raw, Record};
+use crate::index::{HashIndex, IndexError, LeafChange, LeafRef, OrderedIndex, ScanDirection};
+use crate::record::{Record, RowKind, ABSENT, LOCKED, REMOVED, UNPERSISTED};
 use crate::schema::{PrimaryIndexKind, TableId, TableSchema};
+use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
+use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// The primary index of a table.
-pub(crate) enum PrimaryIndex {
+pub(crate) enum PrimaryIndex<R: RowKind> {
     Ordered(OrderedIndex),
-    Hash(HashIndex),
+    Hash(HashIndex<R>),
 }
 
-/// A table in DRAM.
-pub struct Table {
+/// A table in DRAM over rows of kind `R`.
+pub struct Table<R: RowKind = Record> {
     pub(crate) id: TableId,
     pub(crate) schema: TableSchema,
-    pub(crate) primary: PrimaryIndex,
+    pub(crate) primary: PrimaryIndex<R>,
     pub(crate) secondaries: Vec<OrderedIndex>,
 }
+
+// SAFETY: the indexes hold row addresses; rows are Sync (atomics) and are
+// freed only by the table's drop or through the epochs.
+unsafe impl<R: RowKind> Send for Table<R> {}
+// SAFETY: as above.
+unsafe impl<R: RowKind> Sync for Table<R> {}
 
 /// A scanned leaf and the version the scan saw, for phantom validation.
 #[derive(Clone, Copy, Debug)]
@@ -40,8 +75,22 @@ pub struct ScannedLeaf {
 /// Length suffix that lets a secondary composite key yield its primary key.
 const PK_LEN_SUFFIX: usize = 2;
 
-impl Table {
-    pub(crate) fn new(id: TableId, schema: TableSchema) -> DbResult<Self> {
+/// # Safety
+/// `raw` must be the address of a live row of this table's kind.
+#[inline(always)]
+unsafe fn row_from_raw<'a, R>(raw: u64) -> &'a R {
+    // SAFETY: guaranteed by the caller.
+    unsafe { &*(raw as usize as *const R) }
+}
+
+fn raw_of<R>(row: NonNull<R>) -> u64 {
+    row.as_ptr() as usize as u64
+}
+
+impl<R: RowKind> Table<R> {
+    /// A table; `epochs` frees replaced hash-index arrays (tests may pass
+    /// `None`: freed at drop).
+    pub(crate) fn new(id: TableId, schema: TableSchema, epochs: Option<Arc<Epochs>>) -> DbResult<Self> {
         if schema.max_key_len == 0 || schema.max_key_len > u16::MAX as usize / 2 {
             return Err(DbError::InvalidConfig(format!(
                 "table {}: key limit {} must be 1..={}",
@@ -52,7 +101,7 @@ impl Table {
         }
         let primary = match schema.primary {
             PrimaryIndexKind::Ordered => PrimaryIndex::Ordered(OrderedIndex::new(schema.max_key_len)),
-            PrimaryIndexKind::Hash => PrimaryIndex::Hash(HashIndex::new(schema.max_key_len)),
+            PrimaryIndexKind::Hash => PrimaryIndex::Hash(HashIndex::new(schema.max_key_len, epochs)),
         };
         let secondaries =
             schema.secondaries.iter().map(|_| OrderedIndex::new(secondary_max_key_len(&schema))).collect();
@@ -97,95 +146,124 @@ impl Table {
         Ok(())
     }
 
-    /// The record of `key`, if the key was ever inserted.
-    pub fn lookup(&self, key: &[u8]) -> Option<&Record> {
+    /// The row of `key`, if indexed. The row stays valid while the caller
+    /// is announced in an epoch (or no reclamation runs).
+    #[inline]
+    pub fn lookup(&self, key: &[u8]) -> Option<&R> {
         let raw = match &self.primary {
-            PrimaryIndex::Ordered(index) => index.get(key),
-            PrimaryIndex::Hash(index) => index.get(key),
-        }?;
-        // SAFETY: records live as long as the table.
-        Some(unsafe { record_from_raw(raw) })
+            PrimaryIndex::Ordered(index) => index.get(key)?,
+            PrimaryIndex::Hash(index) => raw_of(index.get(key)?),
+        };
+        // SAFETY: indexed rows are alive (see the module docs).
+        Some(unsafe { row_from_raw(raw) })
     }
 
-    /// The record of `key`, inserting an absent placeholder if needed.
-    /// Returns the record, whether it was inserted, and (ordered tables) the
-    /// leaf-version change the insert caused.
-    pub fn get_or_insert(&self, key: &[u8]) -> DbResult<(&Record, bool, Option<crate::index::LeafChange>)> {
-        let make = || record_into_raw(Record::placeholder());
-        let mut made = None;
-        let result = match &self.primary {
-            PrimaryIndex::Ordered(index) => index
-                .get_or_insert_with_info(key, || {
-                    let raw = make();
-                    made = Some(raw);
-                    raw
-                })
-                .map_err(|e| self.key_error(e))?,
-            PrimaryIndex::Hash(index) => {
-                let (value, inserted) = index
-                    .get_or_insert_with(key, || {
-                        let raw = make();
-                        made = Some(raw);
-                        raw
-                    })
+    /// The row of `key`, inserting an absent placeholder (with room for a
+    /// value of `value_capacity` bytes) if needed. Returns the row, whether
+    /// it was inserted, and (ordered tables) the leaf-version change the
+    /// insert caused.
+    #[inline]
+    pub(crate) fn get_or_insert(&self, key: &[u8], value_capacity: usize) -> DbResult<(&R, bool, Option<LeafChange>)> {
+        let (raw, inserted, change) = match &self.primary {
+            PrimaryIndex::Ordered(index) => {
+                let result = index
+                    .get_or_insert_with_info(key, || raw_of(R::allocate(key, value_capacity)))
                     .map_err(|e| self.key_error(e))?;
-                GetOrInsert { value, inserted, leaf_change: None }
+                (result.value, result.inserted, result.leaf_change)
+            }
+            PrimaryIndex::Hash(index) => {
+                let (row, inserted) = index
+                    .get_or_insert_with(key, || R::allocate(key, value_capacity))
+                    .map_err(|e| self.key_error(e))?;
+                (raw_of(row), inserted, None)
             }
         };
-        debug_assert_eq!(made.is_some(), result.inserted);
-        // SAFETY: records live as long as the table.
-        Ok((unsafe { record_from_raw(result.value) }, result.inserted, result.leaf_change))
+        // SAFETY: indexed rows are alive.
+        Ok((unsafe { row_from_raw(raw) }, inserted, change))
     }
 
-    /// Adds `record` (already holding the row) under `key` in every
-    /// secondary index.
-    pub(crate) fn index_secondaries(&self, key: &[u8], value: &[u8], record: &Record) -> DbResult<()> {
-        for (position, secondary) in self.schema.secondaries.iter().enumerate() {
-            let composite = secondary_composite((secondary.key)(key, value), key);
+    /// Removes the primary-index entry of `row` (locked by the caller and
+    /// absent) if `key` still maps to it; see "reclamation".
+    pub(crate) fn unlink(&self, key: &[u8], row: &R) -> bool {
+        debug_assert!(row.word() & LOCKED != 0 && row.word() & ABSENT != 0);
+        let raw = row as *const R as usize as u64;
+        match &self.primary {
+            // Under the row's lock nobody else unlinks it, and an insert
+            // never replaces an existing entry, so the check and the removal
+            // see the same entry.
+            PrimaryIndex::Ordered(index) => index.get(key) == Some(raw) && index.remove(key) == Some(raw),
+            PrimaryIndex::Hash(index) => index.remove_if(key, NonNull::from(row)),
+        }
+    }
+
+    /// Adds `row` (already holding the row) under `key` in every secondary
+    /// index.
+    pub(crate) fn index_secondaries(&self, key: &[u8], value: &[u8], row: &R) -> DbResult<()> {
+        for position in 0..self.schema.secondaries.len() {
+            let composite = secondary_index_key(&self.schema, position as u32, key, value);
             self.secondaries[position]
-                .insert(&composite, record as *const Record as usize as u64)
+                .insert(&composite, row as *const R as usize as u64)
                 .map_err(|e| self.key_error(e))?;
         }
         Ok(())
     }
 
+    /// Removes the secondary entries of `row`'s value `old` whose key
+    /// `new` (the row's next value; `None` for a delete) does not keep.
+    /// Called under the row's lock.
+    pub(crate) fn unindex_secondaries(&self, key: &[u8], old: &[u8], new: Option<&[u8]>, row: &R) {
+        for position in 0..self.schema.secondaries.len() {
+            let old_key = secondary_index_key(&self.schema, position as u32, key, old);
+            if new.is_some_and(|new| secondary_index_key(&self.schema, position as u32, key, new) == old_key) {
+                continue;
+            }
+            let index = &self.secondaries[position];
+            if index.get(&old_key) == Some(row as *const R as usize as u64) {
+                index.remove(&old_key);
+            }
+        }
+    }
+
+    /// The ordered index a scan of `secondary` (or the primary) reads.
+    fn scan_index(&self, secondary: Option<u32>) -> DbResult<&OrderedIndex> {
+        match secondary {
+            None => match &self.primary {
+                PrimaryIndex::Ordered(index) => Ok(index),
+                PrimaryIndex::Hash(_) => Err(DbError::InvalidConfig(format!(
+                    "table {} has a hash primary index: range scans are not supported",
+                    self.schema.name
+                ))),
+            },
+            Some(position) => self.secondaries.get(position as usize).ok_or_else(|| DbError::UnknownIndex {
+                table: self.schema.name.clone(),
+                index: format!("#{position}"),
+            }),
+        }
+    }
+
     /// Scans the primary index (ordered tables only) or secondary index
-    /// `secondary`; `visit` gets the primary key, the index's own key (the
-    /// composite for a secondary index) and the record.
-    #[allow(clippy::too_many_arguments)]
+    /// `secondary` in key order; `visit` gets the primary key, the index's
+    /// own key (the composite for a secondary index) and the row, and
+    /// returns false to stop. Every leaf examined is reported to
+    /// `leaf_visit` before its entries are visited.
     pub(crate) fn scan(
         &self,
         secondary: Option<u32>,
         range: (Bound<&[u8]>, Bound<&[u8]>),
         direction: ScanDirection,
-        limit: usize,
-        mut visit: impl FnMut(&[u8], &[u8], &Record) -> bool,
+        mut visit: impl FnMut(&[u8], &[u8], &R) -> bool,
         mut leaf_visit: impl FnMut(ScannedLeaf),
     ) -> DbResult<()> {
-        let index = match secondary {
-            None => match &self.primary {
-                PrimaryIndex::Ordered(index) => index,
-                PrimaryIndex::Hash(_) => {
-                    return Err(DbError::InvalidConfig(format!(
-                        "table {} has a hash primary index: range scans are not supported",
-                        self.schema.name
-                    )))
-                }
-            },
-            Some(position) => self.secondaries.get(position as usize).ok_or_else(|| DbError::UnknownIndex {
-                table: self.schema.name.clone(),
-                index: format!("#{position}"),
-            })?,
-        };
+        let index = self.scan_index(secondary)?;
         index.scan(
             range,
             direction,
-            limit,
+            usize::MAX,
             |key, raw| {
-                // SAFETY: records live as long as the table.
-                let record = unsafe { record_from_raw(raw) };
+                // SAFETY: indexed rows are alive.
+                let row = unsafe { row_from_raw(raw) };
                 let primary_key = if secondary.is_some() { primary_key_of_composite(key) } else { key };
-                visit(primary_key, key, record)
+                visit(primary_key, key, row)
             },
             |leaf, version| leaf_visit(ScannedLeaf { secondary, leaf, version }),
         );
@@ -204,30 +282,222 @@ impl Table {
         index.validate_leaf(leaf.leaf, leaf.version)
     }
 
-    /// Visits every (key, record), in key order for ordered tables.
-    pub fn for_each_record(&self, mut visit: impl FnMut(&[u8], &Record)) {
+    /// Visits every indexed (key, row), in key order for ordered tables.
+    pub fn for_each_row(&self, mut visit: impl FnMut(&[u8], &R)) {
         match &self.primary {
             PrimaryIndex::Ordered(index) => index.scan(
                 (Bound::Unbounded, Bound::Unbounded),
                 ScanDirection::Forward,
                 usize::MAX,
                 |key, raw| {
-                    // SAFETY: records live as long as the table.
-                    visit(key, unsafe { record_from_raw(raw) });
+                    // SAFETY: indexed rows are alive.
+                    visit(key, unsafe { row_from_raw(raw) });
                     true
                 },
                 |_, _| {},
             ),
-            PrimaryIndex::Hash(index) => index.for_each(|key, raw| {
-                // SAFETY: records live as long as the table.
-                visit(key, unsafe { record_from_raw(raw) })
+            PrimaryIndex::Hash(index) => index.for_each(|row| {
+                // SAFETY: indexed rows are alive.
+                let row = unsafe { row.as_ref() };
+                visit(row.key(), row)
             }),
+        }
+    }
+
+    /// Rows indexed now (absent placeholders included); exact when quiet.
+    pub fn indexed_rows(&self) -> usize {
+        match &self.primary {
+            PrimaryIndex::Ordered(index) => index.len(),
+            PrimaryIndex::Hash(index) => index.len(),
         }
     }
 
     /// Secondary index position by name.
     pub fn secondary_position(&self, name: &str) -> Option<u32> {
         self.schema.secondaries.iter().position(|s| s.name == name).map(|p| p as u32)
+    }
+
+    /// Unlinks and frees every absent row at once: only while no other
+    /// thread uses the table (end of recovery).
+    pub(crate) fn drop_absent_rows_quiescent(&self) -> usize {
+        let mut absent = Vec::new();
+        self.for_each_row(|key, row| {
+            if row.word() & ABSENT != 0 {
+                absent.push((key.to_vec(), NonNull::from(row)));
+            }
+        });
+        let mut dropped = 0;
+        for (key, row) in absent {
+            // SAFETY: alone: nobody else holds the row.
+            let row_ref = unsafe { row.as_ref() };
+            let Some(word) = row_ref.try_lock() else { continue };
+            if self.unlink(&key, row_ref) {
+                row_ref.store_word(REMOVED);
+                // SAFETY: unlinked, and no other thread can hold it.
+                unsafe { R::free(row) };
+                dropped += 1;
+            } else {
+                row_ref.store_word(word);
+            }
+        }
+        dropped
+    }
+}
+
+impl<R: RowKind> Drop for Table<R> {
+    fn drop(&mut self) {
+        let mut rows = Vec::new();
+        self.for_each_row(|_, row| rows.push(NonNull::from(row)));
+        for row in rows {
+            // SAFETY: the table is being dropped; the indexes hold the only
+            // references and are dropped right after without dereferencing
+            // rows (unlinked rows were retired and are freed by their
+            // reclaimer, never here).
+            unsafe { R::free(row) };
+        }
+    }
+}
+
+/// A row queued for reclamation or retired.
+struct RowPtr<R>(NonNull<R>);
+
+// SAFETY: the pointer is only dereferenced by the reclaimer that owns the
+// queue entry, under the rules of the module documentation.
+unsafe impl<R> Send for RowPtr<R> {}
+
+/// Whether a storage allows unlinking an absent row now (`word` is its
+/// locked-over word): the DRAM engines wait until the row's delete is
+/// durable (a checkpoint must not lose a delete whose log could still be
+/// lost), Zen until no tombstone references the row.
+pub(crate) trait ReclaimPolicy<R> {
+    /// See the trait docs.
+    fn may_unlink(&self, row: &R, word: u64) -> bool;
+}
+
+/// Rows examined per call of [`RowReclaimer::run`].
+const RECLAIM_BATCH: usize = 8;
+
+/// One worker's reclamation of absent rows (module docs) and of the value
+/// buffers its commits replaced.
+pub(crate) struct RowReclaimer<R: RowKind> {
+    candidates: VecDeque<(u64, TableId, RowPtr<R>)>,
+    retired_rows: DeferredFree<RowPtr<R>>,
+    /// Value buffers replaced by commits (DRAM storage).
+    pub(crate) retired_values: DeferredFree<crate::record::RetiredValue>,
+    /// Rows unlinked by this reclaimer (statistics).
+    pub(crate) unlinked: u64,
+}
+
+impl<R: RowKind> Default for RowReclaimer<R> {
+    fn default() -> Self {
+        Self {
+            candidates: VecDeque::new(),
+            retired_rows: DeferredFree::default(),
+            retired_values: DeferredFree::default(),
+            unlinked: 0,
+        }
+    }
+}
+
+impl<R: RowKind> RowReclaimer<R> {
+    /// Queues `row` of `table`, left absent by a transaction of `epoch`.
+    pub(crate) fn note_absent(&mut self, epoch: u64, table: TableId, row: &R) {
+        // At most one queue holds a row: only its owner may free it.
+        if row.queued_flag().swap(1, std::sync::atomic::Ordering::AcqRel) == 0 {
+            self.candidates.push_back((epoch, table, RowPtr(NonNull::from(row))));
+        }
+    }
+
+    /// Rows waiting to be examined or freed.
+    pub(crate) fn backlog(&self) -> usize {
+        self.candidates.len() + self.retired_rows.len()
+    }
+
+    /// Examines up to a batch of candidates queued before the current epoch
+    /// and frees what the horizon allows. The caller is announced in an
+    /// epoch (candidates are alive: only their reclaimer frees them).
+    pub(crate) fn run(&mut self, tables: &[Table<R>], epochs: &Epochs, policy: &impl ReclaimPolicy<R>) {
+        let global = epochs.global();
+        let mut unlinked: Vec<RowPtr<R>> = Vec::new();
+        for _ in 0..RECLAIM_BATCH {
+            let Some((epoch, _, _)) = self.candidates.front() else { break };
+            if *epoch >= global {
+                break;
+            }
+            let (_, table_id, row) = self.candidates.pop_front().expect("checked");
+            // SAFETY: a queued row is alive: rows are freed only by the
+            // reclaimer that unlinked them, after the horizon passed.
+            let row_ref = unsafe { row.0.as_ref() };
+            let dequeue = || row_ref.queued_flag().store(0, std::sync::atomic::Ordering::Release);
+            let word = row_ref.word();
+            debug_assert_ne!(word, REMOVED, "only the queue holding a row unlinks it");
+            if word & ABSENT == 0 {
+                dequeue(); // present again; its next deleter queues it
+                continue;
+            }
+            let Some(word) = row_ref.try_lock() else {
+                dequeue(); // a writer holds it; queued again if it stays absent
+                continue;
+            };
+            // The word may have changed between the check and the lock.
+            if word & ABSENT == 0 || word & UNPERSISTED != 0 {
+                row_ref.unlock();
+                dequeue();
+                continue;
+            }
+            if !policy.may_unlink(row_ref, word) {
+                row_ref.unlock();
+                self.candidates.push_back((global, table_id, row));
+                continue;
+            }
+            let table = &tables[table_id.0 as usize];
+            if table.unlink(row_ref.key(), row_ref) {
+                // IMPORTANT: REMOVED differs from every word a reader of the
+                // row can hold, so each of them fails validation.
+                row_ref.store_word(REMOVED);
+                unlinked.push(row);
+            } else {
+                row_ref.unlock();
+                dequeue();
+            }
+        }
+        if !unlinked.is_empty() {
+            // One stamp for the batch, taken after every unlink above.
+            let stamp = epochs.stamp();
+            self.unlinked += unlinked.len() as u64;
+            for row in unlinked {
+                self.retired_rows.push(stamp, row);
+            }
+        }
+        self.collect(epochs.horizon());
+    }
+
+    /// Frees what was retired below `horizon`.
+    pub(crate) fn collect(&mut self, horizon: u64) {
+        // SAFETY: the horizon passed their stamps: no reader holds them.
+        self.retired_rows.collect(horizon, |row| unsafe { R::free(row.0) });
+        // SAFETY: as above.
+        self.retired_values.collect(horizon, |value| unsafe { value.free() });
+    }
+
+    /// Frees everything retired and forgets the candidates: only when no
+    /// other thread can hold any row (the engine is being dropped).
+    pub(crate) fn free_all_quiescent(&mut self) {
+        self.collect(u64::MAX);
+        self.candidates.clear();
+    }
+
+    /// Moves everything into `other` (a worker going away hands its queues
+    /// to the engine).
+    pub(crate) fn hand_over(&mut self, other: &mut RowReclaimer<R>) {
+        other.candidates.extend(self.candidates.drain(..));
+        for (stamp, row) in self.retired_rows.drain() {
+            other.retired_rows.push_unordered(stamp, row);
+        }
+        for (stamp, value) in self.retired_values.drain() {
+            other.retired_values.push_unordered(stamp, value);
+        }
+        other.unlinked += std::mem::take(&mut self.unlinked);
     }
 }
 
@@ -266,9 +536,10 @@ pub(crate) fn secondary_index_key(schema: &TableSchema, position: u32, primary_k
 }
 
 /// Whether the secondary-index entry `composite` of index `position` still
-/// describes the row `(primary_key, value)`. Entries are never removed (a
-/// deleted and re-inserted row, or one whose secondary key changed, leaves
-/// its old entry behind), so scans skip stale ones.
+/// describes the row `(primary_key, value)`. A scan can meet an entry whose
+/// row changed its secondary key since the leaf was read (the commit that
+/// changed it removes the entry, and the leaf-version change aborts the
+/// scanner at validation), so scans skip such entries.
 pub(crate) fn secondary_entry_is_current(
     schema: &TableSchema,
     position: u32,
@@ -281,38 +552,9 @@ pub(crate) fn secondary_entry_is_current(
     (secondary.key)(primary_key, value) == composite[..secondary_len]
 }
 
-/// One row found by a scan: primary key, the index's own key (the composite
-/// for a secondary index, else empty) and the row.
-pub(crate) type ScannedRow<R> = (Vec<u8>, Vec<u8>, *const R);
-
-/// Read-your-writes through secondary index `position`: a transaction's
-/// rows whose secondary key is new (`own`: primary key, value, row) are not
-/// in the index until commit, so they are merged into `rows` in scan order
-/// when their key lies in `range`. A stale entry of the same row is left for
-/// [`secondary_entry_is_current`] to skip.
-pub(crate) fn merge_own_secondary_rows<'a, R: 'a>(
-    schema: &TableSchema,
-    position: u32,
-    range: (Bound<&[u8]>, Bound<&[u8]>),
-    direction: ScanDirection,
-    rows: &mut Vec<ScannedRow<R>>,
-    own: impl Iterator<Item = (&'a [u8], &'a [u8], *const R)>,
-) {
-    let mut merged = false;
-    for (key, value, row) in own {
-        let index_key = secondary_index_key(schema, position, key, value);
-        let listed = rows.iter().any(|(_, listed, other)| *listed == index_key && std::ptr::eq(*other, row));
-        if !listed && range.contains(&index_key.as_slice()) {
-            rows.push((key.to_vec(), index_key, row));
-            merged = true;
-        }
-    }
-    if merged {
-        rows.sort_by(|a, b| match direction {
-            ScanDirection::Forward => a.1.cmp(&b.1),
-            ScanDirection::Reverse => b.1.cmp(&a.1),
-        });
-    }
+/// Whether `key` lies in `range`.
+pub(crate) fn in_range(range: (Bound<&[u8]>, Bound<&[u8]>), key: &[u8]) -> bool {
+    range.contains(&key)
 }
 
 /// `secondary key || primary key || len(primary key) as u16 BE`.
@@ -327,17 +569,4 @@ pub(crate) fn primary_key_of_composite(composite: &[u8]) -> &[u8] {
     let split = composite.len() - PK_LEN_SUFFIX;
     let len = u16::from_be_bytes([composite[split], composite[split + 1]]) as usize;
     &composite[split - len..split]
-}
-
-impl Drop for Table {
-    fn drop(&mut self) {
-        let mut raws = Vec::new();
-        let mut collect = |_: &[u8], record: &Record| raws.push(record as *const Record as usize as u64);
-        self.for_each_record(&mut collect);
-        for raw in raws {
-            // SAFETY: the table is being dropped; indexes hold the only
-            // references and are dropped right after without dereferencing.
-            unsafe { record_free(raw) };
-        }
-    }
 }

@@ -185,7 +185,7 @@ fn write_skew_is_rejected(engine: impl Into<Setup>) {
         Ok(a_sees_b.is_none())
     });
     let finished = outcome_a.unwrap();
-    second.wait_all_acknowledged(|_, _| {});
+    second.wait_all_acknowledged(|_, _| {}).expect("acknowledged");
     assert!(finished.attempts >= 2, "the first transaction must have aborted once");
     let mut worker = db.worker(2).unwrap();
     let both = worker
@@ -226,7 +226,7 @@ fn phantoms_are_detected(engine: impl Into<Setup>) {
             Ok(rows.len())
         })
         .unwrap();
-    inserter.wait_all_acknowledged(|_, _| {});
+    inserter.wait_all_acknowledged(|_, _| {}).expect("acknowledged");
     assert!(finished.attempts >= 2, "the phantom must force a retry");
     assert_eq!(finished.committed(), Some(11));
 }

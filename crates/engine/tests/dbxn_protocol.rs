@@ -3,8 +3,8 @@
 //! layout, checkpoints with log (and value chunk) truncation, and recovery.
 
 use pmtx_engine::log::{self, LogLayout, LogShared, LogStoreMode, LogWriter};
-use pmtx_engine::occ::WriteEntry;
-use pmtx_engine::record::{self, UNPERSISTED};
+use pmtx_engine::occ::WriteSet;
+use pmtx_engine::record::{self, Record, RowKind, UNPERSISTED};
 use pmtx_engine::{
     AbortReason, Database, DbError, DbOptions, DbxnOptions, EngineKind, Outcome, PoolLocation, TableId, TableSchema,
     Worker, DBXN_VALUE_CHUNK_KIND,
@@ -136,8 +136,25 @@ fn htm_gate_injects_region_aborts_and_reports_statistics() {
     }
 }
 
-fn entry(key: &[u8], value: Option<Vec<u8>>) -> WriteEntry {
-    WriteEntry { table: TableId(0), key: key.to_vec(), value, record: std::ptr::null(), index_secondaries: false }
+/// A write set of `(key, value)` pairs over throwaway records (the log
+/// never touches the rows), and the records to free afterwards.
+fn write_set(writes: &[(Vec<u8>, Option<Vec<u8>>)]) -> (WriteSet<Record>, Vec<std::ptr::NonNull<Record>>) {
+    let mut set = WriteSet::default();
+    let mut rows = Vec::new();
+    for (key, value) in writes {
+        let row = Record::allocate(key, 0);
+        // SAFETY: the record lives until `free_rows`.
+        set.push(TableId(0), unsafe { row.as_ref() }, key, value.as_deref(), false);
+        rows.push(row);
+    }
+    (set, rows)
+}
+
+fn free_rows(rows: Vec<std::ptr::NonNull<Record>>) {
+    for row in rows {
+        // SAFETY: the write set that referenced it is gone.
+        unsafe { Record::free(row) };
+    }
 }
 
 #[test]
@@ -158,9 +175,12 @@ fn log_layout_pads_aligns_and_scans() {
         // Value sizes give small and large records, enough to roll segments.
         for i in 0u64..400 {
             let size = [1usize, 40, 180, 230, 300, 700, 1500][i as usize % 7];
-            let writes = vec![entry(&i.to_be_bytes(), Some(vec![i as u8; size])), entry(b"gone", None)];
-            let raw = log::record_length(&writes);
-            writer.prepare(&writes).unwrap();
+            let writes = vec![(i.to_be_bytes().to_vec(), Some(vec![i as u8; size])), (b"gone".to_vec(), None)];
+            let (set, rows) = write_set(&writes);
+            let raw = log::record_length(&set);
+            writer.prepare(&set).unwrap();
+            drop(set);
+            free_rows(rows);
             let tid = record::first_tid_of_epoch(1) + i;
             let (start, end) = writer.append_prepared(tid);
             writer.make_durable((start, end));
@@ -196,8 +216,8 @@ fn log_layout_pads_aligns_and_scans() {
         for (record, (tid, writes)) in scanned.iter().zip(&expected) {
             assert_eq!(record.tid, *tid);
             assert_eq!(record.writes.len(), 2);
-            assert_eq!(record.writes[0].key, writes[0].key);
-            assert_eq!(record.writes[0].value, writes[0].value);
+            assert_eq!(record.writes[0].key, writes[0].0);
+            assert_eq!(record.writes[0].value, writes[0].1);
             assert_eq!(record.writes[1].value, None);
         }
     }

@@ -215,10 +215,10 @@ fn run_transfers(
             // Every few transactions wait for durability, so the run
             // spans many epochs with a few records each.
             if k % 6 == 0 {
-                worker.wait_all_acknowledged(&mut record);
+                worker.wait_all_acknowledged(&mut record).expect("acknowledged");
             }
         }
-        worker.wait_all_acknowledged(&mut record);
+        worker.wait_all_acknowledged(&mut record).expect("acknowledged");
         (acked, last)
     });
     if checkpoints {
@@ -503,7 +503,7 @@ fn stale_life_two(seed: u64, image: &[u8], n: u64, r3_in_chunk: u64) -> Option<V
     for k in 1..=n {
         worker.run_pipelined(k as u32, false, |tx| tx.put(t, b"acct0001", &k.to_le_bytes())).unwrap();
     }
-    worker.wait_all_acknowledged(|_, _| {});
+    worker.wait_all_acknowledged(|_, _| {}).expect("acknowledged");
     let durable = db.stats().durable_epoch;
     worker.run_pipelined(0, false, |tx| tx.put(t, b"acct0001", &(n + 1).to_le_bytes())).unwrap();
     let state = pool.backend().crash_state_now("last record written, not durable");
@@ -685,10 +685,14 @@ fn checkpoints_never_hold_an_undurable_delete() {
                     .unwrap();
                 worker.drain_acknowledged(|tag, _| acked.push((tag, pool.backend().event_count())));
                 if i % 4 == 3 {
-                    worker.wait_all_acknowledged(|tag, _| acked.push((tag, pool.backend().event_count())));
+                    worker
+                        .wait_all_acknowledged(|tag, _| acked.push((tag, pool.backend().event_count())))
+                        .expect("acknowledged");
                 }
             }
-            worker.wait_all_acknowledged(|tag, _| acked.push((tag, pool.backend().event_count())));
+            worker
+                .wait_all_acknowledged(|tag, _| acked.push((tag, pool.backend().event_count())))
+                .expect("acknowledged");
             done.store(true, Ordering::SeqCst);
             acked
         });

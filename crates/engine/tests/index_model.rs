@@ -1,10 +1,10 @@
 //! Model-based property tests of the concurrent indexes against `BTreeMap`
-//! / `HashMap` (single-threaded).
+//! (single-threaded).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use pmtx_engine::index::{HashIndex, IndexError, LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection};
+use pmtx_engine::index::{IndexError, LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection};
 use proptest::prelude::*;
 
 const MAX_KEY: usize = 12;
@@ -246,44 +246,6 @@ proptest! {
         }
         index.check_invariants().map_err(TestCaseError::fail)?;
     }
-
-    #[test]
-    fn hash_matches_hashmap(ops in prop::collection::vec(op_strategy(), 1..300)) {
-        let index = HashIndex::with_shards(MAX_KEY, 4);
-        let mut model: HashMap<Vec<u8>, u64> = HashMap::new();
-        for op in &ops {
-            match op {
-                Op::Get(k) => prop_assert_eq!(index.get(k), model.get(k).copied()),
-                Op::Insert(k, v) => {
-                    let r = index.insert(k, *v);
-                    if k.len() > MAX_KEY {
-                        prop_assert_eq!(r, Err(IndexError::KeyTooLong { len: k.len(), max: MAX_KEY }));
-                    } else {
-                        prop_assert_eq!(r, Ok(model.insert(k.clone(), *v)));
-                    }
-                }
-                Op::GetOrInsert(k, v) => {
-                    let r = index.get_or_insert_with(k, || *v);
-                    if k.len() > MAX_KEY {
-                        prop_assert!(r.is_err());
-                    } else {
-                        let want = match model.get(k) {
-                            Some(&old) => (old, false),
-                            None => { model.insert(k.clone(), *v); (*v, true) }
-                        };
-                        prop_assert_eq!(r, Ok(want));
-                    }
-                }
-                Op::Remove(k) => prop_assert_eq!(index.remove(k), model.remove(k)),
-                Op::Scan(..) => {
-                    let mut all = HashMap::new();
-                    index.for_each(|k, v| { all.insert(k.to_vec(), v); });
-                    prop_assert_eq!(&all, &model);
-                }
-            }
-            prop_assert_eq!(index.len(), model.len());
-        }
-    }
 }
 
 #[test]
@@ -333,9 +295,6 @@ fn key_too_long_is_an_error_not_a_panic() {
     // Long bounds in scans are fine.
     let (got, _) = index.scan_collect((Bound::Included(&long[..]), Bound::Unbounded), ScanDirection::Forward, 10);
     assert!(got.is_empty());
-    let h = HashIndex::new(4);
-    assert_eq!(h.insert(&long, 1), Err(IndexError::KeyTooLong { len: 5, max: 4 }));
-    assert_eq!(h.get(&long), None);
 }
 
 #[test]

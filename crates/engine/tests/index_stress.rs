@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-use pmtx_engine::index::{HashIndex, OrderedIndex, OrderedIndexConfig, ScanDirection};
+use pmtx_engine::index::{OrderedIndex, OrderedIndexConfig, ScanDirection};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -319,55 +319,4 @@ fn key_blobs_survive_concurrent_removal() {
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
     index.check_invariants().unwrap();
-}
-
-#[test]
-fn hash_concurrent_mixed() {
-    let index = Arc::new(HashIndex::with_shards(16, 8));
-    const N: u32 = 5000;
-    let handles: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let index = Arc::clone(&index);
-            thread::spawn(move || {
-                let mut rng = ChaCha8Rng::seed_from_u64(t as u64);
-                let mut mine = BTreeMap::new();
-                for _ in 0..N * 2 {
-                    let i = rng.gen_range(0..N);
-                    let k = key(t, i);
-                    match rng.gen_range(0..4) {
-                        0 => {
-                            assert_eq!(index.insert(&k, value(t, i)).unwrap(), mine.insert(k.clone(), value(t, i)));
-                        }
-                        1 => {
-                            let (v, ins) = index.get_or_insert_with(&k, || value(t, i)).unwrap();
-                            assert_eq!(ins, !mine.contains_key(&k));
-                            mine.insert(k, v);
-                        }
-                        2 => assert_eq!(index.remove(&k), mine.remove(&k)),
-                        _ => assert_eq!(index.get(&k), mine.get(&k).copied()),
-                    }
-                }
-                // Shared keys: one winner each.
-                let mut won = 0u32;
-                for s in 0..500u32 {
-                    if index.get_or_insert_with(&s.to_be_bytes(), || t as u64).unwrap().1 {
-                        won += 1;
-                    }
-                }
-                (mine, won)
-            })
-        })
-        .collect();
-    let mut total = 0;
-    let mut won = 0;
-    for h in handles {
-        let (mine, w) = h.join().unwrap();
-        for (k, v) in &mine {
-            assert_eq!(index.get(k), Some(*v));
-        }
-        total += mine.len();
-        won += w;
-    }
-    assert_eq!(won, 500);
-    assert_eq!(index.len(), total + 500);
 }

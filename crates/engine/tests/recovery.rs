@@ -85,18 +85,22 @@ fn write_items(
         // At most 32 commits in flight: the run spans many epochs and
         // checkpoints instead of racing ahead of them.
         if worker.pending_acknowledgements() >= 32 {
-            worker.wait_all_acknowledged(|tag, _| {
-                acked.insert(key_of(tag as u64), tag as u64);
-            });
+            worker
+                .wait_all_acknowledged(|tag, _| {
+                    acked.insert(key_of(tag as u64), tag as u64);
+                })
+                .expect("acknowledged");
         }
         if n % 256 == 0 {
             on_progress();
         }
     }
     if result.is_ok() {
-        worker.wait_all_acknowledged(|tag, _| {
-            acked.insert(key_of(tag as u64), tag as u64);
-        });
+        worker
+            .wait_all_acknowledged(|tag, _| {
+                acked.insert(key_of(tag as u64), tag as u64);
+            })
+            .expect("acknowledged");
     } else {
         // What was committed before the failure is still acknowledged once
         // durable (the ticker keeps running).

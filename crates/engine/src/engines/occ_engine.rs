@@ -6,7 +6,8 @@ use crate::db::DbOptions;
 use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker};
 use crate::epoch::Epochs;
 use crate::error::DbResult;
-use crate::occ::{CommitLog, OccShared, OccWorker, WriteEntry};
+use crate::occ::{CommitLog, OccShared, OccWorker, WriteSet};
+use crate::record::Record;
 use crate::schema::TableId;
 use crate::table::Table;
 use parking_lot::Mutex;
@@ -21,9 +22,9 @@ use std::time::Duration;
 pub(crate) trait EnginePolicy: CommitLog {
     /// Which engine this policy makes.
     fn kind(&self) -> EngineKind;
-    /// Loads durable state into `tables` (recovery); returns the epochs to
-    /// run with (starting above every recovered TID).
-    fn recover(&self, tables: &[Table], workers: usize) -> DbResult<Arc<Epochs>>;
+    /// Loads durable state into `tables` (recovery) and raises `epochs`
+    /// above every recovered TID.
+    fn recover(&self, tables: &[Table], epochs: &Arc<Epochs>) -> DbResult<()>;
     /// Runs once per epoch on the background thread after the epoch advanced.
     fn on_epoch(&self);
     /// Takes a checkpoint of `tables`.
@@ -48,7 +49,7 @@ impl CommitLog for NoLog {
     fn worker(&self, _id: usize) -> DbResult<()> {
         Ok(())
     }
-    fn append(&self, _worker: &mut (), _tid: u64, _writes: &[WriteEntry]) -> DbResult<CommitTicket> {
+    fn append(&self, _worker: &mut (), _tid: u64, _writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
         Ok(CommitTicket::Durable)
     }
     fn read_only_ticket(&self, _max_tid: u64) -> CommitTicket {
@@ -63,8 +64,8 @@ impl EnginePolicy for NoLog {
     fn kind(&self) -> EngineKind {
         EngineKind::Silo
     }
-    fn recover(&self, _tables: &[Table], workers: usize) -> DbResult<Arc<Epochs>> {
-        Ok(Arc::new(Epochs::new(workers, 1)))
+    fn recover(&self, _tables: &[Table], _epochs: &Arc<Epochs>) -> DbResult<()> {
+        Ok(())
     }
     fn on_epoch(&self) {}
     fn checkpoint(&self, _tables: &[Table]) -> DbResult<()> {
@@ -90,15 +91,15 @@ pub(crate) struct OccEngine<L: EnginePolicy> {
 
 impl<L: EnginePolicy> OccEngine<L> {
     pub(crate) fn open(options: &DbOptions, policy: L) -> DbResult<Arc<Self>> {
+        let epochs = Arc::new(Epochs::new(options.workers, 1));
         let tables = options
             .tables
             .iter()
             .enumerate()
-            .map(|(position, schema)| Table::new(TableId(position as u32), schema.clone()))
+            .map(|(position, schema)| Table::new(TableId(position as u32), schema.clone(), Some(Arc::clone(&epochs))))
             .collect::<DbResult<Vec<_>>>()?;
-        let epochs = policy.recover(&tables, options.workers)?;
-        debug_assert_eq!(epochs.capacity(), options.workers);
-        let shared = Arc::new(OccShared { tables, epochs, log: policy });
+        policy.recover(&tables, &epochs)?;
+        let shared = Arc::new(OccShared { tables, epochs, log: policy, orphans: Default::default() });
         let stop = Arc::new(AtomicBool::new(false));
         let background_pm = BackgroundCounters::default();
         let ticker = {

@@ -29,7 +29,7 @@ pub use btree::{
     GetOrInsert, LeafChange, LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection, DEFAULT_NODE_CAPACITY,
     MAX_NODE_CAPACITY, MIN_NODE_CAPACITY,
 };
-pub use hash::{HashIndex, DEFAULT_HASH_SHARDS};
+pub use hash::{hash_key, HashEntry, HashIndex, DEFAULT_HASH_SHARDS};
 pub use version_lock::{AtomicWord, Restart, VersionLock};
 
 /// Errors returned by index operations.

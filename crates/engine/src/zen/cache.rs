@@ -42,8 +42,11 @@
 //! * A cached value carries its Tx-CTS and is used only when it equals the
 //!   TID in `word`, so a racing fill of an old version is never served.
 
+use crate::index::HashEntry;
+use crate::record::{alloc_keyed, free_keyed, key_after, KeyedHeader, RowKind};
 use crossbeam_epoch::{Atomic, Guard, Owned, Shared};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 /// Lock bit of the CC-Meta word (same layout as `record.rs`).
 pub(crate) use crate::record::{ABSENT, LOCKED};
@@ -60,27 +63,84 @@ pub(crate) struct Cached {
     pub(crate) value: Box<[u8]>,
 }
 
-/// One logical tuple's DRAM state (see the module documentation).
+/// One logical tuple's DRAM state (see the module documentation), followed
+/// in the same allocation by its key.
+#[repr(C)]
 pub(crate) struct Row {
     word: AtomicU64,
     slot: AtomicU64,
-    len: AtomicU32,
-    clock: AtomicBool,
     tuple_id: AtomicU64,
     cached: Atomic<Cached>,
+    len: AtomicU32,
+    /// Tombstones in the regions' queues that point at this row.
+    tombstones: AtomicU32,
+    /// Met-Cache ring entries that point at this row.
+    ring_refs: AtomicU32,
+    clock: AtomicBool,
+    _pad: u8,
+    /// Set while the row sits in a reclamation queue (`table.rs`).
+    queued: AtomicU16,
+    key_len: u16,
+    _reserved: [u16; 3],
+}
+
+const _: () = assert!(std::mem::size_of::<Row>() == 56 && std::mem::align_of::<Row>() == 8);
+
+// SAFETY: repr(C), 8-aligned, a multiple of 8 bytes, and every Row is made
+// by `alloc_keyed`.
+unsafe impl KeyedHeader for Row {
+    fn key_len(&self) -> usize {
+        self.key_len as usize
+    }
+}
+
+impl HashEntry for Row {
+    #[inline]
+    fn key(&self) -> &[u8] {
+        key_after(self)
+    }
+}
+
+impl RowKind for Row {
+    #[inline(always)]
+    fn word_cell(&self) -> &AtomicU64 {
+        &self.word
+    }
+
+    fn queued_flag(&self) -> &AtomicU16 {
+        &self.queued
+    }
+
+    /// An absent placeholder (get-with-insert) with no NVM-tuple.
+    fn allocate(key: &[u8], _value_capacity: usize) -> NonNull<Self> {
+        let header = Row {
+            word: AtomicU64::new(crate::record::word_of(0, ABSENT)),
+            slot: AtomicU64::new(0),
+            tuple_id: AtomicU64::new(0),
+            cached: Atomic::null(),
+            len: AtomicU32::new(0),
+            tombstones: AtomicU32::new(0),
+            ring_refs: AtomicU32::new(0),
+            clock: AtomicBool::new(false),
+            _pad: 0,
+            queued: AtomicU16::new(0),
+            key_len: u16::try_from(key.len()).expect("keys are at most u16::MAX / 2 bytes (checked by Table)"),
+            _reserved: [0; 3],
+        };
+        alloc_keyed(header, key, 0)
+    }
+
+    unsafe fn free(row: NonNull<Self>) {
+        // SAFETY: guaranteed by the caller; dropping the header frees the
+        // cached value.
+        unsafe { free_keyed(row, 0) }
+    }
 }
 
 impl Row {
-    /// An absent placeholder (get-with-insert) with no NVM-tuple.
-    pub(crate) fn placeholder() -> Self {
-        Self {
-            word: AtomicU64::new(crate::record::word_of(0, ABSENT)),
-            slot: AtomicU64::new(0),
-            len: AtomicU32::new(0),
-            clock: AtomicBool::new(false),
-            tuple_id: AtomicU64::new(0),
-            cached: Atomic::null(),
-        }
+    /// The row's key.
+    pub(crate) fn key(&self) -> &[u8] {
+        key_after(self)
     }
 
     /// The CC-Meta word.
@@ -89,39 +149,22 @@ impl Row {
         self.word.load(Ordering::Acquire)
     }
 
-    /// Tries to lock; returns the word seen before locking.
-    #[inline]
-    pub(crate) fn try_lock(&self) -> Option<u64> {
-        let current = self.word.load(Ordering::Acquire);
-        if current & LOCKED != 0 {
-            return None;
-        }
-        self.word.compare_exchange(current, current | LOCKED, Ordering::AcqRel, Ordering::Acquire).ok()
+    /// Whether anything outside the table still points at the row: a
+    /// tombstone in a region's queue or a Met-Cache ring entry. Such a row
+    /// is not unlinked (and freed) until they are gone.
+    pub(crate) fn referenced(&self) -> bool {
+        self.tombstones.load(Ordering::Acquire) != 0 || self.ring_refs.load(Ordering::Acquire) != 0
     }
 
-    /// Locks, spinning up to `spins` times.
-    pub(crate) fn lock(&self, spins: u32) -> Option<u64> {
-        for _ in 0..spins.max(1) {
-            if let Some(word) = self.try_lock() {
-                return Some(word);
-            }
-            std::hint::spin_loop();
-        }
-        None
+    /// A tombstone now points at the row.
+    pub(crate) fn add_tombstone_ref(&self) {
+        self.tombstones.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Stores the word (keeping or dropping the lock as the caller intends).
-    #[inline]
-    pub(crate) fn store_word(&self, word: u64) {
-        self.word.store(word, Ordering::Release);
-    }
-
-    /// Unlocks without changing the version.
-    #[inline]
-    pub(crate) fn unlock(&self) {
-        let word = self.word();
-        debug_assert!(word & LOCKED != 0);
-        self.word.store(word & !LOCKED, Ordering::Release);
+    /// A tombstone pointing at the row left its queue.
+    pub(crate) fn drop_tombstone_ref(&self) {
+        let before = self.tombstones.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(before > 0);
     }
 
     /// The NVM-tuple of the latest committed version (0: none).
@@ -220,8 +263,9 @@ impl Drop for Row {
     }
 }
 
-/// A row pointer held by a cache region; rows live as long as their table,
-/// which outlives every region (both belong to the engine).
+/// A row pointer held by a cache region: a row with ring entries is never
+/// unlinked (`Row::referenced`), so it lives as long as its table, which
+/// outlives every region (both belong to the engine).
 #[derive(Clone, Copy)]
 struct RowPtr(*const Row);
 
@@ -268,6 +312,10 @@ impl ClockRing {
 
     fn drop_entry(&mut self, index: usize) {
         if let Some(entry) = self.entries[index].take() {
+            // SAFETY: a row with a ring entry is not unlinked, hence alive.
+            let row = unsafe { &*entry.row.0 };
+            let before = row.ring_refs.fetch_sub(1, Ordering::AcqRel);
+            debug_assert!(before > 0);
             self.bytes -= entry.cost;
             self.vacant.push(index);
         }
@@ -318,14 +366,30 @@ impl ClockRing {
         Some(evicted)
     }
 
-    /// Records that this region installed `cached` in `row`.
-    pub(crate) fn admit(&mut self, row: &Row, cached: Shared<'_, Cached>, cost: u64) {
+    /// Records that this region installed `cached` in `row`; returns the
+    /// entry's index.
+    pub(crate) fn admit(&mut self, row: &Row, cached: Shared<'_, Cached>, cost: u64) -> usize {
+        row.ring_refs.fetch_add(1, Ordering::AcqRel);
         let entry = RingEntry { row: RowPtr(row), cached: cached.as_raw() as usize, cost };
         self.bytes += cost;
         match self.vacant.pop() {
-            Some(index) => self.entries[index] = Some(entry),
-            None => self.entries.push(Some(entry)),
+            Some(index) => {
+                self.entries[index] = Some(entry);
+                index
+            }
+            None => {
+                self.entries.push(Some(entry));
+                self.entries.len() - 1
+            }
         }
+    }
+
+    /// Undoes the admission of `cached` at `index` (the row changed since
+    /// the value was read): unpublishes it if still installed and drops
+    /// the entry.
+    pub(crate) fn forget(&mut self, index: usize, row: &Row, cached: Shared<'_, Cached>, guard: &Guard) {
+        row.replace_cached(cached, Shared::null(), guard);
+        self.drop_entry(index);
     }
 }
 

@@ -102,6 +102,7 @@
 use super::cache::Row;
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
+use crate::record::RowKind;
 use parking_lot::Mutex;
 use pmtx_pm::{ChunkId, ChunkOwner, PersistBatch, PmBackend, Pool, PoolError, CACHE_LINE};
 use std::collections::VecDeque;
@@ -317,8 +318,18 @@ pub(crate) struct Tombstone {
 unsafe impl Send for Tombstone {}
 
 impl Tombstone {
+    /// A tombstone of `row` (counted in the row, which keeps it from being
+    /// unlinked while the tombstone waits; see `Row::referenced`).
     pub(crate) fn new(table: u32, key: &[u8], row: &Row, slot: u64, cts: u64, stamp: u64) -> Self {
+        row.add_tombstone_ref();
         Self { table, key: key.into(), row, slot, cts, stamp }
+    }
+
+    /// The tombstone leaves its queue for good.
+    fn release(self) {
+        // SAFETY: see the Send impl; the count this tombstone holds keeps
+        // the row from being unlinked, so it is alive.
+        unsafe { &*self.row }.drop_tombstone_ref();
     }
 }
 
@@ -900,6 +911,7 @@ impl RegionState {
             if row.slot() != tombstone.slot {
                 // Re-inserted since: the tombstone went through the garbage
                 // queue like any superseded version.
+                tombstone.release();
                 continue;
             }
             let Some(word) = row.try_lock() else {
@@ -915,6 +927,7 @@ impl RegionState {
             } else {
                 row.store_word(word);
             }
+            tombstone.release();
         }
         self.tombstones = kept;
         heap.counters.tombstones_reclaimed.fetch_add(reclaimed as u64, Ordering::Relaxed);

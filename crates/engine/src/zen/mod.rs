@@ -7,12 +7,14 @@
 //!   persisted bitmap.
 //! * `cache.rs` — rows (CC-Meta word, NVM-tuple pointer, tuple ID, clock bit,
 //!   cached value) and the per-worker CLOCK regions bounded by a byte budget.
-//! * `cc.rs` — Silo OCC in DRAM over the CC-Meta word.
+//! * concurrency control: the shared Silo OCC of `occ.rs` over the rows'
+//!   CC-Meta words (`OccTx<Row>`).
 //! * `worker.rs` — the transaction path (perform, persist, maintain).
 //! * `recovery.rs` — Algorithm 2: parallel per-region scans, `ts_commit`
 //!   and pending lists, index and free-list rebuild, discarding the
 //!   transaction that was persisting.
-//! * `table.rs` — DRAM indexes over rows.
+//! * `table.rs` — per-table heap geometry; the rows live in the shared
+//!   `crate::table::Table<Row>` (indexes, scans, reclamation).
 //!
 //! There is no log and no checkpoint: a clean close only marks the pool;
 //! every open rebuilds the DRAM state by scanning the heap.
@@ -22,7 +24,6 @@
 //! here. Read Zen data through transactions.
 
 mod cache;
-mod cc;
 mod heap;
 mod recovery;
 mod table;
@@ -35,6 +36,7 @@ use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker,
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
 use crate::schema::TableId;
+use crate::table::RowReclaimer;
 use crate::table::Table;
 use cache::ClockRing;
 use crossbeam_utils::CachePadded;
@@ -45,7 +47,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-use table::ZenTable;
+use table::ZenTableMeta;
 
 /// Options of the `zen` engines (`DbOptions::zen`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,7 +86,8 @@ pub(crate) struct WorkerCounters {
 /// State shared by the engine and its workers.
 pub(crate) struct ZenShared<B: PmBackend> {
     pub(crate) pool: Arc<Pool<B>>,
-    pub(crate) tables: Vec<ZenTable>,
+    pub(crate) tables: Vec<crate::table::Table<cache::Row>>,
+    pub(crate) metas: Vec<ZenTableMeta>,
     /// Schema-only tables for `Engine::tables` and key/value checks.
     pub(crate) schema_tables: Vec<Table>,
     pub(crate) heap: Heap,
@@ -96,6 +99,15 @@ pub(crate) struct ZenShared<B: PmBackend> {
     pub(crate) options: ZenOptions,
     pub(crate) counters: Vec<CachePadded<WorkerCounters>>,
     pub(crate) closed: AtomicBool,
+    /// Reclamation queues of workers that went away.
+    pub(crate) orphans: Mutex<RowReclaimer<cache::Row>>,
+}
+
+impl<B: PmBackend> Drop for ZenShared<B> {
+    fn drop(&mut self) {
+        // No worker exists any more: nothing can hold a retired row.
+        self.orphans.get_mut().free_all_quiescent();
+    }
 }
 
 /// The engine.
@@ -148,24 +160,31 @@ impl<B: PmBackend> ZenEngine<B> {
             .tables
             .iter()
             .enumerate()
-            .map(|(position, schema)| Table::new(TableId(position as u32), schema.clone()))
+            .map(|(position, schema)| Table::new(TableId(position as u32), schema.clone(), None))
             .collect::<DbResult<Vec<_>>>()?;
+        let epochs = Arc::new(Epochs::new(options.workers, 1));
         let tables = options
             .tables
             .iter()
-            .map(|schema| ZenTable::new(schema.clone(), chunk_size))
+            .enumerate()
+            .map(|(position, schema)| {
+                crate::table::Table::new(TableId(position as u32), schema.clone(), Some(Arc::clone(&epochs)))
+            })
             .collect::<DbResult<Vec<_>>>()?;
+        let metas =
+            options.tables.iter().map(|schema| ZenTableMeta::new(schema, chunk_size)).collect::<DbResult<Vec<_>>>()?;
         let lp_rank = lp_ranks(options)?;
         let regions = options.workers.max(recovery::max_heap_thread(&pool).map_or(0, |t| t as usize + 1));
         let heap =
-            Heap::new(&pool, tables.iter().map(|t| t.geometry).collect(), regions, kind == EngineKind::ZenNaiveAlloc);
-        let recovered = recovery::recover(&pool, &tables, &heap, &lp_rank)?;
+            Heap::new(&pool, metas.iter().map(|t| t.geometry).collect(), regions, kind == EngineKind::ZenNaiveAlloc);
+        let recovered = recovery::recover(&pool, &tables, &metas, &heap, &lp_rank)?;
         let first_epoch = crate::record::epoch_of_tid(recovered.max_cts) + 1;
-        let epochs = Arc::new(Epochs::new(options.workers, first_epoch));
+        epochs.raise(first_epoch);
         let region_budget = options.zen.cache_bytes / options.workers as u64;
         let shared = Arc::new(ZenShared {
             pool,
             tables,
+            metas,
             schema_tables,
             heap,
             epochs,
@@ -174,6 +193,7 @@ impl<B: PmBackend> ZenEngine<B> {
             options: options.zen.clone(),
             counters: (0..options.workers).map(|_| CachePadded::new(WorkerCounters::default())).collect(),
             closed: AtomicBool::new(false),
+            orphans: Mutex::new(RowReclaimer::default()),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let ticker = {
@@ -263,7 +283,7 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
     fn check_structure(&self) -> DbResult<Option<String>> {
         let mut live = Vec::new();
         for (position, table) in self.shared.tables.iter().enumerate() {
-            table.for_each_row(|_, row| {
+            table.for_each_row(|_, row: &cache::Row| {
                 let slot = row.slot();
                 if slot != 0 {
                     live.push((position as u32, slot));
@@ -286,7 +306,7 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
             self.shared.tables.get(table.0 as usize).ok_or_else(|| DbError::UnknownTable(format!("#{}", table.0)))?;
         let backend = self.shared.pool.backend();
         let mut value = Vec::new();
-        zen_table.for_each_row(|key, row| {
+        zen_table.for_each_row(|key, row: &cache::Row| {
             if row.word() & cache::ABSENT != 0 || row.slot() == 0 {
                 return;
             }
@@ -331,7 +351,7 @@ mod tests {
         worker.begin(false);
         worker.write(TableId(0), &key.to_be_bytes(), op).unwrap();
         let ticket = worker.commit().unwrap();
-        worker.wait_durable(ticket);
+        worker.wait_durable(ticket).unwrap();
         worker.idle();
     }
 
@@ -356,7 +376,7 @@ mod tests {
             assert!(summary.contains("40 live"), "{kind:?}: {summary}");
 
             let mut live = 0;
-            engine.shared.tables[0].for_each_row(|_, row| {
+            engine.shared.tables[0].for_each_row(|_, row: &cache::Row| {
                 if live == 0 && row.slot() != 0 {
                     live = row.slot();
                 }

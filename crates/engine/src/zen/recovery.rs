@@ -34,10 +34,12 @@
 
 use super::cache::{Row, ABSENT};
 use super::heap::{decode_slot, Heap, SlotContent, SlotKind, Tombstone, HEAP_CHUNK_KIND, META_LEN};
-use super::table::ZenTable;
+use super::table::ZenTableMeta;
 use crate::engine::RecoveryReport;
 use crate::error::{DbError, DbResult};
 use crate::record;
+use crate::record::RowKind;
+use crate::table::Table;
 use parking_lot::Mutex;
 use pmtx_pm::{ChunkId, PmBackend, Pool};
 use std::sync::atomic::Ordering;
@@ -78,7 +80,7 @@ struct RegionScan {
 
 struct Context<'a, B: PmBackend> {
     pool: &'a Pool<B>,
-    tables: &'a [ZenTable],
+    tables: &'a [Table<Row>],
     heap: &'a Heap,
     /// Per region: freed slots found by any scanning thread.
     losers: Vec<Mutex<Vec<(u64, SlotKind)>>>,
@@ -97,7 +99,7 @@ impl<B: PmBackend> Context<'_, B> {
         value_len: usize,
         slot: u64,
     ) -> DbResult<()> {
-        let (row, _, _) = self.tables[table as usize].get_or_insert(key)?;
+        let (row, _, _) = self.tables[table as usize].get_or_insert(key, 0)?;
         let word = row.lock(u32::MAX).expect("recovery locks never time out");
         let current = row.slot();
         let kind_of = |absent: bool| if absent { SlotKind::Clean } else { SlotKind::Stale };
@@ -219,7 +221,8 @@ impl<B: PmBackend> Context<'_, B> {
 /// region for every thread owning heap chunks).
 pub(crate) fn recover<B: PmBackend>(
     pool: &Pool<B>,
-    tables: &[ZenTable],
+    tables: &[Table<Row>],
+    metas: &[ZenTableMeta],
     heap: &Heap,
     lp_rank: &[u32],
 ) -> DbResult<Recovered> {
@@ -277,7 +280,7 @@ pub(crate) fn recover<B: PmBackend>(
     let backend = pool.backend();
     let mut live = 0u64;
     for (table_index, table) in tables.iter().enumerate() {
-        table.next_tuple_id.store(max_tuple_id[table_index] + 1, Ordering::Relaxed);
+        metas[table_index].next_tuple_id.store(max_tuple_id[table_index] + 1, Ordering::Relaxed);
         let mut value = Vec::new();
         let mut result = Ok(());
         table.for_each_row(|key, row: &Row| {

@@ -1,5 +1,6 @@
-//! A Zen worker: perform in DRAM (Met-Cache + Silo OCC), persist log-free
-//! (Algorithm 1), maintain (garbage, tombstones, sweeps). §3.3.1.
+//! A Zen worker: perform in DRAM (Met-Cache + the shared Silo OCC of
+//! `occ.rs` over the rows' CC-Meta words), persist log-free (Algorithm 1),
+//! maintain (garbage, tombstones, sweeps). §3.3.1.
 //!
 //! Commit of a writing transaction, step by step:
 //!
@@ -11,69 +12,50 @@
 //! 4. persist: encode every new version, LP tuple last — a tuple of the table
 //!    first in the LP order (§3.3.4) — and run Algorithm 1 (two fences);
 //! 5. install while still locked: point each row at its new NVM-tuple,
-//!    install the value in this worker's cache region, then read the garbage
-//!    stamp and hand the superseded NVM-tuples to their regions; unlock by
-//!    storing the new word (TID = Tx-CTS). Readers never see a version before
-//!    it is durable, so every ticket, read-only ones included, is `Durable`;
+//!    install the value in this worker's cache region, maintain secondary
+//!    indexes, then read the garbage stamp and hand the superseded
+//!    NVM-tuples to their regions; unlock by storing the new word (TID =
+//!    Tx-CTS). Readers never see a version before it is durable, so every
+//!    ticket, read-only ones included, is `Durable`;
 //! 6. move the region's LP pin; reclaim up to `gc_batch` garbage entries and
 //!    the tombstones the last sweep made safe; unlock the region; run a sweep
-//!    if enough tombstones wait.
+//!    if enough tombstones wait; reclaim absent rows (`table.rs`).
 
 use super::cache::{new_cached, Cached, ClockRing, Row, ABSENT, LOCKED};
-use super::cc::{LeafEntry, SiloOcc, WriteEntry};
 use super::heap::{self, persist_tuples, Garbage, Reserved, SlotKind, Tombstone, META_LEN};
 use super::ZenShared;
 use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
-use crate::error::{AbortReason, DbError, TxError, TxResult};
-use crate::record;
+use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
+use crate::occ::{OccTx, RowStore};
+use crate::record::{self, RowKind, READ_SPINS};
 use crate::schema::TableId;
-use crate::table;
+use crate::table::ReclaimPolicy;
 use crossbeam_epoch::{self as epoch, Guard, Shared};
 use pmtx_pm::{PersistBatch, PmBackend};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
-
-/// Retries of a read that finds its row locked or changing.
-const READ_SPINS: u32 = 1 << 12;
 
 /// A worker of the Zen engine.
 pub(crate) struct ZenWorker<B: PmBackend> {
     shared: Arc<ZenShared<B>>,
     id: usize,
-    cc: SiloOcc,
-    scratch: Vec<u8>,
+    tx: OccTx<Row>,
     encoded: Vec<Vec<u8>>,
     reserved: Vec<Reserved>,
+    old_value: Vec<u8>,
     batch: PersistBatch,
     active: bool,
 }
 
-impl<B: PmBackend> ZenWorker<B> {
-    pub(crate) fn new(shared: Arc<ZenShared<B>>, id: usize) -> Self {
-        assert!(id < shared.epochs.capacity(), "worker id {id} beyond the configured worker count");
-        Self {
-            shared,
-            id,
-            cc: SiloOcc::default(),
-            scratch: Vec::new(),
-            encoded: Vec::new(),
-            reserved: Vec::new(),
-            batch: PersistBatch::new(),
-            active: false,
-        }
-    }
+/// Zen's stable read: the Met-Cache value if it holds the row's version,
+/// else the NVM-tuple (then cached in the reader's region).
+struct ZenStore<'a, B: PmBackend> {
+    shared: &'a ZenShared<B>,
+    id: usize,
+}
 
-    fn count_abort<T>(&self, result: TxResult<T>) -> TxResult<T> {
-        if let Err(TxError::Abort(_)) = &result {
-            self.shared.counters[self.id].aborts.fetch_add(1, Ordering::Relaxed);
-        }
-        result
-    }
-
-    /// A stable read of (word, value): from the Met-Cache if it holds this
-    /// version, else from the NVM-tuple (then cached in this worker's
-    /// region). Returns the word (unlocked).
-    fn stable_read(&self, key: &[u8], row: &Row, out: &mut Vec<u8>) -> TxResult<u64> {
+impl<B: PmBackend> RowStore<Row> for ZenStore<'_, B> {
+    fn read(&self, row: &Row, out: &mut Vec<u8>) -> Result<u64, AbortReason> {
         let backend = self.shared.pool.backend();
         let guard = epoch::pin();
         for _ in 0..READ_SPINS {
@@ -109,7 +91,7 @@ impl<B: PmBackend> ZenWorker<B> {
                 // table's limit, so the read stays inside the slot even if it
                 // pairs with another version's slot (then `after` differs).
                 out.resize(row.len(), 0);
-                backend.read(slot + META_LEN + key.len() as u64, out);
+                backend.read(slot + META_LEN + row.key().len() as u64, out);
             }
             if row.word() != before {
                 continue;
@@ -120,16 +102,18 @@ impl<B: PmBackend> ZenWorker<B> {
                 counters.cache_hits.fetch_add(1, Ordering::Relaxed);
             } else {
                 counters.cache_misses.fetch_add(1, Ordering::Relaxed);
-                self.fill(row, cached, record::tid_of(before), out, &guard);
+                self.fill(row, cached, before, out, &guard);
             }
             return Ok(before);
         }
-        Err(TxError::Abort(AbortReason::UnstableRead))
+        Err(AbortReason::UnstableRead)
     }
+}
 
-    /// Caches `value` (version `cts`) of `row` in this worker's region if
-    /// the row still holds `seen` and room can be made.
-    fn fill(&self, row: &Row, seen: Shared<'_, Cached>, cts: u64, value: &[u8], guard: &Guard) {
+impl<B: PmBackend> ZenStore<'_, B> {
+    /// Caches `value` (the version of word `seen_word`) of `row` in this
+    /// worker's region if the row still holds `seen` and room can be made.
+    fn fill(&self, row: &Row, seen: Shared<'_, Cached>, seen_word: u64, value: &[u8], guard: &Guard) {
         let mut ring = self.shared.caches[self.id].lock();
         if !ring.enabled() {
             return;
@@ -137,29 +121,60 @@ impl<B: PmBackend> ZenWorker<B> {
         let cost = ClockRing::cost(value.len());
         let Some(evicted) = ring.make_room(cost, guard) else { return };
         self.shared.counters[self.id].cache_evictions.fetch_add(evicted, Ordering::Relaxed);
-        let new = new_cached(cts, value).into_shared(guard);
-        if row.replace_cached(seen, new, guard) {
-            ring.admit(row, new, cost);
-        } else {
+        let new = new_cached(record::tid_of(seen_word), value).into_shared(guard);
+        if !row.replace_cached(seen, new, guard) {
             // SAFETY: `new` was never published.
             drop(unsafe { new.into_owned() });
+            return;
+        }
+        let index = ring.admit(row, new, cost);
+        // IMPORTANT: the row may have been deleted since it was read, and a
+        // reclaimer may be deciding to unlink it: it locks the row, fences,
+        // then checks the ring references. With this fence either it sees
+        // the reference, or this re-check sees its lock (or a later word)
+        // and the entry is dropped again, so no ring entry outlives a row.
+        fence(Ordering::SeqCst);
+        if row.word() != seen_word {
+            ring.forget(index, row, new, guard);
+        }
+    }
+}
+
+/// Zen unlinks an absent row only when no heap tuple, tombstone or ring
+/// entry refers to it.
+struct ZenReclaimPolicy;
+
+impl ReclaimPolicy<Row> for ZenReclaimPolicy {
+    fn may_unlink(&self, row: &Row, _word: u64) -> bool {
+        // IMPORTANT: pairs with the fence in `ZenStore::fill` (the row is
+        // locked by the caller).
+        fence(Ordering::SeqCst);
+        row.slot() == 0 && !row.referenced()
+    }
+}
+
+impl<B: PmBackend> ZenWorker<B> {
+    pub(crate) fn new(shared: Arc<ZenShared<B>>, id: usize) -> Self {
+        assert!(id < shared.epochs.capacity(), "worker id {id} beyond the configured worker count");
+        let mut tx = OccTx::default();
+        shared.orphans.lock().hand_over(&mut tx.reclaimer);
+        Self {
+            shared,
+            id,
+            tx,
+            encoded: Vec::new(),
+            reserved: Vec::new(),
+            old_value: Vec::new(),
+            batch: PersistBatch::new(),
+            active: false,
         }
     }
 
-    fn read_row(&mut self, key: &[u8], row: &Row, out: &mut Vec<u8>) -> TxResult<bool> {
-        if let Some(position) = self.cc.find_write(row) {
-            return Ok(match &self.cc.writes[position].value {
-                Some(value) => {
-                    out.clear();
-                    out.extend_from_slice(value);
-                    true
-                }
-                None => false,
-            });
+    fn count_abort<T>(&self, result: TxResult<T>) -> TxResult<T> {
+        if let Err(TxError::Abort(_)) = &result {
+            self.shared.counters[self.id].aborts.fetch_add(1, Ordering::Relaxed);
         }
-        let word = self.stable_read(key, row, out)?;
-        self.cc.note_read(row, word);
-        Ok(word & ABSENT == 0)
+        result
     }
 
     fn unreserve_all(&mut self, state: &mut heap::RegionState) {
@@ -168,10 +183,24 @@ impl<B: PmBackend> ZenWorker<B> {
         }
     }
 
+    /// The committed value of `row` (locked by this commit, present): from
+    /// the cache if it holds the version, else from its NVM-tuple.
+    fn read_locked(&mut self, row: &Row, word: u64, guard: &Guard) {
+        self.old_value.clear();
+        // SAFETY: as in `ZenStore::read`.
+        match unsafe { row.cached(guard).as_ref() } {
+            Some(entry) if entry.cts == record::tid_of(word) => self.old_value.extend_from_slice(&entry.value),
+            _ => {
+                self.old_value.resize(row.len(), 0);
+                self.shared.pool.backend().read(row.slot() + META_LEN + row.key().len() as u64, &mut self.old_value);
+            }
+        }
+    }
+
     fn commit_inner(&mut self) -> TxResult<CommitTicket> {
         let shared = Arc::clone(&self.shared);
-        if self.cc.writes.is_empty() {
-            self.cc.validate(&shared.tables).map_err(TxError::Abort)?;
+        if self.tx.is_read_only() {
+            self.tx.validate(&shared.tables).map_err(TxError::Abort)?;
             // Every version readable was durable before it was installed.
             return Ok(CommitTicket::Durable);
         }
@@ -184,10 +213,10 @@ impl<B: PmBackend> ZenWorker<B> {
         let mut state = region.state.lock();
         // 2. Reserve slots (lock order of the write set first, so the
         //    reservation order matches).
-        self.cc.sort_writes();
+        self.tx.writes.sort_by_row();
         self.reserved.clear();
-        for index in 0..self.cc.writes.len() {
-            let table = self.cc.writes[index].table.0;
+        for index in 0..self.tx.writes.len() {
+            let table = self.tx.writes.entries()[index].table.0;
             match state.reserve(heap, pool, &shared.epochs, self.id, table) {
                 Ok(reserved) => self.reserved.push(reserved),
                 Err(error) => {
@@ -197,7 +226,7 @@ impl<B: PmBackend> ZenWorker<B> {
             }
         }
         // 3. Lock, serialization point, validate, Tx-CTS.
-        let max_locked = match self.cc.lock_writes() {
+        let max_locked = match self.tx.lock_writes() {
             Ok(tid) => tid,
             Err(reason) => {
                 self.unreserve_all(&mut state);
@@ -205,12 +234,12 @@ impl<B: PmBackend> ZenWorker<B> {
             }
         };
         let epoch = shared.epochs.global();
-        if let Err(reason) = self.cc.validate(&shared.tables) {
-            self.cc.release(self.cc.writes.len());
+        if let Err(reason) = self.tx.validate(&shared.tables) {
+            self.tx.release(self.tx.writes.len());
             self.unreserve_all(&mut state);
             return Err(TxError::Abort(reason));
         }
-        let cts = self.cc.commit_tid(max_locked, state.last_cts, epoch);
+        let cts = self.tx.commit_tid(max_locked, state.last_cts, epoch);
         debug_assert!(cts > state.last_cts && cts & heap::LP_BIT == 0);
         // 4. Persist (Algorithm 1).
         let lp_slot = self.persist(&shared, &mut state, cts);
@@ -218,41 +247,54 @@ impl<B: PmBackend> ZenWorker<B> {
         let guard = epoch::pin();
         let mut retired: Vec<Garbage> = Vec::new();
         let mut tombstones: Vec<(usize, u64)> = Vec::new();
-        {
+        for index in 0..self.tx.writes.len() {
+            let entry = &self.tx.writes.entries()[index];
+            let (table, locked_word) = (entry.table, entry.locked_word);
+            // SAFETY: see `WriteEntry::row`; the reference does not borrow
+            // the write set, which `maintain_secondaries` reads.
+            let row: &Row = unsafe { &*(entry.row() as *const Row) };
+            if !shared.tables[table.0 as usize].schema().secondaries.is_empty() {
+                let current = if locked_word & ABSENT == 0 {
+                    self.read_locked(row, locked_word, &guard);
+                    Some(self.old_value.as_slice())
+                } else {
+                    None
+                };
+                self.tx.maintain_secondaries(&shared.tables, index, current);
+            }
+            let reserved = self.reserved[index];
+            if reserved.slot == 0 {
+                // Nothing persisted (a delete of a never-durable row).
+                row.install_cached(Shared::null(), &guard);
+                continue;
+            }
+            let value = self.tx.writes.value(index);
+            let old_slot = row.slot();
+            row.set_slot(reserved.slot, value.map_or(0, <[u8]>::len));
             let mut ring = shared.caches[self.id].lock();
-            for (index, write) in self.cc.writes.iter().enumerate() {
-                let row = write.row();
-                let reserved = self.reserved[index];
-                if reserved.slot == 0 {
-                    // Nothing persisted (a delete of a never-durable row).
-                    row.install_cached(Shared::null(), &guard);
-                    continue;
-                }
-                let old_slot = row.slot();
-                row.set_slot(reserved.slot, write.value.as_ref().map_or(0, Vec::len));
-                match &write.value {
-                    Some(value) if ring.enabled() => {
-                        let cost = ClockRing::cost(value.len());
-                        match ring.make_room(cost, &guard) {
-                            Some(evicted) => {
-                                shared.counters[self.id].cache_evictions.fetch_add(evicted, Ordering::Relaxed);
-                                let new = new_cached(cts, value).into_shared(&guard);
-                                row.install_cached(new, &guard);
-                                ring.admit(row, new, cost);
-                            }
-                            None => row.install_cached(Shared::null(), &guard),
+            match value {
+                Some(value) if ring.enabled() => {
+                    let cost = ClockRing::cost(value.len());
+                    match ring.make_room(cost, &guard) {
+                        Some(evicted) => {
+                            shared.counters[self.id].cache_evictions.fetch_add(evicted, Ordering::Relaxed);
+                            let new = new_cached(cts, value).into_shared(&guard);
+                            row.install_cached(new, &guard);
+                            ring.admit(row, new, cost);
                         }
+                        None => row.install_cached(Shared::null(), &guard),
                     }
-                    _ => row.install_cached(Shared::null(), &guard),
                 }
-                if old_slot != 0 {
-                    // A superseded tombstone can never resurrect anything.
-                    let kind = if write.locked_word & ABSENT != 0 { SlotKind::Clean } else { SlotKind::Stale };
-                    retired.push(Garbage { slot: old_slot, stamp: 0, kind });
-                }
-                if write.value.is_none() {
-                    tombstones.push((index, reserved.slot));
-                }
+                _ => row.install_cached(Shared::null(), &guard),
+            }
+            drop(ring);
+            if old_slot != 0 {
+                // A superseded tombstone can never resurrect anything.
+                let kind = if locked_word & ABSENT != 0 { SlotKind::Clean } else { SlotKind::Stale };
+                retired.push(Garbage { slot: old_slot, stamp: 0, kind });
+            }
+            if value.is_none() {
+                tombstones.push((index, reserved.slot));
             }
         }
         // IMPORTANT: the stamp is read after every row points at its new
@@ -264,22 +306,19 @@ impl<B: PmBackend> ZenWorker<B> {
             heap.retire(self.id, &mut state, garbage);
         }
         for (index, slot) in tombstones {
-            let write = &self.cc.writes[index];
-            state.push_tombstone(Tombstone::new(write.table.0, &write.key, write.row(), slot, cts, stamp));
+            let entry = &self.tx.writes.entries()[index];
+            state.push_tombstone(Tombstone::new(
+                entry.table.0,
+                self.tx.writes.key(index),
+                entry.row(),
+                slot,
+                cts,
+                stamp,
+            ));
         }
-        // Secondary entries go in while the rows are locked (as in occ.rs).
-        for write in &self.cc.writes {
-            if let (true, Some(value)) = (write.index_secondaries, &write.value) {
-                if let Err(error) =
-                    shared.tables[write.table.0 as usize].index_secondaries(&write.key, value, write.row())
-                {
-                    unreachable!("secondary key lengths are checked when a write is buffered: {error}");
-                }
-            }
-        }
-        for write in &self.cc.writes {
-            let flags = if write.value.is_none() { ABSENT } else { 0 };
-            write.row().store_word(record::word_of(cts, flags));
+        for entry in self.tx.writes.entries() {
+            let flags = if entry.is_delete() { ABSENT } else { 0 };
+            entry.row().store_word(record::word_of(cts, flags));
         }
         drop(guard);
         state.last_cts = cts;
@@ -307,26 +346,34 @@ impl<B: PmBackend> ZenWorker<B> {
     /// nothing needed persisting). Unneeded reservations are returned and
     /// their `reserved` entries zeroed.
     fn persist(&mut self, shared: &ZenShared<B>, state: &mut heap::RegionState, cts: u64) -> u64 {
-        let writes = &self.cc.writes;
+        let writes = &self.tx.writes;
         if self.encoded.len() < writes.len() {
             self.encoded.resize_with(writes.len(), Vec::new);
         }
         let mut order: Vec<usize> = Vec::with_capacity(writes.len());
-        for (index, write) in writes.iter().enumerate() {
-            let row = write.row();
-            if write.value.is_none() && row.slot() == 0 {
+        for index in 0..writes.len() {
+            let entry = &writes.entries()[index];
+            let row = entry.row();
+            if entry.is_delete() && row.slot() == 0 {
                 // A delete of a row that never reached the heap.
                 let unused = self.reserved[index];
                 self.reserved[index].slot = 0;
                 state.unreserve(&shared.heap, &shared.pool, unused);
                 continue;
             }
-            let table = &shared.tables[write.table.0 as usize];
+            let meta = &shared.metas[entry.table.0 as usize];
             if row.tuple_id() == 0 {
-                row.set_tuple_id(table.next_tuple_id.fetch_add(1, Ordering::Relaxed));
+                row.set_tuple_id(meta.next_tuple_id.fetch_add(1, Ordering::Relaxed));
             }
-            let value = write.value.as_deref().unwrap_or(&[]);
-            heap::encode_tuple(&mut self.encoded[index], cts, row.tuple_id(), write.value.is_none(), &write.key, value);
+            let value = writes.value(index).unwrap_or(&[]);
+            heap::encode_tuple(
+                &mut self.encoded[index],
+                cts,
+                row.tuple_id(),
+                entry.is_delete(),
+                writes.key(index),
+                value,
+            );
             order.push(index);
         }
         if order.is_empty() {
@@ -334,7 +381,7 @@ impl<B: PmBackend> ZenWorker<B> {
         }
         // §3.3.4: the LP tuple belongs to the table first in the LP order.
         let lp_position = (0..order.len())
-            .min_by_key(|&position| shared.lp_rank[writes[order[position]].table.0 as usize])
+            .min_by_key(|&position| shared.lp_rank[writes.entries()[order[position]].table.0 as usize])
             .expect("non-empty");
         let lp = order.remove(lp_position);
         order.push(lp);
@@ -350,138 +397,66 @@ impl<B: PmBackend> ZenWorker<B> {
             self.active = false;
         }
     }
+
+    /// Queues rows left absent and reclaims what is due.
+    fn after_attempt(&mut self) {
+        let shared = &*self.shared;
+        self.tx.finish(shared.epochs.global());
+        if self.tx.reclaimer.backlog() > 0 {
+            // The reclaimer dereferences queued rows: stay announced.
+            if !self.active {
+                shared.epochs.enter(self.id);
+            }
+            self.tx.reclaimer.run(&shared.tables, &shared.epochs, &ZenReclaimPolicy);
+            if !self.active {
+                shared.epochs.leave(self.id);
+            }
+        }
+    }
 }
 
 impl<B: PmBackend> EngineWorker for ZenWorker<B> {
     fn begin(&mut self, _read_only: bool) {
-        self.cc.clear();
+        self.tx.clear();
+        // The announcement's fence (`Epochs::enter`) also pairs with the
+        // collector's fence of the heap's reclamation (heap.rs).
         self.shared.epochs.enter(self.id);
-        // IMPORTANT: pairs with the collector's fence (heap.rs,
-        // "reclamation"): either this worker's announcement is seen, or its
-        // later slot loads see every unlink made before.
-        std::sync::atomic::fence(Ordering::SeqCst);
         self.active = true;
     }
 
-    fn get(&mut self, table_id: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
-        let shared = Arc::clone(&self.shared);
-        let table = shared.tables.get(table_id.0 as usize).ok_or_else(|| unknown_table(table_id))?;
-        check_key(&shared, table_id, key)?;
-        let (row, inserted, change) = table.get_or_insert(key)?;
-        if inserted {
-            self.cc.note_own_insert(table_id, change);
-        }
-        let result = self.read_row(key, row, out);
+    fn get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
+        let store = ZenStore { shared: &self.shared, id: self.id };
+        let result = self.tx.get(&self.shared.tables, &store, table, key, out);
         self.count_abort(result)
     }
 
-    fn write(&mut self, table_id: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool> {
-        let shared = Arc::clone(&self.shared);
-        let table = shared.tables.get(table_id.0 as usize).ok_or_else(|| unknown_table(table_id))?;
-        check_key(&shared, table_id, key)?;
-        if let WriteOp::Put(value) | WriteOp::Insert(value) | WriteOp::Update(value) = op {
-            shared.schema_tables[table_id.0 as usize].check_value(value)?;
-        }
-        let (row, inserted, change) = table.get_or_insert(key)?;
-        if inserted {
-            self.cc.note_own_insert(table_id, change);
-        }
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let present = self.read_row(key, row, &mut scratch);
-        self.scratch = scratch;
-        let present = self.count_abort(present)?;
-        let (value, applies) = match op {
-            WriteOp::Put(value) => (Some(value.to_vec()), true),
-            WriteOp::Insert(value) => (Some(value.to_vec()), !present),
-            WriteOp::Update(value) => (Some(value.to_vec()), present),
-            WriteOp::Delete => (None, present),
-        };
-        if !applies {
-            return Ok(false);
-        }
-        // `scratch` holds the row as this transaction sees it.
-        let index_secondaries = match &value {
-            Some(new) if !table.schema.secondaries.is_empty() => {
-                table::secondaries_to_index(&table.schema, key, new, present.then_some(self.scratch.as_slice()))?
-            }
-            _ => false,
-        };
-        match self.cc.find_write(row) {
-            Some(position) => {
-                let write = &mut self.cc.writes[position];
-                write.value = value;
-                write.index_secondaries |= index_secondaries;
-            }
-            None => self.cc.push_write(WriteEntry {
-                table: table_id,
-                key: key.to_vec(),
-                value,
-                row,
-                index_secondaries,
-                locked_word: 0,
-            }),
-        }
-        Ok(true)
+    fn get_with(&mut self, table: TableId, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> TxResult<bool> {
+        let store = ZenStore { shared: &self.shared, id: self.id };
+        let result = self.tx.get_with(&self.shared.tables, &store, table, key, visit);
+        self.count_abort(result)
+    }
+
+    fn write(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool> {
+        let store = ZenStore { shared: &self.shared, id: self.id };
+        let result = self.tx.write(&self.shared.tables, &store, table, key, op);
+        self.count_abort(result)
+    }
+
+    fn update_with(&mut self, table: TableId, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> TxResult<bool> {
+        let store = ZenStore { shared: &self.shared, id: self.id };
+        let result = self.tx.update_with(&self.shared.tables, &store, table, key, modify);
+        self.count_abort(result)
     }
 
     fn scan(&mut self, request: ScanRequest<'_>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
-        let shared = Arc::clone(&self.shared);
-        let table = shared.tables.get(request.table.0 as usize).ok_or_else(|| unknown_table(request.table))?;
-        let mut rows: Vec<table::ScannedRow<Row>> = Vec::new();
-        let mut leaves = Vec::new();
-        // As in occ.rs: the limit counts present rows; absent rows before the
-        // cut still enter the read set (an insert into one is a phantom).
-        let mut present_rows = 0usize;
-        let cc = &self.cc;
-        table.scan(
-            request.secondary,
-            request.range,
-            request.direction,
-            |key, index_key, row| {
-                let present = match cc.find_write(row) {
-                    Some(position) => cc.writes[position].value.is_some(),
-                    None => row.word() & ABSENT == 0,
-                };
-                let index_key = if request.secondary.is_some() { index_key.to_vec() } else { Vec::new() };
-                rows.push((key.to_vec(), index_key, row as *const Row));
-                present_rows += present as usize;
-                // Secondary entries may be stale (checked once read).
-                request.secondary.is_some() || present_rows < request.limit
-            },
-            |leaf| leaves.push(LeafEntry { table: request.table, leaf }),
-        )?;
-        self.cc.leaves.extend(leaves);
-        if let Some(position) = request.secondary {
-            let own = self.cc.writes.iter().filter(|write| write.table == request.table && write.index_secondaries);
-            let own = own.filter_map(|write| Some((write.key.as_slice(), write.value.as_deref()?, write.row)));
-            table::merge_own_secondary_rows(&table.schema, position, request.range, request.direction, &mut rows, own);
-        }
-        let mut value = Vec::new();
-        let mut delivered = 0;
-        for (key, index_key, row) in rows {
-            if delivered >= request.limit {
-                break;
-            }
-            // SAFETY: rows live as long as their table.
-            let row = unsafe { &*row };
-            let present = self.read_row(&key, row, &mut value);
-            if self.count_abort(present)?
-                && request.secondary.is_none_or(|position| {
-                    table::secondary_entry_is_current(&table.schema, position, &index_key, &key, &value)
-                })
-            {
-                delivered += 1;
-                if !visit(&key, &value) {
-                    break;
-                }
-            }
-        }
-        Ok(())
+        let store = ZenStore { shared: &self.shared, id: self.id };
+        let result = self.tx.scan(&self.shared.tables, &store, request, visit);
+        self.count_abort(result)
     }
 
     fn commit(&mut self) -> TxResult<CommitTicket> {
         let result = self.commit_inner();
-        self.cc.clear();
+        self.after_attempt();
         let result = self.count_abort(result);
         if result.is_ok() {
             self.shared.counters[self.id].commits.fetch_add(1, Ordering::Relaxed);
@@ -490,29 +465,23 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
     }
 
     fn abort(&mut self) {
-        self.cc.clear();
+        self.after_attempt();
     }
 
     fn idle(&mut self) {
         self.leave();
     }
 
-    fn wait_durable(&mut self, _ticket: CommitTicket) {
+    fn wait_durable(&mut self, _ticket: CommitTicket) -> DbResult<()> {
         // Every zen commit is durable when acknowledged.
         self.leave();
+        Ok(())
     }
-}
-
-fn unknown_table(table: TableId) -> TxError {
-    TxError::Db(DbError::UnknownTable(format!("#{}", table.0)))
-}
-
-fn check_key<B: PmBackend>(shared: &ZenShared<B>, table: TableId, key: &[u8]) -> TxResult<()> {
-    Ok(shared.schema_tables[table.0 as usize].check_key(key)?)
 }
 
 impl<B: PmBackend> Drop for ZenWorker<B> {
     fn drop(&mut self) {
         self.shared.epochs.leave(self.id);
+        self.tx.reclaimer.hand_over(&mut self.shared.orphans.lock());
     }
 }

@@ -123,7 +123,7 @@ pub fn table_rows(db: &Database, name: &str) -> Rows {
     let table = db.table(db.table_id(name).unwrap()).unwrap();
     let mut rows = Rows::new();
     let mut value = Vec::new();
-    table.for_each_record(|key, record| {
+    table.for_each_row(|key, record| {
         let snapshot = record.copy_value(&mut value).expect("no record stays locked after recovery");
         if !snapshot.is_absent() {
             rows.insert(key.to_vec(), value.clone());
