@@ -810,7 +810,7 @@ impl Harness {
                     unknown.push((w, d, c, lines.len() as u8, worker, t));
                     continue;
                 };
-                let key = keys::order(w, d, o);
+                let key = keys::order(w, d, o).to_vec();
                 match new.remove(&key).map(|value| rows::Order::decode(value)) {
                     Some(Ok(order)) if order.c_id == c && order.ol_cnt as usize == lines.len() => {}
                     Some(other) => findings.push(Finding::new(
