@@ -290,8 +290,8 @@ fn mix_parser_accepts_subsets_and_rejects_bad_input() {
 
 #[test]
 fn a_new_order_payment_mix_runs_only_those_and_stays_consistent() {
-    let options = WorkloadOptions { tpcc_mix: [50, 50, 0, 0, 0], ..Default::default() }
-        .tpcc_scale_for_tests(ITEMS, CUSTOMERS);
+    let options =
+        WorkloadOptions { tpcc_mix: [50, 50, 0, 0, 0], ..Default::default() }.tpcc_scale_for_tests(ITEMS, CUSTOMERS);
     let workload = Tpcc::new(&options).unwrap();
     assert!(!workload.mix().is_standard());
     let db = open(EngineKind::Silo, &workload);
