@@ -253,7 +253,7 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
     println!("per transaction type:");
     print!("{}", report::per_type_table(&report.runs, type_order));
     println!();
-    println!("memory (process resident set from /proc/self/statm, before and after the load; pool pages included):");
+    println!("memory (process resident set from /proc/self/statm, before and after the load; durable engines: pool pages included):");
     print!("{}", report::memory_table(&report.runs));
     println!();
     println!("aborts:");

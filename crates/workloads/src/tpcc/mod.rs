@@ -1,6 +1,13 @@
 //! TPC-C (standard specification v5.11): the nine tables, the population
 //! of clause 4.3 scaled by warehouses, the five transactions in the
-//! standard mix, and consistency conditions 1-6 of clause 3.3.2.
+//! standard mix (or another [`TpccMix`], reported as non-standard), and
+//! consistency conditions 1-6 of clause 3.3.2.
+//!
+//! WAREHOUSE, DISTRICT, CUSTOMER, HISTORY, ITEM and STOCK are only read and
+//! written by key, so they are hash tables; NEW-ORDER, ORDER and ORDER-LINE,
+//! which the transactions range-scan, are ordered. Code that must visit a
+//! hash table whole (the check's cardinalities) uses
+//! `Database::for_each_row`.
 //!
 //! Keys are big-endian composites built with [`KeyBuilder`](pmtx_engine::KeyBuilder) (warehouse ids
 //! `u32`, district ids `u8`, customer/order ids `u32`, order-line numbers
