@@ -127,6 +127,15 @@ fn bench_two_engines_two_thread_counts_then_plot() {
         for field in ["hw_commits", "aborts", "fallbacks"] {
             number(&run["htm"], field);
         }
+        // Memory after the load: 3 rows per account plus a ledger row per
+        // load thread.
+        assert!(number(run, "rss_after_load_bytes") > 0.0, "{run}");
+        assert!(number(run, "rss_before_load_bytes") > 0.0, "{run}");
+        assert!(run["rss_load_delta_bytes"].is_i64(), "{run}");
+        let rows = number(run, "rows_loaded");
+        assert!((3000.0..=3002.0).contains(&rows), "{run}");
+        let per_row = number(run, "bytes_per_loaded_row");
+        assert!((per_row - number(run, "rss_load_delta_bytes") / rows).abs() < 1e-6, "{run}");
         let reasons = run["aborts_by_reason"].as_object().expect("aborts_by_reason");
         assert!(reasons.contains_key("read_validation"));
         assert_eq!(reasons.values().map(|v| v.as_f64().unwrap()).sum::<f64>(), number(run, "aborted"));
@@ -147,6 +156,15 @@ fn bench_two_engines_two_thread_counts_then_plot() {
     let csv = std::fs::read_to_string(dir.path().join("r.csv")).unwrap();
     assert_eq!(csv.lines().count(), 5, "{csv}");
     assert!(csv.starts_with("engine,workload,threads,"));
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    for line in csv.lines().skip(1) {
+        assert_eq!(line.split(',').count(), header.len(), "{csv}");
+    }
+    for column in ["rss_after_load_bytes", "rss_load_delta_bytes", "rows_loaded", "bytes_per_loaded_row", "tpcc_mix"] {
+        assert!(header.contains(&column), "CSV lacks {column}: {csv}");
+    }
+    assert!(stdout.contains("memory after load: RSS") && stdout.contains("bytes/row"), "{stdout}");
+    assert!(report["config"]["workload_options"]["tpcc_mix_standard"] == true);
 
     let out = assert_ok(&pmtx(dir.path(), &["plot", "r.json", "-o", "r.svg"]));
     assert!(out.contains("r.svg"));
@@ -448,4 +466,106 @@ fn recover_crashes_recovers_and_checks_durable_engines() {
     assert_ok(&pmtx(dir.path(), &kept));
     let info = assert_ok(&pmtx(dir.path(), &["pool", "check", "b.pool"]));
     assert!(!info.is_empty());
+}
+
+#[test]
+fn tpcc_mix_runs_only_the_given_types_and_is_marked_non_standard() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = assert_ok(&pmtx(
+        dir.path(),
+        &[
+            "bench",
+            "--workload",
+            "tpcc",
+            "--tpcc-items",
+            "1000",
+            "--tpcc-customers",
+            "30",
+            "--tpcc-mix",
+            "new_order=50,payment=50",
+            "--engine",
+            "silo",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            "--json",
+            "r.json",
+            "--csv",
+            "r.csv",
+        ],
+    ));
+    assert!(stdout.contains("NON-STANDARD TPC-C mix new_order=50,payment=50"), "{stdout}");
+    assert!(stdout.contains("NON-STANDARD mix new_order=50,payment=50"), "workload line: {stdout}");
+    let report = read_json(&dir.path().join("r.json"));
+    let options = &report["config"]["workload_options"];
+    assert_eq!(options["tpcc_mix"], serde_json::json!({"new_order": 50, "payment": 50}), "{options}");
+    assert_eq!(options["tpcc_mix_standard"], false, "{options}");
+    let run = &report["runs"][0];
+    assert_eq!(run["check_passed"], true, "{run}");
+    let per_type = &run["per_type"];
+    assert!(number(&per_type["new_order"], "committed") > 0.0, "{run}");
+    assert!(number(&per_type["payment"], "committed") > 0.0, "{run}");
+    for other in ["order_status", "delivery", "stock_level"] {
+        assert_eq!(number(&per_type[other], "committed"), 0.0, "{other} must not run: {run}");
+    }
+    // 1 warehouse, 10 districts, 1000 items and stock rows, 30 customers,
+    // history rows and orders per district, 9 new orders per district and
+    // 5..=15 lines per order.
+    let fixed = 1.0 + 10.0 + 2.0 * 1000.0 + 10.0 * (3.0 * 30.0 + 9.0);
+    let rows = number(run, "rows_loaded");
+    assert!((fixed + 300.0 * 5.0..=fixed + 300.0 * 15.0).contains(&rows), "{run}");
+    let csv = std::fs::read_to_string(dir.path().join("r.csv")).unwrap();
+    let row = csv.lines().nth(1).unwrap();
+    assert!(row.ends_with(",new_order=50;payment=50,false"), "{csv}");
+
+    // The standard mix given explicitly is the standard mix.
+    let standard = "new_order=45,payment=43,order_status=4,delivery=4,stock_level=4";
+    let stdout = assert_ok(&pmtx(
+        dir.path(),
+        &[
+            "bench",
+            "--workload",
+            "tpcc",
+            "--tpcc-items",
+            "1000",
+            "--tpcc-customers",
+            "30",
+            "--tpcc-mix",
+            standard,
+            "--engine",
+            "silo",
+            "--duration",
+            "0.1",
+            "--warmup",
+            "0",
+            "--json",
+            "s.json",
+        ],
+    ));
+    assert!(!stdout.contains("NON-STANDARD TPC-C mix"), "{stdout}");
+    let report = read_json(&dir.path().join("s.json"));
+    assert_eq!(report["config"]["workload_options"]["tpcc_mix_standard"], true);
+    assert_eq!(report["config"]["workload_options"]["tpcc_mix"]["delivery"], 4);
+}
+
+#[test]
+fn bad_tpcc_mixes_exit_2_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    for (mix, needle) in [
+        ("new_order=0,payment=50", "from 1 to"),
+        ("new_order=-1", "from 1 to"),
+        ("new_order=50,paymnet=50", "unknown transaction type \"paymnet\""),
+        ("payment=1,payment=2", "payment is given twice"),
+        ("new_order", "not TYPE=WEIGHT"),
+        ("", "empty"),
+    ] {
+        let stderr = assert_fails(&pmtx(dir.path(), &["bench", "--workload", "tpcc", "--tpcc-mix", mix]), 2);
+        assert!(stderr.contains("--tpcc-mix") && stderr.contains(needle), "{mix:?}: {stderr}");
+        assert!(stderr.contains("new_order, payment, order_status, delivery, stock_level"), "{mix:?}: {stderr}");
+    }
+    let stderr = assert_fails(&pmtx(dir.path(), &["bench", "--workload", "smallbank", "--tpcc-mix", "new_order=1"]), 2);
+    assert!(stderr.contains("--tpcc-mix applies to --workload tpcc only"), "{stderr}");
+    let help = text(&pmtx(dir.path(), &["bench", "--help"]).stdout);
+    assert!(help.contains("--tpcc-mix") && help.contains("NON-STANDARD mix"), "{help}");
 }

@@ -332,12 +332,28 @@ impl Harness {
         self.tables.clone()
     }
 
-    /// Keys of hash table `table` the harness knows (Smallbank's account
-    /// names), for [`crate::state::read_state`].
+    /// Keys of hash table `table` that must exist (Smallbank's account
+    /// names, TPC-C's static rows), for [`crate::state::read_state`]: it
+    /// reads every row the engine's dump lists and also point-reads these,
+    /// so a row the dump misses is caught.
     pub fn hash_keys(&self, table: TableId) -> Vec<Vec<u8>> {
+        let (items, customers) = (self.scale.tpcc_items, self.scale.tpcc_customers);
+        let districts = || 1..=tpcc::DISTRICTS_PER_WAREHOUSE;
         match self.kind {
             WorkloadKind::Smallbank if table == smallbank::table::ACCOUNTS => {
-                (0..self.scale.accounts).map(account_name).collect()
+                (0..self.scale.accounts).map(|account| account_name(account).to_vec()).collect()
+            }
+            // One warehouse (the options' default).
+            WorkloadKind::Tpcc if table == tpcc::table::WAREHOUSE => vec![keys::warehouse(1).to_vec()],
+            WorkloadKind::Tpcc if table == tpcc::table::DISTRICT => {
+                districts().map(|d| keys::district(1, d).to_vec()).collect()
+            }
+            WorkloadKind::Tpcc if table == tpcc::table::CUSTOMER => {
+                districts().flat_map(|d| (1..=customers).map(move |c| keys::customer(1, d, c).to_vec())).collect()
+            }
+            WorkloadKind::Tpcc if table == tpcc::table::ITEM => (1..=items).map(|i| keys::item(i).to_vec()).collect(),
+            WorkloadKind::Tpcc if table == tpcc::table::STOCK => {
+                (1..=items).map(|i| keys::stock(1, i).to_vec()).collect()
             }
             _ => Vec::new(),
         }
@@ -758,19 +774,19 @@ impl Harness {
                 rows.get(&key).and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok()).map_or(0, i64::from_le_bytes);
             rows.insert(key, (current + delta).to_le_bytes().to_vec());
         };
-        let ledger = ledger_key(LEDGER_CLIENT, worker as u32);
+        let ledger = ledger_key(LEDGER_CLIENT, worker as u32).to_vec();
         match self.spec(worker, s) {
             Spec::Deposit { account, amount } => {
-                add(tables, "checking", custid_key(account), amount);
+                add(tables, "checking", custid_key(account).to_vec(), amount);
                 add(tables, "ledger", ledger, amount);
             }
             Spec::Savings { account, amount } => {
-                add(tables, "savings", custid_key(account), amount);
+                add(tables, "savings", custid_key(account).to_vec(), amount);
                 add(tables, "ledger", ledger, amount);
             }
             Spec::Send { from, to, amount } => {
-                add(tables, "checking", custid_key(from), -amount);
-                add(tables, "checking", custid_key(to), amount);
+                add(tables, "checking", custid_key(from).to_vec(), -amount);
+                add(tables, "checking", custid_key(to).to_vec(), amount);
             }
             Spec::Balance { .. } | Spec::NewOrder { .. } => {}
             Spec::Ycsb { ops } => {
@@ -810,7 +826,7 @@ impl Harness {
                     unknown.push((w, d, c, lines.len() as u8, worker, t));
                     continue;
                 };
-                let key = keys::order(w, d, o);
+                let key = keys::order(w, d, o).to_vec();
                 match new.remove(&key).map(|value| rows::Order::decode(value)) {
                     Some(Ok(order)) if order.c_id == c && order.ol_cnt as usize == lines.len() => {}
                     Some(other) => findings.push(Finding::new(

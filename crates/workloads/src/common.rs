@@ -44,16 +44,6 @@ pub(crate) fn corrupt(message: impl Into<String>) -> TxError {
     TxError::Db(DbError::Corrupt(message.into()))
 }
 
-/// Reads a row that must exist.
-pub(crate) fn get_required(
-    tx: &mut Transaction<'_>,
-    table: TableId,
-    key: &[u8],
-    what: &str,
-) -> Result<Vec<u8>, TxError> {
-    tx.get(table, key)?.ok_or_else(|| corrupt(format!("missing {what} row (key {key:02x?})")))
-}
-
 /// Inserts every row in one transaction; a row that already exists is an
 /// error (the database was loaded before).
 pub(crate) fn insert_rows(worker: &mut Worker, rows: &[(TableId, Vec<u8>, Vec<u8>)]) -> Result<(), DbError> {
@@ -168,16 +158,12 @@ pub(crate) fn scan_pages(
     }
 }
 
-/// Counts the rows of the table named `table` (ordered tables only), in
-/// pages of read-only transactions on worker slot 0; the database should
-/// be quiescent.
+/// Counts the rows of the table named `table` (ordered or hash) with the
+/// engine's row dump ([`Database::for_each_row`]); the database must be
+/// quiescent.
 pub fn count_rows(db: &Database, table: &str) -> Result<u64, WorkloadError> {
     let id = db.table_id(table)?;
-    let mut worker = db.worker(0)?;
     let mut count = 0u64;
-    scan_pages(&mut worker, id, &[], None, |_, _| {
-        count += 1;
-        Ok(())
-    })?;
+    db.for_each_row(id, |_, _| count += 1)?;
     Ok(count)
 }

@@ -109,6 +109,20 @@ pub fn last_name(number: u32) -> String {
     digits.iter().map(|&d| LAST_NAME_SYLLABLES[d as usize]).collect()
 }
 
+/// The TPC-C last name of `number` (0..=999) as a zero-padded 16-byte
+/// field, built on the stack (a name has at most 15 characters).
+pub fn last_name_fixed(number: u32) -> [u8; 16] {
+    debug_assert!(number < 1000);
+    let mut out = [0u8; 16];
+    let mut at = 0;
+    for digit in [number / 100 % 10, number / 10 % 10, number % 10] {
+        let syllable = LAST_NAME_SYLLABLES[digit as usize].as_bytes();
+        out[at..at + syllable.len()].copy_from_slice(syllable);
+        at += syllable.len();
+    }
+    out
+}
+
 /// Copies `text` into a zero-padded fixed-width field (cut if longer).
 pub fn fixed<const N: usize>(text: &[u8]) -> [u8; N] {
     let mut out = [0u8; N];

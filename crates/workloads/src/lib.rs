@@ -198,6 +198,11 @@ pub struct WorkloadOptions {
     /// TPC-C customers (and initial orders) per district; the standard is
     /// 3000. **Non-standard** when changed: for fast tests only.
     pub customers_per_district: u32,
+    /// TPC-C transaction mix: weights in the order of
+    /// [`tpcc::TRANSACTION_TYPES`] (0 = never run); the standard mix
+    /// [`tpcc::MIX`] by default. **Non-standard** when changed (see
+    /// [`tpcc::TpccMix`]).
+    pub tpcc_mix: [u32; 5],
     /// Seed of the loaded data and of the TPC-C run-time constants
     /// (the same seed gives the same database).
     pub load_seed: u64,
@@ -218,6 +223,7 @@ impl Default for WorkloadOptions {
             fields: 10,
             items: tpcc::STANDARD_ITEMS,
             customers_per_district: tpcc::STANDARD_CUSTOMERS_PER_DISTRICT,
+            tpcc_mix: tpcc::MIX,
             load_seed: 0x7C5C_5EED,
         }
     }

@@ -13,7 +13,7 @@
 use crate::common::{insert_all, load_parallel, scan_pages, verify_tables};
 use crate::gen::{child_seed, rng, Mix, WorkloadRng};
 use crate::{CheckReport, Client, TxnSummary, Workload, WorkloadError, WorkloadOptions};
-use pmtx_engine::{Database, DbError, KeyBuilder, Outcome, TableId, TableSchema, Transaction, TxError, Worker};
+use pmtx_engine::{Database, DbError, Outcome, TableId, TableSchema, Transaction, TxError, Worker};
 use rand::Rng;
 use std::sync::Arc;
 
@@ -62,19 +62,28 @@ pub const LEDGER_CLIENT: u8 = 0;
 /// Ledger rows of load threads (index = worker slot).
 pub const LEDGER_LOAD: u8 = 1;
 
-/// The name of account `custid`: "cust" and 12 digits.
-pub fn account_name(custid: u64) -> Vec<u8> {
-    format!("cust{custid:012}").into_bytes()
+/// The name of account `custid` (< 10^12): "cust" and 12 digits.
+pub fn account_name(custid: u64) -> [u8; 16] {
+    debug_assert!(custid < 1_000_000_000_000);
+    let mut name = *b"cust000000000000";
+    let mut rest = custid;
+    for digit in name[4..].iter_mut().rev() {
+        *digit = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    name
 }
 
 /// The key of a customer id in SAVINGS and CHECKING.
-pub fn custid_key(custid: u64) -> Vec<u8> {
-    KeyBuilder::new().u64(custid).build()
+pub fn custid_key(custid: u64) -> [u8; 8] {
+    custid.to_be_bytes()
 }
 
 /// A LEDGER key.
-pub fn ledger_key(kind: u8, index: u32) -> Vec<u8> {
-    KeyBuilder::new().u8(kind).u32(index).build()
+pub fn ledger_key(kind: u8, index: u32) -> [u8; 5] {
+    let mut key = [kind, 0, 0, 0, 0];
+    key[1..].copy_from_slice(&index.to_be_bytes());
+    key
 }
 
 fn money(bytes: &[u8]) -> Result<i64, DbError> {
@@ -177,9 +186,9 @@ impl Workload for Smallbank {
                 let savings = rng.gen_range(MIN_BALANCE..=MAX_BALANCE);
                 let checking = rng.gen_range(MIN_BALANCE..=MAX_BALANCE);
                 created += savings + checking;
-                rows.push((table::ACCOUNTS, account_name(custid), custid.to_le_bytes().to_vec()));
-                rows.push((table::SAVINGS, custid_key(custid), savings.to_le_bytes().to_vec()));
-                rows.push((table::CHECKING, custid_key(custid), checking.to_le_bytes().to_vec()));
+                rows.push((table::ACCOUNTS, account_name(custid).to_vec(), custid.to_le_bytes().to_vec()));
+                rows.push((table::SAVINGS, custid_key(custid).to_vec(), savings.to_le_bytes().to_vec()));
+                rows.push((table::CHECKING, custid_key(custid).to_vec(), checking.to_le_bytes().to_vec()));
             }
             let ledger = ledger_key(LEDGER_LOAD, slot as u32);
             worker.run_pipelined(0, false, |tx| {
@@ -274,43 +283,71 @@ impl Workload for Smallbank {
     }
 }
 
+/// Adds `amount` to the ledger row `key` (inserting it the first time).
 fn add_to_ledger(tx: &mut Transaction<'_>, key: &[u8], amount: i64) -> Result<(), TxError> {
-    let current = match tx.get(table::LEDGER, key)? {
-        Some(value) => money(&value)?,
-        None => 0,
-    };
-    tx.put(table::LEDGER, key, &(current + amount).to_le_bytes())
+    match tx.update_with(table::LEDGER, key, |row| add_money(row, amount))? {
+        Some(added) => added,
+        None => tx.put(table::LEDGER, key, &amount.to_le_bytes()),
+    }
 }
 
 /// A Smallbank client.
 pub struct SmallbankClient {
     shared: Arc<Shared>,
     rng: WorkloadRng,
-    ledger: Vec<u8>,
+    ledger: [u8; 5],
+}
+
+/// The balance in a SAVINGS, CHECKING or LEDGER row.
+fn read_money(row: &[u8]) -> Result<i64, TxError> {
+    Ok(money(row)?)
+}
+
+/// Adds `amount` to the balance in `row`, in place.
+fn add_money(row: &mut [u8], amount: i64) -> Result<(), TxError> {
+    let balance = read_money(row)?;
+    row.copy_from_slice(&(balance + amount).to_le_bytes());
+    Ok(())
 }
 
 /// The customer id of `name`; rolls back if there is none (as the original).
 fn custid_of(tx: &mut Transaction<'_>, name: &[u8]) -> Result<u64, TxError> {
-    match tx.get(table::ACCOUNTS, name)? {
-        Some(value) => Ok(u64::from_le_bytes(
-            value
-                .as_slice()
-                .try_into()
-                .map_err(|_| TxError::Db(DbError::Corrupt("smallbank: bad account row".into())))?,
-        )),
+    let custid = tx.get_with(table::ACCOUNTS, name, |value| {
+        <[u8; 8]>::try_from(value)
+            .map(u64::from_le_bytes)
+            .map_err(|_| TxError::Db(DbError::Corrupt("smallbank: bad account row".into())))
+    })?;
+    match custid {
+        Some(custid) => custid,
         None => Err(tx.rollback()),
     }
 }
 
-fn balance(tx: &mut Transaction<'_>, table: TableId, custid: u64) -> Result<i64, TxError> {
-    match tx.get(table, &custid_key(custid))? {
-        Some(value) => Ok(money(&value)?),
-        None => Err(TxError::Db(DbError::Corrupt(format!("smallbank: no balance row for customer {custid}")))),
-    }
+fn no_balance_row(custid: u64) -> TxError {
+    TxError::Db(DbError::Corrupt(format!("smallbank: no balance row for customer {custid}")))
 }
 
-fn set_balance(tx: &mut Transaction<'_>, table: TableId, custid: u64, amount: i64) -> Result<(), TxError> {
-    tx.update(table, &custid_key(custid), &amount.to_le_bytes()).map(|_| ())
+fn balance(tx: &mut Transaction<'_>, table: TableId, custid: u64) -> Result<i64, TxError> {
+    tx.get_with(table, &custid_key(custid), read_money)?.unwrap_or_else(|| Err(no_balance_row(custid)))
+}
+
+/// Changes the balance of `custid` in place to `change(balance)` and returns
+/// the old balance; `change` returning `None` leaves it as it was.
+fn change_balance(
+    tx: &mut Transaction<'_>,
+    table: TableId,
+    custid: u64,
+    change: impl FnOnce(i64) -> Option<i64>,
+) -> Result<(i64, bool), TxError> {
+    let result = tx.update_with(table, &custid_key(custid), |row| {
+        let old = read_money(row)?;
+        let new = change(old);
+        if let Some(new) = new {
+            row.copy_from_slice(&new.to_le_bytes());
+        }
+        Ok((old, new.is_some()))
+    })?;
+    result.unwrap_or_else(|| Err(no_balance_row(custid)))
 }
 
 impl SmallbankClient {
@@ -342,8 +379,8 @@ impl SmallbankClient {
 
     /// Runs one transaction of type `type_index`.
     pub fn run_type(&mut self, worker: &mut Worker, type_index: usize) -> Result<TxnSummary, DbError> {
-        let ledger = self.ledger.clone();
-        let ledger = ledger.as_slice();
+        let ledger = self.ledger;
+        let ledger = &ledger[..];
         let (committed, attempts) = match type_index {
             AMALGAMATE => {
                 let (a, b) = self.two_accounts();
@@ -351,12 +388,10 @@ impl SmallbankClient {
                 run(worker, type_index, false, |tx| {
                     let a = custid_of(tx, &name_a)?;
                     let b = custid_of(tx, &name_b)?;
-                    let savings_a = balance(tx, table::SAVINGS, a)?;
-                    let checking_a = balance(tx, table::CHECKING, a)?;
-                    let checking_b = balance(tx, table::CHECKING, b)?;
-                    set_balance(tx, table::SAVINGS, a, 0)?;
-                    set_balance(tx, table::CHECKING, a, 0)?;
-                    set_balance(tx, table::CHECKING, b, checking_b + savings_a + checking_a)
+                    let (savings_a, _) = change_balance(tx, table::SAVINGS, a, |_| Some(0))?;
+                    let (checking_a, _) = change_balance(tx, table::CHECKING, a, |_| Some(0))?;
+                    change_balance(tx, table::CHECKING, b, |checking_b| Some(checking_b + savings_a + checking_a))?;
+                    Ok(())
                 })?
             }
             BALANCE => {
@@ -374,8 +409,7 @@ impl SmallbankClient {
                         return Err(tx.rollback());
                     }
                     let custid = custid_of(tx, &name)?;
-                    let checking = balance(tx, table::CHECKING, custid)?;
-                    set_balance(tx, table::CHECKING, custid, checking + amount)?;
+                    change_balance(tx, table::CHECKING, custid, |checking| Some(checking + amount))?;
                     add_to_ledger(tx, ledger, amount)
                 })?
             }
@@ -386,13 +420,14 @@ impl SmallbankClient {
                 run(worker, type_index, false, |tx| {
                     let a = custid_of(tx, &name_a)?;
                     let b = custid_of(tx, &name_b)?;
-                    let checking_a = balance(tx, table::CHECKING, a)?;
-                    if checking_a < amount {
+                    let (_, paid) = change_balance(tx, table::CHECKING, a, |checking_a| {
+                        (checking_a >= amount).then(|| checking_a - amount)
+                    })?;
+                    if !paid {
                         return Err(tx.rollback());
                     }
-                    let checking_b = balance(tx, table::CHECKING, b)?;
-                    set_balance(tx, table::CHECKING, a, checking_a - amount)?;
-                    set_balance(tx, table::CHECKING, b, checking_b + amount)
+                    change_balance(tx, table::CHECKING, b, |checking_b| Some(checking_b + amount))?;
+                    Ok(())
                 })?
             }
             TRANSACT_SAVINGS => {
@@ -400,11 +435,12 @@ impl SmallbankClient {
                 let amount: i64 = self.rng.gen_range(-5_000..=5_000);
                 run(worker, type_index, false, |tx| {
                     let custid = custid_of(tx, &name)?;
-                    let savings = balance(tx, table::SAVINGS, custid)?;
-                    if savings + amount < 0 {
+                    let (_, changed) = change_balance(tx, table::SAVINGS, custid, |savings| {
+                        (savings + amount >= 0).then(|| savings + amount)
+                    })?;
+                    if !changed {
                         return Err(tx.rollback());
                     }
-                    set_balance(tx, table::SAVINGS, custid, savings + amount)?;
                     add_to_ledger(tx, ledger, amount)
                 })?
             }
@@ -414,10 +450,11 @@ impl SmallbankClient {
                 run(worker, type_index, false, |tx| {
                     let custid = custid_of(tx, &name)?;
                     let savings = balance(tx, table::SAVINGS, custid)?;
-                    let checking = balance(tx, table::CHECKING, custid)?;
-                    let debit = if savings + checking < amount { amount + OVERDRAFT_PENALTY } else { amount };
-                    set_balance(tx, table::CHECKING, custid, checking - debit)?;
-                    add_to_ledger(tx, ledger, -debit)
+                    let debit =
+                        |checking: i64| if savings + checking < amount { amount + OVERDRAFT_PENALTY } else { amount };
+                    let (checking, _) =
+                        change_balance(tx, table::CHECKING, custid, |checking| Some(checking - debit(checking)))?;
+                    add_to_ledger(tx, ledger, -debit(checking))
                 })?
             }
             other => return Err(DbError::InvalidConfig(format!("smallbank: no transaction type {other}"))),
@@ -440,5 +477,19 @@ impl Client for SmallbankClient {
     fn run_next(&mut self, worker: &mut Worker) -> Result<TxnSummary, DbError> {
         let type_index = self.next_type();
         self.run_type(worker, type_index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pmtx_engine::KeyBuilder;
+
+    #[test]
+    fn keys_keep_their_encoding() {
+        assert_eq!(&account_name(42), b"cust000000000042");
+        assert_eq!(&account_name(999_999_999_999), b"cust999999999999");
+        assert_eq!(custid_key(0x0102), KeyBuilder::new().u64(0x0102).build()[..]);
+        assert_eq!(ledger_key(LEDGER_LOAD, 7), KeyBuilder::new().u8(LEDGER_LOAD).u32(7).build()[..]);
     }
 }

@@ -11,6 +11,7 @@ use crate::units::{format_bytes, parse_seconds, parse_size};
 use crate::CliError;
 use clap::{Args, ValueEnum};
 use pmtx_pm::{layout, BackendKind, PmOptions};
+use pmtx_workloads::tpcc::TpccMix;
 use pmtx_workloads::{WorkloadOptions, YcsbVariant, WORKLOAD_NAMES};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -170,6 +171,14 @@ pub struct WorkloadArgs {
     /// changed: for quick tests only.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub tpcc_customers: Option<u32>,
+    /// TPC-C: transaction mix as TYPE=WEIGHT,... over new_order, payment,
+    /// order_status, delivery, stock_level (positive integer weights; types
+    /// not listed do not run), e.g. new_order=50,payment=50 [default: the
+    /// standard mix new_order=45,payment=43,order_status=4,delivery=4,
+    /// stock_level=4]. Any other proportions are a NON-STANDARD mix, marked
+    /// in the report and the JSON (`tpcc_mix`, `tpcc_mix_standard`).
+    #[arg(long, value_name = "MIX", value_parser = parse_tpcc_mix)]
+    pub tpcc_mix: Option<TpccMix>,
 }
 
 impl WorkloadArgs {
@@ -212,12 +221,20 @@ impl WorkloadArgs {
         if let Some(value) = self.tpcc_customers {
             options.customers_per_district = value;
         }
+        if let Some(mix) = self.tpcc_mix {
+            options.tpcc_mix = mix.0;
+        }
         options
     }
 
     /// Whether a non-standard TPC-C scale was asked for.
     pub fn non_standard_tpcc(&self) -> bool {
         self.tpcc_items.is_some() || self.tpcc_customers.is_some()
+    }
+
+    /// The TPC-C mix asked for, if it is not the standard one.
+    pub fn non_standard_tpcc_mix(&self) -> Option<TpccMix> {
+        self.tpcc_mix.filter(|mix| !mix.is_standard())
     }
 }
 
@@ -231,6 +248,9 @@ impl BenchArgs {
                 format_bytes(self.pool_size),
                 format_bytes(minimum)
             )));
+        }
+        if self.workload_options.tpcc_mix.is_some() && self.workload != "tpcc" {
+            return Err(CliError::usage(format!("--tpcc-mix applies to --workload tpcc only, not {}", self.workload)));
         }
         if let Some(pool) = &self.pool {
             if pool.is_dir() {
@@ -304,6 +324,13 @@ fn parse_positive_usize(text: &str) -> Result<usize, String> {
     }
 }
 
+fn parse_tpcc_mix(text: &str) -> Result<TpccMix, String> {
+    TpccMix::parse(text).map_err(|error| match error {
+        pmtx_workloads::WorkloadError::InvalidOption(message) => message,
+        other => other.to_string(),
+    })
+}
+
 fn parse_ycsb(text: &str) -> Result<YcsbVariant, String> {
     YcsbVariant::parse(text.trim()).map_err(|error| error.to_string())
 }
@@ -335,6 +362,11 @@ mod tests {
         assert!(parse_probability("1.5").is_err());
         assert!(parse_theta("-0.1").is_err());
         assert_eq!(parse_workload("TPC-C"), Ok("tpcc".to_string()));
+        assert_eq!(parse_tpcc_mix("new_order=50,payment=50"), Ok(TpccMix([50, 50, 0, 0, 0])));
+        for bad in ["", "new_order=0", "payment=-1", "nope=1", "payment=1,payment=2", "new_order"] {
+            let error = parse_tpcc_mix(bad).unwrap_err();
+            assert!(error.contains("invalid TPC-C mix") && error.contains("stock_level"), "{bad:?}: {error}");
+        }
         assert!(parse_workload("tpch").unwrap_err().contains("valid workloads"));
     }
 }

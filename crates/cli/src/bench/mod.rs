@@ -16,6 +16,7 @@
 //! measured phase and times the recovery (see [`runner`]).
 
 mod args;
+mod memory;
 pub mod report;
 mod runner;
 mod spec;
@@ -56,6 +57,9 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     );
     if args.workload_options.non_standard_tpcc() && workload.name() == "tpcc" {
         println!("note: non-standard TPC-C scale (--tpcc-items/--tpcc-customers): results are not comparable");
+    }
+    if let Some(mix) = args.workload_options.non_standard_tpcc_mix() {
+        println!("note: NON-STANDARD TPC-C mix {mix} (--tpcc-mix): results are not comparable to the standard mix");
     }
     if engines.iter().any(|engine| !engine.kind.is_durable()) {
         let names: Vec<String> =
@@ -111,6 +115,18 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 report::format_us(run.latency_us.p50),
                 report::format_us(run.latency_us.p99),
                 if run.check_passed { "passed" } else { "FAILED" }
+            );
+            println!(
+                "  memory after load: RSS {} ({} over the {} before), {} rows loaded: {} bytes per row",
+                run.rss_after_load_bytes.map_or("n/a".to_string(), report::format_size),
+                run.rss_load_delta_bytes.map_or("n/a".to_string(), |delta| format!(
+                    "{}{}",
+                    if delta < 0 { "-" } else { "+" },
+                    report::format_size(delta.unsigned_abs())
+                )),
+                run.rss_before_load_bytes.map_or("n/a".to_string(), report::format_size),
+                run.rows_loaded,
+                run.bytes_per_loaded_row.map_or("n/a".to_string(), |bytes| format!("{bytes:.0}"))
             );
             if let Some(recovery) = &run.recovery {
                 println!(
@@ -237,6 +253,9 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
     println!("per transaction type:");
     print!("{}", report::per_type_table(&report.runs, type_order));
     println!();
+    println!("memory (process resident set from /proc/self/statm, before and after the load; durable engines: pool pages included):");
+    print!("{}", report::memory_table(&report.runs));
+    println!();
     println!("aborts:");
     print!("{}", report::abort_lines(&report.runs));
     let htm = report::htm_lines(&report.runs);
@@ -265,11 +284,20 @@ fn workload_summary(report: &Report) -> String {
     let o = &report.config.workload_options;
     match report.config.workload.as_str() {
         "tpcc" => format!(
-            "{} warehouse{}, {} items, {} customers per district",
+            "{} warehouse{}, {} items, {} customers per district, {}",
             o.warehouses,
             if o.warehouses == 1 { "" } else { "s" },
             o.tpcc_items,
-            o.tpcc_customers_per_district
+            o.tpcc_customers_per_district,
+            if o.tpcc_mix_standard {
+                "standard mix".to_string()
+            } else {
+                let mix: Vec<String> = pmtx_workloads::tpcc::TRANSACTION_TYPES
+                    .iter()
+                    .filter_map(|name| o.tpcc_mix.get(*name).map(|weight| format!("{name}={weight}")))
+                    .collect();
+                format!("NON-STANDARD mix {}", mix.join(","))
+            }
         ),
         "smallbank" => format!(
             "{} accounts, {}",

@@ -96,6 +96,27 @@ pub struct WorkloadOptionsJson {
     pub fields: usize,
     /// Seed of the loaded data.
     pub load_seed: u64,
+    /// TPC-C transaction mix: weight by type name (types that do not run
+    /// are left out).
+    #[serde(default = "standard_tpcc_mix")]
+    pub tpcc_mix: BTreeMap<String, u32>,
+    /// Whether `tpcc_mix` has the proportions of the standard mix (45%
+    /// NewOrder, 43% Payment, 4% each of the others); false marks a
+    /// non-standard mix such as `--tpcc-mix new_order=50,payment=50`.
+    #[serde(default = "yes")]
+    pub tpcc_mix_standard: bool,
+}
+
+fn standard_tpcc_mix() -> BTreeMap<String, u32> {
+    mix_json(pmtx_workloads::tpcc::TpccMix::default())
+}
+
+fn mix_json(mix: pmtx_workloads::tpcc::TpccMix) -> BTreeMap<String, u32> {
+    mix.entries().map(|(name, weight)| (name.to_string(), weight)).collect()
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl WorkloadOptionsJson {
@@ -115,6 +136,8 @@ impl WorkloadOptionsJson {
             field_size: options.field_size,
             fields: options.fields,
             load_seed: options.load_seed,
+            tpcc_mix: mix_json(pmtx_workloads::tpcc::TpccMix(options.tpcc_mix)),
+            tpcc_mix_standard: pmtx_workloads::tpcc::TpccMix(options.tpcc_mix).is_standard(),
         }
     }
 }
@@ -142,6 +165,28 @@ pub struct RunJson {
     pub warmup_s: f64,
     /// Seconds spent loading.
     pub load_s: f64,
+    /// Resident set size of the process (`/proc/self/statm`) once the
+    /// database was open, just before the load (bytes; None where
+    /// unavailable). With several runs in one invocation it includes what
+    /// earlier runs left allocated.
+    #[serde(default)]
+    pub rss_before_load_bytes: Option<u64>,
+    /// Resident set size right after the load (bytes).
+    #[serde(default)]
+    pub rss_after_load_bytes: Option<u64>,
+    /// `rss_after_load_bytes - rss_before_load_bytes`: what the loaded
+    /// rows cost in memory (indexes, records, values; and, for durable
+    /// engines, the pool pages the load touched, which are mapped into the
+    /// process).
+    #[serde(default)]
+    pub rss_load_delta_bytes: Option<i64>,
+    /// Rows present right after the load, over every table
+    /// (`Database::for_each_row`).
+    #[serde(default)]
+    pub rows_loaded: u64,
+    /// `rss_load_delta_bytes / rows_loaded`.
+    #[serde(default)]
+    pub bytes_per_loaded_row: Option<f64>,
     /// Transactions started in the measured phase whose commit was
     /// acknowledged durable (for non-durable engines: committed).
     pub committed: u64,
@@ -430,15 +475,21 @@ pub fn csv(report: &Report) -> String {
          flushes_per_txn,fences_per_txn,bytes_per_txn,blocks_256_per_txn,nt_bytes_per_txn,stall_ns_per_txn,\
          htm_hw_commits,htm_aborts,htm_fallbacks,backend,latency_model,seed,git_revision,check_passed,\
          engine_name,engine_options,htm_backend,htm_regions,htm_software_path_commits,\
-         recovery_ms,recovery_engine_ms,recovery_pool_used_bytes_at_crash,recovery_pool_size_bytes,recovery_check_passed\n",
+         recovery_ms,recovery_engine_ms,recovery_pool_used_bytes_at_crash,recovery_pool_size_bytes,recovery_check_passed,\
+         rss_before_load_bytes,rss_after_load_bytes,rss_load_delta_bytes,rows_loaded,bytes_per_loaded_row,\
+         tpcc_mix,tpcc_mix_standard\n",
     );
+    // The mix is the same for every run; only TPC-C rows carry it.
+    let options = &report.config.workload_options;
+    let mix = options.tpcc_mix.iter().map(|(name, weight)| format!("{name}={weight}")).collect::<Vec<_>>().join(";");
     for run in &report.runs {
         let l = &run.latency_us;
         let p = &run.pm;
         let recovery = run.recovery.as_ref();
+        let tpcc = run.workload == "tpcc";
         let _ = writeln!(
             out,
-            "{},{},{},{:.3},{},{},{},{},{:.1},{:.4},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.1},{:.3},{:.1},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{:.3},{},{},{},{},{:.1},{:.4},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.1},{:.3},{:.1},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&run.engine),
             csv_field(&run.workload),
             run.threads,
@@ -479,6 +530,13 @@ pub fn csv(report: &Report) -> String {
             recovery.map_or(String::new(), |r| r.pool_used_bytes_at_crash.to_string()),
             recovery.map_or(String::new(), |r| r.pool_size_bytes.to_string()),
             recovery.map_or(String::new(), |r| r.check_passed.to_string()),
+            run.rss_before_load_bytes.map_or(String::new(), |v| v.to_string()),
+            run.rss_after_load_bytes.map_or(String::new(), |v| v.to_string()),
+            run.rss_load_delta_bytes.map_or(String::new(), |v| v.to_string()),
+            run.rows_loaded,
+            run.bytes_per_loaded_row.map_or(String::new(), |v| format!("{v:.1}")),
+            if tpcc { csv_field(&mix) } else { String::new() },
+            if tpcc { options.tpcc_mix_standard.to_string() } else { String::new() },
         );
     }
     out
@@ -624,6 +682,36 @@ pub fn results_table(runs: &[RunJson]) -> String {
         ]);
     }
     table.render(0)
+}
+
+/// Resident memory after the load of every run.
+pub fn memory_table(runs: &[RunJson]) -> String {
+    let mut table =
+        Table::new(&["engine", "threads", "RSS before load", "RSS after load", "delta", "rows loaded", "bytes/row"]);
+    let size = |bytes: Option<u64>| bytes.map_or("n/a".to_string(), format_size);
+    for run in runs {
+        table.row(vec![
+            run.engine.clone(),
+            run.threads.to_string(),
+            size(run.rss_before_load_bytes),
+            size(run.rss_after_load_bytes),
+            run.rss_load_delta_bytes.map_or("n/a".to_string(), |delta| {
+                format!("{}{}", if delta < 0 { "-" } else { "+" }, format_size(delta.unsigned_abs()))
+            }),
+            run.rows_loaded.to_string(),
+            run.bytes_per_loaded_row.map_or("n/a".to_string(), |bytes| format!("{bytes:.0}")),
+        ]);
+    }
+    table.render(2)
+}
+
+/// Bytes in MiB or GiB, for the memory table.
+pub fn format_size(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+    }
 }
 
 /// Per-type latency lines of every run, in the workload's type order.

@@ -417,8 +417,9 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     let mut progress = Progress::new(phases.len());
     let phase_name = |index: usize| format!("{label}: {}", phases[index]);
 
-    // Load.
+    // Load, with the resident memory it costs (measured once per run).
     progress.phase(0, &phase_name(0));
+    let rss_before_load = super::memory::resident_bytes();
     let load_start = Instant::now();
     {
         let shared = Mutex::new(&mut progress);
@@ -431,6 +432,9 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         workload.load(&database, spec.threads, &report).map_err(workload_error)?;
     }
     let load_s = load_start.elapsed().as_secs_f64();
+    let rss_after_load = super::memory::resident_bytes();
+    let rows_loaded = super::memory::count_rows(&database, workload.tables().len()).map_err(db_error)?;
+    let (rss_load_delta, bytes_per_loaded_row) = super::memory::load_cost(rss_before_load, rss_after_load, rows_loaded);
 
     // Warm-up and measured phase (and, with --recover, the crash).
     let control = Control {
@@ -596,6 +600,11 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         duration_s,
         warmup_s: spec.warmup.as_secs_f64(),
         load_s,
+        rss_before_load_bytes: rss_before_load,
+        rss_after_load_bytes: rss_after_load,
+        rss_load_delta_bytes: rss_load_delta,
+        rows_loaded,
+        bytes_per_loaded_row,
         committed: total.committed,
         aborted: total.aborts.iter().sum(),
         rolled_back: total.rolled_back,

@@ -1,13 +1,24 @@
 //! The five TPC-C transactions (clauses 2.4-2.8). Inputs are drawn before
 //! the transaction runs, so a retried body repeats the same transaction.
+//!
+//! The bodies touch rows field by field: `get_with` reads the few fields a
+//! transaction needs straight from the engine's copy of the row,
+//! `update_with` changes the touched fields in place (the rest of the row
+//! is never decoded or re-encoded), inserts are encoded into stack arrays,
+//! and range scans visit rows instead of collecting them. Keys are stack
+//! arrays ([`keys`]). So the common path allocates nothing per row; the
+//! exceptions are the secondary-index scans (customer by last name, a
+//! customer's last order), which the engine API only offers as collecting
+//! scans.
 
 use super::rows::*;
 use super::{keys, table, Shared, DELIVERY, DISTRICTS_PER_WAREHOUSE, NEW_ORDER, ORDER_STATUS, PAYMENT, STOCK_LEVEL};
-use crate::common::{corrupt, get_required};
-use crate::gen::{child_seed, fixed, last_name, now_millis, nurand, rng, text, WorkloadRng};
+use crate::common::corrupt;
+use crate::gen::{child_seed, last_name_fixed, now_millis, nurand, rng, text, WorkloadRng};
 use crate::{Client, TxnSummary};
-use pmtx_engine::{prefix_range, AbortReason, DbError, Outcome, ScanDirection, Transaction, TxError, Worker};
+use pmtx_engine::{AbortReason, DbError, Outcome, ScanDirection, TableId, Transaction, TxError, Worker};
 use rand::Rng;
+use std::fmt::Write as _;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,6 +38,9 @@ struct Line {
     quantity: u8,
 }
 
+/// Most lines of an order (clause 2.4.1.3).
+const MAX_LINES: usize = 15;
+
 /// A TPC-C terminal: a home warehouse (`worker_index % warehouses + 1`) and a
 /// fixed StockLevel district.
 pub struct TpccClient {
@@ -36,6 +50,8 @@ pub struct TpccClient {
     home_w: u32,
     stock_level_d: u8,
     lines: Vec<Line>,
+    /// StockLevel's item ids, reused across transactions.
+    items: Vec<u32>,
 }
 
 impl TpccClient {
@@ -49,7 +65,9 @@ impl TpccClient {
             worker_index,
             home_w,
             stock_level_d,
-            lines: Vec::with_capacity(15),
+            lines: Vec::with_capacity(MAX_LINES),
+            // 20 orders of at most 15 lines.
+            items: Vec::with_capacity(20 * MAX_LINES),
         }
     }
 
@@ -58,7 +76,8 @@ impl TpccClient {
         self.home_w
     }
 
-    /// Draws the next transaction type from the standard mix.
+    /// Draws the next transaction type from the workload's mix (the
+    /// standard mix unless the workload was built with another).
     pub fn next_type(&mut self) -> usize {
         self.shared.mix.pick(&mut self.rng)
     }
@@ -98,7 +117,7 @@ impl TpccClient {
         if self.rng.gen_range(1..=100) <= 60 {
             let names = self.shared.scale.last_names() as u64;
             let number = nurand(&mut self.rng, 255, 0, names - 1, self.shared.constants.c_last_run);
-            CustomerBy::Name(fixed(last_name(number as u32).as_bytes()))
+            CustomerBy::Name(last_name_fixed(number as u32))
         } else {
             CustomerBy::Id(self.customer_id())
         }
@@ -110,7 +129,7 @@ impl TpccClient {
         let w = self.home_w;
         let d = self.district();
         let c = self.customer_id();
-        let ol_cnt = self.rng.gen_range(5..=15u8);
+        let ol_cnt = self.rng.gen_range(5..=MAX_LINES as u8);
         let rollback = self.rng.gen_range(1..=100) == 1;
         self.lines.clear();
         for number in 0..ol_cnt {
@@ -126,19 +145,22 @@ impl TpccClient {
         let all_local = lines.iter().all(|line| line.supply_w == w) as u8;
         let now = now_millis();
         let (outcome, attempts) = worker.run_pipelined(NEW_ORDER as u32, false, |tx| {
-            let warehouse = Warehouse::decode(&get_required(tx, table::WAREHOUSE, &keys::warehouse(w), "warehouse")?)?;
-            let district_key = keys::district(w, d);
-            let mut district = District::decode(&get_required(tx, table::DISTRICT, &district_key, "district")?)?;
-            let o = district.next_o_id;
-            district.next_o_id += 1;
-            tx.update(table::DISTRICT, &district_key, &district.encode())?;
-            let customer = Customer::decode(&get_required(tx, table::CUSTOMER, &keys::customer(w, d, c), "customer")?)?;
-            let order = Order { c_id: c, entry_d: now, carrier_id: 0, ol_cnt, all_local };
+            let w_tax =
+                read_row::<Warehouse, _>(tx, table::WAREHOUSE, &keys::warehouse(w), |row| Warehouse::TAX.get(row))?;
+            let (o, d_tax) = update_row::<District, _>(tx, table::DISTRICT, &keys::district(w, d), |row| {
+                let o = District::NEXT_O_ID.get(row);
+                District::NEXT_O_ID.set(row, o + 1);
+                (o, District::TAX.get(row))
+            })?;
+            let c_discount = read_row::<Customer, _>(tx, table::CUSTOMER, &keys::customer(w, d, c), |row| {
+                Customer::DISCOUNT.get(row)
+            })?;
+            let order = Order { c_id: c, entry_d: now, carrier_id: 0, ol_cnt, all_local }.to_bytes();
             // An order at D_NEXT_O_ID exists only if another NewOrder took
             // this id since we read the district: our read is stale and the
             // attempt cannot commit (OCC bodies may see such states), so
             // abort it for a retry.
-            if !tx.insert(table::ORDER, &keys::order(w, d, o), &order.encode())? {
+            if !tx.insert(table::ORDER, &keys::order(w, d, o), &order)? {
                 return Err(TxError::Abort(AbortReason::ReadValidation));
             }
             if !tx.insert(table::NEW_ORDER, &keys::new_order(w, d, o), NEW_ORDER_VALUE)? {
@@ -146,39 +168,37 @@ impl TpccClient {
             }
             let mut total = 0i64;
             for (number, line) in lines.iter().enumerate() {
-                let Some(item) = tx.get(table::ITEM, &keys::item(line.item))? else {
-                    // The unused item id of the 1%: roll back (2.4.2.3).
-                    return Err(tx.rollback());
-                };
-                let item = Item::decode(&item)?;
-                let stock_key = keys::stock(line.supply_w, line.item);
-                let mut stock = Stock::decode(&get_required(tx, table::STOCK, &stock_key, "stock")?)?;
-                let quantity = line.quantity as i32;
-                stock.quantity = if stock.quantity >= quantity + 10 {
-                    stock.quantity - quantity
-                } else {
-                    stock.quantity - quantity + 91
-                };
-                stock.ytd += line.quantity as u32;
-                stock.order_cnt += 1;
-                if line.supply_w != w {
-                    stock.remote_cnt += 1;
-                }
-                tx.update(table::STOCK, &stock_key, &stock.encode())?;
-                let amount = line.quantity as i64 * item.price;
+                let price = tx.get_with(table::ITEM, &keys::item(line.item), |row| {
+                    Item::check(row).map(|()| Item::PRICE.get(row))
+                })?;
+                // The unused item id of the 1%: roll back (2.4.2.3).
+                let Some(price) = price else { return Err(tx.rollback()) };
+                let amount = line.quantity as i64 * price?;
                 total += amount;
-                let order_line = OrderLine {
-                    i_id: line.item,
-                    supply_w_id: line.supply_w,
-                    delivery_d: 0,
-                    quantity: line.quantity,
-                    amount,
-                    dist_info: stock.dist_info(d),
-                };
-                tx.insert(table::ORDER_LINE, &keys::order_line(w, d, o, number as u8 + 1), &order_line.encode())?;
+                let mut order_line = [0u8; OrderLine::LEN];
+                let quantity = line.quantity as i32;
+                let remote = line.supply_w != w;
+                update_row::<Stock, _>(tx, table::STOCK, &keys::stock(line.supply_w, line.item), |row| {
+                    let s_quantity = Stock::QUANTITY.get(row);
+                    let s_quantity =
+                        if s_quantity >= quantity + 10 { s_quantity - quantity } else { s_quantity - quantity + 91 };
+                    Stock::QUANTITY.set(row, s_quantity);
+                    Stock::YTD.set(row, Stock::YTD.get(row) + line.quantity as u32);
+                    Stock::ORDER_CNT.set(row, Stock::ORDER_CNT.get(row) + 1);
+                    if remote {
+                        Stock::REMOTE_CNT.set(row, Stock::REMOTE_CNT.get(row) + 1);
+                    }
+                    OrderLine::DIST_INFO.bytes_mut(&mut order_line).copy_from_slice(Stock::dist_info_in(row, d));
+                })?;
+                OrderLine::I_ID.set(&mut order_line, line.item);
+                OrderLine::SUPPLY_W_ID.set(&mut order_line, line.supply_w);
+                OrderLine::DELIVERY_D.set(&mut order_line, 0);
+                OrderLine::QUANTITY.set(&mut order_line, line.quantity);
+                OrderLine::AMOUNT.set(&mut order_line, amount);
+                tx.insert(table::ORDER_LINE, &keys::order_line(w, d, o, number as u8 + 1), &order_line)?;
             }
             // The terminal output: total * (1 - C_DISCOUNT) * (1 + W_TAX + D_TAX).
-            let rate = (10_000 - customer.discount as i64) * (10_000 + warehouse.tax as i64 + district.tax as i64);
+            let rate = (10_000 - c_discount as i64) * (10_000 + w_tax as i64 + d_tax as i64);
             Ok(total * rate / 100_000_000)
         })?;
         Ok(summary(NEW_ORDER, &outcome, attempts))
@@ -201,39 +221,40 @@ impl TpccClient {
         let origin = self.worker_index as u32 + 1;
         let now = now_millis();
         let (outcome, attempts) = worker.run_pipelined(PAYMENT as u32, false, |tx| {
-            let warehouse_key = keys::warehouse(w);
-            let mut warehouse = Warehouse::decode(&get_required(tx, table::WAREHOUSE, &warehouse_key, "warehouse")?)?;
-            warehouse.ytd += amount;
-            tx.update(table::WAREHOUSE, &warehouse_key, &warehouse.encode())?;
-            let district_key = keys::district(w, d);
-            let mut district = District::decode(&get_required(tx, table::DISTRICT, &district_key, "district")?)?;
-            district.ytd += amount;
-            tx.update(table::DISTRICT, &district_key, &district.encode())?;
-            let (customer_key, mut customer) = select_customer(tx, c_w, c_d, by)?;
-            let c = u32::from_be_bytes(customer_key[5..9].try_into().expect("customer key"));
-            customer.balance -= amount;
-            customer.ytd_payment += amount;
-            customer.payment_cnt += 1;
-            if &customer.credit == b"BC" {
-                let mut data = format!("{c} {c_d} {c_w} {d} {w} {}.{:02} ", amount / 100, amount % 100).into_bytes();
-                data.extend_from_slice(text(&customer.data));
-                customer.data = fixed(&data);
+            let w_name = update_row::<Warehouse, _>(tx, table::WAREHOUSE, &keys::warehouse(w), |row| {
+                Warehouse::YTD.set(row, Warehouse::YTD.get(row) + amount);
+                Warehouse::NAME.get(row)
+            })?;
+            let d_name = update_row::<District, _>(tx, table::DISTRICT, &keys::district(w, d), |row| {
+                District::YTD.set(row, District::YTD.get(row) + amount);
+                District::NAME.get(row)
+            })?;
+            let (customer_key, c) = match by {
+                CustomerBy::Id(c) => (keys::customer(c_w, c_d, c), c),
+                CustomerBy::Name(last) => customer_by_name(tx, c_w, c_d, &last, |_| ())?.0,
+            };
+            update_row::<Customer, _>(tx, table::CUSTOMER, &customer_key, |row| {
+                Customer::BALANCE.set(row, Customer::BALANCE.get(row) - amount);
+                Customer::YTD_PAYMENT.set(row, Customer::YTD_PAYMENT.get(row) + amount);
+                Customer::PAYMENT_CNT.set(row, Customer::PAYMENT_CNT.get(row) + 1);
+                if Customer::CREDIT.bytes(row) == b"BC" {
+                    let mut entry = StackText::<64>::new();
+                    write!(entry, "{c} {c_d} {c_w} {d} {w} {}.{:02} ", amount / 100, amount % 100)
+                        .expect("a payment entry fits 64 bytes");
+                    shift_in(Customer::DATA.bytes_mut(row), entry.as_bytes());
+                }
+            })?;
+            // H_DATA: W_NAME, four spaces, D_NAME.
+            let mut h_data = [0u8; 24];
+            let mut at = 0;
+            for part in [text(&w_name), b"    ", text(&d_name)] {
+                let take = part.len().min(h_data.len() - at);
+                h_data[at..at + take].copy_from_slice(&part[..take]);
+                at += take;
             }
-            tx.update(table::CUSTOMER, &customer_key, &customer.encode())?;
-            let mut h_data = text(&warehouse.name).to_vec();
-            h_data.extend_from_slice(b"    ");
-            h_data.extend_from_slice(text(&district.name));
-            let history = History {
-                c_id: c,
-                c_d_id: c_d,
-                c_w_id: c_w,
-                d_id: d,
-                w_id: w,
-                date: now,
-                amount,
-                data: fixed(&h_data),
-            }
-            .encode();
+            let history =
+                History { c_id: c, c_d_id: c_d, c_w_id: c_w, d_id: d, w_id: w, date: now, amount, data: h_data }
+                    .to_bytes();
             let mut sequence = sequence;
             while !tx.insert(table::HISTORY, &keys::history(w, d, origin, sequence), &history)? {
                 sequence = sequence.wrapping_add(1);
@@ -249,35 +270,58 @@ impl TpccClient {
         let d = self.district();
         let by = self.customer_by();
         let (outcome, attempts) = worker.run_pipelined(ORDER_STATUS as u32, true, |tx| {
-            let (customer_key, customer) = select_customer(tx, w, d, by)?;
-            let c = u32::from_be_bytes(customer_key[5..9].try_into().expect("customer key"));
+            let balance = |row: &[u8]| Customer::BALANCE.get(row);
+            let (c, balance) = match by {
+                CustomerBy::Id(c) => {
+                    (c, read_row::<Customer, _>(tx, table::CUSTOMER, &keys::customer(w, d, c), balance)?)
+                }
+                CustomerBy::Name(last) => {
+                    let ((_, c), balance) = customer_by_name(tx, w, d, &last, balance)?;
+                    (c, balance)
+                }
+            };
             let prefix = keys::order_customer_prefix(w, d, c);
-            let mut upper = Vec::new();
             let last = tx.scan_secondary(
                 table::ORDER,
                 table::ORDER_BY_CUSTOMER,
-                prefix_range(&prefix, &mut upper),
+                prefix_bounds(&prefix, &keys::prefix_end(&prefix)),
                 ScanDirection::Reverse,
                 1,
             )?;
             let Some((order_key, order)) = last.into_iter().next() else {
                 return Err(corrupt(format!("tpcc: customer ({w}, {d}, {c}) has no order")));
             };
-            let order = Order::decode(&order)?;
-            let mut upper = Vec::new();
-            let lines = tx.scan(table::ORDER_LINE, prefix_range(&order_key, &mut upper), ScanDirection::Forward, 15)?;
-            let mut amount = 0;
-            for (_, line) in &lines {
-                amount += OrderLine::decode(line)?.amount;
+            Order::check(&order)?;
+            let (ol_cnt, carrier_id) = (Order::OL_CNT.get(&order), Order::CARRIER_ID.get(&order));
+            let order_key: [u8; 9] = order_key
+                .as_slice()
+                .try_into()
+                .map_err(|_| corrupt(format!("tpcc: bad order key {order_key:02x?}")))?;
+            let (mut lines, mut amount, mut bad) = (0usize, 0i64, None);
+            tx.scan_with(
+                table::ORDER_LINE,
+                prefix_bounds(&order_key, &keys::prefix_end(&order_key)),
+                ScanDirection::Forward,
+                MAX_LINES,
+                |_, line| match OrderLine::check(line) {
+                    Ok(()) => {
+                        lines += 1;
+                        amount += OrderLine::AMOUNT.get(line);
+                        true
+                    }
+                    Err(error) => {
+                        bad = Some(error);
+                        false
+                    }
+                },
+            )?;
+            if let Some(error) = bad {
+                return Err(error.into());
             }
-            if lines.len() != order.ol_cnt as usize {
-                return Err(corrupt(format!(
-                    "tpcc: order {order_key:02x?} has {} lines, not {}",
-                    lines.len(),
-                    order.ol_cnt
-                )));
+            if lines != ol_cnt as usize {
+                return Err(corrupt(format!("tpcc: order {order_key:02x?} has {lines} lines, not {ol_cnt}")));
             }
-            Ok((customer.balance, order.carrier_id, amount))
+            Ok((balance, carrier_id, amount))
         })?;
         Ok(summary(ORDER_STATUS, &outcome, attempts))
     }
@@ -290,47 +334,77 @@ impl TpccClient {
         let now = now_millis();
         let shared = &*self.shared;
         let (outcome, attempts) = worker.run_pipelined(DELIVERY as u32, false, |tx| {
-            let mut delivered = Vec::with_capacity(DISTRICTS_PER_WAREHOUSE as usize);
+            // The order id delivered in each district (0: none).
+            let mut delivered = [0u32; DISTRICTS_PER_WAREHOUSE as usize];
             for d in 1..=DISTRICTS_PER_WAREHOUSE {
                 let lower = keys::new_order(w, d, shared.hint(w, d).load(Ordering::Acquire));
                 let upper = keys::district(w, d + 1);
-                let oldest = tx.scan(
+                let mut oldest = None;
+                tx.scan_with(
                     table::NEW_ORDER,
-                    (Bound::Included(&lower), Bound::Excluded(&upper)),
+                    (Bound::Included(&lower[..]), Bound::Excluded(&upper[..])),
                     ScanDirection::Forward,
                     1,
+                    |key, _| {
+                        oldest = Some(<[u8; 9]>::try_from(key).ok().and_then(|key| keys::order_id_of(&key)));
+                        false
+                    },
                 )?;
-                let Some((new_order_key, _)) = oldest.into_iter().next() else {
+                let Some(o) = oldest else {
                     continue; // Nothing to deliver in this district (2.7.4.2).
                 };
-                let o = keys::order_id_of(&new_order_key).ok_or_else(|| corrupt("tpcc: bad new-order key"))?;
-                tx.delete(table::NEW_ORDER, &new_order_key)?;
+                let o = o.ok_or_else(|| corrupt("tpcc: bad new-order key"))?;
+                tx.delete(table::NEW_ORDER, &keys::new_order(w, d, o))?;
                 let order_key = keys::order(w, d, o);
-                let mut order = Order::decode(&get_required(tx, table::ORDER, &order_key, "order")?)?;
-                order.carrier_id = carrier;
-                tx.update(table::ORDER, &order_key, &order.encode())?;
-                let mut upper = Vec::new();
-                let lines =
-                    tx.scan(table::ORDER_LINE, prefix_range(&order_key, &mut upper), ScanDirection::Forward, 15)?;
-                let mut amount = 0;
-                for (line_key, line) in lines {
-                    let mut line = OrderLine::decode(&line)?;
-                    line.delivery_d = now;
-                    amount += line.amount;
-                    tx.update(table::ORDER_LINE, &line_key, &line.encode())?;
+                let c_id = update_row::<Order, _>(tx, table::ORDER, &order_key, |row| {
+                    Order::CARRIER_ID.set(row, carrier);
+                    Order::C_ID.get(row)
+                })?;
+                // The order's line numbers (the scan cannot write: the
+                // lines are updated after it).
+                let mut numbers = [0u8; MAX_LINES];
+                let (mut count, mut bad) = (0usize, false);
+                tx.scan_with(
+                    table::ORDER_LINE,
+                    prefix_bounds(&order_key, &keys::prefix_end(&order_key)),
+                    ScanDirection::Forward,
+                    MAX_LINES,
+                    |key, _| match key {
+                        [.., number] if key.len() == 10 && count < MAX_LINES => {
+                            numbers[count] = *number;
+                            count += 1;
+                            true
+                        }
+                        _ => {
+                            bad = true;
+                            false
+                        }
+                    },
+                )?;
+                if bad {
+                    return Err(corrupt(format!("tpcc: bad order-line key of order ({w}, {d}, {o})")));
                 }
-                let customer_key = keys::customer(w, d, order.c_id);
-                let mut customer = Customer::decode(&get_required(tx, table::CUSTOMER, &customer_key, "customer")?)?;
-                customer.balance += amount;
-                customer.delivery_cnt += 1;
-                tx.update(table::CUSTOMER, &customer_key, &customer.encode())?;
-                delivered.push((d, o));
+                let mut amount = 0;
+                for &number in &numbers[..count] {
+                    amount +=
+                        update_row::<OrderLine, _>(tx, table::ORDER_LINE, &keys::order_line(w, d, o, number), |row| {
+                            OrderLine::DELIVERY_D.set(row, now);
+                            OrderLine::AMOUNT.get(row)
+                        })?;
+                }
+                update_row::<Customer, _>(tx, table::CUSTOMER, &keys::customer(w, d, c_id), |row| {
+                    Customer::BALANCE.set(row, Customer::BALANCE.get(row) + amount);
+                    Customer::DELIVERY_CNT.set(row, Customer::DELIVERY_CNT.get(row) + 1);
+                })?;
+                delivered[d as usize - 1] = o;
             }
             Ok(delivered)
         })?;
         if let Outcome::Committed(delivered) = &outcome {
-            for &(d, o) in delivered {
-                shared.hint(w, d).fetch_max(o + 1, Ordering::AcqRel);
+            for (d, &o) in (1..=DISTRICTS_PER_WAREHOUSE).zip(delivered) {
+                if o != 0 {
+                    shared.hint(w, d).fetch_max(o + 1, Ordering::AcqRel);
+                }
             }
         }
         Ok(summary(DELIVERY, &outcome, attempts))
@@ -341,38 +415,41 @@ impl TpccClient {
         let w = self.home_w;
         let d = self.stock_level_d;
         let threshold: i32 = self.rng.gen_range(10..=20);
+        let items = &mut self.items;
         let (outcome, attempts) = worker.run_pipelined(STOCK_LEVEL as u32, true, |tx| {
-            let district = District::decode(&get_required(tx, table::DISTRICT, &keys::district(w, d), "district")?)?;
-            let next = district.next_o_id;
+            let next = read_row::<District, _>(tx, table::DISTRICT, &keys::district(w, d), |row| {
+                District::NEXT_O_ID.get(row)
+            })?;
             let lower = keys::order(w, d, next.saturating_sub(20));
             let upper = keys::order(w, d, next);
-            let mut items = Vec::with_capacity(300);
-            let mut bad = false;
+            items.clear();
+            let mut bad = None;
             tx.scan_with(
                 table::ORDER_LINE,
-                (Bound::Included(&lower), Bound::Excluded(&upper)),
+                (Bound::Included(&lower[..]), Bound::Excluded(&upper[..])),
                 ScanDirection::Forward,
                 usize::MAX,
-                |_, line| match OrderLine::decode(line) {
-                    Ok(line) => {
-                        items.push(line.i_id);
+                |_, line| match OrderLine::check(line) {
+                    Ok(()) => {
+                        items.push(OrderLine::I_ID.get(line));
                         true
                     }
-                    Err(_) => {
-                        bad = true;
+                    Err(error) => {
+                        bad = Some(error);
                         false
                     }
                 },
             )?;
-            if bad {
-                return Err(corrupt("tpcc: bad order-line row"));
+            if let Some(error) = bad {
+                return Err(error.into());
             }
             items.sort_unstable();
             items.dedup();
             let mut low = 0u32;
-            for item in items {
-                let stock = Stock::decode(&get_required(tx, table::STOCK, &keys::stock(w, item), "stock")?)?;
-                low += (stock.quantity < threshold) as u32;
+            for &item in items.iter() {
+                let quantity =
+                    read_row::<Stock, _>(tx, table::STOCK, &keys::stock(w, item), |row| Stock::QUANTITY.get(row))?;
+                low += (quantity < threshold) as u32;
             }
             Ok(low)
         })?;
@@ -380,34 +457,123 @@ impl TpccClient {
     }
 }
 
-/// The customer chosen by id, or the one at position ceil(n / 2) among
-/// those with the last name sorted by first name (2.5.2.2).
-fn select_customer(tx: &mut Transaction<'_>, w: u32, d: u8, by: CustomerBy) -> Result<(Vec<u8>, Customer), TxError> {
-    match by {
-        CustomerBy::Id(c) => {
-            let key = keys::customer(w, d, c);
-            let customer = Customer::decode(&get_required(tx, table::CUSTOMER, &key, "customer")?)?;
-            Ok((key, customer))
+/// Reads a row that must exist: `read` sees it once its length is checked.
+#[inline]
+fn read_row<T: Row, R>(
+    tx: &mut Transaction<'_>,
+    table: TableId,
+    key: &[u8],
+    read: impl FnOnce(&[u8]) -> R,
+) -> Result<R, TxError> {
+    match tx.get_with(table, key, |row| T::check(row).map(|()| read(row)))? {
+        Some(result) => Ok(result?),
+        None => Err(missing::<T>(key)),
+    }
+}
+
+/// Changes a row that must exist in place: `modify` sees it once its length
+/// is checked (a row of the wrong length is left as it was and the
+/// transaction fails).
+#[inline]
+fn update_row<T: Row, R>(
+    tx: &mut Transaction<'_>,
+    table: TableId,
+    key: &[u8],
+    modify: impl FnOnce(&mut [u8]) -> R,
+) -> Result<R, TxError> {
+    match tx.update_with(table, key, |row| T::check(row).map(|()| modify(row)))? {
+        Some(result) => Ok(result?),
+        None => Err(missing::<T>(key)),
+    }
+}
+
+#[cold]
+fn missing<T: Row>(key: &[u8]) -> TxError {
+    corrupt(format!("tpcc: missing {} row (key {key:02x?})", T::TYPE_NAME))
+}
+
+/// The bounds of the keys starting with `prefix`, given its
+/// [`keys::prefix_end`].
+fn prefix_bounds<'a, const N: usize>(
+    prefix: &'a [u8; N],
+    end: &'a Option<([u8; N], usize)>,
+) -> (Bound<&'a [u8]>, Bound<&'a [u8]>) {
+    let upper = match end {
+        Some((end, len)) => Bound::Excluded(&end[..*len]),
+        None => Bound::Unbounded,
+    };
+    (Bound::Included(&prefix[..]), upper)
+}
+
+/// The customer at position ceil(n / 2) among the `n` customers of district
+/// (w, d) with last name `last`, sorted by first name (2.5.2.2): its key and
+/// id, and `read(its row)`.
+fn customer_by_name<R>(
+    tx: &mut Transaction<'_>,
+    w: u32,
+    d: u8,
+    last: &[u8; 16],
+    read: impl FnOnce(&[u8]) -> R,
+) -> Result<(([u8; 9], u32), R), TxError> {
+    let prefix = keys::customer_name_prefix(w, d, last);
+    // The engine offers secondary scans only as collecting scans; the rows
+    // come back in (last, first) order, as the rule needs.
+    let matches = tx.scan_secondary(
+        table::CUSTOMER,
+        table::CUSTOMER_BY_NAME,
+        prefix_bounds(&prefix, &keys::prefix_end(&prefix)),
+        ScanDirection::Forward,
+        usize::MAX,
+    )?;
+    if matches.is_empty() {
+        return Err(corrupt(format!(
+            "tpcc: no customer named {} in district ({w}, {d})",
+            String::from_utf8_lossy(text(last))
+        )));
+    }
+    let (key, value) = &matches[matches.len().div_ceil(2) - 1];
+    Customer::check(value)?;
+    let key: [u8; 9] = key.as_slice().try_into().map_err(|_| corrupt(format!("tpcc: bad customer key {key:02x?}")))?;
+    let c = keys::customer_id_of(&key).expect("a 9-byte customer key");
+    Ok(((key, c), read(value)))
+}
+
+/// Puts `entry` in front of the text of a zero-padded field, cutting what
+/// no longer fits (C_DATA of a bad-credit customer, 2.5.2.2), in place.
+fn shift_in(field: &mut [u8], entry: &[u8]) {
+    let entry = &entry[..entry.len().min(field.len())];
+    let keep = text(field).len().min(field.len() - entry.len());
+    field.copy_within(0..keep, entry.len());
+    field[..entry.len()].copy_from_slice(entry);
+    field[entry.len() + keep..].fill(0);
+}
+
+/// Formatted text in a fixed buffer: `write!` without allocating; fails
+/// when the text does not fit.
+struct StackText<const N: usize> {
+    bytes: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> StackText<N> {
+    fn new() -> Self {
+        Self { bytes: [0; N], len: 0 }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl<const N: usize> std::fmt::Write for StackText<N> {
+    fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        let end = self.len + text.len();
+        if end > N {
+            return Err(std::fmt::Error);
         }
-        CustomerBy::Name(last) => {
-            let prefix = keys::customer_name_prefix(w, d, &last);
-            let mut upper = Vec::new();
-            let mut matches = tx.scan_secondary(
-                table::CUSTOMER,
-                table::CUSTOMER_BY_NAME,
-                prefix_range(&prefix, &mut upper),
-                ScanDirection::Forward,
-                usize::MAX,
-            )?;
-            if matches.is_empty() {
-                return Err(corrupt(format!(
-                    "tpcc: no customer named {} in district ({w}, {d})",
-                    String::from_utf8_lossy(text(&last))
-                )));
-            }
-            let (key, value) = matches.swap_remove(matches.len().div_ceil(2) - 1);
-            Ok((key, Customer::decode(&value)?))
-        }
+        self.bytes[self.len..end].copy_from_slice(text.as_bytes());
+        self.len = end;
+        Ok(())
     }
 }
 
@@ -419,5 +585,35 @@ impl Client for TpccClient {
     fn run_next(&mut self, worker: &mut Worker) -> Result<TxnSummary, DbError> {
         let type_index = self.next_type();
         self.run_type(worker, type_index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::fixed;
+
+    #[test]
+    fn shift_in_is_entry_then_old_text_cut_to_the_field() {
+        for old_len in [0usize, 3, 480, 495, 500] {
+            let mut field = [0u8; 500];
+            for (index, byte) in field[..old_len].iter_mut().enumerate() {
+                *byte = b'a' + (index % 26) as u8;
+            }
+            let entry = b"12 3 1 3 1 4999.05 ";
+            let mut expected = entry.to_vec();
+            expected.extend_from_slice(text(&field));
+            let expected: [u8; 500] = fixed(&expected);
+            shift_in(&mut field, entry);
+            assert_eq!(field, expected, "old text of {old_len} bytes");
+        }
+    }
+
+    #[test]
+    fn stack_text_formats_and_refuses_overflow() {
+        let mut text = StackText::<8>::new();
+        write!(text, "{} {}", 12, 34).unwrap();
+        assert_eq!(text.as_bytes(), b"12 34");
+        assert!(write!(text, "6789").is_err());
     }
 }

@@ -129,7 +129,7 @@ fn items(rng: &mut impl Rng, first: u32, last: u32, rows: &mut Rows) {
             name: fixed(&a_string(rng, 14, 24)),
             data: data_with_original(rng),
         };
-        rows.push((table::ITEM, keys::item(i), item.encode()));
+        rows.push((table::ITEM, keys::item(i).to_vec(), item.encode()));
     }
 }
 
@@ -138,14 +138,14 @@ fn warehouse(rng: &mut impl Rng, shared: &Shared, w: u32, rows: &mut Rows) {
     let Address { street_1, street_2, city, state, zip } = address(rng);
     let tax = rng.gen_range(0..=2000);
     let row = Warehouse { name, street_1, street_2, city, state, zip, tax, ytd: 30_000_000 };
-    rows.push((table::WAREHOUSE, keys::warehouse(w), row.encode()));
+    rows.push((table::WAREHOUSE, keys::warehouse(w).to_vec(), row.encode()));
     for d in 1..=DISTRICTS_PER_WAREHOUSE {
         let name = fixed(&a_string(rng, 6, 10));
         let Address { street_1, street_2, city, state, zip } = address(rng);
         let tax = rng.gen_range(0..=2000);
         let next_o_id = shared.scale.orders + 1;
         let row = District { name, street_1, street_2, city, state, zip, tax, ytd: 3_000_000, next_o_id };
-        rows.push((table::DISTRICT, keys::district(w, d), row.encode()));
+        rows.push((table::DISTRICT, keys::district(w, d).to_vec(), row.encode()));
     }
 }
 
@@ -161,7 +161,7 @@ fn stock(rng: &mut impl Rng, w: u32, first: u32, last: u32, rows: &mut Rows) {
             dist,
             data: data_with_original(rng),
         };
-        rows.push((table::STOCK, keys::stock(w, i), row.encode()));
+        rows.push((table::STOCK, keys::stock(w, i).to_vec(), row.encode()));
     }
 }
 
@@ -190,7 +190,7 @@ fn customers(rng: &mut impl Rng, shared: &Shared, now: u64, w: u32, d: u8, first
             delivery_cnt: 0,
             data: fixed(&a_string(rng, 300, 500)),
         };
-        rows.push((table::CUSTOMER, keys::customer(w, d, c), customer.encode()));
+        rows.push((table::CUSTOMER, keys::customer(w, d, c).to_vec(), customer.encode()));
         let history = History {
             c_id: c,
             c_d_id: d,
@@ -201,7 +201,7 @@ fn customers(rng: &mut impl Rng, shared: &Shared, now: u64, w: u32, d: u8, first
             amount: 1000,
             data: fixed(&a_string(rng, 12, 24)),
         };
-        rows.push((table::HISTORY, keys::history(w, d, 0, c as u64), history.encode()));
+        rows.push((table::HISTORY, keys::history(w, d, 0, c as u64).to_vec(), history.encode()));
     }
 }
 
@@ -229,7 +229,7 @@ fn orders(
             ol_cnt,
             all_local: 1,
         };
-        rows.push((table::ORDER, keys::order(w, d, o), order.encode()));
+        rows.push((table::ORDER, keys::order(w, d, o).to_vec(), order.encode()));
         for number in 1..=ol_cnt {
             let mut dist_info = [0u8; 24];
             fill_alphanumeric(rng, &mut dist_info);
@@ -241,10 +241,10 @@ fn orders(
                 amount: if is_delivered { 0 } else { rng.gen_range(1..=999_999) },
                 dist_info,
             };
-            rows.push((table::ORDER_LINE, keys::order_line(w, d, o, number), line.encode()));
+            rows.push((table::ORDER_LINE, keys::order_line(w, d, o, number).to_vec(), line.encode()));
         }
         if !is_delivered {
-            rows.push((table::NEW_ORDER, keys::new_order(w, d, o), NEW_ORDER_VALUE.to_vec()));
+            rows.push((table::NEW_ORDER, keys::new_order(w, d, o).to_vec(), NEW_ORDER_VALUE.to_vec()));
         }
     }
 }

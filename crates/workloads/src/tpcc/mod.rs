@@ -1,6 +1,13 @@
 //! TPC-C (standard specification v5.11): the nine tables, the population
 //! of clause 4.3 scaled by warehouses, the five transactions in the
-//! standard mix, and consistency conditions 1-6 of clause 3.3.2.
+//! standard mix (or another [`TpccMix`], reported as non-standard), and
+//! consistency conditions 1-6 of clause 3.3.2.
+//!
+//! WAREHOUSE, DISTRICT, CUSTOMER, HISTORY, ITEM and STOCK are only read and
+//! written by key, so they are hash tables; NEW-ORDER, ORDER and ORDER-LINE,
+//! which the transactions range-scan, are ordered. Code that must visit a
+//! hash table whole (the check's cardinalities) uses
+//! `Database::for_each_row`.
 //!
 //! Keys are big-endian composites built with [`KeyBuilder`](pmtx_engine::KeyBuilder) (warehouse ids
 //! `u32`, district ids `u8`, customer/order ids `u32`, order-line numbers
@@ -56,6 +63,107 @@ pub const DELIVERY: usize = 3;
 /// Type index of StockLevel.
 pub const STOCK_LEVEL: usize = 4;
 
+/// A TPC-C transaction mix: one weight per type, in the order of
+/// [`TRANSACTION_TYPES`]; a type of weight 0 never runs. Anything but the
+/// proportions of [`MIX`] is a **non-standard** mix (e.g. the NewOrder +
+/// Payment mix other papers report), which benchmark reports must say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TpccMix(pub [u32; 5]);
+
+impl Default for TpccMix {
+    fn default() -> Self {
+        Self(MIX)
+    }
+}
+
+impl TpccMix {
+    /// Largest weight accepted (keeps the total far from overflowing).
+    pub const MAX_WEIGHT: u32 = 1_000_000;
+
+    /// A mix of these weights: at least one positive, none above
+    /// [`TpccMix::MAX_WEIGHT`].
+    pub fn new(weights: [u32; 5]) -> Result<Self, WorkloadError> {
+        if weights.iter().all(|&weight| weight == 0) {
+            return Err(WorkloadError::InvalidOption("tpcc: the transaction mix needs a positive weight".into()));
+        }
+        if let Some(position) = weights.iter().position(|&weight| weight > Self::MAX_WEIGHT) {
+            return Err(WorkloadError::InvalidOption(format!(
+                "tpcc: weight {} of {} is above {}",
+                weights[position],
+                TRANSACTION_TYPES[position],
+                Self::MAX_WEIGHT
+            )));
+        }
+        Ok(Self(weights))
+    }
+
+    /// Parses `type=weight,...`, e.g. `new_order=50,payment=50`: a non-empty
+    /// list of distinct names of [`TRANSACTION_TYPES`], each with a positive
+    /// integer weight; types not listed never run.
+    pub fn parse(text: &str) -> Result<Self, WorkloadError> {
+        let invalid = |message: String| {
+            Err(WorkloadError::InvalidOption(format!(
+                "invalid TPC-C mix {text:?}: {message} (expected TYPE=WEIGHT,... with TYPE one of {} and WEIGHT a \
+                 positive integer, e.g. new_order=50,payment=50)",
+                TRANSACTION_TYPES.join(", ")
+            )))
+        };
+        let mut weights = [0u32; 5];
+        let mut given = [false; 5];
+        if text.trim().is_empty() {
+            return invalid("it is empty".into());
+        }
+        for entry in text.split(',') {
+            let Some((name, weight)) = entry.split_once('=') else {
+                return invalid(format!("{:?} is not TYPE=WEIGHT", entry.trim()));
+            };
+            let name = name.trim();
+            let Some(position) = TRANSACTION_TYPES.iter().position(|known| known.eq_ignore_ascii_case(name)) else {
+                return invalid(format!("unknown transaction type {name:?}"));
+            };
+            if given[position] {
+                return invalid(format!("{} is given twice", TRANSACTION_TYPES[position]));
+            }
+            given[position] = true;
+            let weight = match weight.trim().parse::<u32>() {
+                Ok(weight) if (1..=Self::MAX_WEIGHT).contains(&weight) => weight,
+                _ => {
+                    return invalid(format!(
+                        "the weight of {} must be an integer from 1 to {}, not {:?}",
+                        TRANSACTION_TYPES[position],
+                        Self::MAX_WEIGHT,
+                        weight.trim()
+                    ))
+                }
+            };
+            weights[position] = weight;
+        }
+        Self::new(weights)
+    }
+
+    /// Whether the weights are in the proportions of the standard mix.
+    pub fn is_standard(&self) -> bool {
+        let (total, standard_total): (u64, u64) =
+            (self.0.iter().map(|&w| w as u64).sum(), MIX.iter().map(|&w| w as u64).sum());
+        self.0.iter().zip(MIX).all(|(&weight, standard)| weight as u64 * standard_total == standard as u64 * total)
+    }
+
+    /// (type name, weight) of the types that run.
+    pub fn entries(&self) -> impl Iterator<Item = (&'static str, u32)> + '_ {
+        TRANSACTION_TYPES.iter().zip(self.0).filter(|(_, weight)| *weight > 0).map(|(name, weight)| (*name, weight))
+    }
+}
+
+impl std::fmt::Display for TpccMix {
+    /// `new_order=50,payment=50` (what [`TpccMix::parse`] reads).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (index, (name, weight)) in self.entries().enumerate() {
+            write!(f, "{}{name}={weight}", if index == 0 { "" } else { "," })?;
+        }
+        Ok(())
+    }
+}
+
 /// Table ids: positions in [`Tpcc::tables`](crate::Workload::tables).
 pub mod table {
     use pmtx_engine::TableId;
@@ -86,54 +194,73 @@ pub mod table {
     pub const ORDER_BY_CUSTOMER: u32 = 0;
 }
 
-/// Key encodings (big-endian composites).
+/// Key encodings (big-endian composites), as fixed-size arrays so that
+/// transactions build keys on the stack.
 pub mod keys {
-    use pmtx_engine::KeyBuilder;
+    /// Big-endian bytes of `parts` laid end to end into an `N`-byte key.
+    macro_rules! key {
+        ($n:expr; $($part:expr),*) => {{
+            let mut key = [0u8; $n];
+            let mut at = 0;
+            $(
+                let bytes = $part.to_be_bytes();
+                key[at..at + bytes.len()].copy_from_slice(&bytes);
+                at += bytes.len();
+            )*
+            debug_assert_eq!(at, $n);
+            key
+        }};
+    }
 
     /// WAREHOUSE key.
-    pub fn warehouse(w: u32) -> Vec<u8> {
-        KeyBuilder::new().u32(w).build()
+    pub fn warehouse(w: u32) -> [u8; 4] {
+        key!(4; w)
     }
     /// DISTRICT key; also the prefix of every per-district key.
-    pub fn district(w: u32, d: u8) -> Vec<u8> {
-        KeyBuilder::new().u32(w).u8(d).build()
+    pub fn district(w: u32, d: u8) -> [u8; 5] {
+        key!(5; w, d)
     }
     /// CUSTOMER key.
-    pub fn customer(w: u32, d: u8, c: u32) -> Vec<u8> {
-        KeyBuilder::new().u32(w).u8(d).u32(c).build()
+    pub fn customer(w: u32, d: u8, c: u32) -> [u8; 9] {
+        key!(9; w, d, c)
     }
-    /// Prefix of the customer-by-name secondary keys of a last name.
-    pub fn customer_name_prefix(w: u32, d: u8, last: &[u8]) -> Vec<u8> {
-        KeyBuilder::new().u32(w).u8(d).fixed(last, 16).build()
+    /// Prefix of the customer-by-name secondary keys of a last name (cut or
+    /// zero-padded to 16 bytes, so it compares like its text).
+    pub fn customer_name_prefix(w: u32, d: u8, last: &[u8]) -> [u8; 21] {
+        let mut key = [0u8; 21];
+        key[..5].copy_from_slice(&district(w, d));
+        let take = last.len().min(16);
+        key[5..5 + take].copy_from_slice(&last[..take]);
+        key
     }
     /// HISTORY key: `origin` 0 for loaded rows (sequence = customer id),
     /// worker index + 1 for rows of Payment.
-    pub fn history(w: u32, d: u8, origin: u32, sequence: u64) -> Vec<u8> {
-        KeyBuilder::new().u32(w).u8(d).u32(origin).u64(sequence).build()
+    pub fn history(w: u32, d: u8, origin: u32, sequence: u64) -> [u8; 17] {
+        key!(17; w, d, origin, sequence)
     }
     /// NEW-ORDER key.
-    pub fn new_order(w: u32, d: u8, o: u32) -> Vec<u8> {
-        KeyBuilder::new().u32(w).u8(d).u32(o).build()
+    pub fn new_order(w: u32, d: u8, o: u32) -> [u8; 9] {
+        key!(9; w, d, o)
     }
     /// ORDER key; also the prefix of the order's lines.
-    pub fn order(w: u32, d: u8, o: u32) -> Vec<u8> {
-        KeyBuilder::new().u32(w).u8(d).u32(o).build()
+    pub fn order(w: u32, d: u8, o: u32) -> [u8; 9] {
+        key!(9; w, d, o)
     }
     /// Prefix of the order-by-customer secondary keys of a customer.
-    pub fn order_customer_prefix(w: u32, d: u8, c: u32) -> Vec<u8> {
-        KeyBuilder::new().u32(w).u8(d).u32(c).build()
+    pub fn order_customer_prefix(w: u32, d: u8, c: u32) -> [u8; 9] {
+        key!(9; w, d, c)
     }
     /// ORDER-LINE key.
-    pub fn order_line(w: u32, d: u8, o: u32, number: u8) -> Vec<u8> {
-        KeyBuilder::new().u32(w).u8(d).u32(o).u8(number).build()
+    pub fn order_line(w: u32, d: u8, o: u32, number: u8) -> [u8; 10] {
+        key!(10; w, d, o, number)
     }
     /// ITEM key.
-    pub fn item(i: u32) -> Vec<u8> {
-        KeyBuilder::new().u32(i).build()
+    pub fn item(i: u32) -> [u8; 4] {
+        key!(4; i)
     }
     /// STOCK key.
-    pub fn stock(w: u32, i: u32) -> Vec<u8> {
-        KeyBuilder::new().u32(w).u32(i).build()
+    pub fn stock(w: u32, i: u32) -> [u8; 8] {
+        key!(8; w, i)
     }
     /// The order id of a NEW-ORDER, ORDER or ORDER-LINE key.
     pub fn order_id_of(key: &[u8]) -> Option<u32> {
@@ -142,6 +269,28 @@ pub mod keys {
     /// The (w, d) of any per-district key.
     pub fn district_of(key: &[u8]) -> Option<(u32, u8)> {
         Some((u32::from_be_bytes(key.get(0..4)?.try_into().ok()?), *key.get(4)?))
+    }
+    /// The customer id of a CUSTOMER key.
+    pub fn customer_id_of(key: &[u8]) -> Option<u32> {
+        order_id_of(key)
+    }
+
+    /// The exclusive upper bound of the keys that start with `prefix`, as
+    /// `pmtx_engine::prefix_range` computes it but on the stack: the
+    /// prefix without its trailing 0xFF bytes, last byte incremented, and
+    /// its length (`None` if every byte is 0xFF: no upper bound).
+    pub fn prefix_end<const N: usize>(prefix: &[u8; N]) -> Option<([u8; N], usize)> {
+        let mut end = *prefix;
+        let mut len = N;
+        while len > 0 {
+            if end[len - 1] == 0xFF {
+                len -= 1;
+            } else {
+                end[len - 1] += 1;
+                return Some((end, len));
+            }
+        }
+        None
     }
 }
 
@@ -252,6 +401,7 @@ pub(crate) struct Shared {
     pub(crate) constants: TpccConstants,
     pub(crate) load_seed: u64,
     pub(crate) mix: Mix,
+    pub(crate) mix_weights: [u32; 5],
     /// Per (w, d): every new-order row below this id is gone for good.
     pub(crate) delivery_hints: Vec<AtomicU32>,
 }
@@ -288,6 +438,7 @@ impl Tpcc {
                 options.customers_per_district
             )));
         }
+        TpccMix::new(options.tpcc_mix)?;
         let customers = options.customers_per_district;
         let new_orders = (customers as u64 * 900 / 3000) as u32;
         let scale = TpccScale {
@@ -303,7 +454,8 @@ impl Tpcc {
                 scale,
                 constants: TpccConstants::from_seed(options.load_seed),
                 load_seed: options.load_seed,
-                mix: Mix::new(&MIX),
+                mix: Mix::new(&options.tpcc_mix),
+                mix_weights: options.tpcc_mix,
                 delivery_hints: hints.collect(),
             }),
         })
@@ -312,6 +464,11 @@ impl Tpcc {
     /// The scale.
     pub fn scale(&self) -> TpccScale {
         self.shared.scale
+    }
+
+    /// The transaction mix the clients draw from.
+    pub fn mix(&self) -> TpccMix {
+        TpccMix(self.shared.mix_weights)
     }
 
     /// The NURand constants.
@@ -332,20 +489,23 @@ impl Workload for Tpcc {
 
     fn tables(&self) -> Vec<TableSchema> {
         use rows::*;
+        // Tables only read and written by key are hash tables (one probe,
+        // no tree descent); the three tables the transactions range-scan
+        // (NEW-ORDER, ORDER, ORDER-LINE) stay ordered.
         vec![
-            TableSchema::ordered(table::NAMES[0]).max_value_len(Warehouse::LEN),
-            TableSchema::ordered(table::NAMES[1]).max_value_len(District::LEN),
-            TableSchema::ordered(table::NAMES[2])
+            TableSchema::hashed(table::NAMES[0]).max_value_len(Warehouse::LEN),
+            TableSchema::hashed(table::NAMES[1]).max_value_len(District::LEN),
+            TableSchema::hashed(table::NAMES[2])
                 .max_value_len(Customer::LEN)
                 .secondary("customer_by_name", customer_by_name),
-            TableSchema::ordered(table::NAMES[3]).max_value_len(History::LEN),
+            TableSchema::hashed(table::NAMES[3]).max_value_len(History::LEN),
             TableSchema::ordered(table::NAMES[4]).max_value_len(1),
             TableSchema::ordered(table::NAMES[5])
                 .max_value_len(Order::LEN)
                 .secondary("order_by_customer", order_by_customer),
             TableSchema::ordered(table::NAMES[6]).max_value_len(OrderLine::LEN),
-            TableSchema::ordered(table::NAMES[7]).max_value_len(Item::LEN),
-            TableSchema::ordered(table::NAMES[8]).max_value_len(Stock::LEN),
+            TableSchema::hashed(table::NAMES[7]).max_value_len(Item::LEN),
+            TableSchema::hashed(table::NAMES[8]).max_value_len(Stock::LEN),
         ]
     }
 
