@@ -169,6 +169,12 @@ pub fn write_checkpoint<B: PmBackend>(
                 failure = Some(DbError::Corrupt("a record stayed locked during the checkpoint".into()));
                 return;
             };
+            if snapshot.word == record::REMOVED {
+                // Unlinked by reclamation after the scan read its leaf: an
+                // absent row whose delete is durable (reclamation waits for
+                // that), with no TID of its own.
+                return;
+            }
             // A deleted row is left out, but its delete counts for the
             // epoch the log must be durable up to before the checkpoint
             // becomes current: else a checkpoint taken right after a

@@ -209,6 +209,10 @@ impl<B: PmBackend> GroupCommitLog<B> {
     /// the ticker could wait forever. Driving an epoch here is the ticker's
     /// own step; `flush_lock` serialises it with the ticker.
     fn wait_durable_epoch(&self, epoch: u64) -> DbResult<()> {
+        // Only epochs that exist can become durable: a larger one would
+        // drive the epoch forever (a caller bug, e.g. a marker TID taken for
+        // a commit's).
+        debug_assert!(epoch <= self.epochs().global(), "waiting for epoch {epoch} beyond the global epoch");
         while self.epochs().durable() < epoch {
             if self.closed.load(Ordering::SeqCst) && !self.self_driving.load(Ordering::SeqCst) {
                 return Err(DbError::Poisoned("database closed while waiting for durability".into()));

@@ -168,8 +168,17 @@ fn ticker_loop<L: EnginePolicy>(
     interval: Duration,
     counters: BackgroundCounters,
 ) {
+    // Short sleeps, so a close or crash never waits a whole (possibly long)
+    // epoch for this thread.
+    let step = interval.min(Duration::from_millis(5));
+    let mut waited = Duration::ZERO;
     while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(interval);
+        std::thread::sleep(step);
+        waited += step;
+        if waited < interval {
+            continue;
+        }
+        waited = Duration::ZERO;
         counted(&counters, || {
             shared.epochs.advance();
             shared.log.on_epoch();
