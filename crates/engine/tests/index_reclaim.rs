@@ -76,7 +76,7 @@ fn queue_soak(cap: usize, long: bool) {
             let head = i - WINDOW;
             assert_eq!(index.remove(&qkey(head, long)), Some(head));
         }
-        if i % 997 == 0 {
+        if i.is_multiple_of(997) {
             max_nodes = max_nodes.max(index.node_count());
             assert!(
                 index.node_count() <= bound,
@@ -150,7 +150,7 @@ fn concurrent_queue_soak_keeps_node_count_bounded() {
             assert_eq!(k, qkey(consumed, long));
             assert!(index.remove_if(&k, v));
             consumed += 1;
-            if consumed % 1000 == 0 {
+            if consumed.is_multiple_of(1000) {
                 assert!(index.node_count() <= bound, "cap {cap}: {} nodes (bound {bound})", index.node_count());
             }
         }
@@ -338,7 +338,7 @@ fn scans_stay_consistent_while_leaves_are_unlinked_and_reused() {
         };
         const SPACE: u64 = 4000;
         // Every 50th key is stable: present throughout.
-        let stable = |i: u64| i % 50 == 0;
+        let stable = |i: u64| i.is_multiple_of(50);
         for i in (0..SPACE).filter(|&i| stable(i)) {
             index.insert(&key(i), i).unwrap();
         }
