@@ -93,6 +93,9 @@ enum Op {
     /// Remove every present key in the range (empties whole leaves).
     RemoveRange(Bound<Vec<u8>>, Bound<Vec<u8>>),
     Scan(Bound<Vec<u8>>, Bound<Vec<u8>>, bool, usize),
+    /// Turn unlinking of emptied leaves off (as if every attempt lost its
+    /// race, leaving empty leaves behind) or back on.
+    SetUnlinking(bool),
 }
 
 fn ops_over(keys: BoxedStrategy<Vec<u8>>, bounds: BoxedStrategy<Bound<Vec<u8>>>) -> impl Strategy<Value = Op> {
@@ -105,6 +108,7 @@ fn ops_over(keys: BoxedStrategy<Vec<u8>>, bounds: BoxedStrategy<Bound<Vec<u8>>>)
         1 => (bounds.clone(), bounds.clone()).prop_map(|(s, e)| Op::RemoveRange(s, e)),
         2 => (bounds.clone(), bounds, any::<bool>(), 0usize..40)
             .prop_map(|(s, e, fwd, lim)| Op::Scan(s, e, fwd, lim)),
+        1 => any::<bool>().prop_map(Op::SetUnlinking),
     ]
 }
 
@@ -228,6 +232,7 @@ fn check_ops(index: &OrderedIndex, ops: &[Op]) -> Result<(), TestCaseError> {
                     }
                 }
             }
+            Op::SetUnlinking(on) => index.set_unlinking(*on),
             Op::Scan(s, e, fwd, limit) => {
                 let (s, e) = (as_ref(s), as_ref(e));
                 let dir = if *fwd { ScanDirection::Forward } else { ScanDirection::Reverse };
@@ -414,7 +419,7 @@ proptest! {
                 }
                 Op::Remove(k) => prop_assert_eq!(index.remove(k), model.remove(k)),
                 // Ordered-index-only operations.
-                Op::RemoveIf(..) | Op::RemoveRange(..) => {}
+                Op::RemoveIf(..) | Op::RemoveRange(..) | Op::SetUnlinking(_) => {}
                 Op::Scan(..) => {
                     let mut all = HashMap::new();
                     index.for_each(|k, v| { all.insert(k.to_vec(), v); });

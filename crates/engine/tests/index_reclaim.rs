@@ -421,3 +421,142 @@ fn scans_stay_consistent_while_leaves_are_unlinked_and_reused() {
         assert!(live <= 8 * index.len() + 16, "cap {cap}: {live} live nodes for {} keys", index.len());
     }
 }
+
+/// The keys of `index`, grouped by the leaf holding them, in key order
+/// (quiescent).
+fn keys_by_leaf(index: &OrderedIndex) -> Vec<(LeafRef, Vec<Vec<u8>>)> {
+    let (all, _) = index.scan_collect((Bound::Unbounded, Bound::Unbounded), ScanDirection::Forward, usize::MAX);
+    let mut groups: Vec<(LeafRef, Vec<Vec<u8>>)> = Vec::new();
+    for (k, _) in all {
+        let (_, ls) = index.scan_collect((Bound::Included(&k[..]), Bound::Included(&k[..])), ScanDirection::Forward, 1);
+        match groups.last_mut() {
+            Some((l, ks)) if *l == ls[0].0 => ks.push(k),
+            _ => groups.push((ls[0].0, vec![k])),
+        }
+    }
+    groups
+}
+
+/// An empty leaf left behind by an unlink that lost its race is reported by
+/// scans like any leaf; when a later operation unlinks it, the version the
+/// scan recorded must stop validating, or an insert into its former range
+/// (now a neighbour's) would go unnoticed.
+#[test]
+fn late_unlink_of_a_reported_empty_leaf_is_detected() {
+    let index = index(8, 4);
+    for i in 0u64..60 {
+        index.insert(&(i * 10).to_be_bytes(), i).unwrap();
+    }
+    let groups = keys_by_leaf(&index);
+    let (_, victim) = &groups[groups.len() / 2];
+    let first = u64::from_be_bytes(victim[0].clone().try_into().unwrap());
+    let last = u64::from_be_bytes(victim.last().unwrap().clone().try_into().unwrap());
+    index.set_unlinking(false);
+    for k in victim {
+        index.remove(k).unwrap();
+    }
+    index.check_invariants().unwrap();
+    let (lo, hi) = ((first + 1).to_be_bytes(), (last.max(first + 2) - 1).to_be_bytes());
+    let range = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));
+    let (got, leaves) = index.scan_collect(range, ScanDirection::Forward, 10);
+    assert!(got.is_empty());
+    assert_eq!(leaves.len(), 1, "the empty leaf alone covers the range");
+    // Other operations pass over the empty leaf correctly.
+    assert_eq!(index.get(&lo), None);
+    assert_eq!(index.remove(&lo), None);
+    assert_eq!(empty_leaves_in_full_scan(&index), 1);
+    // The next operation that meets it unlinks it.
+    index.set_unlinking(true);
+    let free_before = index.free_node_count();
+    assert_eq!(index.remove(&lo), None);
+    assert!(index.free_node_count() > free_before, "empty leaf not unlinked by a later remove");
+    assert_eq!(empty_leaves_in_full_scan(&index), 0);
+    index.check_invariants().unwrap();
+    assert!(leaves.iter().any(|&(l, v)| !index.validate_leaf(l, v)), "unlink did not change the reported leaf");
+    index.insert(&lo, 1).unwrap();
+    assert!(leaves.iter().any(|&(l, v)| !index.validate_leaf(l, v)));
+    index.check_invariants().unwrap();
+}
+
+/// Scans meeting leftover empty leaves unlink them before reporting, so a
+/// scan after a burst of lost races reports only leaves with keys.
+#[test]
+fn scans_unlink_leftover_empty_leaves() {
+    let index = index(8, 4);
+    for i in 0u64..200 {
+        index.insert(&i.to_be_bytes(), i).unwrap();
+    }
+    index.set_unlinking(false);
+    for i in 20u64..180 {
+        index.remove(&i.to_be_bytes()).unwrap();
+    }
+    assert!(empty_leaves_in_full_scan(&index) > 10);
+    index.check_invariants().unwrap();
+    index.set_unlinking(true);
+    let nodes = index.node_count() - index.free_node_count();
+    assert_eq!(empty_leaves_in_full_scan(&index), 0);
+    assert!(index.node_count() - index.free_node_count() < nodes);
+    index.check_invariants().unwrap();
+    let (all, _) = index.scan_collect((Bound::Unbounded, Bound::Unbounded), ScanDirection::Reverse, usize::MAX);
+    let want: Vec<u64> = (0..20).chain(180..200).rev().collect();
+    assert_eq!(all.iter().map(|e| e.1).collect::<Vec<_>>(), want);
+}
+
+/// A scan's callbacks may change the index.  Emptying the next leaf from a
+/// callback unlinks it and widens the current leaf's range, so the scan's
+/// next descent lands in the leaf it just read: it must not deliver that
+/// leaf's keys twice (forward and reverse).
+#[test]
+fn scan_does_not_repeat_keys_when_a_callback_widens_the_current_leaf() {
+    for forward in [true, false] {
+        let index = index(8, 4);
+        for i in 0u64..40 {
+            index.insert(&i.to_be_bytes(), i).unwrap();
+        }
+        let groups = keys_by_leaf(&index);
+        // Forward: read leaf 0, empty leaf 1 (its right sibling, whose range
+        // goes to leaf 0).  Reverse: read leaf 1, empty leaf 0 (its left
+        // sibling, the first child, whose range goes to leaf 1).
+        let (read, doomed) = if forward { (0, 1) } else { (1, 0) };
+        let doomed_keys = groups[doomed].1.clone();
+        let end_of_read = groups[read].1.last().unwrap().clone();
+        let mut emptied = false;
+        let mut got = Vec::new();
+        let range = if forward {
+            (Bound::Unbounded, Bound::Unbounded)
+        } else {
+            (Bound::Unbounded, Bound::Included(&end_of_read[..]))
+        };
+        let dir = if forward { ScanDirection::Forward } else { ScanDirection::Reverse };
+        let mut first_leaf = true;
+        index.scan(
+            range,
+            dir,
+            usize::MAX,
+            |k, _| {
+                got.push(k.to_vec());
+                true
+            },
+            |_, _| {
+                if first_leaf {
+                    first_leaf = false;
+                    for k in &doomed_keys {
+                        index.remove(k).unwrap();
+                    }
+                    emptied = true;
+                }
+            },
+        );
+        assert!(emptied);
+        let mut want: Vec<Vec<u8>> = if forward {
+            (0u64..40).map(|i| i.to_be_bytes().to_vec()).filter(|k| !doomed_keys.contains(k)).collect()
+        } else {
+            groups[read].1.iter().rev().cloned().collect()
+        };
+        if !forward {
+            want.retain(|k| !doomed_keys.contains(k));
+        }
+        assert_eq!(got, want, "forward = {forward}");
+        index.check_invariants().unwrap();
+    }
+}

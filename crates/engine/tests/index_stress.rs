@@ -142,7 +142,7 @@ fn ordered_runs_unlink_and_reuse_nodes() {
         let key = move |n: u64| {
             let mut k = if long { b"stress/runs/".to_vec() } else { Vec::new() };
             k.extend_from_slice(&n.to_be_bytes());
-            if long && n % 3 == 0 {
+            if long && n.is_multiple_of(3) {
                 k.extend_from_slice(b"/with-a-longer-tail");
             }
             k

@@ -145,7 +145,7 @@
 
 use std::cmp::Ordering as CmpOrdering;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_epoch::{self as epoch, Guard};
 use parking_lot::Mutex;
@@ -444,18 +444,22 @@ enum Target<'k> {
     Below(SearchKey<'k>),
 }
 
-/// What a descent may change on its way down.
+/// What a descent may change on its way down, and what it reports.
 #[derive(Clone, Copy)]
 struct Descent {
     /// Split full inner nodes (eager mode of inserts).
     split_full: bool,
     /// Replace a root that has no key by its only child.
     collapse_root: bool,
+    /// Report the leaf's fence keys (only scans need them; reading them
+    /// touches cache lines a point lookup would not).
+    fences: bool,
 }
 
-const READ: Descent = Descent { split_full: false, collapse_root: false };
-const WRITE: Descent = Descent { split_full: false, collapse_root: true };
-const WRITE_EAGER: Descent = Descent { split_full: true, collapse_root: true };
+const READ: Descent = Descent { split_full: false, collapse_root: false, fences: false };
+const SCAN: Descent = Descent { split_full: false, collapse_root: false, fences: true };
+const WRITE: Descent = Descent { split_full: false, collapse_root: true, fences: false };
+const WRITE_EAGER: Descent = Descent { split_full: true, collapse_root: true, fences: false };
 
 /// An inner node on a descent path, read-locked at `version`, with its key
 /// count at that version and the child position the descent took.
@@ -506,8 +510,9 @@ impl<'a, W: AtomicWord> Path<'a, W> {
 }
 
 /// A leaf reached by a descent, read-locked at `version`, with its parent
-/// (if any) and the key range `[low, high)` it was responsible for at that
-/// version (`None` = unbounded).
+/// (if any) and, if the descent was asked for them, the key range
+/// `[low, high)` it was responsible for at that version (`None` =
+/// unbounded).
 struct LeafPos<'a, W: AtomicWord> {
     node: &'a Node<W>,
     version: u64,
@@ -549,6 +554,9 @@ pub struct OrderedIndex<W: AtomicWord = AtomicU64> {
     /// on `W` (so a model checker cannot preempt a holder).
     free_leaves: Mutex<Vec<u64>>,
     free_inners: Mutex<Vec<u64>>,
+    /// Cleared only by tests, to leave emptied leaves behind as if every
+    /// unlink attempt had lost its race.
+    unlinking: AtomicBool,
 }
 
 impl OrderedIndex<AtomicU64> {
@@ -606,6 +614,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
             nodes_allocated: AtomicUsize::new(1),
             free_leaves: Mutex::new(Vec::new()),
             free_inners: Mutex::new(Vec::new()),
+            unlinking: AtomicBool::new(true),
         }
     }
 
@@ -765,7 +774,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
                 return Err(Restart);
             }
             if mode.split_full && n >= self.cap {
-                self.split(node, v, parent)?;
+                self.split(node, v, parent, None)?;
                 return Err(Restart);
             }
             let idx = match target {
@@ -774,8 +783,14 @@ impl<W: AtomicWord> OrderedIndex<W> {
                 Target::Key(k) => node.upper_bound(n, &k, g)?,
                 Target::Below(k) => node.lower_bound(n, &k, g)?.0,
             };
-            let child_low = if idx > 0 { Some(node.key_words(idx - 1)) } else { low };
-            let child_high = if idx < n { Some(node.key_words(idx)) } else { high };
+            let (child_low, child_high) = if mode.fences {
+                (
+                    if idx > 0 { Some(node.key_words(idx - 1)) } else { low },
+                    if idx < n { Some(node.key_words(idx)) } else { high },
+                )
+            } else {
+                (None, None)
+            };
             let child = node.child(idx)?;
             let cv = child.lock.read_lock()?;
             // Lock coupling: validating the parent after reading the child's
@@ -817,9 +832,17 @@ impl<W: AtomicWord> OrderedIndex<W> {
     // ------------------------------------------------------------------
 
     /// Splits `node` (read at version `v`), whose parent is `parent` (`None` =
-    /// `node` is the root).  The parent must have room.  Always ends with the
-    /// locks released; the caller restarts its operation afterwards.
-    fn split(&self, node: &Node<W>, v: u64, parent: Option<PathEntry<'_, W>>) -> Result<(), Restart> {
+    /// `node` is the root).  The parent must have room.  `insert_at` is the
+    /// position at which the insert that needs the split will put its key
+    /// into the leaf `node`.  Always ends with the locks released; the caller
+    /// restarts its operation afterwards.
+    fn split(
+        &self,
+        node: &Node<W>,
+        v: u64,
+        parent: Option<PathEntry<'_, W>>,
+        insert_at: Option<usize>,
+    ) -> Result<(), Restart> {
         let _pg = match parent {
             Some(p) => Some(WriteGuard::upgrade(&p.node.lock, p.version)?),
             None => None,
@@ -839,7 +862,16 @@ impl<W: AtomicWord> OrderedIndex<W> {
         }
         let n = node.count.load(Ordering::Acquire) as usize;
         debug_assert!(n >= 2 && n <= self.cap);
-        let mid = n / 2;
+        // Keys inserted in ascending (descending) order arrive at the end
+        // (start) of their leaf, and nothing more will arrive in the part of
+        // the leaf they leave behind: split off just the last (first) key so
+        // that the leaves stay full instead of half full.  Other inserts
+        // split in the middle.
+        let mid = match insert_at {
+            Some(i) if i >= n => n - 1,
+            Some(0) => 1,
+            _ => n / 2,
+        };
         let right = self.alloc_node(node.is_leaf);
         let sep;
         if node.is_leaf {
@@ -994,7 +1026,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
                 *eager = true;
                 return Err(Restart);
             }
-            self.split(leaf, v, pos.parent)?;
+            self.split(leaf, v, pos.parent, Some(i))?;
             return Err(Restart);
         }
         let _wg = WriteGuard::upgrade(&leaf.lock, v)?;
@@ -1122,6 +1154,9 @@ impl<W: AtomicWord> OrderedIndex<W> {
     /// the root, unlinks it.  Makes at most `UNLINK_ATTEMPTS` attempts and
     /// never waits.  Returns whether it unlinked a leaf.
     fn unlink_empty_leaf(&self, target: Target<'_>, g: &Guard) -> bool {
+        if !self.unlinking.load(Ordering::Relaxed) {
+            return false;
+        }
         let mut path = Path::new();
         for _ in 0..UNLINK_ATTEMPTS {
             let attempt = (|| {
@@ -1272,6 +1307,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
         let mut cursor: Option<KeyWords> = None;
         let mut entries: Vec<(KeyWords, u64)> = Vec::with_capacity(self.cap);
         let mut visited = 0usize;
+        let mut last_report: Option<(LeafRef, u64)> = None;
         loop {
             // SAFETY (for the `from_words` calls below): `cursor`, `pos.low`
             // and `pos.high` were read from inner nodes under a validated
@@ -1294,7 +1330,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
             };
             let (leaf, version, low, high, is_root, n) = Self::retry(|| {
                 entries.clear();
-                let pos = self.descend(target, READ, None, g)?;
+                let pos = self.descend(target, SCAN, None, g)?;
                 let leaf = pos.node;
                 let n = leaf.count(self.cap);
                 // SAFETY: see above.
@@ -1339,7 +1375,14 @@ impl<W: AtomicWord> OrderedIndex<W> {
                 // unlink just changed.
                 continue;
             }
-            leaf_visit(self.leaf_ref(leaf), version);
+            // After an unlink widened the leaf just read, the next descent
+            // can land in it again at the same version; reporting it twice
+            // in a row would add nothing.
+            let report = (self.leaf_ref(leaf), version);
+            if last_report != Some(report) {
+                leaf_visit(report.0, report.1);
+                last_report = Some(report);
+            }
             let mut buf = [0u8; INLINE_KEY_LEN];
             let mut deliver = |&(w, v): &(KeyWords, u64)| -> bool {
                 // SAFETY: the words come from a validated read of a leaf slot
@@ -1429,6 +1472,16 @@ impl<W: AtomicWord> OrderedIndex<W> {
     // ------------------------------------------------------------------
     // Diagnostics
     // ------------------------------------------------------------------
+
+    /// Test hook: with `false`, removes and scans leave the leaves they
+    /// empty or meet empty in the tree, exactly as when every unlink attempt
+    /// loses its race; with `true` (the default) later operations unlink
+    /// them again.  Lets tests reach the states that otherwise need
+    /// contention.
+    #[doc(hidden)]
+    pub fn set_unlinking(&self, enabled: bool) {
+        self.unlinking.store(enabled, Ordering::Relaxed);
+    }
 
     /// Nodes held by the index: in the tree or on its free lists.  Cheap (one
     /// relaxed load).
