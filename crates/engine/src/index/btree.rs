@@ -248,16 +248,17 @@ struct Node<W: AtomicWord> {
     leaf_version: W,
     /// Immutable after construction, also across unlink and reuse.
     is_leaf: bool,
-    /// Keys, slots `0..count`; the others are empty (all words 0).  The
-    /// three words of a key (see `key.rs`) live in separate arrays so that a
-    /// binary search, which mostly reads only the first word, touches as
-    /// few cache lines as possible.
+    /// First words of keys `0..count` (the others are 0).  A binary search
+    /// mostly reads only these, so they are packed densely: a search of a
+    /// full node touches few cache lines.
     p0: [W; MAX_NODE_CAPACITY],
-    p1: [W; MAX_NODE_CAPACITY],
-    tags: [W; MAX_NODE_CAPACITY],
-    /// Leaves: values (slots `0..count`).  Inner nodes: child node addresses
-    /// (slots `0..=count`).  Unused slots hold 0.
-    slots: [W; MAX_NODE_CAPACITY + 1],
+    /// For each position `i`: the key's second word and tag (see `key.rs`;
+    /// empty slots hold 0) and slot `i`, at `3i`, `3i + 1`, `3i + 2`; slot
+    /// `MAX_NODE_CAPACITY` is the last word.  Slots of leaves hold values
+    /// (`0..count`), slots of inner nodes child addresses (`0..=count`);
+    /// unused slots hold 0.  A comparison that gets past the first word, and
+    /// a lookup that then reads the value, find all three in one line.
+    rest: [W; 3 * MAX_NODE_CAPACITY + 1],
 }
 
 impl<W: AtomicWord> Node<W> {
@@ -268,14 +269,28 @@ impl<W: AtomicWord> Node<W> {
             leaf_version: W::new(0),
             is_leaf,
             p0: std::array::from_fn(|_| W::new(0)),
-            p1: std::array::from_fn(|_| W::new(0)),
-            tags: std::array::from_fn(|_| W::new(0)),
-            slots: std::array::from_fn(|_| W::new(0)),
+            rest: std::array::from_fn(|_| W::new(0)),
         })
     }
 
     fn addr(&self) -> u64 {
         self as *const Self as usize as u64
+    }
+
+    #[inline]
+    fn p1(&self, i: usize) -> &W {
+        &self.rest[3 * i]
+    }
+
+    #[inline]
+    fn tag(&self, i: usize) -> &W {
+        &self.rest[3 * i + 1]
+    }
+
+    /// Slot `i`: a value (leaves) or a child address (inner nodes).
+    #[inline]
+    fn slot(&self, i: usize) -> &W {
+        &self.rest[if i < MAX_NODE_CAPACITY { 3 * i + 2 } else { 3 * MAX_NODE_CAPACITY }]
     }
 
     /// Optimistically read key count, clamped so torn reads stay in bounds.
@@ -289,8 +304,8 @@ impl<W: AtomicWord> Node<W> {
     fn key_words(&self, i: usize) -> KeyWords {
         KeyWords {
             p0: self.p0[i].load(Ordering::Acquire),
-            p1: self.p1[i].load(Ordering::Acquire),
-            tag: self.tags[i].load(Ordering::Acquire),
+            p1: self.p1(i).load(Ordering::Acquire),
+            tag: self.tag(i).load(Ordering::Acquire),
         }
     }
 
@@ -302,10 +317,10 @@ impl<W: AtomicWord> Node<W> {
     fn cmp_key(&self, i: usize, key: &SearchKey<'_>, _g: &Guard) -> Result<CmpOrdering, Restart> {
         // A torn read may mix the words of different keys; the result is then
         // garbage but the read fails validation.
-        if let Some(o) = key.cmp_prefix(self.p0[i].load(Ordering::Acquire), || self.p1[i].load(Ordering::Acquire)) {
+        if let Some(o) = key.cmp_prefix(self.p0[i].load(Ordering::Acquire), || self.p1(i).load(Ordering::Acquire)) {
             return Ok(o);
         }
-        let tag = self.tags[i].load(Ordering::Acquire);
+        let tag = self.tag(i).load(Ordering::Acquire);
         if tag == 0 {
             return Err(Restart);
         }
@@ -323,8 +338,8 @@ impl<W: AtomicWord> Node<W> {
 
     fn set_key(&self, i: usize, w: KeyWords) {
         self.p0[i].store(w.p0, Ordering::Release);
-        self.p1[i].store(w.p1, Ordering::Release);
-        self.tags[i].store(w.tag, Ordering::Release);
+        self.p1(i).store(w.p1, Ordering::Release);
+        self.tag(i).store(w.tag, Ordering::Release);
     }
 
     fn move_key(&self, i: usize, src: &Node<W>, j: usize) {
@@ -332,7 +347,7 @@ impl<W: AtomicWord> Node<W> {
     }
 
     fn move_slot(&self, i: usize, src: &Node<W>, j: usize) {
-        self.slots[i].store(src.slots[j].load(Ordering::Acquire), Ordering::Release);
+        self.slot(i).store(src.slot(j).load(Ordering::Acquire), Ordering::Release);
     }
 
     fn clear_key(&self, i: usize) {
@@ -348,7 +363,7 @@ impl<W: AtomicWord> Node<W> {
     /// Child `i` of an inner node.
     #[inline]
     fn child(&self, i: usize) -> Result<&Node<W>, Restart> {
-        let p = self.slots[i].load(Ordering::Acquire);
+        let p = self.slot(i).load(Ordering::Acquire);
         if p == 0 {
             return Err(Restart);
         }
@@ -819,10 +834,10 @@ impl<W: AtomicWord> OrderedIndex<W> {
         if root.count.load(Ordering::Acquire) != 0 || self.root.load(Ordering::Acquire) != root.addr() {
             return;
         }
-        let child = root.slots[0].load(Ordering::Acquire);
+        let child = root.slot(0).load(Ordering::Acquire);
         debug_assert_ne!(child, 0);
         self.root.store(child, Ordering::Release);
-        root.slots[0].store(0, Ordering::Release);
+        root.slot(0).store(0, Ordering::Release);
         guard.unlock_obsolete();
         self.recycle(root);
     }
@@ -855,7 +870,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
         // the counts and the child position recorded then are exact.
         if let Some(p) = parent {
             debug_assert!(p.count < self.cap, "caller splits a full parent first");
-            debug_assert_eq!(p.node.slots[p.idx].load(Ordering::Acquire), node.addr());
+            debug_assert_eq!(p.node.slot(p.idx).load(Ordering::Acquire), node.addr());
             if p.count >= self.cap {
                 return Err(Restart);
             }
@@ -885,7 +900,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
             right.count.store((n - mid) as u64, Ordering::Release);
             for i in mid..n {
                 node.clear_key(i);
-                node.slots[i].store(0, Ordering::Release);
+                node.slot(i).store(0, Ordering::Release);
             }
         } else {
             // The middle separator moves up; right gets keys mid+1..n and
@@ -900,7 +915,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
             right.count.store((n - mid - 1) as u64, Ordering::Release);
             for i in mid..n {
                 node.clear_key(i);
-                node.slots[i + 1].store(0, Ordering::Release);
+                node.slot(i + 1).store(0, Ordering::Release);
             }
         }
         node.count.store(mid as u64, Ordering::Release);
@@ -917,14 +932,14 @@ impl<W: AtomicWord> OrderedIndex<W> {
                     p.move_slot(i + 1, p, i);
                 }
                 p.set_key(idx, sep);
-                p.slots[idx + 1].store(right_addr, Ordering::Release);
+                p.slot(idx + 1).store(right_addr, Ordering::Release);
                 p.count.store(pn as u64 + 1, Ordering::Release);
             }
             None => {
                 let new_root = self.alloc_node(false);
                 new_root.set_key(0, sep);
-                new_root.slots[0].store(node.addr(), Ordering::Release);
-                new_root.slots[1].store(right_addr, Ordering::Release);
+                new_root.slot(0).store(node.addr(), Ordering::Release);
+                new_root.slot(1).store(right_addr, Ordering::Release);
                 new_root.count.store(1, Ordering::Release);
                 new_root.lock.write_unlock();
                 self.root.store(new_root.addr(), Ordering::Release);
@@ -973,7 +988,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
                 let leaf = pos.node;
                 let n = leaf.count(self.cap);
                 let (i, found) = leaf.lower_bound(n, &sk, g)?;
-                let val = if found { Some(leaf.slots[i].load(Ordering::Acquire)) } else { None };
+                let val = if found { Some(leaf.slot(i).load(Ordering::Acquire)) } else { None };
                 leaf.lock.check(pos.version)?;
                 Ok(val)
             })
@@ -1005,14 +1020,14 @@ impl<W: AtomicWord> OrderedIndex<W> {
         if found {
             return match mode.as_ref() {
                 Some(WriteMode::GetOrInsert(_)) => {
-                    let val = leaf.slots[i].load(Ordering::Acquire);
+                    let val = leaf.slot(i).load(Ordering::Acquire);
                     leaf.lock.check(v)?;
                     Ok(WriteOutcome::Existing(val))
                 }
                 Some(WriteMode::Upsert(new)) => {
                     let _wg = WriteGuard::upgrade(&leaf.lock, v)?;
-                    let old = leaf.slots[i].load(Ordering::Acquire);
-                    leaf.slots[i].store(*new, Ordering::Release);
+                    let old = leaf.slot(i).load(Ordering::Acquire);
+                    leaf.slot(i).store(*new, Ordering::Release);
                     Ok(WriteOutcome::Replaced(old))
                 }
                 None => unreachable!("write mode consumed before completion"),
@@ -1045,7 +1060,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
             leaf.move_slot(j + 1, leaf, j);
         }
         leaf.set_key(i, words);
-        leaf.slots[i].store(value, Ordering::Release);
+        leaf.slot(i).store(value, Ordering::Release);
         leaf.count.store(n as u64 + 1, Ordering::Release);
         self.len.fetch_add(1, Ordering::Relaxed);
         Ok(WriteOutcome::Inserted(
@@ -1114,7 +1129,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
                 let leaf = pos.node;
                 let n = leaf.count(self.cap);
                 let (i, found) = leaf.lower_bound(n, &sk, g)?;
-                if !found || expected.is_some_and(|e| leaf.slots[i].load(Ordering::Acquire) != e) {
+                if !found || expected.is_some_and(|e| leaf.slot(i).load(Ordering::Acquire) != e) {
                     leaf.lock.check(pos.version)?;
                     // An empty non-root leaf here is left over from an unlink
                     // that gave up: try again.
@@ -1123,13 +1138,13 @@ impl<W: AtomicWord> OrderedIndex<W> {
                 let _wg = WriteGuard::upgrade(&leaf.lock, pos.version)?;
                 leaf.bump_leaf_version();
                 let words = leaf.key_words(i);
-                let val = leaf.slots[i].load(Ordering::Acquire);
+                let val = leaf.slot(i).load(Ordering::Acquire);
                 for j in i..n - 1 {
                     leaf.move_key(j, leaf, j + 1);
                     leaf.move_slot(j, leaf, j + 1);
                 }
                 leaf.clear_key(n - 1);
-                leaf.slots[n - 1].store(0, Ordering::Release);
+                leaf.slot(n - 1).store(0, Ordering::Release);
                 leaf.count.store(n as u64 - 1, Ordering::Release);
                 self.len.fetch_sub(1, Ordering::Relaxed);
                 if let Some(blob) = words.blob() {
@@ -1200,7 +1215,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
         let (an, n, idx) = (anchor.node, anchor.count, anchor.idx);
         debug_assert_eq!(leaf.count.load(Ordering::Acquire), 0);
         debug_assert_eq!(
-            an.slots[idx].load(Ordering::Acquire),
+            an.slot(idx).load(Ordering::Acquire),
             if a + 1 < path.len { path.get(a + 1).node.addr() } else { leaf.addr() }
         );
         // The leaf's range moves to a neighbour: a structural change of the
@@ -1219,14 +1234,14 @@ impl<W: AtomicWord> OrderedIndex<W> {
         for j in idx..n {
             an.move_slot(j, an, j + 1);
         }
-        an.slots[n].store(0, Ordering::Release);
+        an.slot(n).store(0, Ordering::Release);
         an.count.store(n as u64 - 1, Ordering::Release);
         if let Some(blob) = removed_sep.blob() {
             self.retire_blob(g, blob);
         }
         for i in a + 1..path.len {
             let node = path.get(i).node;
-            node.slots[0].store(0, Ordering::Release);
+            node.slot(0).store(0, Ordering::Release);
             node.lock.write_unlock_obsolete();
             self.recycle(node);
         }
@@ -1237,8 +1252,8 @@ impl<W: AtomicWord> OrderedIndex<W> {
             // root word still points at the anchor, since changing it needs
             // the anchor's lock.
             debug_assert_eq!(self.root.load(Ordering::Acquire), an.addr());
-            self.root.store(an.slots[0].load(Ordering::Acquire), Ordering::Release);
-            an.slots[0].store(0, Ordering::Release);
+            self.root.store(an.slot(0).load(Ordering::Acquire), Ordering::Release);
+            an.slot(0).store(0, Ordering::Release);
             an.lock.write_unlock_obsolete();
             self.recycle(an);
         } else {
@@ -1363,7 +1378,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
                     (from, to)
                 };
                 for i in from..to.max(from) {
-                    entries.push((leaf.key_words(i), leaf.slots[i].load(Ordering::Acquire)));
+                    entries.push((leaf.key_words(i), leaf.slot(i).load(Ordering::Acquire)));
                 }
                 let lv = leaf.leaf_version.load(Ordering::Acquire);
                 leaf.lock.check(pos.version)?;
@@ -1534,7 +1549,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
                     }
                     if node.count.load(Ordering::Acquire) != 0
                         || (0..MAX_NODE_CAPACITY).any(|i| !node.key_words(i).is_empty())
-                        || node.slots.iter().any(|s| s.load(Ordering::Acquire) != 0)
+                        || (0..=MAX_NODE_CAPACITY).any(|i| node.slot(i).load(Ordering::Acquire) != 0)
                     {
                         return Err(format!("free node {addr:#x} not cleared"));
                     }
@@ -1618,7 +1633,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
         }
         let used_slots = if node.is_leaf { n } else { n + 1 };
         for i in used_slots..=MAX_NODE_CAPACITY {
-            if node.slots[i].load(Ordering::Acquire) != 0 {
+            if node.slot(i).load(Ordering::Acquire) != 0 {
                 return Err(format!("stale slot {i} not cleared"));
             }
         }
@@ -1686,7 +1701,7 @@ impl<W: AtomicWord> Drop for OrderedIndex<W> {
                 }
             }
             if !node.is_leaf {
-                stack.extend((0..=n).map(|i| node.slots[i].load(Ordering::Relaxed)).filter(|&c| c != 0));
+                stack.extend((0..=n).map(|i| node.slot(i).load(Ordering::Relaxed)).filter(|&c| c != 0));
             }
         }
         for list in [&self.free_leaves, &self.free_inners] {
