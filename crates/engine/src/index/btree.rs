@@ -2,8 +2,9 @@
 //!
 //! # Algorithm
 //!
-//! Every node carries a [`VersionLock`].  Readers never write shared memory:
-//! they descend from the root reading each node's version, the node contents
+//! Every node carries a [`VersionLock`].  Readers do not write shared memory
+//! (the one exception: a scan that meets an empty leaf unlinks it): they
+//! descend from the root reading each node's version, the node contents
 //! and then the child's version, and re-validate the parent's version after
 //! reading the child's (lock coupling).  Any failed validation restarts the
 //! operation from the root.  Writers descend the same way and then *upgrade*
@@ -21,6 +22,10 @@
 //!   root splits a new root is installed.  Leaf splits use the shortest
 //!   separator that divides the two halves (a prefix of the right half's
 //!   first key), which keeps separators of long keys short and often inline.
+//!   A leaf split for an insert at the very end (start) of the leaf moves
+//!   only the last (first) key to the new leaf: keys inserted in ascending
+//!   order (TPC-C order lines, queues) then fill their leaves instead of
+//!   leaving every leaf half empty.
 //! * Removes lock the leaf.  A remove that empties a leaf then tries to
 //!   **unlink** it (see "Node reclamation"); so do removes and scans that
 //!   meet an empty leaf left behind by an unlink attempt that gave up.
@@ -33,7 +38,9 @@
 //!   delivers keys inside the fences it observed and beyond the fence it
 //!   came from: an unlink can widen a leaf's range (see below), so the leaf
 //!   reached from a fence may also hold keys that an earlier leaf already
-//!   delivered.
+//!   delivered, and a leaf read through a stale ancestor fence may hold keys
+//!   beyond the fence the scan will continue from.  The next fence is always
+//!   strictly beyond the previous one, so a scan terminates.
 //!
 //! # Keys
 //!
@@ -108,7 +115,8 @@
 //! Overwriting the value of an existing key ([`OrderedIndex::insert`] on a
 //! present key) does not change it.
 //!
-//! [`OrderedIndex::scan`] reports each leaf it read, together with the
+//! [`OrderedIndex::scan`] reports each leaf it read (once, if it reads the
+//! same leaf at the same version twice in a row), together with the
 //! structural version read inside the same validated optimistic section as the
 //! keys it returned from that leaf.  The reported leaves cover the whole key
 //! interval the scan examined (from the start bound up to the last key
@@ -135,9 +143,12 @@
 //! # Limitations
 //!
 //! * Only empty nodes are reclaimed: nodes are not merged, so a leaf with one
-//!   key left keeps a whole node.
+//!   key left keeps a whole node (and a sparse survivor may keep a chain of
+//!   sparse ancestors).
 //! * An unlink that loses a race leaves an empty leaf in place until another
-//!   remove or scan meets it.
+//!   remove or scan meets it.  (`set_unlinking(false)`, a test hook, makes
+//!   every attempt give up, so tests can reach those states without
+//!   contention.)
 //! * A scan is not a snapshot across leaves; serializability comes from the
 //!   leaf-version validation above.
 //! * `get_or_insert_with`'s `make` runs under the leaf's write lock.
