@@ -17,6 +17,7 @@
 //! ```sh
 //! cargo bench -p pmtx-engine --bench index            # N = 1M, 5 rounds
 //! cargo bench -p pmtx-engine --bench index -- 200000 3
+//! cargo bench -p pmtx-engine --bench index -- 1000000 5 24B random
 //! ```
 //!
 //! It uses nothing but the public `OrderedIndex` API, so the same file runs
@@ -135,9 +136,16 @@ fn main() {
         "{:<14} {:>10} {:>10} {:>10}   (N = {n}, median of {rounds})",
         "shape", "bytes/key", "insert ns", "get ns"
     );
+    // Other arguments select the shapes whose name contains all of them
+    // (`9B`, `random`, ...).
+    let filter: Vec<String> =
+        std::env::args().skip(1).filter(|a| a.parse::<usize>().is_err() && !a.starts_with('-')).collect();
     for (len, random_order) in [(9, false), (9, true), (24, false), (24, true)] {
-        let rs: Vec<Round> = (0..rounds).map(|_| round(n, len, random_order)).collect();
         let name = format!("{len}B {}", if random_order { "random" } else { "seq" });
+        if !filter.iter().all(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        let rs: Vec<Round> = (0..rounds).map(|_| round(n, len, random_order)).collect();
         println!(
             "{name:<14} {:>10.1} {:>10.1} {:>10.1}",
             median(rs.iter().map(|r| r.bytes_per_key).collect()),
