@@ -188,10 +188,7 @@ impl<R: RowKind> Table<R> {
         debug_assert!(row.word() & LOCKED != 0 && row.word() & ABSENT != 0);
         let raw = row as *const R as usize as u64;
         match &self.primary {
-            // Under the row's lock nobody else unlinks it, and an insert
-            // never replaces an existing entry, so the check and the removal
-            // see the same entry.
-            PrimaryIndex::Ordered(index) => index.get(key) == Some(raw) && index.remove(key) == Some(raw),
+            PrimaryIndex::Ordered(index) => index.remove_if(key, raw),
             PrimaryIndex::Hash(index) => index.remove_if(key, NonNull::from(row)),
         }
     }
@@ -217,10 +214,7 @@ impl<R: RowKind> Table<R> {
             if new.is_some_and(|new| secondary_index_key(&self.schema, position as u32, key, new) == old_key) {
                 continue;
             }
-            let index = &self.secondaries[position];
-            if index.get(&old_key) == Some(row as *const R as usize as u64) {
-                index.remove(&old_key);
-            }
+            self.secondaries[position].remove_if(&old_key, row as *const R as usize as u64);
         }
     }
 

@@ -1,7 +1,7 @@
 //! Model-based property tests of the concurrent indexes against `BTreeMap`
 //! (single-threaded).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use pmtx_engine::index::{IndexError, LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection};
@@ -40,24 +40,84 @@ fn bound_strategy() -> impl Strategy<Value = Bound<Vec<u8>>> {
     ]
 }
 
+/// Longest key of the mixed-length tests: long enough for keys that share
+/// their inline 16-byte prefix and differ only in the blob.
+const MAX_MIXED_KEY: usize = 40;
+
+/// Keys of 0..=40 bytes mixing inline (at most 16 bytes) and blob keys:
+/// small alphabets with zeros (prefixes of each other, trailing zero bytes),
+/// and keys sharing one of a few 16-byte prefixes (which the inline words
+/// cannot tell apart), some cut back to 15..=17 bytes.
+fn mixed_valid_key() -> impl Strategy<Value = Vec<u8>> {
+    let prefixes: [[u8; 16]; 3] = [[0; 16], [1; 16], *b"0123456789abcdef"];
+    prop_oneof![
+        3 => prop::collection::vec(0u8..3, 0..=MAX_MIXED_KEY),
+        3 => (0..prefixes.len(), prop::collection::vec(0u8..3, 0..=MAX_MIXED_KEY - 16)).prop_map(move |(p, tail)| {
+            let mut k = prefixes[p].to_vec();
+            k.extend(tail);
+            k
+        }),
+        1 => (0..prefixes.len(), 15usize..=17).prop_map(move |(p, len)| {
+            let mut k = prefixes[p].to_vec();
+            k.resize(len, 0);
+            k
+        }),
+    ]
+}
+
+/// Mixed keys, occasionally longer than the maximum.
+fn mixed_key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        9 => mixed_valid_key(),
+        1 => prop::collection::vec(0u8..3, MAX_MIXED_KEY + 1..MAX_MIXED_KEY + 4),
+    ]
+}
+
+fn mixed_bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    prop_oneof![
+        1 => Just(Bound::Unbounded),
+        3 => mixed_key().prop_map(Bound::Included),
+        3 => mixed_key().prop_map(Bound::Excluded),
+    ]
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Get(Vec<u8>),
     Insert(Vec<u8>, u64),
     GetOrInsert(Vec<u8>, u64),
     Remove(Vec<u8>),
+    /// `remove_if` with the key's current value (if `true` and present) or
+    /// with the given value.
+    RemoveIf(Vec<u8>, u64, bool),
+    /// Remove every present key in the range (empties whole leaves).
+    RemoveRange(Bound<Vec<u8>>, Bound<Vec<u8>>),
     Scan(Bound<Vec<u8>>, Bound<Vec<u8>>, bool, usize),
+    /// Turn unlinking of emptied leaves off (as if every attempt lost its
+    /// race, leaving empty leaves behind) or back on.
+    SetUnlinking(bool),
+}
+
+fn ops_over(keys: BoxedStrategy<Vec<u8>>, bounds: BoxedStrategy<Bound<Vec<u8>>>) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => keys.clone().prop_map(Op::Get),
+        4 => (keys.clone(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        3 => (keys.clone(), any::<u64>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
+        3 => keys.clone().prop_map(Op::Remove),
+        1 => (keys, any::<u64>(), any::<bool>()).prop_map(|(k, v, cur)| Op::RemoveIf(k, v, cur)),
+        1 => (bounds.clone(), bounds.clone()).prop_map(|(s, e)| Op::RemoveRange(s, e)),
+        2 => (bounds.clone(), bounds, any::<bool>(), 0usize..40)
+            .prop_map(|(s, e, fwd, lim)| Op::Scan(s, e, fwd, lim)),
+        1 => any::<bool>().prop_map(Op::SetUnlinking),
+    ]
 }
 
 fn op_strategy() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        2 => key_strategy().prop_map(Op::Get),
-        4 => (key_strategy(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
-        3 => (key_strategy(), any::<u64>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
-        3 => key_strategy().prop_map(Op::Remove),
-        2 => (bound_strategy(), bound_strategy(), any::<bool>(), 0usize..40)
-            .prop_map(|(s, e, fwd, lim)| Op::Scan(s, e, fwd, lim)),
-    ]
+    ops_over(key_strategy().boxed(), bound_strategy().boxed())
+}
+
+fn mixed_op_strategy() -> impl Strategy<Value = Op> {
+    ops_over(mixed_key().boxed(), mixed_bound().boxed())
 }
 
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
@@ -110,21 +170,22 @@ fn model_scan(
 }
 
 fn check_ops(index: &OrderedIndex, ops: &[Op]) -> Result<(), TestCaseError> {
+    let max_key = index.max_key_len();
     let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
     for op in ops {
         match op {
             Op::Get(k) => prop_assert_eq!(index.get(k), model.get(k).copied()),
             Op::Insert(k, v) => {
                 let r = index.insert(k, *v);
-                if k.len() > MAX_KEY {
-                    prop_assert_eq!(r, Err(IndexError::KeyTooLong { len: k.len(), max: MAX_KEY }));
+                if k.len() > max_key {
+                    prop_assert_eq!(r, Err(IndexError::KeyTooLong { len: k.len(), max: max_key }));
                 } else {
                     prop_assert_eq!(r, Ok(model.insert(k.clone(), *v)));
                 }
             }
             Op::GetOrInsert(k, v) => {
                 let r = index.get_or_insert_with_info(k, || *v);
-                if k.len() > MAX_KEY {
+                if k.len() > max_key {
                     prop_assert!(r.is_err());
                 } else {
                     let r = r.unwrap();
@@ -144,6 +205,34 @@ fn check_ops(index: &OrderedIndex, ops: &[Op]) -> Result<(), TestCaseError> {
                 }
             }
             Op::Remove(k) => prop_assert_eq!(index.remove(k), model.remove(k)),
+            Op::RemoveIf(k, v, current) => {
+                let expected = match model.get(k) {
+                    Some(&cur) if *current => cur,
+                    _ => *v,
+                };
+                let want = model.get(k) == Some(&expected);
+                let (_, before) =
+                    index.scan_collect((Bound::Included(k), Bound::Included(k)), ScanDirection::Forward, 1);
+                prop_assert_eq!(index.remove_if(k, expected), want);
+                if want {
+                    model.remove(k);
+                } else {
+                    // A failed remove_if is not a structural change.
+                    for (leaf, v) in before {
+                        prop_assert!(index.validate_leaf(leaf, v));
+                    }
+                }
+            }
+            Op::RemoveRange(s, e) => {
+                let (s, e) = (as_ref(s), as_ref(e));
+                if !range_is_empty(s, e) {
+                    let doomed: Vec<Vec<u8>> = model.range::<[u8], _>((s, e)).map(|(k, _)| k.clone()).collect();
+                    for k in doomed {
+                        prop_assert_eq!(index.remove(&k), model.remove(&k));
+                    }
+                }
+            }
+            Op::SetUnlinking(on) => index.set_unlinking(*on),
             Op::Scan(s, e, fwd, limit) => {
                 let (s, e) = (as_ref(s), as_ref(e));
                 let dir = if *fwd { ScanDirection::Forward } else { ScanDirection::Reverse };
@@ -188,6 +277,56 @@ fn any_changed(index: &OrderedIndex, leaves: &[(LeafRef, u64)]) -> bool {
     leaves.iter().any(|&(l, v)| !index.validate_leaf(l, v))
 }
 
+/// Builds an index of `initial` minus `removed`, scans, then checks that a
+/// remove of a returned key or an insert of `probe` into the examined
+/// interval invalidates a reported leaf, and that an overwrite does not.
+#[allow(clippy::too_many_arguments)]
+fn check_phantoms(
+    max_key_len: usize,
+    cap: usize,
+    initial: &BTreeSet<Vec<u8>>,
+    removed: &[Vec<u8>],
+    (s, e): (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    forward: bool,
+    limit: usize,
+    probe: &[u8],
+) -> Result<(), TestCaseError> {
+    let index = OrderedIndex::with_config(OrderedIndexConfig { max_key_len, node_capacity: cap });
+    let mut present = initial.clone();
+    for (i, k) in initial.iter().enumerate() {
+        index.insert(k, i as u64).unwrap();
+    }
+    for k in removed {
+        prop_assert_eq!(index.remove(k).is_some(), present.remove(k));
+    }
+    let (s, e) = (as_ref(&s), as_ref(&e));
+    prop_assume!(!range_is_empty(s, e));
+    let dir = if forward { ScanDirection::Forward } else { ScanDirection::Reverse };
+    let (got, leaves) = index.scan_collect((s, e), dir, limit);
+    prop_assert!(!leaves.is_empty());
+    prop_assert!(!any_changed(&index, &leaves));
+    if present.contains(probe) {
+        // Removing a key that the scan examined must be detected.
+        index.remove(probe).unwrap();
+        if covered(probe, s, e, forward, limit, &got) {
+            prop_assert!(any_changed(&index, &leaves), "remove of {:?} not detected", probe);
+        }
+    } else {
+        index.insert(probe, 7).unwrap();
+        if covered(probe, s, e, forward, limit, &got) {
+            prop_assert!(any_changed(&index, &leaves), "phantom {:?} not detected", probe);
+        }
+    }
+    // Overwriting an existing value is not a structural change.
+    let (fresh, leaves2) = index.scan_collect((s, e), dir, limit);
+    if let Some((k, _)) = fresh.first() {
+        index.insert(k, 12345).unwrap();
+        prop_assert!(!any_changed(&index, &leaves2));
+    }
+    index.check_invariants().map_err(TestCaseError::fail)?;
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
@@ -216,35 +355,39 @@ proptest! {
         probe in valid_key(),
         cap in 4usize..9,
     ) {
-        let index = OrderedIndex::with_config(OrderedIndexConfig { max_key_len: MAX_KEY + 8, node_capacity: cap });
-        for (i, k) in initial.iter().enumerate() {
-            index.insert(k, i as u64).unwrap();
-        }
-        let (s, e) = (as_ref(&s), as_ref(&e));
-        prop_assume!(!range_is_empty(s, e));
-        let dir = if forward { ScanDirection::Forward } else { ScanDirection::Reverse };
-        let (got, leaves) = index.scan_collect((s, e), dir, limit);
-        prop_assert!(!leaves.is_empty());
-        prop_assert!(!any_changed(&index, &leaves));
-        if initial.contains(&probe) {
-            // Removing a key that the scan examined must be detected.
-            index.remove(&probe).unwrap();
-            if covered(&probe, s, e, forward, limit, &got) {
-                prop_assert!(any_changed(&index, &leaves), "remove of {:?} not detected", probe);
-            }
-        } else {
-            index.insert(&probe, 7).unwrap();
-            if covered(&probe, s, e, forward, limit, &got) {
-                prop_assert!(any_changed(&index, &leaves), "phantom {:?} not detected", probe);
-            }
-        }
-        // Overwriting an existing value is not a structural change.
-        let (fresh, leaves2) = index.scan_collect((s, e), dir, limit);
-        if let Some((k, _)) = fresh.first() {
-            index.insert(k, 12345).unwrap();
-            prop_assert!(!any_changed(&index, &leaves2));
-        }
-        index.check_invariants().map_err(TestCaseError::fail)?;
+        check_phantoms(MAX_KEY + 8, cap, &initial, &[], (s, e), forward, limit, &probe)?;
+    }
+
+    /// The same with mixed-length keys, after removals that unlink leaves
+    /// (so the scanned interval may belong to a neighbour that took over the
+    /// range of an unlinked leaf).
+    #[test]
+    fn scan_leaf_versions_detect_phantoms_after_unlinks(
+        initial in prop::collection::btree_set(mixed_valid_key(), 0..250),
+        removed in prop::collection::vec(any::<prop::sample::Index>(), 0..200),
+        s in mixed_bound(),
+        e in mixed_bound(),
+        forward in any::<bool>(),
+        limit in 1usize..30,
+        probe in mixed_valid_key(),
+        cap in 4usize..9,
+    ) {
+        let keys: Vec<Vec<u8>> = initial.iter().cloned().collect();
+        let removed: Vec<Vec<u8>> =
+            if keys.is_empty() { Vec::new() } else { removed.iter().map(|i| i.get(&keys).clone()).collect() };
+        check_phantoms(MAX_MIXED_KEY, cap, &initial, &removed, (s, e), forward, limit, &probe)?;
+    }
+
+    #[test]
+    fn ordered_mixed_keys_match_btreemap_small_nodes(ops in prop::collection::vec(mixed_op_strategy(), 1..400)) {
+        let index = OrderedIndex::with_config(OrderedIndexConfig { max_key_len: MAX_MIXED_KEY, node_capacity: 4 });
+        check_ops(&index, &ops)?;
+    }
+
+    #[test]
+    fn ordered_mixed_keys_match_btreemap_default_nodes(ops in prop::collection::vec(mixed_op_strategy(), 1..400)) {
+        let index = OrderedIndex::new(MAX_MIXED_KEY);
+        check_ops(&index, &ops)?;
     }
 }
 

@@ -127,6 +127,100 @@ fn ordered_concurrent_insert_remove_scan() {
     }
 }
 
+/// Each thread owns a block of the key space and repeatedly fills a run of
+/// it and empties it again, so leaves are unlinked and their nodes reused by
+/// other threads' splits all the time.  A thread's scans of its own block
+/// must return exactly its own model (nobody else writes there), whatever
+/// happens to the neighbouring blocks; keys are long (blob keys and
+/// separators, retired through the epoch) or short.
+#[test]
+fn ordered_runs_unlink_and_reuse_nodes() {
+    for (cap, long) in [(4, true), (5, false), (32, true)] {
+        let index = Arc::new(OrderedIndex::with_config(OrderedIndexConfig { max_key_len: 40, node_capacity: cap }));
+        const BLOCK: u64 = 2000;
+        // Key number `n` (thread `n / BLOCK`); its value is `n`.
+        let key = move |n: u64| {
+            let mut k = if long { b"stress/runs/".to_vec() } else { Vec::new() };
+            k.extend_from_slice(&n.to_be_bytes());
+            if long && n.is_multiple_of(3) {
+                k.extend_from_slice(b"/with-a-longer-tail");
+            }
+            k
+        };
+        let barrier = Arc::new(Barrier::new(THREADS));
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (index, barrier) = (Arc::clone(&index), Arc::clone(&barrier));
+                thread::spawn(move || {
+                    let mut rng = ChaCha8Rng::seed_from_u64(31 * t as u64 + cap as u64);
+                    let mut mine: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+                    let base = t as u64 * BLOCK;
+                    let (lo, hi) = (key(base), key(base + BLOCK));
+                    barrier.wait();
+                    for round in 0..60 {
+                        let start = rng.gen_range(0..BLOCK - 100);
+                        let len = rng.gen_range(1..100);
+                        for i in base + start..base + start + len {
+                            let k = key(i);
+                            if rng.gen_bool(0.5) {
+                                let old = index.insert(&k, i).unwrap();
+                                assert_eq!(old, mine.insert(k, i));
+                            } else {
+                                let (v, ins) = index.get_or_insert_with(&k, || i).unwrap();
+                                assert_eq!((v, ins), (i, !mine.contains_key(&k)));
+                                mine.insert(k, i);
+                            }
+                        }
+                        // Empty a run (often all of what is there).
+                        let start = rng.gen_range(0..BLOCK - 300);
+                        for i in base + start..base + start + 300 {
+                            let k = key(i);
+                            if round % 2 == 0 {
+                                assert_eq!(index.remove(&k), mine.remove(&k));
+                            } else if let Some(v) = mine.remove(&k) {
+                                assert!(!index.remove_if(&k, v + 1));
+                                assert!(index.remove_if(&k, v));
+                            }
+                        }
+                        let dir = if round % 3 == 0 { ScanDirection::Reverse } else { ScanDirection::Forward };
+                        let (got, leaves) =
+                            index.scan_collect((Bound::Included(&lo[..]), Bound::Excluded(&hi[..])), dir, usize::MAX);
+                        assert!(!leaves.is_empty());
+                        let mut want: Vec<_> = mine.iter().map(|(k, v)| (k.clone(), *v)).collect();
+                        if dir == ScanDirection::Reverse {
+                            want.reverse();
+                        }
+                        assert_eq!(got, want, "scan of my own block differs from my model");
+                        // A scan across everybody's blocks: ordered, in
+                        // range, values belonging to their keys.
+                        let a = rng.gen_range(0..BLOCK * THREADS as u64);
+                        let b = a + rng.gen_range(0..BLOCK);
+                        let (got, leaves) = index.scan_collect(
+                            (Bound::Included(&key(a)[..]), Bound::Excluded(&key(b)[..])),
+                            ScanDirection::Forward,
+                            rng.gen_range(1..500),
+                        );
+                        assert!(a == b || !leaves.is_empty());
+                        for (k, v) in &got {
+                            assert!(*v >= a && *v < b && k == &key(*v), "bad entry {k:?} -> {v}");
+                        }
+                        assert!(got.windows(2).all(|w| w[0].0 < w[1].0), "cross-block scan out of order");
+                    }
+                    mine
+                })
+            })
+            .collect();
+        let mut union = BTreeMap::new();
+        for h in handles {
+            union.extend(h.join().unwrap());
+        }
+        index.check_invariants().unwrap();
+        assert_eq!(index.len(), union.len());
+        let (all, _) = index.scan_collect((Bound::Unbounded, Bound::Unbounded), ScanDirection::Forward, usize::MAX);
+        assert_eq!(all, union.into_iter().collect::<Vec<_>>());
+    }
+}
+
 /// Many threads race get-or-insert on the same keys: exactly one insert wins
 /// per key and everybody observes the winner's value.
 #[test]

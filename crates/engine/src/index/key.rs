@@ -1,20 +1,251 @@
-//! Immutable, heap-allocated key blobs addressed by a thin pointer.
+//! Key representation of the ordered index: 16 bytes inline, the rest (of
+//! longer keys only) in an immutable heap blob.
 //!
-//! The ordered index stores keys as pointers (in `AtomicWord`s) to blobs laid
-//! out as `[len: usize][bytes; len]`.  A blob is fully written before its
-//! address is published with a `Release` store and is never mutated
-//! afterwards, so optimistic readers that obtained the address through an
-//! `Acquire` load may read its bytes without synchronization for as long as
-//! the blob is alive.  Blobs that are unlinked while readers may still hold
-//! their address are freed through `crossbeam-epoch` (see `btree.rs`).
+//! # Stored keys
+//!
+//! Every key slot of a node is three 64-bit words:
+//!
+//! ```text
+//!   p0  = bytes  0..8  of the key, zero padded, big-endian
+//!   p1  = bytes  8..16 of the key, zero padded, big-endian
+//!   tag = (len << 1) | 1             if len <= INLINE_KEY_LEN (no blob)
+//!       = address of a blob [len: usize][bytes; len]   otherwise
+//!   (all three 0: empty slot)
+//! ```
+//!
+//! Blobs are `usize`-aligned, so a blob address has its low bit clear and an
+//! inline tag has it set; an empty slot's tag (0) is neither.
+//!
+//! # Order
+//!
+//! Keys compare as byte strings (lexicographically, a proper prefix sorting
+//! first).  Write `pad(k)` for the first 16 bytes of `k`, zero padded, which
+//! `(p0, p1)` orders as a 32-digit base-256 number.  If `a < b` then
+//! `pad(a) <= pad(b)`: either `a` is a proper prefix of `b`, and `pad(a)` has
+//! zeros where `pad(b)` has bytes `>= 0`; or `a` and `b` first differ at
+//! some `i` with `a[i] < b[i]`, and the padded prefixes agree before `i` and
+//! either differ the same way at `i` (if `i < 16`) or are equal.  Hence when
+//! the padded prefixes differ they give the order of the keys.  If they are
+//! equal:
+//!
+//! * both keys are at most 16 bytes: the shorter one, of length `m`, equals
+//!   the first `m` bytes of the longer one and the rest of the longer one is
+//!   zeros (`"ab"` vs `"ab\0"`: both pad to `"ab\0\0..."`), so the shorter
+//!   is a proper prefix of the longer and sorts first; equal lengths mean
+//!   equal keys;
+//! * one key has at most 16 bytes, the other more: the short one is again a
+//!   prefix of the long one's first 16 bytes, so it sorts first;
+//! * both are longer than 16 bytes: their first 16 bytes are equal, so the
+//!   order is that of the remaining bytes, read from the blobs.
+//!
+//! So only comparisons between two long keys with equal 16-byte prefixes
+//! dereference a blob, and an index whose keys are all at most 16 bytes
+//! never allocates one.
+//!
+//! # Blob lifetime
+//!
+//! A blob is fully written before its address is published with a `Release`
+//! store and is never mutated afterwards, so optimistic readers that obtained
+//! the address through an `Acquire` load may read its bytes without
+//! synchronization for as long as the blob is alive.  Blobs that are removed
+//! from the tree while readers may still hold their address are freed
+//! through `crossbeam-epoch` (see `btree.rs`).
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::cmp::Ordering;
 use std::mem::{align_of, size_of};
+
+/// Keys of at most this many bytes are stored entirely inline.
+pub(crate) const INLINE_KEY_LEN: usize = 16;
 
 const HEADER: usize = size_of::<usize>();
 
 // Node words are 64-bit; addresses must fit.
 const _: () = assert!(size_of::<usize>() <= size_of::<u64>());
+// Blob addresses must have the low bit clear to be told apart from inline
+// tags.
+const _: () = assert!(align_of::<usize>() >= 2);
+
+/// The three words of a stored key (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyWords {
+    pub(crate) p0: u64,
+    pub(crate) p1: u64,
+    pub(crate) tag: u64,
+}
+
+impl KeyWords {
+    /// The words of an empty slot.
+    pub(crate) const EMPTY: KeyWords = KeyWords { p0: 0, p1: 0, tag: 0 };
+
+    /// `true` for an empty slot (or a torn read of one).
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tag == 0
+    }
+
+    /// Address of the blob holding the full key, if the key is long.
+    #[inline]
+    pub(crate) fn blob(&self) -> Option<u64> {
+        if self.tag & 1 == 0 && self.tag != 0 {
+            Some(self.tag)
+        } else {
+            None
+        }
+    }
+
+    /// Length of an inline key.
+    #[inline]
+    fn inline_len(&self) -> Option<usize> {
+        if self.tag & 1 == 1 {
+            Some((self.tag >> 1) as usize)
+        } else {
+            None
+        }
+    }
+
+    /// Words for `key`, allocating a blob if it is longer than
+    /// [`INLINE_KEY_LEN`].
+    pub(crate) fn new_owned(key: &[u8]) -> KeyWords {
+        let (p0, p1) = prefix_words(key);
+        let tag = if key.len() <= INLINE_KEY_LEN { inline_tag(key.len()) } else { alloc_key(key) };
+        KeyWords { p0, p1, tag }
+    }
+
+    /// The key's bytes: the inline bytes copied into `buf`, or the blob's.
+    ///
+    /// # Safety
+    ///
+    /// `self` must not be empty, and if it refers to a blob, the blob must
+    /// stay live for `'a` (see [`key_bytes`]).
+    #[inline]
+    pub(crate) unsafe fn bytes<'a>(&self, buf: &'a mut [u8; INLINE_KEY_LEN]) -> &'a [u8] {
+        match self.inline_len() {
+            Some(len) => {
+                buf[..8].copy_from_slice(&self.p0.to_be_bytes());
+                buf[8..].copy_from_slice(&self.p1.to_be_bytes());
+                // A torn read may produce any odd tag; clamp so the slice is
+                // in bounds (the caller's validation then fails).
+                &buf[..len.min(INLINE_KEY_LEN)]
+            }
+            // SAFETY: the caller guarantees a live blob.
+            None => unsafe { key_bytes(self.tag) },
+        }
+    }
+}
+
+/// A key to search for: its prefix words, its length and its bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SearchKey<'a> {
+    p0: u64,
+    p1: u64,
+    len: usize,
+    /// The full key.  Only read when the key is longer than
+    /// [`INLINE_KEY_LEN`].
+    bytes: &'a [u8],
+}
+
+impl<'a> SearchKey<'a> {
+    /// Search key for `key`.
+    #[inline]
+    pub(crate) fn new(key: &'a [u8]) -> Self {
+        let (p0, p1) = prefix_words(key);
+        SearchKey { p0, p1, len: key.len(), bytes: key }
+    }
+
+    /// Search key for a stored key.
+    ///
+    /// # Safety
+    ///
+    /// `words` must not be empty, and if it refers to a blob, the blob must
+    /// stay live for `'a` (see [`key_bytes`]).
+    #[inline]
+    pub(crate) unsafe fn from_words(words: KeyWords) -> Self {
+        match words.inline_len() {
+            // Inline keys are compared by words and length alone; their
+            // bytes are never read.
+            Some(len) => SearchKey { p0: words.p0, p1: words.p1, len, bytes: &[] },
+            None => {
+                // SAFETY: the caller guarantees a live blob.
+                let bytes = unsafe { key_bytes(words.tag) };
+                SearchKey { p0: words.p0, p1: words.p1, len: bytes.len(), bytes }
+            }
+        }
+    }
+
+    /// Compares the stored key whose prefix words are `p0`, `p1` with
+    /// `self`, if the prefix words decide it.
+    #[inline]
+    pub(crate) fn cmp_prefix(&self, p0: u64, p1: impl FnOnce() -> u64) -> Option<Ordering> {
+        if p0 != self.p0 {
+            return Some(p0.cmp(&self.p0));
+        }
+        let p1 = p1();
+        if p1 != self.p1 {
+            return Some(p1.cmp(&self.p1));
+        }
+        None
+    }
+
+    /// Compares a stored key whose prefix words equal `self`'s and whose tag
+    /// is `tag` (not empty) with `self`.
+    ///
+    /// # Safety
+    ///
+    /// If `tag` is a blob address, the blob must be live for the duration of
+    /// the call.
+    #[inline]
+    pub(crate) unsafe fn cmp_tail(&self, tag: u64) -> Ordering {
+        debug_assert_ne!(tag, 0);
+        let self_long = self.len > INLINE_KEY_LEN;
+        if tag & 1 == 1 {
+            if self_long {
+                Ordering::Less
+            } else {
+                ((tag >> 1) as usize).cmp(&self.len)
+            }
+        } else if !self_long {
+            Ordering::Greater
+        } else {
+            // SAFETY: the caller guarantees a live blob.  Blobs are only
+            // made for keys longer than INLINE_KEY_LEN.
+            let stored = unsafe { key_bytes(tag) };
+            stored[INLINE_KEY_LEN..].cmp(&self.bytes[INLINE_KEY_LEN..])
+        }
+    }
+
+    /// Compares `self` with `other` (both search keys).
+    #[inline]
+    pub(crate) fn cmp_key(&self, other: &SearchKey<'_>) -> Ordering {
+        match (self.p0, self.p1).cmp(&(other.p0, other.p1)) {
+            Ordering::Equal => {}
+            decided => return decided,
+        }
+        match (self.len > INLINE_KEY_LEN, other.len > INLINE_KEY_LEN) {
+            (false, false) => self.len.cmp(&other.len),
+            (false, true) => Ordering::Less,
+            (true, false) => Ordering::Greater,
+            (true, true) => self.bytes[INLINE_KEY_LEN..].cmp(&other.bytes[INLINE_KEY_LEN..]),
+        }
+    }
+}
+
+/// The zero-padded big-endian words of the first 16 bytes of `key`.
+#[inline]
+pub(crate) fn prefix_words(key: &[u8]) -> (u64, u64) {
+    let mut b = [0u8; INLINE_KEY_LEN];
+    let n = key.len().min(INLINE_KEY_LEN);
+    b[..n].copy_from_slice(&key[..n]);
+    let (a, c) = b.split_at(8);
+    (u64::from_be_bytes(a.try_into().unwrap()), u64::from_be_bytes(c.try_into().unwrap()))
+}
+
+/// Tag word of an inline key of `len <= INLINE_KEY_LEN` bytes.
+#[inline]
+pub(crate) fn inline_tag(len: usize) -> u64 {
+    debug_assert!(len <= INLINE_KEY_LEN);
+    ((len as u64) << 1) | 1
+}
 
 fn layout(len: usize) -> Layout {
     // `len` is the length of an existing slice (or was read from a blob we
@@ -23,7 +254,8 @@ fn layout(len: usize) -> Layout {
     Layout::from_size_align(HEADER + len, align_of::<usize>()).expect("key blob layout overflow")
 }
 
-/// Allocates a blob holding a copy of `key` and returns its address (never 0).
+/// Allocates a blob holding a copy of `key` and returns its address (never 0,
+/// low bit clear).
 pub(crate) fn alloc_key(key: &[u8]) -> u64 {
     let layout = layout(key.len());
     // SAFETY: `layout` has non-zero size (it includes the header).
@@ -81,10 +313,62 @@ mod tests {
         for key in [&b""[..], b"a", b"hello world", &[0u8; 300][..]] {
             let b = alloc_key(key);
             assert_ne!(b, 0);
+            assert_eq!(b & 1, 0);
             // SAFETY: `b` is live until the `free_key` below.
             assert_eq!(unsafe { key_bytes(b) }, key);
             // SAFETY: allocated above, freed once, no outstanding borrows.
             unsafe { free_key(b) };
+        }
+    }
+
+    /// The word comparison agrees with byte-string order, including the
+    /// tricky cases of the module documentation.
+    #[test]
+    fn word_order_is_byte_order() {
+        let mut keys: Vec<Vec<u8>> = vec![
+            b"".to_vec(),
+            b"\0".to_vec(),
+            b"ab".to_vec(),
+            b"ab\0".to_vec(),
+            b"ab\0\0".to_vec(),
+            b"ab\x01".to_vec(),
+            [0u8; 16].to_vec(),
+            [0u8; 17].to_vec(),
+            [0u8; 30].to_vec(),
+            [b"0123456789abcdef".as_slice(), b""].concat(),
+            [b"0123456789abcdef".as_slice(), b"\0"].concat(),
+            [b"0123456789abcdef".as_slice(), b"x"].concat(),
+            [b"0123456789abcdef".as_slice(), b"xy"].concat(),
+            [b"0123456789abcde".as_slice(), b""].concat(),
+            [b"0123456789abcde".as_slice(), b"\xff"].concat(),
+            [b"0123456789abcde".as_slice(), b"\xff\0"].concat(),
+            vec![0xff; 40],
+        ];
+        keys.sort();
+        let words: Vec<KeyWords> = keys.iter().map(|k| KeyWords::new_owned(k)).collect();
+        for (a, wa) in keys.iter().zip(&words) {
+            // SAFETY: all blobs live until freed at the end of the test.
+            let sa = unsafe { SearchKey::from_words(*wa) };
+            let mut buf = [0u8; INLINE_KEY_LEN];
+            // SAFETY: as above.
+            assert_eq!(unsafe { wa.bytes(&mut buf) }, a.as_slice());
+            for (b, wb) in keys.iter().zip(&words) {
+                let want = a.cmp(b);
+                let sb = SearchKey::new(b);
+                assert_eq!(sa.cmp_key(&sb), want, "{a:?} vs {b:?}");
+                let got = sb
+                    .cmp_prefix(wa.p0, || wa.p1)
+                    // SAFETY: as above.
+                    .unwrap_or_else(|| unsafe { sb.cmp_tail(wa.tag) });
+                assert_eq!(got, want, "stored {a:?} vs probe {b:?}");
+                let _ = wb;
+            }
+        }
+        for w in words {
+            if let Some(b) = w.blob() {
+                // SAFETY: allocated above, freed once.
+                unsafe { free_key(b) };
+            }
         }
     }
 }

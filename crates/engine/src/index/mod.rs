@@ -4,9 +4,11 @@
 //!   point lookup, get-or-insert of a placeholder (DBX get-with-insert),
 //!   insert/overwrite, remove, and forward/reverse range scans with a limit
 //!   that report every leaf read together with its structural version for
-//!   phantom detection (DBX §3.3.3, Silo node sets).  See [`btree`] for the
-//!   algorithm, the memory-reclamation scheme (crossbeam-epoch) and the leaf
-//!   version contract.
+//!   phantom detection (DBX §3.3.3, Silo node sets).  Keys keep their first
+//!   16 bytes inline; leaves emptied by removals are unlinked and their nodes
+//!   reused, so memory follows the live key count.  See [`btree`] for the
+//!   algorithm, node reclamation (type-stable free lists), key-blob
+//!   reclamation (crossbeam-epoch) and the leaf version contract.
 //! * [`HashIndex`] — a sharded concurrent hash map for point-only tables.
 //!
 //! Keys are compared lexicographically as byte strings; composite keys should

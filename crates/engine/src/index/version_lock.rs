@@ -221,6 +221,24 @@ impl<W: AtomicWord> VersionLock<W> {
         // Clears LOCKED (carrying into the counter) and sets OBSOLETE.
         self.word.fetch_add(LOCKED + OBSOLETE, Ordering::Release);
     }
+
+    /// Takes an obsolete object back into use (type-stable memory recycled
+    /// by its owner): clears OBSOLETE and leaves the lock write-locked by the
+    /// caller, who releases it with [`write_unlock`](Self::write_unlock)
+    /// once the object is initialized for its new life.
+    ///
+    /// The counter keeps growing across the retirement and reuse, so no
+    /// version read before the object was retired ever validates again.
+    /// Must only be called by the single owner of an obsolete object (for
+    /// example the allocator that took it from a free list); nobody else can
+    /// change an obsolete word, since every lock attempt on it fails.
+    pub fn revive(&self) {
+        debug_assert!(Self::is_obsolete(self.raw()) && !Self::is_locked(self.raw()));
+        // An obsolete, unlocked word ends in 0b01; adding OBSOLETE turns that
+        // into 0b10 (LOCKED) with the counter unchanged, and the caller's
+        // `write_unlock` then advances the counter.
+        self.word.fetch_add(OBSOLETE, Ordering::AcqRel);
+    }
 }
 
 #[cfg(test)]
@@ -246,5 +264,14 @@ mod tests {
         assert!(l.write_lock().is_err());
         assert!(VersionLock::<AtomicU64>::is_obsolete(l.raw()));
         assert!(!VersionLock::<AtomicU64>::is_locked(l.raw()));
+        // Reuse: locked for the reviver, then a version never seen before.
+        let retired = l.raw();
+        l.revive();
+        assert!(l.read_lock().is_err());
+        assert!(VersionLock::<AtomicU64>::is_locked(l.raw()));
+        l.write_unlock();
+        let v2 = l.read_lock().unwrap();
+        assert!(v2 > retired && v2 > v1 && v2 != v0);
+        assert!(!l.validate(v1));
     }
 }
