@@ -149,6 +149,12 @@ pub struct EngineStats {
     pub heap_garbage: u64,
     /// Tombstone sweeps run since open (zen).
     pub heap_sweeps: u64,
+    /// Rows in the primary indexes now, absent placeholders included
+    /// (exact when no transaction runs).
+    pub rows_indexed: u64,
+    /// Absent rows (deleted, or placeholders of reads of missing keys)
+    /// unlinked from the indexes by reclamation since open.
+    pub rows_unlinked: u64,
 }
 
 impl EngineStats {

@@ -831,6 +831,8 @@ pub struct OccShared<L: CommitLog> {
     pub log: L,
     /// Reclamation queues of workers that went away.
     pub(crate) orphans: Mutex<RowReclaimer<Record>>,
+    /// Rows unlinked by every worker's reclamation since open.
+    pub(crate) rows_unlinked: std::sync::atomic::AtomicU64,
 }
 
 impl<L: CommitLog> OccShared<L> {
@@ -983,7 +985,12 @@ impl<L: CommitLog> OccWorker<L> {
         }
         self.tx.finish(shared.epochs.global());
         if self.tx.reclaimer.backlog() > 0 || !self.tx.reclaimer.retired_values.is_empty() {
+            let before = self.tx.reclaimer.unlinked;
             self.tx.reclaimer.run(&shared.tables, &shared.epochs, &LogReclaimPolicy(&shared.log));
+            let unlinked = self.tx.reclaimer.unlinked - before;
+            if unlinked > 0 {
+                shared.rows_unlinked.fetch_add(unlinked, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
 }

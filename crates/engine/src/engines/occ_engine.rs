@@ -99,7 +99,13 @@ impl<L: EnginePolicy> OccEngine<L> {
             .map(|(position, schema)| Table::new(TableId(position as u32), schema.clone(), Some(Arc::clone(&epochs))))
             .collect::<DbResult<Vec<_>>>()?;
         policy.recover(&tables, &epochs)?;
-        let shared = Arc::new(OccShared { tables, epochs, log: policy, orphans: Default::default() });
+        let shared = Arc::new(OccShared {
+            tables,
+            epochs,
+            log: policy,
+            orphans: Default::default(),
+            rows_unlinked: Default::default(),
+        });
         let stop = Arc::new(AtomicBool::new(false));
         let background_pm = BackgroundCounters::default();
         let ticker = {
@@ -235,6 +241,8 @@ impl<L: EnginePolicy> Engine for OccEngine<L> {
     fn stats(&self) -> EngineStats {
         let mut stats = self.shared.log.stats();
         stats.durable_epoch = self.shared.epochs.durable();
+        stats.rows_indexed = self.shared.tables.iter().map(|table| table.indexed_rows() as u64).sum();
+        stats.rows_unlinked = self.shared.rows_unlinked.load(Ordering::Relaxed);
         stats.background_pm = *self.background_pm.lock();
         stats
     }

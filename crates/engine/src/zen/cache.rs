@@ -34,13 +34,19 @@
 //! * No *dirty* bit and no restore-on-abort: Silo buffers writes in the
 //!   write set, and a value is installed only after it is durable, so a
 //!   cached value is always a committed, durable version.
-//! * No *copy* bit: a writer installs a fresh `Cached` into its own region;
-//!   the previous owner's ring entry then no longer matches the row's pointer
-//!   and is dropped when that owner's hand reaches it (the copy bit's job).
-//!   The superseded NVM-tuple is handed to the region that owns its chunk at
+//! * No *copy* bit: a committing writer overwrites the row's cached value in
+//!   place when it fits (the entry stays charged to the region that admitted
+//!   it), else installs a fresh `Cached` into its own region, and the
+//!   previous owner's ring entry no longer matches the row's pointer and is
+//!   dropped when that owner's hand reaches it (the copy bit's job). A delete
+//!   drops the owner's ring entry at once (`Cached` records its owner and
+//!   index), so a deleted row is soon unreferenced and can be reclaimed. The
+//!   superseded NVM-tuple is handed to the region that owns its chunk at
 //!   commit (see `heap.rs`), instead of at eviction.
 //! * A cached value carries its Tx-CTS and is used only when it equals the
-//!   TID in `word`, so a racing fill of an old version is never served.
+//!   TID in `word`; a reader copies it seqlock-style (the bytes are atomic
+//!   words, and the row's word is re-checked after the copy), so neither a
+//!   racing fill of an old version nor an in-place overwrite is ever served.
 
 use crate::index::HashEntry;
 use crate::record::{alloc_keyed, free_keyed, key_after, KeyedHeader, RowKind};
@@ -55,12 +61,65 @@ pub(crate) use crate::record::{ABSENT, LOCKED};
 /// the ring slot).
 pub(crate) const ENTRY_OVERHEAD_BYTES: u64 = 64;
 
-/// A cached tuple value: immutable once published.
+/// A cached tuple value. Its bytes change only in place by a committing
+/// writer holding the row's lock (readers validate against the row's word);
+/// the allocation is reclaimed through crossbeam-epoch once unpublished.
 pub(crate) struct Cached {
     /// Tx-CTS of the version held.
-    pub(crate) cts: u64,
-    /// The value.
-    pub(crate) value: Box<[u8]>,
+    cts: AtomicU64,
+    len: AtomicU32,
+    /// The worker region that admitted (and is charged for) this entry.
+    owner: u32,
+    /// Its position in the owner's ring (`u32::MAX` until admitted).
+    ring_index: AtomicU32,
+    words: Box<[AtomicU64]>,
+}
+
+impl Cached {
+    /// Tx-CTS of the version held.
+    #[inline]
+    pub(crate) fn cts(&self) -> u64 {
+        self.cts.load(Ordering::Acquire)
+    }
+
+    /// Appends the value to `out` (a racing overwrite is caught by the
+    /// caller's re-check of the row's word).
+    #[inline]
+    pub(crate) fn copy_into(&self, out: &mut Vec<u8>) {
+        let len = (self.len.load(Ordering::Relaxed) as usize).min(self.words.len() * 8);
+        let start = out.len();
+        for word in &self.words[..len.div_ceil(8)] {
+            out.extend_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
+        }
+        out.truncate(start + len);
+    }
+
+    /// Overwrites the value in place if it fits (row locked by the caller).
+    pub(crate) fn overwrite(&self, cts: u64, value: &[u8]) -> bool {
+        if value.len() > self.words.len() * 8 {
+            return false;
+        }
+        // Readers of the old version re-check the row's word, which the
+        // caller holds locked; they never pair these bytes with `cts`.
+        let mut chunks = value.chunks_exact(8);
+        for (word, chunk) in self.words.iter().zip(&mut chunks) {
+            word.store(u64::from_ne_bytes(chunk.try_into().expect("8 bytes")), Ordering::Relaxed);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut bytes = [0u8; 8];
+            bytes[..rest.len()].copy_from_slice(rest);
+            self.words[value.len() / 8].store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
+        }
+        self.len.store(value.len() as u32, Ordering::Relaxed);
+        self.cts.store(cts, Ordering::Release);
+        true
+    }
+
+    /// The region that admitted the entry and its index there.
+    pub(crate) fn ring_slot(&self) -> (usize, u32) {
+        (self.owner as usize, self.ring_index.load(Ordering::Acquire))
+    }
 }
 
 /// One logical tuple's DRAM state (see the module documentation), followed
@@ -239,13 +298,20 @@ impl Row {
     }
 
     /// Installs `new` unconditionally (row locked by a committing writer),
-    /// retiring the old value.
-    pub(crate) fn install_cached<'g>(&self, new: Shared<'g, Cached>, guard: &'g Guard) {
+    /// retiring the old value; returns the old value's (region, index,
+    /// address) so the caller can drop its ring entry.
+    pub(crate) fn install_cached<'g>(&self, new: Shared<'g, Cached>, guard: &'g Guard) -> Option<(usize, u32, usize)> {
         let old = self.cached.swap(new, Ordering::AcqRel, guard);
+        // SAFETY: `old` stays allocated while `guard` is pinned.
+        let slot = unsafe { old.as_ref() }.map(|cached| {
+            let (owner, index) = cached.ring_slot();
+            (owner, index, old.as_raw() as usize)
+        });
         if !old.is_null() {
             // SAFETY: as in `replace_cached`.
             unsafe { guard.defer_destroy(old) };
         }
+        slot
     }
 }
 
@@ -372,7 +438,7 @@ impl ClockRing {
         row.ring_refs.fetch_add(1, Ordering::AcqRel);
         let entry = RingEntry { row: RowPtr(row), cached: cached.as_raw() as usize, cost };
         self.bytes += cost;
-        match self.vacant.pop() {
+        let index = match self.vacant.pop() {
             Some(index) => {
                 self.entries[index] = Some(entry);
                 index
@@ -381,6 +447,20 @@ impl ClockRing {
                 self.entries.push(Some(entry));
                 self.entries.len() - 1
             }
+        };
+        // SAFETY: `cached` is alive: the caller holds a guard.
+        if let Some(cached) = unsafe { cached.as_ref() } {
+            cached.ring_index.store(index as u32, Ordering::Release);
+        }
+        index
+    }
+
+    /// Drops the entry at `index` if it still charges `cached` (a deleted
+    /// row's value, unpublished by the deleter).
+    pub(crate) fn drop_if_holds(&mut self, index: u32, cached: usize) {
+        let index = index as usize;
+        if self.entries.get(index).is_some_and(|entry| entry.as_ref().is_some_and(|e| e.cached == cached)) {
+            self.drop_entry(index);
         }
     }
 
@@ -393,7 +473,17 @@ impl ClockRing {
     }
 }
 
-/// Builds a cache entry for `value` at `cts`.
-pub(crate) fn new_cached(cts: u64, value: &[u8]) -> Owned<Cached> {
-    Owned::new(Cached { cts, value: value.into() })
+/// Builds a cache entry for `value` at `cts`, to be admitted by region
+/// `owner`.
+pub(crate) fn new_cached(cts: u64, value: &[u8], owner: usize) -> Owned<Cached> {
+    let entry = Cached {
+        cts: AtomicU64::new(0),
+        len: AtomicU32::new(0),
+        owner: owner as u32,
+        ring_index: AtomicU32::new(u32::MAX),
+        words: (0..value.len().div_ceil(8)).map(|_| AtomicU64::new(0)).collect(),
+    };
+    let written = entry.overwrite(cts, value);
+    debug_assert!(written);
+    Owned::new(entry)
 }

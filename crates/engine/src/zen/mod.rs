@@ -101,6 +101,8 @@ pub(crate) struct ZenShared<B: PmBackend> {
     pub(crate) closed: AtomicBool,
     /// Reclamation queues of workers that went away.
     pub(crate) orphans: Mutex<RowReclaimer<cache::Row>>,
+    /// Rows unlinked by every worker's reclamation since open.
+    pub(crate) rows_unlinked: AtomicU64,
 }
 
 impl<B: PmBackend> Drop for ZenShared<B> {
@@ -194,6 +196,7 @@ impl<B: PmBackend> ZenEngine<B> {
             counters: (0..options.workers).map(|_| CachePadded::new(WorkerCounters::default())).collect(),
             closed: AtomicBool::new(false),
             orphans: Mutex::new(RowReclaimer::default()),
+            rows_unlinked: AtomicU64::new(0),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let ticker = {
@@ -261,6 +264,8 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
         stats.heap_chunks = chunks;
         stats.heap_garbage = garbage;
         stats.heap_sweeps = self.shared.heap.counters.sweeps.load(Ordering::Relaxed);
+        stats.rows_indexed = self.shared.tables.iter().map(|table| table.indexed_rows() as u64).sum();
+        stats.rows_unlinked = self.shared.rows_unlinked.load(Ordering::Relaxed);
         stats
     }
 

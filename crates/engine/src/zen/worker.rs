@@ -75,8 +75,8 @@ impl<B: PmBackend> RowStore<Row> for ZenStore<'_, B> {
             // SAFETY: cached values are immutable and reclaimed through the
             // epoch `guard` pins.
             let hit = match unsafe { cached.as_ref() } {
-                Some(entry) if entry.cts == record::tid_of(before) => {
-                    out.extend_from_slice(&entry.value);
+                Some(entry) if entry.cts() == record::tid_of(before) => {
+                    entry.copy_into(out);
                     true
                 }
                 _ => false,
@@ -121,7 +121,7 @@ impl<B: PmBackend> ZenStore<'_, B> {
         let cost = ClockRing::cost(value.len());
         let Some(evicted) = ring.make_room(cost, guard) else { return };
         self.shared.counters[self.id].cache_evictions.fetch_add(evicted, Ordering::Relaxed);
-        let new = new_cached(record::tid_of(seen_word), value).into_shared(guard);
+        let new = new_cached(record::tid_of(seen_word), value, self.id).into_shared(guard);
         if !row.replace_cached(seen, new, guard) {
             // SAFETY: `new` was never published.
             drop(unsafe { new.into_owned() });
@@ -189,7 +189,7 @@ impl<B: PmBackend> ZenWorker<B> {
         self.old_value.clear();
         // SAFETY: as in `ZenStore::read`.
         match unsafe { row.cached(guard).as_ref() } {
-            Some(entry) if entry.cts == record::tid_of(word) => self.old_value.extend_from_slice(&entry.value),
+            Some(entry) if entry.cts() == record::tid_of(word) => entry.copy_into(&mut self.old_value),
             _ => {
                 self.old_value.resize(row.len(), 0);
                 self.shared.pool.backend().read(row.slot() + META_LEN + row.key().len() as u64, &mut self.old_value);
@@ -265,29 +265,13 @@ impl<B: PmBackend> ZenWorker<B> {
             let reserved = self.reserved[index];
             if reserved.slot == 0 {
                 // Nothing persisted (a delete of a never-durable row).
-                row.install_cached(Shared::null(), &guard);
+                self.install_cache(row, cts, None, &guard);
                 continue;
             }
             let value = self.tx.writes.value(index);
             let old_slot = row.slot();
             row.set_slot(reserved.slot, value.map_or(0, <[u8]>::len));
-            let mut ring = shared.caches[self.id].lock();
-            match value {
-                Some(value) if ring.enabled() => {
-                    let cost = ClockRing::cost(value.len());
-                    match ring.make_room(cost, &guard) {
-                        Some(evicted) => {
-                            shared.counters[self.id].cache_evictions.fetch_add(evicted, Ordering::Relaxed);
-                            let new = new_cached(cts, value).into_shared(&guard);
-                            row.install_cached(new, &guard);
-                            ring.admit(row, new, cost);
-                        }
-                        None => row.install_cached(Shared::null(), &guard),
-                    }
-                }
-                _ => row.install_cached(Shared::null(), &guard),
-            }
-            drop(ring);
+            self.install_cache(row, cts, value, &guard);
             if old_slot != 0 {
                 // A superseded tombstone can never resurrect anything.
                 let kind = if locked_word & ABSENT != 0 { SlotKind::Clean } else { SlotKind::Stale };
@@ -391,6 +375,46 @@ impl<B: PmBackend> ZenWorker<B> {
         self.reserved[lp].slot
     }
 
+    /// Makes the Met-Cache hold `value` (version `cts`) for `row`, locked by
+    /// this commit: in place when the row's cached entry has room, else a
+    /// new entry in this worker's region. A delete (`None`) unpublishes the
+    /// cached value and drops its ring entry at once, so nothing keeps the
+    /// deleted row from being reclaimed.
+    fn install_cache(&self, row: &Row, cts: u64, value: Option<&[u8]>, guard: &Guard) {
+        let shared = &*self.shared;
+        let dropped = match value {
+            Some(value) => {
+                // SAFETY: as in `ZenStore::read`; the row is locked by us.
+                if let Some(entry) = unsafe { row.cached(guard).as_ref() } {
+                    if entry.overwrite(cts, value) {
+                        return;
+                    }
+                }
+                let mut ring = shared.caches[self.id].lock();
+                let installed = ring.enabled().then(|| ClockRing::cost(value.len())).and_then(|cost| {
+                    let evicted = ring.make_room(cost, guard)?;
+                    shared.counters[self.id].cache_evictions.fetch_add(evicted, Ordering::Relaxed);
+                    let new = new_cached(cts, value, self.id).into_shared(guard);
+                    let old = row.install_cached(new, guard);
+                    ring.admit(row, new, cost);
+                    Some(old)
+                });
+                drop(ring);
+                match installed {
+                    Some(old) => old,
+                    None => row.install_cached(Shared::null(), guard),
+                }
+            }
+            None => row.install_cached(Shared::null(), guard),
+        };
+        // The replaced entry's ring no longer needs it; for a delete this
+        // releases the row's last ring reference (no ring lock is held here,
+        // so two committers never wait for each other's rings).
+        if let (Some((owner, index, address)), true) = (dropped, value.is_none()) {
+            shared.caches[owner].lock().drop_if_holds(index, address);
+        }
+    }
+
     fn leave(&mut self) {
         if self.active {
             self.shared.epochs.leave(self.id);
@@ -407,7 +431,12 @@ impl<B: PmBackend> ZenWorker<B> {
             if !self.active {
                 shared.epochs.enter(self.id);
             }
+            let before = self.tx.reclaimer.unlinked;
             self.tx.reclaimer.run(&shared.tables, &shared.epochs, &ZenReclaimPolicy);
+            let unlinked = self.tx.reclaimer.unlinked - before;
+            if unlinked > 0 {
+                shared.rows_unlinked.fetch_add(unlinked, Ordering::Relaxed);
+            }
             if !self.active {
                 shared.epochs.leave(self.id);
             }
