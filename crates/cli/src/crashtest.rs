@@ -75,6 +75,12 @@ pub struct CrashtestArgs {
     /// Kill at most this many milliseconds after the child is ready.
     #[arg(long, default_value_t = 150)]
     max_kill_ms: u64,
+
+    /// With --kill: a kill aimed after the child is ready first waits for at
+    /// least this many acknowledged commits (a child that never reaches
+    /// them is reported as a violation).
+    #[arg(long, default_value_t = 16)]
+    min_acks: u64,
     /// Smallbank accounts.
     #[arg(long, default_value_t = Scale::default().accounts)]
     accounts: u64,
@@ -170,16 +176,20 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         config.pool_size = args.pool_size;
         config.chunk_size = args.chunk_size;
         config.max_kill_delay = std::time::Duration::from_millis(args.max_kill_ms);
+        config.min_acks_before_kill = args.min_acks;
         config.checkpoint_ms = args.checkpoint_ms;
         progress(&format!("seed {seed:#x}: {}", config.command_line()));
         let report = pmtx_crashtest::run_kill(&config, &progress).map_err(CliError::runtime)?;
         eprintln!(
             "crashtest: {} commits and {} acknowledgements reported by the children, {} unacknowledged commits \
-             recovered, {} early kills, {} fresh pools (the database outgrew the pool)",
+             recovered, {} early kills, {} kills after at least {} acknowledgements, {} fresh pools (the database \
+             outgrew the pool)",
             report.committed,
             report.acknowledged,
             report.unacknowledged_recovered,
             report.early_kills,
+            report.kills_after_acks,
+            config.min_acks_before_kill,
             report.pool_resets
         );
         println!(

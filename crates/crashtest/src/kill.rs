@@ -332,6 +332,11 @@ pub struct KillConfig {
     pub dir: Option<PathBuf>,
     /// Keep at most this many violations in the report.
     pub max_reported: usize,
+    /// A kill aimed after `ready` waits until the child reported at least
+    /// this many acknowledgements, so every such iteration crashes a run
+    /// with acknowledged commits to lose (a child that reaches none within
+    /// a minute is a violation).
+    pub min_acks_before_kill: u64,
 }
 
 impl KillConfig {
@@ -358,6 +363,7 @@ impl KillConfig {
             program_args,
             dir: None,
             max_reported: 50,
+            min_acks_before_kill: 16,
         }
     }
 
@@ -386,6 +392,9 @@ pub struct KillReport {
     pub iterations: u64,
     /// Kills aimed at the child's start (before it reported `ready`).
     pub early_kills: u64,
+    /// Kills aimed after `ready` whose child had reported at least
+    /// `min_acks_before_kill` acknowledgements first.
+    pub kills_after_acks: u64,
     /// Commits reported by the children.
     pub committed: u64,
     /// Acknowledgements reported by the children.
@@ -567,6 +576,34 @@ pub fn run_kill(config: &KillConfig, progress: &(dyn Fn(&str) + Sync)) -> Result
                     Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
                     Err(_) => break,
                 }
+            }
+            // Then at least `min_acks_before_kill` acknowledgements.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let mut acks = 0u64;
+            while acks < config.min_acks_before_kill {
+                match receiver.recv_timeout(Duration::from_millis(20)) {
+                    Ok(line) => {
+                        acks += line.starts_with("A ") as u64;
+                        lines.push(line);
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
+                    Err(_) => break,
+                }
+            }
+            if acks >= config.min_acks_before_kill {
+                report.kills_after_acks += 1;
+            } else {
+                push(
+                    &mut report,
+                    Finding::new(
+                        "no-progress",
+                        format!(
+                            "the child acknowledged {acks} commits, fewer than the {} required before a kill",
+                            config.min_acks_before_kill
+                        ),
+                    )
+                    .with_replay(replay.clone()),
+                );
             }
             std::thread::sleep(delay);
         }

@@ -71,6 +71,8 @@ pub struct SimConfig {
     /// The deliberately broken acknowledgement (see
     /// [`Harness::run_worker`]); for testing the harness only.
     pub fake_ack: bool,
+    /// A deliberately broken engine step; for testing the harness only.
+    pub fault: Option<pmtx_engine::Fault>,
     /// Write failing images here.
     pub save_dir: Option<PathBuf>,
     /// Keep at most this many violations in the report (all are counted).
@@ -96,6 +98,7 @@ impl SimConfig {
             recovery_crash_states: 3,
             checkpoint_every: Some(Duration::from_millis(15)),
             fake_ack: false,
+            fault: None,
             save_dir: None,
             max_reported: 50,
         }
@@ -116,7 +119,7 @@ impl SimConfig {
             self.chunk_size,
             crate::harness::scale_flags(&self.scale),
             if self.fake_ack { " --fake-ack" } else { "" }
-        )
+        ) + &self.fault.map(|fault| format!(" (engine built with fault {})", fault.name())).unwrap_or_default()
     }
 }
 
@@ -295,8 +298,9 @@ struct RunOutput {
 }
 
 fn run_workload(config: &SimConfig, harness: &Harness, progress: &(dyn Fn(&str) + Sync)) -> Result<RunOutput, String> {
-    let options =
+    let mut options =
         db_options(config.engine, harness.tables(), config.threads, config.seed, config.pool_size, config.chunk_size);
+    options.fault = config.fault;
     let pool = Arc::new(
         Pool::<Sim>::create_in_memory(config.pool_size, config.chunk_size, &options.pm)
             .map_err(|error| format!("cannot create the sim pool: {error}"))?,
@@ -441,8 +445,9 @@ pub fn run_sim(config: &SimConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<S
         run.states.len(),
         config.images
     ));
-    let options =
+    let mut options =
         db_options(config.engine, harness.tables(), config.threads, config.seed, config.pool_size, config.chunk_size);
+    options.fault = config.fault;
     let bounds_of = |event: u64| Bounds {
         lower: run.logs.iter().zip(&run.baseline.seqs).map(|(log, &base)| log.acked_by(event, base)).collect(),
         upper: run.logs.iter().zip(&run.baseline.seqs).map(|(log, &base)| log.started_by(event, base)).collect(),
@@ -592,8 +597,9 @@ fn save_image(config: &SimConfig, state: &CrashState, index: u64, bytes: &[u8]) 
 /// seed of the run that saved it.
 pub fn replay_image(config: &SimConfig, bytes: &[u8]) -> Result<Vec<Violation>, String> {
     let harness = Harness::new(config.workload, config.scale, config.threads, config.seed)?;
-    let options =
+    let mut options =
         db_options(config.engine, harness.tables(), config.threads, config.seed, bytes.len() as u64, config.chunk_size);
+    options.fault = config.fault;
     let replay = format!("{} --replay <image>", config.command_line());
     let recovered = recover_image::<Direct>(&harness, &options, bytes, None, true, |_| {});
     let mut findings = recovered.findings;

@@ -39,6 +39,16 @@ fn check(config: &KillConfig) -> pmtx_crashtest::KillReport {
     let shown: Vec<String> = report.violations.iter().take(3).map(|v| v.to_string()).collect();
     assert_eq!(report.violation_count, 0, "{}", shown.join("\n"));
     assert_eq!(report.iterations, config.iterations);
+    // Every kill aimed after `ready` waited for acknowledged commits: no
+    // iteration passes without something to lose.
+    assert_eq!(report.kills_after_acks + report.early_kills, report.iterations, "{}", config.command_line());
+    assert!(
+        report.acknowledged >= report.kills_after_acks * config.min_acks_before_kill,
+        "{}: {} acknowledgements over {} kills after acks",
+        config.command_line(),
+        report.acknowledged,
+        report.kills_after_acks
+    );
     report
 }
 

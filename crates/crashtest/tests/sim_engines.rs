@@ -127,3 +127,36 @@ fn honest_acknowledgement_passes() {
     let report = run_sim(&config, &|_| {}).unwrap();
     assert_eq!(report.violation_count, 0, "{:?}", report.violations.first());
 }
+
+/// One deliberately broken step per durable engine family: the harness
+/// must report each. A small, contended Smallbank makes dependent
+/// transactions (which the epoch rule exists for) common.
+#[test]
+fn every_broken_engine_is_caught() {
+    use pmtx_engine::Fault;
+    let cases = [
+        (EngineKind::Dbxn, Fault::DbxnAckBeforeFence),
+        (EngineKind::Zen, Fault::ZenSkipFirstFence),
+        (EngineKind::Zen, Fault::ZenLpOnFirstTuple),
+        (EngineKind::GroupCommit, Fault::GroupCommitEpochBeforeLog),
+    ];
+    let mut missed = Vec::new();
+    for (engine, fault) in cases {
+        let mut config = config(engine, WorkloadKind::Smallbank, 300);
+        config.fault = Some(fault);
+        config.scale.accounts = 8;
+        config.recovery_check_every = 0;
+        let report = run_sim(&config, &|_| {}).unwrap_or_else(|error| panic!("{engine} {}: {error}", fault.name()));
+        eprintln!(
+            "{engine} with {}: {} images, {} violations (first: {})",
+            fault.name(),
+            report.images,
+            report.violation_count,
+            report.violations.first().map_or("none".into(), |violation| violation.oracle.to_string())
+        );
+        if report.violation_count == 0 {
+            missed.push(format!("{engine} with {}", fault.name()));
+        }
+    }
+    assert!(missed.is_empty(), "seed {:#x}: the harness missed {}", seed(), missed.join(", "));
+}

@@ -71,6 +71,10 @@ pub struct DbOptions {
     pub dbxn: crate::dbxn::DbxnOptions,
     /// Options of the `zen` engines (Met-Cache budget, LP table order).
     pub zen: crate::zen::ZenOptions,
+    /// A deliberately broken protocol step, for the crash harness's
+    /// self-tests (feature `fault-injection` only; never in production).
+    #[cfg(feature = "fault-injection")]
+    pub fault: Option<crate::fault::Fault>,
 }
 
 impl DbOptions {
@@ -92,6 +96,8 @@ impl DbOptions {
             htm: pmtx_htm::HtmConfig::software(),
             dbxn: crate::dbxn::DbxnOptions::default(),
             zen: crate::zen::ZenOptions::default(),
+            #[cfg(feature = "fault-injection")]
+            fault: None,
         }
     }
 

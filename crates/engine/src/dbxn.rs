@@ -233,6 +233,7 @@ pub(crate) struct DbxnLog<B: PmBackend, const PARITY: bool> {
     htm: Option<Htm>,
     /// `dbxn-nvm`: each worker slot's value chunks.
     values: Option<Vec<ValueChunks>>,
+    faults: crate::fault::Faults,
     epochs: OnceLock<Arc<Epochs>>,
     #[cfg(test)]
     before_log: Option<BeforeLogHook>,
@@ -259,6 +260,7 @@ impl<B: PmBackend, const PARITY: bool> DbxnLog<B, PARITY> {
             layout: options.dbxn.layout(),
             htm,
             values,
+            faults: crate::fault::Faults::of(options),
             epochs: OnceLock::new(),
             #[cfg(test)]
             before_log: None,
@@ -365,7 +367,9 @@ impl<B: PmBackend, const PARITY: bool> CommitLog for DbxnLog<B, PARITY> {
             self.pool.backend().flush(start, end - start);
         }
         // One fence for the record (and the values): the logging phase.
-        worker.log.make_durable(range);
+        if !self.faults.ack_before_fence() {
+            worker.log.make_durable(range);
+        }
         self.pool.backend().crash_point("dbxn: log record durable");
         self.inner.note_logged(worker.id, writes);
         Ok(CommitTicket::Durable)

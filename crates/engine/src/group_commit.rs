@@ -95,6 +95,7 @@ pub(crate) struct GroupCommitLog<B: PmBackend> {
     /// its commit returns, so recovery replays every valid record and
     /// ignores the durable-epoch root.
     synchronous: bool,
+    faults: crate::fault::Faults,
 }
 
 impl<B: PmBackend> GroupCommitLog<B> {
@@ -114,6 +115,7 @@ impl<B: PmBackend> GroupCommitLog<B> {
         Ok(Self {
             kind,
             synchronous,
+            faults: crate::fault::Faults::of(options),
             pool,
             logs: (0..options.workers).map(|_| Arc::new(LogShared::default())).collect(),
             next_sequence: Mutex::new(vec![0; options.workers]),
@@ -147,6 +149,12 @@ impl<B: PmBackend> GroupCommitLog<B> {
     /// `durable_epoch` (all records of epochs <= it are complete).
     fn flush_logs(&self, durable_epoch: u64) -> DbResult<()> {
         let _guard = self.flush_lock.lock();
+        if self.faults.epoch_before_log() && durable_epoch > self.epochs().durable() {
+            // Broken on purpose: the epoch is published (persisted, and
+            // acknowledged to workers) before its log lines are durable.
+            self.pool.set_root(DURABLE_EPOCH_ROOT, durable_epoch)?;
+            self.epochs().set_durable(durable_epoch);
+        }
         let backend = self.pool.backend();
         let chunk_size = self.pool.geometry().chunk_size;
         for shared in &self.logs {

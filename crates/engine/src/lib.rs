@@ -12,6 +12,7 @@ pub mod engine;
 mod engines;
 pub mod epoch;
 mod error;
+mod fault;
 mod group_commit;
 pub mod index;
 pub mod log;
@@ -26,6 +27,8 @@ pub use db::{prefix_range, Database, DbOptions, Finished, Outcome, PoolLocation,
 pub use dbxn::{DbxnOptions, VALUE_CHUNK_KIND as DBXN_VALUE_CHUNK_KIND};
 pub use engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
 pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};
+#[cfg(feature = "fault-injection")]
+pub use fault::Fault;
 pub use index::ScanDirection;
 pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, TableSchema};
 pub use zen::{ZenOptions, HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND};

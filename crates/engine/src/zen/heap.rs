@@ -255,13 +255,22 @@ pub(crate) fn decode_slot<'a>(bytes: &'a [u8], geometry: &SlotGeometry) -> SlotC
 /// Algorithm 1 (see the module documentation): persists `tuples` (slot,
 /// encoded bytes) of one transaction; the last one gets the LP bit. Two
 /// fences.
-pub(crate) fn persist_tuples<B: PmBackend>(backend: &B, batch: &mut PersistBatch, tuples: &[(u64, &[u8])]) {
+pub(crate) fn persist_tuples<B: PmBackend>(
+    backend: &B,
+    batch: &mut PersistBatch,
+    tuples: &[(u64, &[u8])],
+    faults: crate::fault::Faults,
+) {
     let Some(&(last_slot, last_bytes)) = tuples.last() else { return };
-    for &(slot, bytes) in tuples {
+    for (position, &(slot, bytes)) in tuples.iter().enumerate() {
         debug_assert!(slot.is_multiple_of(16));
+        let mut word0 = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+        if faults.lp_on_first_tuple() && position == 0 && tuples.len() > 1 {
+            word0 |= LP_BIT; // broken on purpose: before the fence
+        }
         // IMPORTANT: word 0 is the first store to the header line (see
         // "torn reuse").
-        backend.store_u64(slot, u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")));
+        backend.store_u64(slot, word0);
         backend.write(slot + 8, &bytes[8..]);
     }
     for &(slot, bytes) in &tuples[..tuples.len() - 1] {
@@ -273,7 +282,9 @@ pub(crate) fn persist_tuples<B: PmBackend>(backend: &B, batch: &mut PersistBatch
         batch.add(after_header_line, last_end - after_header_line);
     }
     batch.flush(backend);
-    backend.fence();
+    if !faults.skip_first_fence() {
+        backend.fence();
+    }
     backend.crash_point("zen: tuples durable, before LP");
     let cts = u64::from_le_bytes(last_bytes[..8].try_into().expect("8 bytes"));
     // IMPORTANT: the commit point. Everything else of the transaction is

@@ -103,6 +103,8 @@ pub(crate) struct ZenShared<B: PmBackend> {
     pub(crate) orphans: Mutex<RowReclaimer<cache::Row>>,
     /// Rows unlinked by every worker's reclamation since open.
     pub(crate) rows_unlinked: AtomicU64,
+    /// Deliberately broken steps (crash-harness self-tests).
+    pub(crate) faults: crate::fault::Faults,
 }
 
 impl<B: PmBackend> Drop for ZenShared<B> {
@@ -197,6 +199,7 @@ impl<B: PmBackend> ZenEngine<B> {
             closed: AtomicBool::new(false),
             orphans: Mutex::new(RowReclaimer::default()),
             rows_unlinked: AtomicU64::new(0),
+            faults: crate::fault::Faults::of(options),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let ticker = {

@@ -371,7 +371,7 @@ impl<B: PmBackend> ZenWorker<B> {
         order.push(lp);
         let tuples: Vec<(u64, &[u8])> =
             order.iter().map(|&index| (self.reserved[index].slot, self.encoded[index].as_slice())).collect();
-        persist_tuples(shared.pool.backend(), &mut self.batch, &tuples);
+        persist_tuples(shared.pool.backend(), &mut self.batch, &tuples, shared.faults);
         self.reserved[lp].slot
     }
 

@@ -1,0 +1,121 @@
+//! Deliberately broken variants of the durable engines, behind the
+//! `fault-injection` cargo feature: the crash harness must report each one
+//! (its self-tests in `pmtx-crashtest`), which shows it can catch the
+//! mistakes each engine family could make. Without the feature no fault can
+//! be selected and every check below is a constant `false`.
+
+/// A protocol step each durable engine family must not skip.
+#[cfg(feature = "fault-injection")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Fault {
+    /// dbxn family: acknowledge before the log record's fence.
+    DbxnAckBeforeFence,
+    /// zen: skip the first fence of Algorithm 1 (tuples before the LP bit).
+    ZenSkipFirstFence,
+    /// zen: set the LP bit on the first tuple of a transaction, written with
+    /// the others, instead of on the last one after the fence.
+    ZenLpOnFirstTuple,
+    /// group-commit: persist the durable epoch before the epoch's log lines.
+    GroupCommitEpochBeforeLog,
+}
+
+#[cfg(feature = "fault-injection")]
+impl Fault {
+    /// Every fault, for tests and `--help`.
+    pub const ALL: [Fault; 4] = [
+        Fault::DbxnAckBeforeFence,
+        Fault::ZenSkipFirstFence,
+        Fault::ZenLpOnFirstTuple,
+        Fault::GroupCommitEpochBeforeLog,
+    ];
+
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::DbxnAckBeforeFence => "dbxn-ack-before-fence",
+            Fault::ZenSkipFirstFence => "zen-skip-first-fence",
+            Fault::ZenLpOnFirstTuple => "zen-lp-on-first-tuple",
+            Fault::GroupCommitEpochBeforeLog => "group-commit-epoch-before-log",
+        }
+    }
+
+    /// Parses a name.
+    pub fn parse(name: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|fault| fault.name() == name)
+    }
+}
+
+/// The fault an engine instance runs with (none without the feature).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Faults {
+    #[cfg(feature = "fault-injection")]
+    fault: Option<Fault>,
+}
+
+impl Faults {
+    /// The fault `options` select.
+    pub(crate) fn of(options: &crate::db::DbOptions) -> Self {
+        #[cfg(feature = "fault-injection")]
+        {
+            Faults { fault: options.fault }
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            let _ = options;
+            Faults {}
+        }
+    }
+
+    /// dbxn: no fence before the acknowledgement.
+    #[inline(always)]
+    pub(crate) fn ack_before_fence(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::DbxnAckBeforeFence))
+    }
+
+    /// zen: no fence between the tuples and the LP bit.
+    #[inline(always)]
+    pub(crate) fn skip_first_fence(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::ZenSkipFirstFence))
+    }
+
+    /// zen: the LP bit on the first tuple.
+    #[inline(always)]
+    pub(crate) fn lp_on_first_tuple(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::ZenLpOnFirstTuple))
+    }
+
+    /// group-commit: the durable epoch before the log lines.
+    #[inline(always)]
+    pub(crate) fn epoch_before_log(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::GroupCommitEpochBeforeLog))
+    }
+
+    #[inline(always)]
+    fn is(&self, test: impl Fn(FaultKind) -> bool) -> bool {
+        #[cfg(feature = "fault-injection")]
+        {
+            self.fault.is_some_and(test)
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            let _ = test;
+            false
+        }
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+use Fault as FaultKind;
+
+/// Stand-in so the checks above compile without the feature (never
+/// constructed: every check is `false` then).
+#[cfg(not(feature = "fault-injection"))]
+#[derive(Clone, Copy)]
+#[allow(dead_code)]
+enum FaultKind {
+    DbxnAckBeforeFence,
+    ZenSkipFirstFence,
+    ZenLpOnFirstTuple,
+    GroupCommitEpochBeforeLog,
+}
