@@ -48,22 +48,27 @@
 //!   words, and the row's word is re-checked after the copy), so neither a
 //!   racing fill of an old version nor an in-place overwrite is ever served.
 
+use crate::epoch::{DeferredFree, Epochs};
 use crate::index::HashEntry;
 use crate::record::{alloc_keyed, free_keyed, key_after, KeyedHeader, RowKind};
-use crossbeam_epoch::{Atomic, Guard, Owned, Shared};
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 /// Lock bit of the CC-Meta word (same layout as `record.rs`).
 pub(crate) use crate::record::{ABSENT, LOCKED};
 
-/// Bytes charged per cache entry besides its value (the `Cached` box and
-/// the ring slot).
+/// Bytes charged per cache entry besides its value (the `Cached` header
+/// and the ring slot).
 pub(crate) const ENTRY_OVERHEAD_BYTES: u64 = 64;
 
-/// A cached tuple value. Its bytes change only in place by a committing
-/// writer holding the row's lock (readers validate against the row's word);
-/// the allocation is reclaimed through crossbeam-epoch once unpublished.
+/// A cached tuple value: one allocation of this header followed by the
+/// value's words. Its bytes change only in place by a committing writer
+/// holding the row's lock (readers validate against the row's word). Once
+/// unpublished from its row it is retired into its owner region's list and
+/// freed when the epochs' horizon passes (readers are announced in an epoch
+/// for their whole transaction).
+#[repr(C)]
 pub(crate) struct Cached {
     /// Tx-CTS of the version held.
     cts: AtomicU64,
@@ -72,10 +77,62 @@ pub(crate) struct Cached {
     owner: u32,
     /// Its position in the owner's ring (`u32::MAX` until admitted).
     ring_index: AtomicU32,
-    words: Box<[AtomicU64]>,
+    /// Words after the header.
+    capacity_words: u32,
 }
 
+const _: () = assert!(std::mem::size_of::<Cached>() == 24 && std::mem::align_of::<Cached>() == 8);
+
 impl Cached {
+    fn layout(words: usize) -> Layout {
+        Layout::from_size_align(std::mem::size_of::<Cached>() + words * 8, 8).expect("cache entry layout")
+    }
+
+    /// A new, unpublished entry holding `value` at `cts`, to be admitted by
+    /// region `owner`.
+    pub(crate) fn allocate(cts: u64, value: &[u8], owner: usize) -> NonNull<Cached> {
+        let words = value.len().div_ceil(8);
+        let layout = Self::layout(words);
+        // SAFETY: non-zero size (the header).
+        let pointer = unsafe { alloc(layout) } as *mut Cached;
+        let Some(entry) = NonNull::new(pointer) else { handle_alloc_error(layout) };
+        // SAFETY: `pointer` is valid for the layout; the words follow the
+        // header and are zeroed before use.
+        unsafe {
+            pointer.write(Cached {
+                cts: AtomicU64::new(0),
+                len: AtomicU32::new(0),
+                owner: owner as u32,
+                ring_index: AtomicU32::new(u32::MAX),
+                capacity_words: words as u32,
+            });
+            std::ptr::write_bytes((pointer as *mut u8).add(std::mem::size_of::<Cached>()), 0, words * 8);
+            let written = entry.as_ref().overwrite(cts, value);
+            debug_assert!(written);
+        }
+        entry
+    }
+
+    /// Frees an entry made by [`Cached::allocate`].
+    ///
+    /// # Safety
+    /// No reference to it may exist or be created afterwards.
+    pub(crate) unsafe fn free(entry: NonNull<Cached>) {
+        // SAFETY: guaranteed by the caller; the layout is the allocation's.
+        unsafe {
+            let words = entry.as_ref().capacity_words as usize;
+            dealloc(entry.as_ptr() as *mut u8, Self::layout(words));
+        }
+    }
+
+    fn words(&self) -> &[AtomicU64] {
+        // SAFETY: `allocate` put `capacity_words` initialized words after
+        // the header.
+        unsafe {
+            std::slice::from_raw_parts((self as *const Cached).add(1) as *const AtomicU64, self.capacity_words as usize)
+        }
+    }
+
     /// Tx-CTS of the version held.
     #[inline]
     pub(crate) fn cts(&self) -> u64 {
@@ -86,9 +143,11 @@ impl Cached {
     /// caller's re-check of the row's word).
     #[inline]
     pub(crate) fn copy_into(&self, out: &mut Vec<u8>) {
-        let len = (self.len.load(Ordering::Relaxed) as usize).min(self.words.len() * 8);
+        let words = self.words();
+        let len = (self.len.load(Ordering::Relaxed) as usize).min(words.len() * 8);
         let start = out.len();
-        for word in &self.words[..len.div_ceil(8)] {
+        out.reserve(len.div_ceil(8) * 8);
+        for word in &words[..len.div_ceil(8)] {
             out.extend_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
         }
         out.truncate(start + len);
@@ -96,20 +155,21 @@ impl Cached {
 
     /// Overwrites the value in place if it fits (row locked by the caller).
     pub(crate) fn overwrite(&self, cts: u64, value: &[u8]) -> bool {
-        if value.len() > self.words.len() * 8 {
+        let words = self.words();
+        if value.len() > words.len() * 8 {
             return false;
         }
         // Readers of the old version re-check the row's word, which the
         // caller holds locked; they never pair these bytes with `cts`.
         let mut chunks = value.chunks_exact(8);
-        for (word, chunk) in self.words.iter().zip(&mut chunks) {
+        for (word, chunk) in words.iter().zip(&mut chunks) {
             word.store(u64::from_ne_bytes(chunk.try_into().expect("8 bytes")), Ordering::Relaxed);
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
             let mut bytes = [0u8; 8];
             bytes[..rest.len()].copy_from_slice(rest);
-            self.words[value.len() / 8].store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
+            words[value.len() / 8].store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
         }
         self.len.store(value.len() as u32, Ordering::Relaxed);
         self.cts.store(cts, Ordering::Release);
@@ -122,6 +182,12 @@ impl Cached {
     }
 }
 
+/// A cache entry unpublished from its row, waiting for the horizon.
+pub(crate) struct RetiredCached(NonNull<Cached>);
+
+// SAFETY: unreachable from shared structures; freed once by its list.
+unsafe impl Send for RetiredCached {}
+
 /// One logical tuple's DRAM state (see the module documentation), followed
 /// in the same allocation by its key.
 #[repr(C)]
@@ -129,7 +195,7 @@ pub(crate) struct Row {
     word: AtomicU64,
     slot: AtomicU64,
     tuple_id: AtomicU64,
-    cached: Atomic<Cached>,
+    cached: AtomicPtr<Cached>,
     len: AtomicU32,
     /// Tombstones in the regions' queues that point at this row.
     tombstones: AtomicU32,
@@ -176,7 +242,7 @@ impl RowKind for Row {
             word: AtomicU64::new(crate::record::word_of(0, ABSENT)),
             slot: AtomicU64::new(0),
             tuple_id: AtomicU64::new(0),
-            cached: Atomic::null(),
+            cached: AtomicPtr::new(std::ptr::null_mut()),
             len: AtomicU32::new(0),
             tombstones: AtomicU32::new(0),
             ring_refs: AtomicU32::new(0),
@@ -270,61 +336,40 @@ impl Row {
         }
     }
 
-    /// The cached value pointer.
+    /// The cached value, if any. The caller is announced in an epoch (or
+    /// holds the owner ring's lock, or runs alone), which keeps it alive.
     #[inline]
-    pub(crate) fn cached<'g>(&self, guard: &'g Guard) -> Shared<'g, Cached> {
-        self.cached.load(Ordering::Acquire, guard)
+    pub(crate) fn cached(&self) -> Option<&Cached> {
+        // SAFETY: a published entry is freed only after it was unpublished
+        // and the horizon passed (see `Cached`).
+        unsafe { self.cached.load(Ordering::Acquire).as_ref() }
     }
 
-    /// Replaces the cached value by `new` if it still is `current`. On
-    /// success the old value is retired through `guard`.
-    pub(crate) fn replace_cached<'g>(
-        &self,
-        current: Shared<'g, Cached>,
-        new: Shared<'g, Cached>,
-        guard: &'g Guard,
-    ) -> bool {
-        match self.cached.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire, guard) {
-            Ok(_) => {
-                if !current.is_null() {
-                    // SAFETY: `current` is unlinked; readers still holding it
-                    // are pinned, so destruction waits for them.
-                    unsafe { guard.defer_destroy(current) };
-                }
-                true
-            }
-            Err(_) => false,
-        }
+    /// The cached value's address (null: none), for compare-exchange.
+    #[inline]
+    pub(crate) fn cached_ptr(&self) -> *mut Cached {
+        self.cached.load(Ordering::Acquire)
     }
 
-    /// Installs `new` unconditionally (row locked by a committing writer),
-    /// retiring the old value; returns the old value's (region, index,
-    /// address) so the caller can drop its ring entry.
-    pub(crate) fn install_cached<'g>(&self, new: Shared<'g, Cached>, guard: &'g Guard) -> Option<(usize, u32, usize)> {
-        let old = self.cached.swap(new, Ordering::AcqRel, guard);
-        // SAFETY: `old` stays allocated while `guard` is pinned.
-        let slot = unsafe { old.as_ref() }.map(|cached| {
-            let (owner, index) = cached.ring_slot();
-            (owner, index, old.as_raw() as usize)
-        });
-        if !old.is_null() {
-            // SAFETY: as in `replace_cached`.
-            unsafe { guard.defer_destroy(old) };
-        }
-        slot
+    /// Replaces the cached value by `new` if it still is `current`; on
+    /// success the caller retires `current` (if non-null).
+    pub(crate) fn replace_cached(&self, current: *mut Cached, new: *mut Cached) -> bool {
+        self.cached.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// Installs `new` unconditionally (row locked by a committing writer);
+    /// returns the old value, which the caller retires.
+    pub(crate) fn install_cached(&self, new: *mut Cached) -> Option<NonNull<Cached>> {
+        NonNull::new(self.cached.swap(new, Ordering::AcqRel))
     }
 }
 
 impl Drop for Row {
     fn drop(&mut self) {
-        // SAFETY: the row is being dropped with its table, so no one else
-        // references it or its cached value.
-        unsafe {
-            let guard = crossbeam_epoch::unprotected();
-            let cached = self.cached.load(Ordering::Relaxed, guard);
-            if !cached.is_null() {
-                drop(cached.into_owned());
-            }
+        if let Some(cached) = NonNull::new(*self.cached.get_mut()) {
+            // SAFETY: the row is being dropped with its table (or after the
+            // horizon passed its unlink), so no one references its value.
+            unsafe { Cached::free(cached) };
         }
     }
 }
@@ -346,19 +391,45 @@ struct RingEntry {
     cost: u64,
 }
 
-/// One worker's Met-Cache region: CLOCK over the entries it installed.
+/// One worker's Met-Cache region: CLOCK over the entries it installed,
+/// and the entries of this region unpublished from their rows, waiting for
+/// the horizon.
 pub(crate) struct ClockRing {
     entries: Vec<Option<RingEntry>>,
     vacant: Vec<usize>,
     hand: usize,
     bytes: u64,
     budget_bytes: u64,
+    retired: DeferredFree<RetiredCached>,
 }
 
 impl ClockRing {
     /// A region of `budget_bytes`.
     pub(crate) fn new(budget_bytes: u64) -> Self {
-        Self { entries: Vec::new(), vacant: Vec::new(), hand: 0, bytes: 0, budget_bytes }
+        Self {
+            entries: Vec::new(),
+            vacant: Vec::new(),
+            hand: 0,
+            bytes: 0,
+            budget_bytes,
+            retired: DeferredFree::default(),
+        }
+    }
+
+    /// Retires an entry of this region that was unpublished from its row
+    /// (the stamp is taken now, under the region's lock, so stamps grow).
+    pub(crate) fn retire(&mut self, cached: NonNull<Cached>, epochs: &Epochs) {
+        // SAFETY: the entry is alive (unpublished, not yet freed).
+        debug_assert!(unsafe { cached.as_ref() }.owner as usize != usize::MAX);
+        self.retired.push(epochs.stamp(), RetiredCached(cached));
+    }
+
+    /// Frees the retired entries the horizon allows.
+    fn collect(&mut self, epochs: &Epochs) {
+        if self.retired.oldest().is_some_and(|stamp| stamp < epochs.global()) {
+            // SAFETY: the horizon passed their stamps: no reader holds them.
+            self.retired.collect(epochs.horizon(), |entry| unsafe { Cached::free(entry.0) });
+        }
     }
 
     /// Whether the region caches anything at all.
@@ -390,7 +461,8 @@ impl ClockRing {
     /// Makes room for `cost` bytes by CLOCK; returns the number of values
     /// evicted, or `None` if the room could not be made (every entry active
     /// or recently used twice around).
-    pub(crate) fn make_room(&mut self, cost: u64, guard: &Guard) -> Option<u64> {
+    pub(crate) fn make_room(&mut self, cost: u64, epochs: &Epochs) -> Option<u64> {
+        self.collect(epochs);
         if cost > self.budget_bytes {
             return None;
         }
@@ -411,8 +483,8 @@ impl ClockRing {
             let Some(entry) = &self.entries[index] else { continue };
             // SAFETY: rows outlive the region (see RowPtr).
             let row = unsafe { &*entry.row.0 };
-            let current = row.cached(guard);
-            if current.as_raw() as usize != entry.cached {
+            let current = row.cached_ptr();
+            if current as usize != entry.cached {
                 // Replaced by a writer (now cached in its region) or evicted:
                 // the copy-bit case. Only the accounting remains.
                 self.drop_entry(index);
@@ -424,8 +496,12 @@ impl ClockRing {
             if row.clock.swap(false, Ordering::Relaxed) {
                 continue; // second chance
             }
-            if row.replace_cached(current, Shared::null(), guard) {
+            if row.replace_cached(current, std::ptr::null_mut()) {
                 evicted += 1;
+                // The ring's own entry: the region that admitted it retires
+                // it (readers may still hold it).
+                // SAFETY: non-null (it equals the entry's address).
+                self.retire(unsafe { NonNull::new_unchecked(current) }, epochs);
             }
             self.drop_entry(index);
         }
@@ -434,9 +510,9 @@ impl ClockRing {
 
     /// Records that this region installed `cached` in `row`; returns the
     /// entry's index.
-    pub(crate) fn admit(&mut self, row: &Row, cached: Shared<'_, Cached>, cost: u64) -> usize {
+    pub(crate) fn admit(&mut self, row: &Row, cached: NonNull<Cached>, cost: u64) -> usize {
         row.ring_refs.fetch_add(1, Ordering::AcqRel);
-        let entry = RingEntry { row: RowPtr(row), cached: cached.as_raw() as usize, cost };
+        let entry = RingEntry { row: RowPtr(row), cached: cached.as_ptr() as usize, cost };
         self.bytes += cost;
         let index = match self.vacant.pop() {
             Some(index) => {
@@ -448,10 +524,8 @@ impl ClockRing {
                 self.entries.len() - 1
             }
         };
-        // SAFETY: `cached` is alive: the caller holds a guard.
-        if let Some(cached) = unsafe { cached.as_ref() } {
-            cached.ring_index.store(index as u32, Ordering::Release);
-        }
+        // SAFETY: `cached` is alive: just installed by the caller.
+        unsafe { cached.as_ref() }.ring_index.store(index as u32, Ordering::Release);
         index
     }
 
@@ -465,25 +539,22 @@ impl ClockRing {
     }
 
     /// Undoes the admission of `cached` at `index` (the row changed since
-    /// the value was read): unpublishes it if still installed and drops
-    /// the entry.
-    pub(crate) fn forget(&mut self, index: usize, row: &Row, cached: Shared<'_, Cached>, guard: &Guard) {
-        row.replace_cached(cached, Shared::null(), guard);
+    /// the value was read): unpublishes and retires it if still installed,
+    /// and drops the entry.
+    pub(crate) fn forget(&mut self, index: usize, row: &Row, cached: NonNull<Cached>, epochs: &Epochs) {
+        if row.replace_cached(cached.as_ptr(), std::ptr::null_mut()) {
+            self.retire(cached, epochs);
+        }
         self.drop_entry(index);
     }
 }
 
-/// Builds a cache entry for `value` at `cts`, to be admitted by region
-/// `owner`.
-pub(crate) fn new_cached(cts: u64, value: &[u8], owner: usize) -> Owned<Cached> {
-    let entry = Cached {
-        cts: AtomicU64::new(0),
-        len: AtomicU32::new(0),
-        owner: owner as u32,
-        ring_index: AtomicU32::new(u32::MAX),
-        words: (0..value.len().div_ceil(8)).map(|_| AtomicU64::new(0)).collect(),
-    };
-    let written = entry.overwrite(cts, value);
-    debug_assert!(written);
-    Owned::new(entry)
+impl Drop for ClockRing {
+    fn drop(&mut self) {
+        // The engine is being dropped: no reader can hold a retired entry.
+        for (_, entry) in self.retired.drain() {
+            // SAFETY: unpublished and unreachable.
+            unsafe { Cached::free(entry.0) };
+        }
+    }
 }

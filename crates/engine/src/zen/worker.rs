@@ -21,7 +21,7 @@
 //!    the tombstones the last sweep made safe; unlock the region; run a sweep
 //!    if enough tombstones wait; reclaim absent rows (`table.rs`).
 
-use super::cache::{new_cached, Cached, ClockRing, Row, ABSENT, LOCKED};
+use super::cache::{Cached, ClockRing, Row, ABSENT, LOCKED};
 use super::heap::{self, persist_tuples, Garbage, Reserved, SlotKind, Tombstone, META_LEN};
 use super::ZenShared;
 use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
@@ -30,8 +30,8 @@ use crate::occ::{OccTx, RowStore};
 use crate::record::{self, RowKind, READ_SPINS};
 use crate::schema::TableId;
 use crate::table::ReclaimPolicy;
-use crossbeam_epoch::{self as epoch, Guard, Shared};
 use pmtx_pm::{PersistBatch, PmBackend};
+use std::ptr::NonNull;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
@@ -57,7 +57,6 @@ struct ZenStore<'a, B: PmBackend> {
 impl<B: PmBackend> RowStore<Row> for ZenStore<'_, B> {
     fn read(&self, row: &Row, out: &mut Vec<u8>) -> Result<u64, AbortReason> {
         let backend = self.shared.pool.backend();
-        let guard = epoch::pin();
         for _ in 0..READ_SPINS {
             let before = row.word();
             if before & LOCKED != 0 {
@@ -71,9 +70,10 @@ impl<B: PmBackend> RowStore<Row> for ZenStore<'_, B> {
                 }
                 continue;
             }
-            let cached = row.cached(&guard);
-            // SAFETY: cached values are immutable and reclaimed through the
-            // epoch `guard` pins.
+            // The entry stays allocated while this transaction is announced
+            // in its epoch (`Cached`).
+            let cached = row.cached_ptr();
+            // SAFETY: as above.
             let hit = match unsafe { cached.as_ref() } {
                 Some(entry) if entry.cts() == record::tid_of(before) => {
                     entry.copy_into(out);
@@ -102,7 +102,7 @@ impl<B: PmBackend> RowStore<Row> for ZenStore<'_, B> {
                 counters.cache_hits.fetch_add(1, Ordering::Relaxed);
             } else {
                 counters.cache_misses.fetch_add(1, Ordering::Relaxed);
-                self.fill(row, cached, before, out, &guard);
+                self.fill(row, cached, before, out);
             }
             return Ok(before);
         }
@@ -113,18 +113,19 @@ impl<B: PmBackend> RowStore<Row> for ZenStore<'_, B> {
 impl<B: PmBackend> ZenStore<'_, B> {
     /// Caches `value` (the version of word `seen_word`) of `row` in this
     /// worker's region if the row still holds `seen` and room can be made.
-    fn fill(&self, row: &Row, seen: Shared<'_, Cached>, seen_word: u64, value: &[u8], guard: &Guard) {
+    fn fill(&self, row: &Row, seen: *mut Cached, seen_word: u64, value: &[u8]) {
+        let epochs = &*self.shared.epochs;
         let mut ring = self.shared.caches[self.id].lock();
         if !ring.enabled() {
             return;
         }
         let cost = ClockRing::cost(value.len());
-        let Some(evicted) = ring.make_room(cost, guard) else { return };
+        let Some(evicted) = ring.make_room(cost, epochs) else { return };
         self.shared.counters[self.id].cache_evictions.fetch_add(evicted, Ordering::Relaxed);
-        let new = new_cached(record::tid_of(seen_word), value, self.id).into_shared(guard);
-        if !row.replace_cached(seen, new, guard) {
+        let new = Cached::allocate(record::tid_of(seen_word), value, self.id);
+        if !row.replace_cached(seen, new.as_ptr()) {
             // SAFETY: `new` was never published.
-            drop(unsafe { new.into_owned() });
+            unsafe { Cached::free(new) };
             return;
         }
         let index = ring.admit(row, new, cost);
@@ -135,9 +136,29 @@ impl<B: PmBackend> ZenStore<'_, B> {
         // and the entry is dropped again, so no ring entry outlives a row.
         fence(Ordering::SeqCst);
         if row.word() != seen_word {
-            ring.forget(index, row, new, guard);
+            ring.forget(index, row, new, epochs);
+        }
+        drop(ring);
+        if let Some(old) = NonNull::new(seen) {
+            // An older version's entry, unpublished by the swap above: its
+            // region retires it (never while holding our own region's lock).
+            retire_cached(self.shared, old, false);
         }
     }
+}
+
+/// Retires a cache entry unpublished from its row into the region that
+/// admitted it; with `drop_entry`, that region also stops charging it (a
+/// delete: nothing may keep the deleted row referenced). The caller holds
+/// no region lock.
+fn retire_cached<B: PmBackend>(shared: &ZenShared<B>, entry: NonNull<Cached>, drop_entry: bool) {
+    // SAFETY: unpublished but not freed: only its region frees it, below.
+    let (owner, index) = unsafe { entry.as_ref() }.ring_slot();
+    let mut ring = shared.caches[owner].lock();
+    if drop_entry {
+        ring.drop_if_holds(index, entry.as_ptr() as usize);
+    }
+    ring.retire(entry, &shared.epochs);
 }
 
 /// Zen unlinks an absent row only when no heap tuple, tombstone or ring
@@ -185,10 +206,9 @@ impl<B: PmBackend> ZenWorker<B> {
 
     /// The committed value of `row` (locked by this commit, present): from
     /// the cache if it holds the version, else from its NVM-tuple.
-    fn read_locked(&mut self, row: &Row, word: u64, guard: &Guard) {
+    fn read_locked(&mut self, row: &Row, word: u64) {
         self.old_value.clear();
-        // SAFETY: as in `ZenStore::read`.
-        match unsafe { row.cached(guard).as_ref() } {
+        match row.cached() {
             Some(entry) if entry.cts() == record::tid_of(word) => entry.copy_into(&mut self.old_value),
             _ => {
                 self.old_value.resize(row.len(), 0);
@@ -244,7 +264,6 @@ impl<B: PmBackend> ZenWorker<B> {
         // 4. Persist (Algorithm 1).
         let lp_slot = self.persist(&shared, &mut state, cts);
         // 5. Install, stamp, hand over garbage, unlock.
-        let guard = epoch::pin();
         let mut retired: Vec<Garbage> = Vec::new();
         let mut tombstones: Vec<(usize, u64)> = Vec::new();
         for index in 0..self.tx.writes.len() {
@@ -255,7 +274,7 @@ impl<B: PmBackend> ZenWorker<B> {
             let row: &Row = unsafe { &*(entry.row() as *const Row) };
             if !shared.tables[table.0 as usize].schema().secondaries.is_empty() {
                 let current = if locked_word & ABSENT == 0 {
-                    self.read_locked(row, locked_word, &guard);
+                    self.read_locked(row, locked_word);
                     Some(self.old_value.as_slice())
                 } else {
                     None
@@ -265,13 +284,13 @@ impl<B: PmBackend> ZenWorker<B> {
             let reserved = self.reserved[index];
             if reserved.slot == 0 {
                 // Nothing persisted (a delete of a never-durable row).
-                self.install_cache(row, cts, None, &guard);
+                self.install_cache(row, cts, None);
                 continue;
             }
             let value = self.tx.writes.value(index);
             let old_slot = row.slot();
             row.set_slot(reserved.slot, value.map_or(0, <[u8]>::len));
-            self.install_cache(row, cts, value, &guard);
+            self.install_cache(row, cts, value);
             if old_slot != 0 {
                 // A superseded tombstone can never resurrect anything.
                 let kind = if locked_word & ABSENT != 0 { SlotKind::Clean } else { SlotKind::Stale };
@@ -304,7 +323,6 @@ impl<B: PmBackend> ZenWorker<B> {
             let flags = if entry.is_delete() { ABSENT } else { 0 };
             entry.row().store_word(record::word_of(cts, flags));
         }
-        drop(guard);
         state.last_cts = cts;
         if lp_slot != 0 {
             state.move_pin(heap, pool, lp_slot);
@@ -380,38 +398,35 @@ impl<B: PmBackend> ZenWorker<B> {
     /// new entry in this worker's region. A delete (`None`) unpublishes the
     /// cached value and drops its ring entry at once, so nothing keeps the
     /// deleted row from being reclaimed.
-    fn install_cache(&self, row: &Row, cts: u64, value: Option<&[u8]>, guard: &Guard) {
+    fn install_cache(&self, row: &Row, cts: u64, value: Option<&[u8]>) {
         let shared = &*self.shared;
-        let dropped = match value {
+        let replaced = match value {
             Some(value) => {
-                // SAFETY: as in `ZenStore::read`; the row is locked by us.
-                if let Some(entry) = unsafe { row.cached(guard).as_ref() } {
-                    if entry.overwrite(cts, value) {
-                        return;
-                    }
+                if row.cached().is_some_and(|entry| entry.overwrite(cts, value)) {
+                    return;
                 }
                 let mut ring = shared.caches[self.id].lock();
                 let installed = ring.enabled().then(|| ClockRing::cost(value.len())).and_then(|cost| {
-                    let evicted = ring.make_room(cost, guard)?;
+                    let evicted = ring.make_room(cost, &shared.epochs)?;
                     shared.counters[self.id].cache_evictions.fetch_add(evicted, Ordering::Relaxed);
-                    let new = new_cached(cts, value, self.id).into_shared(guard);
-                    let old = row.install_cached(new, guard);
+                    let new = Cached::allocate(cts, value, self.id);
+                    let old = row.install_cached(new.as_ptr());
                     ring.admit(row, new, cost);
                     Some(old)
                 });
                 drop(ring);
                 match installed {
                     Some(old) => old,
-                    None => row.install_cached(Shared::null(), guard),
+                    None => row.install_cached(std::ptr::null_mut()),
                 }
             }
-            None => row.install_cached(Shared::null(), guard),
+            None => row.install_cached(std::ptr::null_mut()),
         };
-        // The replaced entry's ring no longer needs it; for a delete this
-        // releases the row's last ring reference (no ring lock is held here,
-        // so two committers never wait for each other's rings).
-        if let (Some((owner, index, address)), true) = (dropped, value.is_none()) {
-            shared.caches[owner].lock().drop_if_holds(index, address);
+        // The replaced entry goes back to its region (no region lock is held
+        // here, so two committers never wait for each other's regions); a
+        // delete also releases the row's ring reference at once.
+        if let Some(old) = replaced {
+            retire_cached(shared, old, value.is_none());
         }
     }
 
