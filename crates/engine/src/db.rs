@@ -521,6 +521,15 @@ impl Transaction<'_> {
         Ok(result)
     }
 
+    /// A hint that the body will soon access `key` of `table`: the engine
+    /// starts loading its row into the CPU cache without waiting, so a batch
+    /// of hints before a loop of accesses overlaps their memory misses.
+    /// Hash tables only (a no-op otherwise); no effect on the transaction's
+    /// reads or conflicts.
+    pub fn prefetch(&mut self, table: TableId, key: &[u8]) {
+        self.worker.prefetch(table, key);
+    }
+
     /// Changes the row of `key` in place and returns `modify`'s result, or
     /// `None` (nothing written) if the key is absent. `modify` sees the row
     /// as this transaction sees it (its own earlier writes included) and may

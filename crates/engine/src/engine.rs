@@ -257,6 +257,9 @@ pub trait EngineWorker: Send {
         }
         Ok(present)
     }
+    /// A hint: the body will soon access `key` of `table`; start loading
+    /// its row into the cache. No effect on the transaction.
+    fn prefetch(&mut self, _table: TableId, _key: &[u8]) {}
     /// Writes; see [`WriteOp`] for the meaning of the result.
     fn write(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool>;
     /// Updates the row of `key` in place: `modify` gets the row as this

@@ -1016,6 +1016,12 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
         self.tx.write(&self.shared.tables, &DramStore, table, key, op)
     }
 
+    fn prefetch(&mut self, table: TableId, key: &[u8]) {
+        if let Some(table) = self.shared.tables.get(table.0 as usize) {
+            table.prefetch(key, table.schema().max_value_len);
+        }
+    }
+
     fn update_with(&mut self, table: TableId, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> TxResult<bool> {
         self.tx.update_with(&self.shared.tables, &DramStore, table, key, modify)
     }

@@ -486,6 +486,13 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
         self.count_abort(result)
     }
 
+    fn prefetch(&mut self, table: TableId, key: &[u8]) {
+        // The row only: its cached value lives elsewhere.
+        if let Some(table) = self.shared.tables.get(table.0 as usize) {
+            table.prefetch(key, 0);
+        }
+    }
+
     fn update_with(&mut self, table: TableId, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> TxResult<bool> {
         let store = ZenStore { shared: &self.shared, id: self.id };
         let result = self.tx.update_with(&self.shared.tables, &store, table, key, modify);

@@ -145,6 +145,13 @@ impl TpccClient {
         let all_local = lines.iter().all(|line| line.supply_w == w) as u8;
         let now = now_millis();
         let (outcome, attempts) = worker.run_pipelined(NEW_ORDER as u32, false, |tx| {
+            // The item and stock rows are known up front: start loading them
+            // all now, so their memory misses overlap instead of adding up
+            // one line after another (a hint; no effect on the transaction).
+            for line in lines {
+                tx.prefetch(table::ITEM, &keys::item(line.item));
+                tx.prefetch(table::STOCK, &keys::stock(line.supply_w, line.item));
+            }
             let w_tax =
                 read_row::<Warehouse, _>(tx, table::WAREHOUSE, &keys::warehouse(w), |row| Warehouse::TAX.get(row))?;
             let (o, d_tax) = update_row::<District, _>(tx, table::DISTRICT, &keys::district(w, d), |row| {
