@@ -217,16 +217,30 @@ impl Drop for Mapping {
     }
 }
 
+/// How long a lock held elsewhere is retried before it counts as held.
+///
+/// A process that forks (any thread spawning a child) shares every open
+/// file description with the child until the child's `exec` closes the
+/// close-on-exec ones, and a `flock` belongs to the description: a pool this
+/// process just closed can look locked for that moment. Real holders keep
+/// the lock far longer than this.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
+
 fn lock_exclusive(file: &File, path: &Path) -> PoolResult<()> {
-    // SAFETY: flock on a valid descriptor we own.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let error = std::io::Error::last_os_error();
-    if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Err(PoolError::Locked(path.to_path_buf()))
-    } else {
-        Err(io_error(path, "flock", error))
+    let deadline = std::time::Instant::now() + LOCK_RETRY;
+    loop {
+        // SAFETY: flock on a valid descriptor we own.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let error = std::io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(io_error(path, "flock", error));
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(PoolError::Locked(path.to_path_buf()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
