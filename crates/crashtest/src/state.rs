@@ -11,7 +11,7 @@
 //! of its table.
 
 use crate::Finding;
-use pmtx_engine::record::LOCKED;
+use pmtx_engine::storage::record::LOCKED;
 use pmtx_engine::{Database, Outcome, PrimaryIndexKind, ScanDirection, TableId, TableSchema, Worker};
 use std::collections::BTreeMap;
 use std::ops::Bound;

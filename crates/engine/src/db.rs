@@ -13,126 +13,12 @@
 use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, ScanRequest, WriteOp};
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
 use crate::index::ScanDirection;
-use crate::schema::{TableId, TableSchema};
-use pmtx_pm::{BackendKind, PmOptions};
+use crate::options::DbOptions;
+use crate::schema::TableId;
 use rand::{Rng, SeedableRng};
 use std::ops::Bound;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Where the pool of a durable engine lives.
-#[derive(Clone, Debug)]
-pub enum PoolLocation {
-    /// Anonymous memory of this size (tests, simulation).
-    InMemory {
-        /// Bytes.
-        size: u64,
-    },
-    /// A file; created with `size` bytes if missing.
-    File {
-        /// The pool file.
-        path: PathBuf,
-        /// Size used when creating it.
-        size: u64,
-    },
-}
-
-/// Options of [`Database::open`]. Start from a preset and override fields.
-#[derive(Clone, Debug)]
-pub struct DbOptions {
-    /// Which engine.
-    pub engine: EngineKind,
-    /// The tables (the same list at every open of a pool).
-    pub tables: Vec<TableSchema>,
-    /// Most worker threads that will run at once.
-    pub workers: usize,
-    /// Pool location (ignored by non-durable engines).
-    pub pool: PoolLocation,
-    /// PM backend.
-    pub backend: BackendKind,
-    /// PM options (flush instruction, domain, msync, latency model, seed).
-    pub pm: PmOptions,
-    /// Pool chunk size when creating.
-    pub chunk_size: u64,
-    /// Epoch length (group commit and TID epochs); 40 ms as in Silo/DBX.
-    pub epoch_interval: Duration,
-    /// Periodic checkpoint interval; `None` disables periodic checkpoints.
-    pub checkpoint_interval: Option<Duration>,
-    /// Attempts before a transaction gives up with `TooManyAborts`.
-    pub max_attempts: u32,
-    /// Seed for backoff jitter and anything random inside the engine.
-    pub seed: u64,
-    /// HTM regions of the DBXN engines (`none`: the software path, no
-    /// global lock; `sim`: abort injection at each commit region). The other
-    /// engines always run the software path.
-    pub htm: pmtx_htm::HtmConfig,
-    /// NVM-friendly log writes of the DBXN engines.
-    pub dbxn: crate::dbxn::DbxnOptions,
-    /// Options of the `zen` engines (Met-Cache budget, LP table order).
-    pub zen: crate::zen::ZenOptions,
-    /// A deliberately broken protocol step, for the crash harness's
-    /// self-tests (feature `fault-injection` only; never in production).
-    #[cfg(feature = "fault-injection")]
-    pub fault: Option<crate::fault::Fault>,
-}
-
-impl DbOptions {
-    /// Defaults: 2 workers, 1 GiB pool file, direct backend, 40 ms epochs,
-    /// checkpoints every 10 s.
-    pub fn new(engine: EngineKind, tables: Vec<TableSchema>, path: impl Into<PathBuf>) -> Self {
-        Self {
-            engine,
-            tables,
-            workers: 2,
-            pool: PoolLocation::File { path: path.into(), size: 1 << 30 },
-            backend: BackendKind::Direct,
-            pm: PmOptions::default(),
-            chunk_size: pmtx_pm::layout::DEFAULT_CHUNK_SIZE,
-            epoch_interval: Duration::from_millis(40),
-            checkpoint_interval: Some(Duration::from_secs(10)),
-            max_attempts: 1000,
-            seed: 0x5EED,
-            htm: pmtx_htm::HtmConfig::software(),
-            dbxn: crate::dbxn::DbxnOptions::default(),
-            zen: crate::zen::ZenOptions::default(),
-            #[cfg(feature = "fault-injection")]
-            fault: None,
-        }
-    }
-
-    /// A small in-memory preset for tests: 64 MiB pool in 256 KiB chunks,
-    /// 4 workers, 2 ms epochs, no periodic checkpoints.
-    pub fn in_memory(engine: EngineKind, tables: Vec<TableSchema>) -> Self {
-        Self {
-            workers: 4,
-            pool: PoolLocation::InMemory { size: 64 << 20 },
-            chunk_size: 256 << 10,
-            epoch_interval: Duration::from_millis(2),
-            checkpoint_interval: None,
-            ..Self::new(engine, tables, "")
-        }
-    }
-
-    pub(crate) fn validate(&self) -> DbResult<()> {
-        if self.workers == 0 || self.workers > 1024 {
-            return Err(DbError::InvalidConfig(format!("workers must be 1..=1024, got {}", self.workers)));
-        }
-        if self.max_attempts == 0 {
-            return Err(DbError::InvalidConfig("max_attempts must be at least 1".into()));
-        }
-        if self.epoch_interval.is_zero() {
-            return Err(DbError::InvalidConfig("epoch_interval must be positive".into()));
-        }
-        let mut names = std::collections::HashSet::new();
-        for table in &self.tables {
-            if !names.insert(table.name.as_str()) {
-                return Err(DbError::InvalidConfig(format!("table {} is defined twice", table.name)));
-            }
-        }
-        Ok(())
-    }
-}
 
 /// An open database.
 pub struct Database {
@@ -185,7 +71,7 @@ impl Database {
     }
 
     /// The table (for direct inspection by checks and tests).
-    pub fn table(&self, id: TableId) -> DbResult<&crate::table::Table> {
+    pub fn table(&self, id: TableId) -> DbResult<&crate::storage::table::Table> {
         self.engine.tables().get(id.0 as usize).ok_or_else(|| DbError::UnknownTable(format!("#{}", id.0)))
     }
 

@@ -8,7 +8,8 @@
 use crate::error::{DbResult, TxResult};
 use crate::index::ScanDirection;
 use crate::schema::TableId;
-use crate::table::Table;
+pub use crate::stats::{EngineStats, RecoveryReport};
+use crate::storage::table::Table;
 use std::ops::Bound;
 
 /// Which engine a database runs.
@@ -109,83 +110,6 @@ pub struct ScanRequest<'a> {
     pub direction: ScanDirection,
     /// At most this many rows.
     pub limit: usize,
-}
-
-/// Engine-wide statistics.
-#[derive(Clone, Debug, Default)]
-pub struct EngineStats {
-    /// Checkpoints completed since open.
-    pub checkpoints: u64,
-    /// Bytes of log currently held in the pool.
-    pub log_bytes: u64,
-    /// Log segments freed by truncation since open.
-    pub log_segments_freed: u64,
-    /// Highest durable epoch (epoch engines).
-    pub durable_epoch: u64,
-    /// Recovery report of the last open.
-    pub recovery: Option<RecoveryReport>,
-    /// Persistence work of the engine's background threads (group-commit
-    /// log flushes, periodic checkpoints) since open; worker threads count
-    /// their own work in `pmtx_pm::thread_counters`.
-    pub background_pm: pmtx_pm::PmCounters,
-    /// Statistics of the engine's HTM regions (engines that use an HTM
-    /// instance: the DBXN family with the `sim` or `rtm` backend).
-    pub htm: Option<pmtx_htm::HtmStatsSnapshot>,
-    /// Met-Cache hits (zen): reads served from DRAM.
-    pub cache_hits: u64,
-    /// Met-Cache misses (zen): reads copied from the PM heap.
-    pub cache_misses: u64,
-    /// Met-Cache evictions (zen).
-    pub cache_evictions: u64,
-    /// Bytes the Met-Cache regions hold now (zen).
-    pub cache_bytes: u64,
-    /// Aborted attempts counted by the engine (zen).
-    pub aborts: u64,
-    /// Free tuple slots in the heap's DRAM free lists (zen).
-    pub heap_free_slots: u64,
-    /// Chunks held by the tuple heap (zen).
-    pub heap_chunks: u64,
-    /// Superseded tuples waiting for reclamation (zen).
-    pub heap_garbage: u64,
-    /// Tombstone sweeps run since open (zen).
-    pub heap_sweeps: u64,
-    /// Rows in the primary indexes now, absent placeholders included
-    /// (exact when no transaction runs).
-    pub rows_indexed: u64,
-    /// Absent rows (deleted, or placeholders of reads of missing keys)
-    /// unlinked from the indexes by reclamation since open.
-    pub rows_unlinked: u64,
-}
-
-impl EngineStats {
-    /// Met-Cache hits / reads, or `None` before the first read.
-    pub fn cache_hit_rate(&self) -> Option<f64> {
-        let reads = self.cache_hits + self.cache_misses;
-        (reads > 0).then(|| self.cache_hits as f64 / reads as f64)
-    }
-}
-
-/// What recovery did at open.
-#[derive(Clone, Debug, Default)]
-pub struct RecoveryReport {
-    /// Whether the pool was closed cleanly (fast path taken).
-    pub clean_shutdown: bool,
-    /// Rows loaded from the checkpoint.
-    pub checkpoint_rows: u64,
-    /// Log records scanned.
-    pub log_records_scanned: u64,
-    /// Log records applied (newer than the row's TID).
-    pub log_records_applied: u64,
-    /// Log records skipped because their epoch was not durable.
-    pub log_records_not_durable: u64,
-    /// Wall time of recovery.
-    pub duration: std::time::Duration,
-    /// Tuple slots scanned in the heap (zen).
-    pub heap_slots_scanned: u64,
-    /// Live tuples recovered from the heap (zen).
-    pub heap_tuples_recovered: u64,
-    /// Tuples of unfinished transactions or torn slots discarded (zen).
-    pub heap_tuples_discarded: u64,
 }
 
 /// A database engine.

@@ -54,17 +54,10 @@ pub(crate) struct Faults {
 }
 
 impl Faults {
-    /// The fault `options` select.
-    pub(crate) fn of(options: &crate::db::DbOptions) -> Self {
-        #[cfg(feature = "fault-injection")]
-        {
-            Faults { fault: options.fault }
-        }
-        #[cfg(not(feature = "fault-injection"))]
-        {
-            let _ = options;
-            Faults {}
-        }
+    /// An engine instance with `fault`.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn new(fault: Option<Fault>) -> Self {
+        Faults { fault }
     }
 
     /// dbxn: no fence before the acknowledgement.

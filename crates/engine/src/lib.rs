@@ -1,34 +1,39 @@
 //! pmtx-engine: tables, indexes, the transaction API and the engines.
 //!
-//! Engines implement one trait ([`engine::Engine`]) and are chosen by
-//! [`EngineKind`] in [`DbOptions`] when the database is opened. Shared
-//! protocol steps (OCC validation, the PM redo log, checkpoints, recovery)
-//! live once, in their own modules.
+//! Layers, from the top (each imports only the ones below it):
+//!
+//! * the API: [`Database`], [`Worker`], [`Transaction`] (`db.rs`);
+//! * the engines (`engines/`, one module each), chosen by [`EngineKind`] in
+//!   [`DbOptions`] when the database is opened; each is a composition of
+//! * the shared mechanisms: concurrency control ([`cc`]), durability
+//!   ([`durability`]: redo log, group commit, checkpoints, recovery, DBXN's
+//!   synchronous log), storage ([`storage`]: DRAM records, tables and their
+//!   reclamation, Zen's PM heap and Met-Cache);
+//! * indexes ([`index`]), epochs ([`epoch`]), the engine traits and the
+//!   values that cross them ([`engine`]), options ([`DbOptions`] and each
+//!   engine family's), schemas and errors.
 
-pub mod checkpoint;
+pub mod cc;
 mod db;
-mod dbxn;
+pub mod durability;
 pub mod engine;
 mod engines;
 pub mod epoch;
 mod error;
 mod fault;
-mod group_commit;
 pub mod index;
-pub mod log;
-pub mod occ;
-mod position_index;
-pub mod record;
+mod options;
 mod schema;
-pub mod table;
-mod zen;
+mod stats;
+pub mod storage;
 
-pub use db::{prefix_range, Database, DbOptions, Finished, Outcome, PoolLocation, Transaction, Worker, WorkerStats};
-pub use dbxn::{DbxnOptions, VALUE_CHUNK_KIND as DBXN_VALUE_CHUNK_KIND};
+pub use db::{prefix_range, Database, Finished, Outcome, Transaction, Worker, WorkerStats};
+pub use durability::dbxn_log::VALUE_CHUNK_KIND as DBXN_VALUE_CHUNK_KIND;
 pub use engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
 pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};
 #[cfg(feature = "fault-injection")]
 pub use fault::Fault;
 pub use index::ScanDirection;
+pub use options::{DbOptions, DbxnOptions, PoolLocation, ZenOptions};
 pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, TableSchema};
-pub use zen::{ZenOptions, HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND};
+pub use storage::zen::HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND;

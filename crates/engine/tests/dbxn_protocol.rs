@@ -2,9 +2,9 @@
 //! record states, HTM abort injection and statistics, the NVM-friendly log
 //! layout, checkpoints with log (and value chunk) truncation, and recovery.
 
-use pmtx_engine::log::{self, LogLayout, LogShared, LogStoreMode, LogWriter};
-use pmtx_engine::occ::WriteSet;
-use pmtx_engine::record::{self, Record, RowKind, UNPERSISTED};
+use pmtx_engine::cc::silo::WriteSet;
+use pmtx_engine::durability::log::{self, LogLayout, LogShared, LogStoreMode, LogWriter};
+use pmtx_engine::storage::record::{self, Record, RowKind, UNPERSISTED};
 use pmtx_engine::{
     AbortReason, Database, DbError, DbOptions, DbxnOptions, EngineKind, Outcome, PoolLocation, TableId, TableSchema,
     Worker, DBXN_VALUE_CHUNK_KIND,

@@ -420,7 +420,10 @@ fn record_offsets(bytes: &[u8], chunk_offset: u64) -> Vec<u64> {
 /// The first log segment's chunk.
 fn log_segment(pool: &Pool<Sim>) -> pmtx_pm::ChunkId {
     let mut chunks = pool.owned_chunks().into_iter();
-    chunks.find(|(_, owner)| owner.kind() == pmtx_engine::log::LOG_CHUNK_KIND).map(|(chunk, _)| chunk).unwrap()
+    chunks
+        .find(|(_, owner)| owner.kind() == pmtx_engine::durability::log::LOG_CHUNK_KIND)
+        .map(|(chunk, _)| chunk)
+        .unwrap()
 }
 
 /// The prefix vector that applies every pending store except, in the line

@@ -1,15 +1,19 @@
 //! Engine construction: the one place that maps an [`EngineKind`] and a
 //! backend kind to a concrete, monomorphized engine.
 
-mod occ_engine;
+pub(crate) mod dbxn;
+pub(crate) mod dram;
+pub(crate) mod silo;
+pub(crate) mod zen;
 
-use crate::db::{DbOptions, PoolLocation};
 use crate::engine::{Engine, EngineKind};
 use crate::error::DbResult;
+use crate::options::{DbOptions, PoolLocation};
 use pmtx_pm::{BackendKind, Direct, Emulated, PmBackend, Pool, Sim};
 use std::sync::Arc;
 
-pub(crate) use occ_engine::{EnginePolicy, NoLog, OccEngine};
+use dram::OccEngine;
+use silo::NoLog;
 
 /// Opens the engine `options` ask for, creating or opening its pool.
 pub(crate) fn open(options: &DbOptions) -> DbResult<Arc<dyn Engine>> {
@@ -44,10 +48,10 @@ pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>
             Ok(OccEngine::open(options, NoLog)?)
         }
         EngineKind::GroupCommit => {
-            let log = crate::group_commit::GroupCommitLog::open(options, pool)?;
+            let log = crate::durability::group_commit::GroupCommitLog::open(options, pool)?;
             Ok(OccEngine::open(options, log)?)
         }
-        EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => crate::dbxn::open(options, pool),
-        EngineKind::Zen | EngineKind::ZenNaiveAlloc => crate::zen::open(options, pool),
+        EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => dbxn::open(options, pool),
+        EngineKind::Zen | EngineKind::ZenNaiveAlloc => zen::open(options, pool),
     }
 }

@@ -99,10 +99,10 @@
 //! run when `sweep_threshold` tombstones are waiting; in an update workload
 //! stale slots are reused first, so a sweep erases few.
 
-use super::cache::Row;
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
-use crate::record::RowKind;
+use crate::storage::record::RowKind;
+use crate::storage::zen::cache::Row;
 use parking_lot::Mutex;
 use pmtx_pm::{ChunkId, ChunkOwner, PersistBatch, PmBackend, Pool, PoolError, CACHE_LINE};
 use std::collections::VecDeque;
@@ -229,7 +229,7 @@ pub(crate) fn decode_slot<'a>(bytes: &'a [u8], geometry: &SlotGeometry) -> SlotC
     // A Tx-CTS is a TID: one above `MAX_TID` cannot have been written (it
     // would lose its high bits in a version word).
     if cts == 0
-        || cts > crate::record::MAX_TID
+        || cts > crate::storage::record::MAX_TID
         || key_len > geometry.max_key
         || value_len > geometry.max_value
         || (deleted && value_len != 0)
@@ -355,7 +355,7 @@ pub(crate) struct TableHeap {
 }
 
 impl TableHeap {
-    pub(super) fn pop(&mut self, slot_size: u64) -> Option<(u64, SlotKind)> {
+    pub(crate) fn pop(&mut self, slot_size: u64) -> Option<(u64, SlotKind)> {
         if let Some(slot) = self.stale.pop() {
             return Some((slot, SlotKind::Stale));
         }
@@ -506,7 +506,7 @@ impl Heap {
 
     /// `zen-naive-alloc`: offset of the bitmap word holding `slot`'s bit,
     /// and the bit's mask.
-    pub(super) fn bitmap_bit(&self, slot: u64) -> (u64, u64) {
+    pub(crate) fn bitmap_bit(&self, slot: u64) -> (u64, u64) {
         let (table, _) = self.owner_of(slot);
         let index =
             self.offset_in_chunk(slot, table).expect("a listed slot") / self.geometries[table as usize].slot_size;
@@ -929,8 +929,8 @@ impl RegionState {
                 kept.push_back(tombstone);
                 continue;
             };
-            if row.slot() == tombstone.slot && crate::record::tid_of(word) == tombstone.cts {
-                debug_assert!(word & crate::record::ABSENT != 0);
+            if row.slot() == tombstone.slot && crate::storage::record::tid_of(word) == tombstone.cts {
+                debug_assert!(word & crate::storage::record::ABSENT != 0);
                 row.set_slot(0, 0);
                 row.store_word(word);
                 self.free_slot(heap, pool, tombstone.slot, SlotKind::Clean);

@@ -1,20 +1,16 @@
 //! Zen (zen-plus.txt §3): a log-free engine with the tuples in a PM heap
 //! and a metadata-enhanced tuple cache (Met-Cache) in DRAM.
 //!
-//! * `heap.rs` — NVM-tuple heap: slot layout, per-thread regions of chunks,
-//!   Algorithm 1 (two fences per writing commit), DRAM-only allocation,
+//! * storage (`storage::zen`): the NVM-tuple heap (`heap`: slot layout,
+//!   per-thread regions of chunks, Algorithm 1, DRAM-only allocation,
 //!   garbage queues, the LP pin, tombstone sweeps; `zen-naive-alloc`'s
-//!   persisted bitmap.
-//! * `cache.rs` — rows (CC-Meta word, NVM-tuple pointer, tuple ID, clock bit,
-//!   cached value) and the per-worker CLOCK regions bounded by a byte budget.
-//! * concurrency control: the shared Silo OCC of `occ.rs` over the rows'
-//!   CC-Meta words (`OccTx<Row>`).
+//!   persisted bitmap), the Met-Cache rows and per-worker CLOCK regions
+//!   (`cache`), recovery (`recovery`, Algorithm 2) and per-table heap
+//!   geometry (`meta`); the rows live in the shared `storage::table::Table`
+//!   (indexes, scans, reclamation);
+//! * concurrency control: the shared Silo OCC of `cc::silo` over the rows'
+//!   CC-Meta words (`OccTx<Row>`);
 //! * `worker.rs` — the transaction path (perform, persist, maintain).
-//! * `recovery.rs` — Algorithm 2: parallel per-region scans, `ts_commit`
-//!   and pending lists, index and free-list rebuild, discarding the
-//!   transaction that was persisting.
-//! * `table.rs` — per-table heap geometry; the rows live in the shared
-//!   `crate::table::Table<Row>` (indexes, scans, reclamation).
 //!
 //! There is no log and no checkpoint: a clean close only marks the pool;
 //! every open rebuilds the DRAM state by scanning the heap.
@@ -23,22 +19,18 @@
 //! their DRAM records stay empty because Zen's rows live in its own tables
 //! here. Read Zen data through transactions.
 
-mod cache;
-mod heap;
-mod recovery;
-mod table;
 mod worker;
 
-pub use heap::HEAP_CHUNK_KIND;
-
-use crate::db::DbOptions;
 use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, RecoveryReport};
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
+use crate::options::{DbOptions, ZenOptions};
 use crate::schema::TableId;
-use crate::table::RowReclaimer;
-use crate::table::Table;
-use cache::ClockRing;
+use crate::storage::table::RowReclaimer;
+use crate::storage::table::Table;
+use crate::storage::zen::cache::{self, ClockRing};
+use crate::storage::zen::meta::ZenTableMeta;
+use crate::storage::zen::{heap, recovery};
 use crossbeam_utils::CachePadded;
 use heap::Heap;
 use parking_lot::Mutex;
@@ -47,31 +39,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-use table::ZenTableMeta;
-
-/// Options of the `zen` engines (`DbOptions::zen`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ZenOptions {
-    /// DRAM budget of the Met-Cache in bytes (values plus 64 bytes per
-    /// entry), split evenly between the worker regions. 0 caches nothing:
-    /// every read goes to the PM heap.
-    pub cache_bytes: u64,
-    /// Table names whose tuples carry a transaction's LP bit first (§3.3.4;
-    /// e.g. TPC-C's history and order tables); the other tables follow in
-    /// lexicographic order of name, the paper's default.
-    pub lp_table_order: Vec<String>,
-    /// Garbage-queue entries a commit examines at most (§3.4 (ii)); space
-    /// pressure lifts the limit.
-    pub gc_batch: usize,
-    /// Reclaimable tombstones a worker gathers before it runs a sweep.
-    pub sweep_threshold: usize,
-}
-
-impl Default for ZenOptions {
-    fn default() -> Self {
-        Self { cache_bytes: 256 << 20, lp_table_order: Vec::new(), gc_batch: 64, sweep_threshold: 256 }
-    }
-}
 
 /// Per-worker counters (each worker writes only its own line).
 #[derive(Default)]
@@ -86,7 +53,7 @@ pub(crate) struct WorkerCounters {
 /// State shared by the engine and its workers.
 pub(crate) struct ZenShared<B: PmBackend> {
     pub(crate) pool: Arc<Pool<B>>,
-    pub(crate) tables: Vec<crate::table::Table<cache::Row>>,
+    pub(crate) tables: Vec<crate::storage::table::Table<cache::Row>>,
     pub(crate) metas: Vec<ZenTableMeta>,
     /// Schema-only tables for `Engine::tables` and key/value checks.
     pub(crate) schema_tables: Vec<Table>,
@@ -158,7 +125,7 @@ impl<B: PmBackend> ZenEngine<B> {
         if options.workers > u16::MAX as usize {
             return Err(DbError::InvalidConfig("zen supports at most 65535 workers".into()));
         }
-        crate::group_commit::check_identity(&pool, kind, &options.tables)?;
+        crate::durability::group_commit::check_identity(&pool, kind, &options.tables)?;
         let chunk_size = pool.geometry().chunk_size;
         let schema_tables = options
             .tables
@@ -172,7 +139,7 @@ impl<B: PmBackend> ZenEngine<B> {
             .iter()
             .enumerate()
             .map(|(position, schema)| {
-                crate::table::Table::new(TableId(position as u32), schema.clone(), Some(Arc::clone(&epochs)))
+                crate::storage::table::Table::new(TableId(position as u32), schema.clone(), Some(Arc::clone(&epochs)))
             })
             .collect::<DbResult<Vec<_>>>()?;
         let metas =
@@ -182,7 +149,7 @@ impl<B: PmBackend> ZenEngine<B> {
         let heap =
             Heap::new(&pool, metas.iter().map(|t| t.geometry).collect(), regions, kind == EngineKind::ZenNaiveAlloc);
         let recovered = recovery::recover(&pool, &tables, &metas, &heap, &lp_rank)?;
-        let first_epoch = crate::record::epoch_of_tid(recovered.max_cts) + 1;
+        let first_epoch = crate::storage::record::epoch_of_tid(recovered.max_cts) + 1;
         epochs.raise(first_epoch);
         let region_budget = options.zen.cache_bytes / options.workers as u64;
         let shared = Arc::new(ZenShared {
@@ -199,7 +166,7 @@ impl<B: PmBackend> ZenEngine<B> {
             closed: AtomicBool::new(false),
             orphans: Mutex::new(RowReclaimer::default()),
             rows_unlinked: AtomicU64::new(0),
-            faults: crate::fault::Faults::of(options),
+            faults: options.faults(),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let ticker = {

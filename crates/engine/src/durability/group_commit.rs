@@ -22,17 +22,18 @@
 //! since), so a log that fills the pool ends in `DbError::OutOfSpace` while
 //! close and recovery can still checkpoint and free the log.
 
-use crate::checkpoint::{self, CheckpointMeta};
-use crate::db::DbOptions;
+use crate::cc::silo::WriteSet;
+use crate::durability::checkpoint::{self, CheckpointMeta};
+use crate::durability::log::{self, LogShared, LogStoreMode, LogWriter, SegmentInfo};
+use crate::durability::CommitLog;
+use crate::durability::EnginePolicy;
 use crate::engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
-use crate::engines::EnginePolicy;
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
-use crate::log::{self, LogShared, LogStoreMode, LogWriter, SegmentInfo};
-use crate::occ::{CommitLog, WriteSet};
-use crate::record::{self, Record};
+use crate::options::DbOptions;
 use crate::schema::schema_digest;
-use crate::table::Table;
+use crate::storage::record::{self, Record};
+use crate::storage::table::Table;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use pmtx_pm::{ChunkId, PmBackend, Pool};
@@ -50,7 +51,7 @@ pub const ENGINE_ROOT: &str = "engine.kind";
 /// every log segment sequence number written after a recovery.
 pub const LOG_INCARNATION_ROOT: &str = "log.incarnation";
 
-/// Checkpoint chunk header and row header sizes (see `checkpoint.rs`), for
+/// Checkpoint chunk header and row header sizes (see `durability::checkpoint`), for
 /// the bound on the size of the next checkpoint.
 const CHECKPOINT_CHUNK_HEADER: u64 = 64;
 const CHECKPOINT_ROW_HEADER: u64 = 32;
@@ -115,7 +116,7 @@ impl<B: PmBackend> GroupCommitLog<B> {
         Ok(Self {
             kind,
             synchronous,
-            faults: crate::fault::Faults::of(options),
+            faults: options.faults(),
             pool,
             logs: (0..options.workers).map(|_| Arc::new(LogShared::default())).collect(),
             next_sequence: Mutex::new(vec![0; options.workers]),

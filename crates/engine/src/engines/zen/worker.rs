@@ -1,5 +1,5 @@
 //! A Zen worker: perform in DRAM (Met-Cache + the shared Silo OCC of
-//! `occ.rs` over the rows' CC-Meta words), persist log-free (Algorithm 1),
+//! `cc::silo` over the rows' CC-Meta words), persist log-free (Algorithm 1),
 //! maintain (garbage, tombstones, sweeps). §3.3.1.
 //!
 //! Commit of a writing transaction, step by step:
@@ -19,17 +19,17 @@
 //!    ticket, read-only ones included, is `Durable`;
 //! 6. move the region's LP pin; reclaim up to `gc_batch` garbage entries and
 //!    the tombstones the last sweep made safe; unlock the region; run a sweep
-//!    if enough tombstones wait; reclaim absent rows (`table.rs`).
+//!    if enough tombstones wait; reclaim absent rows (`storage::table`).
 
-use super::cache::{Cached, ClockRing, Row, ABSENT, LOCKED};
-use super::heap::{self, persist_tuples, Garbage, Reserved, SlotKind, Tombstone, META_LEN};
 use super::ZenShared;
+use crate::cc::silo::{OccTx, RowStore};
 use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
-use crate::occ::{OccTx, RowStore};
-use crate::record::{self, RowKind, READ_SPINS};
 use crate::schema::TableId;
-use crate::table::ReclaimPolicy;
+use crate::storage::record::{self, RowKind, READ_SPINS};
+use crate::storage::table::ReclaimPolicy;
+use crate::storage::zen::cache::{Cached, ClockRing, Row, ABSENT, LOCKED};
+use crate::storage::zen::heap::{self, persist_tuples, Garbage, Reserved, SlotKind, Tombstone, META_LEN};
 use pmtx_pm::{PersistBatch, PmBackend};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, Ordering};
@@ -87,7 +87,7 @@ impl<B: PmBackend> RowStore<Row> for ZenStore<'_, B> {
                     continue; // changing under us
                 }
                 // The slot cannot be reused while this worker is announced
-                // (heap.rs, "reclamation"); the length is at most the
+                // (`storage::zen::heap`, "reclamation"); the length is at most the
                 // table's limit, so the read stays inside the slot even if it
                 // pairs with another version's slot (then `after` differs).
                 out.resize(row.len(), 0);
@@ -463,7 +463,7 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
     fn begin(&mut self, _read_only: bool) {
         self.tx.clear();
         // The announcement's fence (`Epochs::enter`) also pairs with the
-        // collector's fence of the heap's reclamation (heap.rs).
+        // collector's fence of the heap's reclamation (`storage::zen::heap`).
         self.shared.epochs.enter(self.id);
         self.active = true;
     }

@@ -6,8 +6,8 @@
 //! Every logical tuple the index knows has one [`Row`] in DRAM (the index
 //! maps key -> row). A row is the Met-Cache entry's metadata part:
 //!
-//! * `word` — the CC-Meta field. For the Silo OCC of `worker.rs` it is the
-//!   same version word as `record.rs` (LOCKED, ABSENT, TID); the TID *is* the
+//! * `word` — the CC-Meta field. For the Silo OCC of `cc::silo` it is the
+//!   same version word as `storage::record` (LOCKED, ABSENT, TID); the TID *is* the
 //!   Tx-CTS of the version, so it survives eviction and is rebuilt from the
 //!   NVM-tuple header at recovery;
 //! * `slot` — the NVM-tuple pointer: pool offset of the latest committed
@@ -42,7 +42,7 @@
 //!   drops the owner's ring entry at once (`Cached` records its owner and
 //!   index), so a deleted row is soon unreferenced and can be reclaimed. The
 //!   superseded NVM-tuple is handed to the region that owns its chunk at
-//!   commit (see `heap.rs`), instead of at eviction.
+//!   commit (see `storage::zen::heap`), instead of at eviction.
 //! * A cached value carries its Tx-CTS and is used only when it equals the
 //!   TID in `word`; a reader copies it seqlock-style (the bytes are atomic
 //!   words, and the row's word is re-checked after the copy), so neither a
@@ -50,13 +50,13 @@
 
 use crate::epoch::{DeferredFree, Epochs};
 use crate::index::HashEntry;
-use crate::record::{alloc_keyed, free_keyed, key_after, KeyedHeader, RowKind};
+use crate::storage::record::{alloc_keyed, free_keyed, key_after, KeyedHeader, RowKind};
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
-/// Lock bit of the CC-Meta word (same layout as `record.rs`).
-pub(crate) use crate::record::{ABSENT, LOCKED};
+/// Lock bit of the CC-Meta word (same layout as `storage::record`).
+pub(crate) use crate::storage::record::{ABSENT, LOCKED};
 
 /// Bytes charged per cache entry besides its value (the `Cached` header
 /// and the ring slot).
@@ -203,7 +203,7 @@ pub(crate) struct Row {
     ring_refs: AtomicU32,
     clock: AtomicBool,
     _pad: u8,
-    /// Set while the row sits in a reclamation queue (`table.rs`).
+    /// Set while the row sits in a reclamation queue (`storage::table`).
     queued: AtomicU16,
     key_len: u16,
     _reserved: [u16; 3],
@@ -239,7 +239,7 @@ impl RowKind for Row {
     /// An absent placeholder (get-with-insert) with no NVM-tuple.
     fn allocate(key: &[u8], _value_capacity: usize) -> NonNull<Self> {
         let header = Row {
-            word: AtomicU64::new(crate::record::word_of(0, ABSENT)),
+            word: AtomicU64::new(crate::storage::record::word_of(0, ABSENT)),
             slot: AtomicU64::new(0),
             tuple_id: AtomicU64::new(0),
             cached: AtomicPtr::new(std::ptr::null_mut()),
@@ -297,7 +297,7 @@ impl Row {
     /// IMPORTANT: SeqCst, paired with the fence before a committer reads its
     /// garbage stamp and with the fence after a reader announces its epoch,
     /// so either the reader sees the new slot or the collector sees the
-    /// reader (`heap.rs`, "reclamation").
+    /// reader (`storage::zen::heap`, "reclamation").
     #[inline]
     pub(crate) fn slot(&self) -> u64 {
         self.slot.load(Ordering::SeqCst)

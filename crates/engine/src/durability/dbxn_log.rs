@@ -1,8 +1,9 @@
 //! The DBXN family (dbxn.txt §3): `dbxn`, `dbxn-nvm` and `dbx-naive`.
 //!
-//! All three run the shared OCC of `occ.rs` over DRAM records and log each
+//! All three run the shared OCC of `cc::silo` over DRAM records (the engine shell
+//! of `engines::dram`, composed in `engines::dbxn`) and log each
 //! commit *synchronously* into the worker's redo-log segments in the pool
-//! (the `log.rs` format, written with [`LogLayout`]'s NVM-friendly options).
+//! (the `durability::log` format, written with [`LogLayout`]'s NVM-friendly options).
 //! They differ only in where the log step sits ([`CommitStage`]):
 //!
 //! * `dbxn` (§3.1.3): *read*: a seqlock read of (version word, value
@@ -10,7 +11,7 @@
 //!   UNPERSISTED set (the paper's odd version) is not an early abort: the
 //!   read set holds the word without the bit (the "next even version").
 //!   *Validate + install* is one region: on this machine (no RTM) the
-//!   ordered-lock commit of `occ.rs` (lock the write set in address order,
+//!   ordered-lock commit of `cc::silo` (lock the write set in address order,
 //!   validate the read set and the scanned leaves, install the new value
 //!   pointers, store each word as `tid | UNPERSISTED`, which unlocks).
 //!   *Log*: after the region the redo record goes to the worker's segment
@@ -43,7 +44,7 @@
 //! (a real, empty hardware transaction); running the validate + install
 //! body itself inside `xbegin`/`xend` is future work.
 //!
-//! **Recovery** is the shared checkpoint + log replay of `group_commit.rs`
+//! **Recovery** is the shared checkpoint + log replay of `durability::group_commit`
 //! in its synchronous mode: every valid record (epoch at or above the
 //! checkpoint's start epoch) is durable and replayed; the durable-epoch root
 //! is ignored. A record becomes durable before its versions turn even, and a
@@ -52,16 +53,17 @@
 //! means every commit of epochs up to it has finished its synchronous log,
 //! which is what a checkpoint waits for before its root switch.
 
-use crate::db::DbOptions;
-use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats};
-use crate::engines::{EnginePolicy, OccEngine};
+use crate::cc::silo::WriteSet;
+use crate::durability::group_commit::GroupCommitLog;
+use crate::durability::log::{LogLayout, LogWriter};
+use crate::durability::EnginePolicy;
+use crate::durability::{CommitLog, CommitStage};
+use crate::engine::{CommitTicket, EngineKind, EngineStats};
 use crate::epoch::Epochs;
 use crate::error::{AbortReason, DbError, DbResult};
-use crate::group_commit::GroupCommitLog;
-use crate::log::{LogLayout, LogWriter};
-use crate::occ::{CommitLog, CommitStage, WriteSet};
-use crate::record::Record;
-use crate::table::Table;
+use crate::options::DbOptions;
+use crate::storage::record::Record;
+use crate::storage::table::Table;
 use parking_lot::Mutex;
 use pmtx_htm::Htm;
 use pmtx_htm::{HtmBackendKind, RegionAbort};
@@ -77,43 +79,13 @@ const VALUE_ENTRY_HEADER: u64 = 16;
 /// The explicit abort code of the gate's second attempt.
 const GATE_ABORT_CODE: u8 = 1;
 
-/// Options of the DBXN engines (`DbOptions::dbxn`): the NVM-friendly log
-/// writes of §3.4, each switchable, all on by default.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct DbxnOptions {
-    /// Non-temporal stores + fence instead of memcpy + clwb + fence.
-    pub non_temporal: bool,
-    /// Pad records under 256 bytes to whole 64-byte lines.
-    pub pad_small_to_line: bool,
-    /// Start records of 256 bytes or more on a 256-byte boundary and pad
-    /// them to a multiple of 256 bytes.
-    pub align_large_to_256: bool,
-}
-
-impl DbxnOptions {
-    /// The log layout these options select.
-    pub fn layout(&self) -> LogLayout {
-        LogLayout {
-            non_temporal: self.non_temporal,
-            pad_small_to_line: self.pad_small_to_line,
-            align_large_to_256: self.align_large_to_256,
-        }
+/// The log layout the DBXN options select (§3.4's NVM-friendly writes).
+pub(crate) fn layout_of(options: &crate::options::DbxnOptions) -> LogLayout {
+    LogLayout {
+        non_temporal: options.non_temporal,
+        pad_small_to_line: options.pad_small_to_line,
+        align_large_to_256: options.align_large_to_256,
     }
-}
-
-impl Default for DbxnOptions {
-    fn default() -> Self {
-        Self { non_temporal: true, pad_small_to_line: true, align_large_to_256: true }
-    }
-}
-
-/// Opens a DBXN-family engine over `pool`.
-pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
-    Ok(match options.engine {
-        EngineKind::DbxNaive => OccEngine::open(options, DbxnLog::<B, false>::open(options, pool)?)?,
-        EngineKind::Dbxn | EngineKind::DbxnNvm => OccEngine::open(options, DbxnLog::<B, true>::open(options, pool)?)?,
-        other => unreachable!("{other} is not a DBXN engine"),
-    })
 }
 
 /// A chunk of a worker's value area and the highest epoch written into it.
@@ -204,7 +176,7 @@ impl<B: PmBackend> ValueHeap<B> {
         self.write(start, &self.buffer);
         self.position += self.buffer.len() as u64;
         if let Some(last) = self.chunks.lock().last_mut() {
-            last.max_epoch = last.max_epoch.max(crate::record::epoch_of_tid(tid));
+            last.max_epoch = last.max_epoch.max(crate::storage::record::epoch_of_tid(tid));
         }
         Some((start, start + self.buffer.len() as u64))
     }
@@ -257,10 +229,10 @@ impl<B: PmBackend, const PARITY: bool> DbxnLog<B, PARITY> {
             inner,
             pool,
             kind,
-            layout: options.dbxn.layout(),
+            layout: layout_of(&options.dbxn),
             htm,
             values,
-            faults: crate::fault::Faults::of(options),
+            faults: options.faults(),
             epochs: OnceLock::new(),
             #[cfg(test)]
             before_log: None,
@@ -429,116 +401,5 @@ impl<B: PmBackend, const PARITY: bool> EnginePolicy for DbxnLog<B, PARITY> {
         let mut stats = self.inner.stats();
         stats.htm = self.htm.as_ref().map(|htm| htm.stats().snapshot());
         stats
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::{Engine, EngineWorker, WriteOp};
-    use crate::error::TxError;
-    use crate::record::UNPERSISTED;
-    use crate::schema::{TableId, TableSchema};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::mpsc;
-
-    const T: TableId = TableId(0);
-
-    /// An engine whose worker 0 pauses between install and log while
-    /// `armed`: it sends on the first channel and waits on the second.
-    #[allow(clippy::type_complexity)]
-    fn paused_engine<const PARITY: bool>(
-        kind: EngineKind,
-    ) -> (Arc<OccEngine<DbxnLog<pmtx_pm::Direct, PARITY>>>, Arc<AtomicBool>, mpsc::Receiver<()>, mpsc::Sender<()>) {
-        let mut options = DbOptions::in_memory(kind, vec![TableSchema::hashed("t")]);
-        options.workers = 3;
-        let pool = Arc::new(Pool::<pmtx_pm::Direct>::create_in_memory(16 << 20, 256 << 10, &options.pm).expect("pool"));
-        let mut log = DbxnLog::<_, PARITY>::open(&options, pool).expect("open");
-        let armed = Arc::new(AtomicBool::new(false));
-        let (installed_tx, installed_rx) = mpsc::channel();
-        let (go_tx, go_rx) = mpsc::channel::<()>();
-        let go_rx = Mutex::new(go_rx);
-        let hook_armed = Arc::clone(&armed);
-        log.set_before_log_hook(Arc::new(move |worker| {
-            if worker == 0 && hook_armed.load(Ordering::SeqCst) {
-                installed_tx.send(()).expect("test alive");
-                go_rx.lock().recv().expect("test alive");
-            }
-        }));
-        (OccEngine::open(&options, log).expect("engine"), armed, installed_rx, go_tx)
-    }
-
-    fn put(worker: &mut dyn EngineWorker, key: &[u8], value: &[u8]) -> Result<CommitTicket, TxError> {
-        worker.begin(false);
-        worker.write(T, key, WriteOp::Put(value))?;
-        worker.commit()
-    }
-
-    #[test]
-    fn a_reader_of_an_unpersisted_version_commits_only_once_the_log_is_durable() {
-        let (engine, armed, installed, go) = paused_engine::<true>(EngineKind::Dbxn);
-        let mut writer = Arc::clone(&engine).worker(0);
-        let mut reader = Arc::clone(&engine).worker(1);
-        let mut other = Arc::clone(&engine).worker(2);
-        put(writer.as_mut(), b"x", b"1").expect("load");
-        armed.store(true, Ordering::SeqCst);
-        let paused = std::thread::spawn(move || {
-            let ticket = put(writer.as_mut(), b"x", b"2");
-            (writer, ticket)
-        });
-        installed.recv().expect("writer installed");
-        let record = engine.tables()[0].lookup(b"x").expect("row");
-        assert_ne!(record.word() & UNPERSISTED, 0, "installed, log not durable: odd version");
-        // The reader sees the installed value but cannot commit yet.
-        let mut value = Vec::new();
-        reader.begin(true);
-        assert!(reader.get(T, b"x", &mut value).expect("an odd version is no early abort"));
-        assert_eq!(value, b"2");
-        assert!(matches!(reader.commit(), Err(TxError::Abort(AbortReason::NotYetDurable))));
-        // Nor can a writer overwrite it.
-        assert!(matches!(put(other.as_mut(), b"x", b"3"), Err(TxError::Abort(AbortReason::NotYetDurable))));
-        // A reader that saw the odd version commits once the log is durable:
-        // no spurious abort.
-        reader.begin(false);
-        assert!(reader.get(T, b"x", &mut value).expect("read"));
-        assert_eq!(value, b"2");
-        reader.write(T, b"y", WriteOp::Put(&value)).expect("write");
-        go.send(()).expect("writer alive");
-        let (writer, ticket) = paused.join().expect("writer");
-        assert_eq!(ticket.expect("writer commits"), CommitTicket::Durable);
-        assert_eq!(record.word() & UNPERSISTED, 0, "even after the log is durable");
-        assert_eq!(reader.commit().expect("validates against the next even version"), CommitTicket::Durable);
-        reader.begin(true);
-        assert!(reader.get(T, b"y", &mut value).expect("read"));
-        assert_eq!(value, b"2");
-        reader.commit().expect("read-only");
-        drop((writer, reader, other));
-        engine.close().expect("close");
-    }
-
-    #[test]
-    fn dbx_naive_logs_inside_the_region() {
-        let (engine, armed, installed, go) = paused_engine::<false>(EngineKind::DbxNaive);
-        let mut writer = Arc::clone(&engine).worker(0);
-        let mut reader = Arc::clone(&engine).worker(1);
-        put(writer.as_mut(), b"x", b"1").expect("load");
-        armed.store(true, Ordering::SeqCst);
-        let paused = std::thread::spawn(move || put(writer.as_mut(), b"x", b"2"));
-        installed.recv().expect("writer installed");
-        let record = engine.tables()[0].lookup(b"x").expect("row");
-        assert_eq!(record.word() & UNPERSISTED, 0, "dbx-naive never sets the parity bit");
-        assert_ne!(record.word() & crate::record::LOCKED, 0, "the log is written while the region holds the locks");
-        let mut value = Vec::new();
-        reader.begin(true);
-        assert!(matches!(reader.get(T, b"x", &mut value), Err(TxError::Abort(AbortReason::UnstableRead))));
-        reader.abort();
-        go.send(()).expect("writer alive");
-        assert_eq!(paused.join().expect("writer").expect("commits"), CommitTicket::Durable);
-        reader.begin(true);
-        assert!(reader.get(T, b"x", &mut value).expect("read"));
-        assert_eq!(value, b"2");
-        reader.commit().expect("read-only");
-        drop(reader);
-        engine.close().expect("close");
     }
 }

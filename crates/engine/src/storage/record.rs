@@ -14,7 +14,7 @@
 //! [`REMOVED`] (TID = [`MAX_TID`], ABSENT) marks a row unlinked from its
 //! table's indexes: no transaction ever commits that TID, so a reader that
 //! read the row earlier fails validation, and a reader that meets it looks
-//! the key up again (`table.rs`, "reclamation").
+//! the key up again (`storage::table`, "reclamation").
 //!
 //! A [`Record`] (the DRAM storage's row) is one allocation: a 32-byte
 //! header, the key, and an inline value area sized when the row is created
@@ -99,7 +99,7 @@ pub(crate) const READ_SPINS: u32 = 1 << 12;
 /// What every storage's row offers the tables and the protocols: a version
 /// word, its key, and a way to be made and freed. Rows are allocated once
 /// and freed only after they are unlinked and the epochs show no reader can
-/// hold them (`table.rs`).
+/// hold them (`storage::table`).
 pub trait RowKind: HashEntry + Sized {
     /// The version word.
     fn word_cell(&self) -> &AtomicU64;
@@ -289,7 +289,7 @@ pub struct Record {
     /// The value's buffer when it does not fit inline (else null).
     external: AtomicPtr<External>,
     key_len: u16,
-    /// Set while the row sits in a reclaimer's queue (`table.rs`).
+    /// Set while the row sits in a reclaimer's queue (`storage::table`).
     queued: AtomicU16,
     _reserved: [u16; 2],
 }

@@ -13,7 +13,7 @@
 //!
 //! A transaction that leaves a row absent (it deleted it, or created it as a
 //! placeholder and did not insert) queues it with its worker's
-//! [`RowReclaimer`]. At least one epoch later the worker tries the row's
+//! `RowReclaimer`. At least one epoch later the worker tries the row's
 //! lock (never waits); if the row is still absent, not UNPERSISTED, and the
 //! storage agrees (its delete is durable; for Zen, no tombstone references
 //! it), the worker removes the primary-index entry if it still maps to this
@@ -34,8 +34,8 @@
 use crate::epoch::{DeferredFree, Epochs};
 use crate::error::{DbError, DbResult};
 use crate::index::{HashIndex, IndexError, LeafChange, LeafRef, OrderedIndex, ScanDirection};
-use crate::record::{Record, RowKind, ABSENT, LOCKED, REMOVED, UNPERSISTED};
 use crate::schema::{PrimaryIndexKind, TableId, TableSchema};
+use crate::storage::record::{Record, RowKind, ABSENT, LOCKED, REMOVED, UNPERSISTED};
 use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 use std::ptr::NonNull;
@@ -389,7 +389,7 @@ pub(crate) struct RowReclaimer<R: RowKind> {
     candidates: VecDeque<(u64, TableId, RowPtr<R>)>,
     retired_rows: DeferredFree<RowPtr<R>>,
     /// Value buffers replaced by commits (DRAM storage).
-    pub(crate) retired_values: DeferredFree<crate::record::RetiredValue>,
+    pub(crate) retired_values: DeferredFree<crate::storage::record::RetiredValue>,
     /// Rows unlinked by this reclaimer (statistics).
     pub(crate) unlinked: u64,
 }

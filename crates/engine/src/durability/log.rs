@@ -28,8 +28,8 @@
 //! order and stops at the first record whose length or CRC is wrong: a torn
 //! record (and anything after it) was never acknowledged.
 
+use crate::cc::silo::WriteSet;
 use crate::error::{DbError, DbResult};
-use crate::occ::WriteSet;
 use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -270,7 +270,7 @@ impl<B: PmBackend> LogWriter<B> {
         self.position += length;
         let end = start + length;
         if let Some(last) = self.shared.segments.lock().last_mut() {
-            last.max_epoch = last.max_epoch.max(crate::record::epoch_of_tid(tid));
+            last.max_epoch = last.max_epoch.max(crate::storage::record::epoch_of_tid(tid));
         }
         self.shared.tail.store(end, Ordering::Release);
         Ok((start, end + 8))
@@ -374,7 +374,7 @@ impl<B: PmBackend> LogWriter<B> {
         self.position += (filler + len) as u64;
         let end = start + (filler + len) as u64;
         if let Some(last) = self.shared.segments.lock().last_mut() {
-            last.max_epoch = last.max_epoch.max(crate::record::epoch_of_tid(tid));
+            last.max_epoch = last.max_epoch.max(crate::storage::record::epoch_of_tid(tid));
         }
         self.shared.tail.store(end, Ordering::Release);
         (start, end + 8)
@@ -569,7 +569,7 @@ mod tests {
 
     #[test]
     fn decode_rejects_truncated_records_without_panicking() {
-        use crate::record::{Record, RowKind};
+        use crate::storage::record::{Record, RowKind};
         let mut buffer = Vec::new();
         let row = Record::allocate(b"key", 0);
         let mut writes = WriteSet::default();

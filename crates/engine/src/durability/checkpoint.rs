@@ -26,8 +26,8 @@
 
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
-use crate::record::{self, Record};
-use crate::table::Table;
+use crate::storage::record::{self, Record};
+use crate::storage::table::Table;
 use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError};
 
 /// Chunk-owner kind of checkpoint chunks.

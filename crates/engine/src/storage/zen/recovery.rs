@@ -15,7 +15,7 @@
 //! Why `ts_commit` is high enough: the slot of a region's latest LP tuple is
 //! pinned (never reused) until a newer transaction of the region committed,
 //! so the LP tuple of the region's last committed transaction is always in
-//! the heap (`heap.rs`, "The LP pin").
+//! the heap (`storage::zen::heap`, "The LP pin").
 //!
 //! Slots that are not CRC-valid tuples (torn overwrites of stale versions,
 //! half-written tuples) are erased too; a committed tuple is never among
@@ -32,14 +32,14 @@
 //! above the largest seen, each region resumes above its largest Tx-CTS, and
 //! `zen-naive-alloc` rewrites its bitmaps to match the free lists.
 
-use super::cache::{Row, ABSENT};
-use super::heap::{decode_slot, Heap, SlotContent, SlotKind, Tombstone, HEAP_CHUNK_KIND, META_LEN};
-use super::table::ZenTableMeta;
-use crate::engine::RecoveryReport;
 use crate::error::{DbError, DbResult};
-use crate::record;
-use crate::record::RowKind;
-use crate::table::Table;
+use crate::stats::RecoveryReport;
+use crate::storage::record;
+use crate::storage::record::RowKind;
+use crate::storage::table::Table;
+use crate::storage::zen::cache::{Row, ABSENT};
+use crate::storage::zen::heap::{decode_slot, Heap, SlotContent, SlotKind, Tombstone, HEAP_CHUNK_KIND, META_LEN};
+use crate::storage::zen::meta::ZenTableMeta;
 use parking_lot::Mutex;
 use pmtx_pm::{ChunkId, PmBackend, Pool};
 use std::sync::atomic::Ordering;

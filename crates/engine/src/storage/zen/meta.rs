@@ -1,11 +1,11 @@
 //! What Zen keeps per table besides the shared [`Table`] of rows
-//! (`crate::table`, whose index, scans, leaf versions and reclamation are
+//! (`crate::storage::table`, whose index, scans, leaf versions and reclamation are
 //! the same as the DRAM engines'): the slot geometry of the table's heap
 //! tuples and the next tuple ID.
 
-use super::heap::SlotGeometry;
 use crate::error::DbResult;
 use crate::schema::TableSchema;
+use crate::storage::zen::heap::SlotGeometry;
 use std::sync::atomic::AtomicU64;
 
 /// Zen's per-table heap metadata.

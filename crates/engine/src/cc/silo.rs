@@ -1,8 +1,8 @@
 //! Silo-style optimistic concurrency control, written once over any row
-//! kind ([`OccTx`]), and the DRAM engines' worker built on it
-//! ([`OccWorker`]: silo, group-commit and the DBXN family, which differ only
-//! in their [`CommitLog`] policy). Zen runs the same [`OccTx`] over its
-//! Met-Cache rows with its own persist step.
+//! kind (`OccTx`). The DRAM engines' worker (`engines::dram::OccWorker`:
+//! silo, group-commit and the DBXN family, which differ only in their
+//! durability policy) and Zen's worker (its Met-Cache rows, its own persist
+//! step) both run it.
 //!
 //! # The body of a transaction
 //!
@@ -37,7 +37,7 @@
 //! 6. install the values in place and release each lock with the new
 //!    version; maintain secondary indexes under the locks.
 //!
-//! Where step 5 sits is the policy's [`CommitStage`]: before the install
+//! Where step 5 sits is the policy's `durability::CommitStage`: before the install
 //! (silo, group-commit), after the install but before the locks are released
 //! (dbx-naive: a synchronous log inside the commit region, DBXN Fig. 5(a)),
 //! or after the locks are released with the UNPERSISTED bit set (DBXN's
@@ -46,18 +46,15 @@
 //! version") in the read set, so it validates only once the writer's log is
 //! durable and the bit is cleared.
 
-use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
-use crate::epoch::Epochs;
+use crate::cc::position_index::PositionIndex;
+use crate::engine::{ScanRequest, WriteOp};
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
 use crate::index::{LeafChange, ScanDirection};
-use crate::position_index::PositionIndex;
-use crate::record::{self, Record, RetiredValue, RowKind, ABSENT, LOCKED, REMOVED, UNPERSISTED};
 use crate::schema::TableId;
-use crate::table::{self, ReclaimPolicy, RowReclaimer, ScannedLeaf, Table};
-use parking_lot::Mutex;
+use crate::storage::record::{self, RowKind, ABSENT, LOCKED, REMOVED, UNPERSISTED};
+use crate::storage::table::{self, RowReclaimer, ScannedLeaf, Table};
 use std::cmp::Ordering as KeyOrdering;
 use std::ptr::NonNull;
-use std::sync::Arc;
 
 /// How long a committing writer spins for a row lock before aborting.
 const LOCK_SPINS: u32 = 256;
@@ -255,16 +252,6 @@ pub(crate) trait RowStore<R: RowKind> {
     /// Copies the row's value into `out` (cleared; left empty when absent)
     /// and returns the unlocked word it belongs to.
     fn read(&self, row: &R, out: &mut Vec<u8>) -> Result<u64, AbortReason>;
-}
-
-/// The DRAM storage: values live in the records.
-pub(crate) struct DramStore;
-
-impl RowStore<Record> for DramStore {
-    #[inline]
-    fn read(&self, row: &Record, out: &mut Vec<u8>) -> Result<u64, AbortReason> {
-        row.read_stable(out).map(|snapshot| snapshot.word).ok_or(AbortReason::UnstableRead)
-    }
 }
 
 /// What a read of a row found.
@@ -760,316 +747,5 @@ fn in_order(direction: ScanDirection, a: &[u8], b: &[u8]) -> KeyOrdering {
     match direction {
         ScanDirection::Forward => a.cmp(b),
         ScanDirection::Reverse => b.cmp(a),
-    }
-}
-
-/// Where a policy's log step sits in the commit (see the module comment).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CommitStage {
-    /// Append with the write set locked and validated, then install and
-    /// unlock (silo, group-commit).
-    LogBeforeInstall,
-    /// Install with the write set still locked, append (the policy makes the
-    /// record durable), then unlock: the log is inside the commit region, so
-    /// no parity is needed (dbx-naive).
-    LogAfterInstallLocked,
-    /// Install with UNPERSISTED and unlock, append (durable when `append`
-    /// returns), then clear UNPERSISTED on each written record unless a
-    /// later writer replaced the version (dbxn).
-    LogAfterInstallParity,
-}
-
-/// The durability side of commit.
-pub trait CommitLog: Send + Sync + 'static {
-    /// Where `append` runs in the commit.
-    const STAGE: CommitStage = CommitStage::LogBeforeInstall;
-    /// Per-worker state (its log buffer).
-    type Worker: Send;
-    /// Per-worker state for worker `id`.
-    fn worker(&self, id: usize) -> DbResult<Self::Worker>;
-    /// Called before the commit region of a transaction that writes, with
-    /// nothing locked: prepare the redo record (reserve log space). An error
-    /// ends the transaction. Policies whose stage is `LogAfterInstall*` must
-    /// make `append` infallible here, since nothing can be undone after the
-    /// install.
-    fn prepare(&self, _worker: &mut Self::Worker, _writes: &WriteSet<Record>) -> DbResult<()> {
-        Ok(())
-    }
-    /// Called before each commit region (validation, and install for
-    /// writers): the HTM abort-injection gate. `Err` aborts the attempt
-    /// before anything is locked or installed.
-    fn region_gate(&self) -> Result<(), AbortReason> {
-        Ok(())
-    }
-    /// Appends the redo record of `tid` at the point [`CommitLog::STAGE`]
-    /// says. Returns the ticket of the commit.
-    fn append(&self, worker: &mut Self::Worker, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket>;
-    /// Ticket for a read-only transaction that read data up to `max_tid`.
-    fn read_only_ticket(&self, max_tid: u64) -> CommitTicket;
-    /// Whether `ticket` is durable.
-    fn is_durable(&self, ticket: CommitTicket) -> bool;
-    /// Whether a delete committed with `tid` is durable, so reclamation may
-    /// unlink its row (a checkpoint must not lose a delete whose log could
-    /// still be lost). Synchronous and non-durable policies: always.
-    fn delete_is_durable(&self, _tid: u64) -> bool {
-        true
-    }
-    /// Whether the database was closed or crashed: waits for durability
-    /// must give up (the ticket may never become durable).
-    fn is_closed(&self) -> bool {
-        false
-    }
-}
-
-/// Shared state of an OCC engine over DRAM records.
-pub struct OccShared<L: CommitLog> {
-    /// Tables by id.
-    pub tables: Vec<Table>,
-    /// Epochs.
-    pub epochs: Arc<Epochs>,
-    /// Durability policy.
-    pub log: L,
-    /// Reclamation queues of workers that went away.
-    pub(crate) orphans: Mutex<RowReclaimer<Record>>,
-    /// Rows unlinked by every worker's reclamation since open.
-    pub(crate) rows_unlinked: std::sync::atomic::AtomicU64,
-}
-
-impl<L: CommitLog> OccShared<L> {
-    /// Table `id`, or an error.
-    pub fn table(&self, id: TableId) -> TxResult<&Table> {
-        table_of(&self.tables, id)
-    }
-}
-
-impl<L: CommitLog> Drop for OccShared<L> {
-    fn drop(&mut self) {
-        // No worker exists any more: nothing can hold a retired row.
-        self.orphans.get_mut().free_all_quiescent();
-    }
-}
-
-/// Reclamation may unlink a deleted row once the log policy says its
-/// delete is durable.
-struct LogReclaimPolicy<'a, L: CommitLog>(&'a L);
-
-impl<L: CommitLog> ReclaimPolicy<Record> for LogReclaimPolicy<'_, L> {
-    fn may_unlink(&self, _row: &Record, word: u64) -> bool {
-        self.0.delete_is_durable(record::tid_of(word))
-    }
-}
-
-/// A worker of an OCC engine over DRAM records.
-pub struct OccWorker<L: CommitLog> {
-    shared: Arc<OccShared<L>>,
-    id: usize,
-    log: L::Worker,
-    tx: OccTx<Record>,
-    last_tid: u64,
-    active: bool,
-    retired: Vec<RetiredValue>,
-}
-
-impl<L: CommitLog> OccWorker<L> {
-    /// Worker `id` over `shared`.
-    pub fn new(shared: Arc<OccShared<L>>, id: usize) -> DbResult<Self> {
-        assert!(id < shared.epochs.capacity(), "worker id {id} beyond the configured worker count");
-        let log = shared.log.worker(id)?;
-        let mut tx = OccTx::default();
-        shared.orphans.lock().hand_over(&mut tx.reclaimer);
-        Ok(Self { shared, id, log, tx, last_tid: 0, active: false, retired: Vec::new() })
-    }
-
-    /// The append of the `LogAfterInstall*` stages. The policy reserved the
-    /// record in `prepare`; a failure here would leave installed versions
-    /// without a log, which no policy may allow.
-    fn append_after_install(&mut self, tid: u64) -> CommitTicket {
-        match self.shared.log.append(&mut self.log, tid, &self.tx.writes) {
-            Ok(ticket) => ticket,
-            Err(error) => panic!("log append failed after install (the policy's prepare must prevent it): {error}"),
-        }
-    }
-
-    fn commit_inner(&mut self) -> TxResult<CommitTicket> {
-        let shared = &*self.shared;
-        if self.tx.is_read_only() {
-            shared.log.region_gate().map_err(TxError::Abort)?;
-            self.tx.validate(&shared.tables).map_err(TxError::Abort)?;
-            return Ok(shared.log.read_only_ticket(self.tx.max_read_tid()));
-        }
-        // 0. Reserve the log record (may fail; nothing is locked yet), then
-        //    the HTM gate of the commit region.
-        shared.log.prepare(&mut self.log, &self.tx.writes)?;
-        shared.log.region_gate().map_err(TxError::Abort)?;
-        // 1. Lock the write set in address order.
-        let max_locked = self.tx.lock_writes().map_err(TxError::Abort)?;
-        // 2. Serialization point.
-        let epoch = shared.epochs.global();
-        // 3. Validate.
-        if let Err(reason) = self.tx.validate(&shared.tables) {
-            self.tx.release(self.tx.writes.len());
-            return Err(TxError::Abort(reason));
-        }
-        // 4. TID.
-        let tid = self.tx.commit_tid(max_locked, self.last_tid, epoch);
-        debug_assert!(record::epoch_of_tid(tid) >= epoch);
-        // 5. Log, where the policy's stage says, and 6. install and unlock.
-        let mut ticket = None;
-        if L::STAGE == CommitStage::LogBeforeInstall {
-            match shared.log.append(&mut self.log, tid, &self.tx.writes) {
-                Ok(done) => ticket = Some(done),
-                Err(error) => {
-                    self.tx.release(self.tx.writes.len());
-                    return Err(TxError::Db(error));
-                }
-            }
-        }
-        self.install();
-        if L::STAGE == CommitStage::LogAfterInstallLocked {
-            ticket = Some(self.append_after_install(tid));
-        }
-        let parity = if L::STAGE == CommitStage::LogAfterInstallParity { UNPERSISTED } else { 0 };
-        for entry in self.tx.writes.entries() {
-            let flags = if entry.is_delete() { ABSENT } else { 0 };
-            entry.row().store_word(record::word_of(tid, flags | parity));
-        }
-        if L::STAGE == CommitStage::LogAfterInstallParity {
-            // DBXN's logging and commit phases: outside the region, the
-            // record is written and made durable, then each written version
-            // turns even (a later writer's version is never clobbered).
-            ticket = Some(self.append_after_install(tid));
-            for entry in self.tx.writes.entries() {
-                entry.row().clear_unpersisted(tid);
-            }
-        }
-        let ticket = ticket.expect("every stage appends");
-        self.last_tid = tid;
-        Ok(ticket)
-    }
-
-    /// Installs every write in place (rows locked) and maintains the
-    /// secondary indexes while the rows are still locked, so a secondary
-    /// scan that misses an entry sees the leaf version change (a phantom)
-    /// or meets the locked row; never a committed row it cannot find.
-    fn install(&mut self) {
-        let shared = &*self.shared;
-        let retired = &mut self.retired;
-        let mut old = Vec::new();
-        for index in 0..self.tx.writes.len() {
-            let entry = &self.tx.writes.entries()[index];
-            let row = entry.row();
-            let has_secondaries = !shared.tables[entry.table.0 as usize].schema().secondaries.is_empty();
-            let current = if has_secondaries && entry.locked_word & ABSENT == 0 {
-                // Locked by us: the value is stable.
-                row.read_locked(&mut old);
-                Some(old.as_slice())
-            } else {
-                None
-            };
-            if has_secondaries {
-                self.tx.maintain_secondaries(&shared.tables, index, current);
-            }
-            row.set_value_locked(self.tx.writes.value(index), &mut |value| retired.push(value));
-        }
-    }
-
-    /// Hands replaced value buffers to the reclaimer with one stamp, queues
-    /// rows left absent, and reclaims what is due.
-    fn after_attempt(&mut self) {
-        let shared = &*self.shared;
-        if !self.retired.is_empty() {
-            let stamp = shared.epochs.stamp();
-            for value in self.retired.drain(..) {
-                self.tx.reclaimer.retired_values.push(stamp, value);
-            }
-        }
-        self.tx.finish(shared.epochs.global());
-        if self.tx.reclaimer.backlog() > 0 || !self.tx.reclaimer.retired_values.is_empty() {
-            let before = self.tx.reclaimer.unlinked;
-            self.tx.reclaimer.run(&shared.tables, &shared.epochs, &LogReclaimPolicy(&shared.log));
-            let unlinked = self.tx.reclaimer.unlinked - before;
-            if unlinked > 0 {
-                shared.rows_unlinked.fetch_add(unlinked, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-    }
-}
-
-impl<L: CommitLog> EngineWorker for OccWorker<L> {
-    fn begin(&mut self, _read_only: bool) {
-        self.tx.clear();
-        // (Re-)announce, so a long-running worker does not hold back group
-        // commit or reclamation with a stale epoch.
-        self.shared.epochs.enter(self.id);
-        self.active = true;
-    }
-
-    fn get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
-        self.tx.get(&self.shared.tables, &DramStore, table, key, out)
-    }
-
-    fn get_with(&mut self, table: TableId, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> TxResult<bool> {
-        self.tx.get_with(&self.shared.tables, &DramStore, table, key, visit)
-    }
-
-    fn write(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool> {
-        self.tx.write(&self.shared.tables, &DramStore, table, key, op)
-    }
-
-    fn prefetch(&mut self, table: TableId, key: &[u8]) {
-        if let Some(table) = self.shared.tables.get(table.0 as usize) {
-            table.prefetch(key, table.schema().max_value_len);
-        }
-    }
-
-    fn update_with(&mut self, table: TableId, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> TxResult<bool> {
-        self.tx.update_with(&self.shared.tables, &DramStore, table, key, modify)
-    }
-
-    fn scan(&mut self, request: ScanRequest<'_>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
-        self.tx.scan(&self.shared.tables, &DramStore, request, visit)
-    }
-
-    fn commit(&mut self) -> TxResult<CommitTicket> {
-        let result = self.commit_inner();
-        self.after_attempt();
-        result
-    }
-
-    fn abort(&mut self) {
-        self.after_attempt();
-    }
-
-    fn idle(&mut self) {
-        if self.active {
-            self.shared.epochs.leave(self.id);
-            self.active = false;
-        }
-    }
-
-    fn wait_durable(&mut self, ticket: CommitTicket) -> DbResult<()> {
-        // Going idle first: a waiting worker must not hold back the epoch it
-        // waits for.
-        self.idle();
-        let mut spins = 0u32;
-        while !self.shared.log.is_durable(ticket) {
-            if self.shared.log.is_closed() {
-                return Err(DbError::Closed);
-            }
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::sleep(std::time::Duration::from_micros(50));
-            }
-        }
-        Ok(())
-    }
-}
-
-impl<L: CommitLog> Drop for OccWorker<L> {
-    fn drop(&mut self) {
-        self.shared.epochs.leave(self.id);
-        self.tx.reclaimer.hand_over(&mut self.shared.orphans.lock());
     }
 }

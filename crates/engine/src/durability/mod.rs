@@ -1,0 +1,101 @@
+//! Durability schemes of the DRAM engines: what a commit hands to its log
+//! ([`CommitLog`]) and what the scheme does on each epoch tick, at
+//! checkpoints, at recovery and at close (`EnginePolicy`); the redo log
+//! format ([`log`]), checkpoints ([`checkpoint`]), epoch group commit with
+//! recovery (`group_commit`) and DBXN's synchronous log (`dbxn_log`).
+//! Zen's log-free persistence lives with its heap (`storage::zen`).
+
+pub mod checkpoint;
+pub(crate) mod dbxn_log;
+pub(crate) mod group_commit;
+pub mod log;
+
+use crate::cc::silo::WriteSet;
+use crate::engine::{CommitTicket, EngineKind, EngineStats};
+use crate::epoch::Epochs;
+use crate::error::{AbortReason, DbResult};
+use crate::storage::record::Record;
+use crate::storage::table::Table;
+use std::sync::Arc;
+
+/// Where a policy's log step sits in the commit (see the module comment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitStage {
+    /// Append with the write set locked and validated, then install and
+    /// unlock (silo, group-commit).
+    LogBeforeInstall,
+    /// Install with the write set still locked, append (the policy makes the
+    /// record durable), then unlock: the log is inside the commit region, so
+    /// no parity is needed (dbx-naive).
+    LogAfterInstallLocked,
+    /// Install with UNPERSISTED and unlock, append (durable when `append`
+    /// returns), then clear UNPERSISTED on each written record unless a
+    /// later writer replaced the version (dbxn).
+    LogAfterInstallParity,
+}
+
+/// The durability side of commit.
+pub trait CommitLog: Send + Sync + 'static {
+    /// Where `append` runs in the commit.
+    const STAGE: CommitStage = CommitStage::LogBeforeInstall;
+    /// Per-worker state (its log buffer).
+    type Worker: Send;
+    /// Per-worker state for worker `id`.
+    fn worker(&self, id: usize) -> DbResult<Self::Worker>;
+    /// Called before the commit region of a transaction that writes, with
+    /// nothing locked: prepare the redo record (reserve log space). An error
+    /// ends the transaction. Policies whose stage is `LogAfterInstall*` must
+    /// make `append` infallible here, since nothing can be undone after the
+    /// install.
+    fn prepare(&self, _worker: &mut Self::Worker, _writes: &WriteSet<Record>) -> DbResult<()> {
+        Ok(())
+    }
+    /// Called before each commit region (validation, and install for
+    /// writers): the HTM abort-injection gate. `Err` aborts the attempt
+    /// before anything is locked or installed.
+    fn region_gate(&self) -> Result<(), AbortReason> {
+        Ok(())
+    }
+    /// Appends the redo record of `tid` at the point [`CommitLog::STAGE`]
+    /// says. Returns the ticket of the commit.
+    fn append(&self, worker: &mut Self::Worker, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket>;
+    /// Ticket for a read-only transaction that read data up to `max_tid`.
+    fn read_only_ticket(&self, max_tid: u64) -> CommitTicket;
+    /// Whether `ticket` is durable.
+    fn is_durable(&self, ticket: CommitTicket) -> bool;
+    /// Whether a delete committed with `tid` is durable, so reclamation may
+    /// unlink its row (a checkpoint must not lose a delete whose log could
+    /// still be lost). Synchronous and non-durable policies: always.
+    fn delete_is_durable(&self, _tid: u64) -> bool {
+        true
+    }
+    /// Whether the database was closed or crashed: waits for durability
+    /// must give up (the ticket may never become durable).
+    fn is_closed(&self) -> bool {
+        false
+    }
+}
+
+/// The commit-log policy of an engine, plus what it does on each epoch tick
+/// and at close.
+pub(crate) trait EnginePolicy: CommitLog {
+    /// Which engine this policy makes.
+    fn kind(&self) -> EngineKind;
+    /// Loads durable state into `tables` (recovery) and raises `epochs`
+    /// above every recovered TID.
+    fn recover(&self, tables: &[Table], epochs: &Arc<Epochs>) -> DbResult<()>;
+    /// Runs once per epoch on the background thread after the epoch advanced.
+    fn on_epoch(&self);
+    /// Takes a checkpoint of `tables`.
+    fn checkpoint(&self, tables: &[Table]) -> DbResult<()>;
+    /// Whether the log has used so much of the pool that the checkpointer
+    /// should not wait for its interval (a checkpoint frees the log).
+    fn log_space_low(&self) -> bool {
+        false
+    }
+    /// Final work at close (`clean`: make everything durable, checkpoint and
+    /// mark a clean shutdown).
+    fn close(&self, tables: &[Table], clean: bool) -> DbResult<()>;
+    /// Statistics.
+    fn stats(&self) -> EngineStats;
+}

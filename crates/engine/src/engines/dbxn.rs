@@ -1,0 +1,138 @@
+//! The DBXN family (`dbxn`, `dbxn-nvm`, `dbx-naive`): the DRAM engine
+//! shell with DBXN's synchronous log policy (`durability::dbxn_log`, which
+//! documents the protocol).
+
+use crate::durability::dbxn_log::DbxnLog;
+use crate::engine::{Engine, EngineKind};
+use crate::engines::dram::OccEngine;
+use crate::error::DbResult;
+use crate::options::DbOptions;
+use pmtx_pm::{PmBackend, Pool};
+use std::sync::Arc;
+
+/// Opens a DBXN-family engine over `pool`.
+pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
+    Ok(match options.engine {
+        EngineKind::DbxNaive => OccEngine::open(options, DbxnLog::<B, false>::open(options, pool)?)?,
+        EngineKind::Dbxn | EngineKind::DbxnNvm => OccEngine::open(options, DbxnLog::<B, true>::open(options, pool)?)?,
+        other => unreachable!("{other} is not a DBXN engine"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::CommitTicket;
+    use crate::engine::{Engine, EngineWorker, WriteOp};
+    use crate::error::AbortReason;
+    use crate::error::TxError;
+    use crate::schema::{TableId, TableSchema};
+    use crate::storage::record::UNPERSISTED;
+    use parking_lot::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+
+    const T: TableId = TableId(0);
+
+    /// An engine whose worker 0 pauses between install and log while
+    /// `armed`: it sends on the first channel and waits on the second.
+    #[allow(clippy::type_complexity)]
+    fn paused_engine<const PARITY: bool>(
+        kind: EngineKind,
+    ) -> (Arc<OccEngine<DbxnLog<pmtx_pm::Direct, PARITY>>>, Arc<AtomicBool>, mpsc::Receiver<()>, mpsc::Sender<()>) {
+        let mut options = DbOptions::in_memory(kind, vec![TableSchema::hashed("t")]);
+        options.workers = 3;
+        let pool = Arc::new(Pool::<pmtx_pm::Direct>::create_in_memory(16 << 20, 256 << 10, &options.pm).expect("pool"));
+        let mut log = DbxnLog::<_, PARITY>::open(&options, pool).expect("open");
+        let armed = Arc::new(AtomicBool::new(false));
+        let (installed_tx, installed_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let go_rx = Mutex::new(go_rx);
+        let hook_armed = Arc::clone(&armed);
+        log.set_before_log_hook(Arc::new(move |worker| {
+            if worker == 0 && hook_armed.load(Ordering::SeqCst) {
+                installed_tx.send(()).expect("test alive");
+                go_rx.lock().recv().expect("test alive");
+            }
+        }));
+        (OccEngine::open(&options, log).expect("engine"), armed, installed_rx, go_tx)
+    }
+
+    fn put(worker: &mut dyn EngineWorker, key: &[u8], value: &[u8]) -> Result<CommitTicket, TxError> {
+        worker.begin(false);
+        worker.write(T, key, WriteOp::Put(value))?;
+        worker.commit()
+    }
+
+    #[test]
+    fn a_reader_of_an_unpersisted_version_commits_only_once_the_log_is_durable() {
+        let (engine, armed, installed, go) = paused_engine::<true>(EngineKind::Dbxn);
+        let mut writer = Arc::clone(&engine).worker(0);
+        let mut reader = Arc::clone(&engine).worker(1);
+        let mut other = Arc::clone(&engine).worker(2);
+        put(writer.as_mut(), b"x", b"1").expect("load");
+        armed.store(true, Ordering::SeqCst);
+        let paused = std::thread::spawn(move || {
+            let ticket = put(writer.as_mut(), b"x", b"2");
+            (writer, ticket)
+        });
+        installed.recv().expect("writer installed");
+        let record = engine.tables()[0].lookup(b"x").expect("row");
+        assert_ne!(record.word() & UNPERSISTED, 0, "installed, log not durable: odd version");
+        // The reader sees the installed value but cannot commit yet.
+        let mut value = Vec::new();
+        reader.begin(true);
+        assert!(reader.get(T, b"x", &mut value).expect("an odd version is no early abort"));
+        assert_eq!(value, b"2");
+        assert!(matches!(reader.commit(), Err(TxError::Abort(AbortReason::NotYetDurable))));
+        // Nor can a writer overwrite it.
+        assert!(matches!(put(other.as_mut(), b"x", b"3"), Err(TxError::Abort(AbortReason::NotYetDurable))));
+        // A reader that saw the odd version commits once the log is durable:
+        // no spurious abort.
+        reader.begin(false);
+        assert!(reader.get(T, b"x", &mut value).expect("read"));
+        assert_eq!(value, b"2");
+        reader.write(T, b"y", WriteOp::Put(&value)).expect("write");
+        go.send(()).expect("writer alive");
+        let (writer, ticket) = paused.join().expect("writer");
+        assert_eq!(ticket.expect("writer commits"), CommitTicket::Durable);
+        assert_eq!(record.word() & UNPERSISTED, 0, "even after the log is durable");
+        assert_eq!(reader.commit().expect("validates against the next even version"), CommitTicket::Durable);
+        reader.begin(true);
+        assert!(reader.get(T, b"y", &mut value).expect("read"));
+        assert_eq!(value, b"2");
+        reader.commit().expect("read-only");
+        drop((writer, reader, other));
+        engine.close().expect("close");
+    }
+
+    #[test]
+    fn dbx_naive_logs_inside_the_region() {
+        let (engine, armed, installed, go) = paused_engine::<false>(EngineKind::DbxNaive);
+        let mut writer = Arc::clone(&engine).worker(0);
+        let mut reader = Arc::clone(&engine).worker(1);
+        put(writer.as_mut(), b"x", b"1").expect("load");
+        armed.store(true, Ordering::SeqCst);
+        let paused = std::thread::spawn(move || put(writer.as_mut(), b"x", b"2"));
+        installed.recv().expect("writer installed");
+        let record = engine.tables()[0].lookup(b"x").expect("row");
+        assert_eq!(record.word() & UNPERSISTED, 0, "dbx-naive never sets the parity bit");
+        assert_ne!(
+            record.word() & crate::storage::record::LOCKED,
+            0,
+            "the log is written while the region holds the locks"
+        );
+        let mut value = Vec::new();
+        reader.begin(true);
+        assert!(matches!(reader.get(T, b"x", &mut value), Err(TxError::Abort(AbortReason::UnstableRead))));
+        reader.abort();
+        go.send(()).expect("writer alive");
+        assert_eq!(paused.join().expect("writer").expect("commits"), CommitTicket::Durable);
+        reader.begin(true);
+        assert!(reader.get(T, b"x", &mut value).expect("read"));
+        assert_eq!(value, b"2");
+        reader.commit().expect("read-only");
+        drop(reader);
+        engine.close().expect("close");
+    }
+}

@@ -1,0 +1,472 @@
+//! The DRAM engines' shell: tables of [`Record`]s, epochs, a background
+//! ticker and checkpointer, the Silo protocol of [`crate::cc::silo`], and a
+//! durability policy ([`EnginePolicy`]: none for `silo`, epoch group commit
+//! for `group-commit`, DBXN's synchronous log for the DBXN family). One
+//! engine = one composition of these; [`OccWorker`] runs transactions.
+
+use crate::cc::silo::{OccTx, RowStore};
+use crate::durability::{CommitLog, CommitStage, EnginePolicy};
+use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, ScanRequest, WriteOp};
+use crate::epoch::Epochs;
+use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
+use crate::options::DbOptions;
+use crate::schema::TableId;
+use crate::storage::record::{self, Record, RetiredValue, ABSENT, UNPERSISTED};
+use crate::storage::table::{ReclaimPolicy, RowReclaimer, Table};
+use parking_lot::Mutex;
+use pmtx_pm::PmCounters;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// An OCC engine with policy `L`.
+pub(crate) struct OccEngine<L: EnginePolicy> {
+    shared: Arc<OccShared<L>>,
+    stop: Arc<AtomicBool>,
+    ticker: Mutex<Option<JoinHandle<()>>>,
+    checkpointer: Mutex<Option<JoinHandle<()>>>,
+    closed: AtomicBool,
+    background_pm: BackgroundCounters,
+}
+
+impl<L: EnginePolicy> OccEngine<L> {
+    pub(crate) fn open(options: &DbOptions, policy: L) -> DbResult<Arc<Self>> {
+        let epochs = Arc::new(Epochs::new(options.workers, 1));
+        let tables = options
+            .tables
+            .iter()
+            .enumerate()
+            .map(|(position, schema)| Table::new(TableId(position as u32), schema.clone(), Some(Arc::clone(&epochs))))
+            .collect::<DbResult<Vec<_>>>()?;
+        policy.recover(&tables, &epochs)?;
+        let shared = Arc::new(OccShared {
+            tables,
+            epochs,
+            log: policy,
+            orphans: Default::default(),
+            rows_unlinked: Default::default(),
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let background_pm = BackgroundCounters::default();
+        let ticker = {
+            let shared = Arc::clone(&shared);
+            let stop = Arc::clone(&stop);
+            let interval = options.epoch_interval;
+            let counters = Arc::clone(&background_pm);
+            std::thread::Builder::new()
+                .name("pmtx-epoch".into())
+                .spawn(move || ticker_loop(shared, stop, interval, counters))
+                .map_err(|e| crate::error::DbError::InvalidConfig(format!("cannot start epoch thread: {e}")))?
+        };
+        let checkpointer = match options.checkpoint_interval {
+            Some(interval) => {
+                let shared = Arc::clone(&shared);
+                let stop = Arc::clone(&stop);
+                let counters = Arc::clone(&background_pm);
+                Some(
+                    std::thread::Builder::new()
+                        .name("pmtx-checkpoint".into())
+                        .spawn(move || checkpoint_loop(shared, stop, interval, counters))
+                        .map_err(|e| {
+                            crate::error::DbError::InvalidConfig(format!("cannot start checkpoint thread: {e}"))
+                        })?,
+                )
+            }
+            None => None,
+        };
+        Ok(Arc::new(Self {
+            shared,
+            stop,
+            ticker: Mutex::new(Some(ticker)),
+            checkpointer: Mutex::new(checkpointer),
+            closed: AtomicBool::new(false),
+            background_pm,
+        }))
+    }
+
+    fn stop_ticker(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // The checkpointer may wait for durable epochs: stop it while the
+        // ticker still runs.
+        if let Some(handle) = self.checkpointer.lock().take() {
+            let _ = handle.join();
+        }
+        if let Some(handle) = self.ticker.lock().take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Persistence counters of background threads, summed.
+type BackgroundCounters = Arc<Mutex<PmCounters>>;
+
+/// Runs `work` and adds the PM work it did on this thread to `total`.
+fn counted(total: &BackgroundCounters, work: impl FnOnce()) {
+    let before = pmtx_pm::thread_counters();
+    work();
+    let done = pmtx_pm::thread_counters().since(&before);
+    total.lock().add(&done);
+}
+
+fn ticker_loop<L: EnginePolicy>(
+    shared: Arc<OccShared<L>>,
+    stop: Arc<AtomicBool>,
+    interval: Duration,
+    counters: BackgroundCounters,
+) {
+    // Short sleeps, so a close or crash never waits a whole (possibly long)
+    // epoch for this thread.
+    let step = interval.min(Duration::from_millis(5));
+    let mut waited = Duration::ZERO;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(step);
+        waited += step;
+        if waited < interval {
+            continue;
+        }
+        waited = Duration::ZERO;
+        counted(&counters, || {
+            shared.epochs.advance();
+            shared.log.on_epoch();
+        });
+    }
+}
+
+fn checkpoint_loop<L: EnginePolicy>(
+    shared: Arc<OccShared<L>>,
+    stop: Arc<AtomicBool>,
+    interval: Duration,
+    counters: BackgroundCounters,
+) {
+    let step = Duration::from_millis(10).min(interval);
+    // A checkpoint forced by log-space pressure waits at least this long
+    // after the previous one ended, so a pool that the data itself fills
+    // does not checkpoint back to back.
+    let pressure_gap = Duration::from_millis(100).min(interval);
+    let mut waited = Duration::ZERO;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(step);
+        waited += step;
+        if waited >= interval || (waited >= pressure_gap && shared.log.log_space_low()) {
+            waited = Duration::ZERO;
+            counted(&counters, || {
+                if let Err(error) = shared.log.checkpoint(&shared.tables) {
+                    eprintln!("pmtx: periodic checkpoint failed: {error}");
+                }
+            });
+        }
+    }
+}
+
+impl<L: EnginePolicy> Engine for OccEngine<L> {
+    fn kind(&self) -> EngineKind {
+        self.shared.log.kind()
+    }
+
+    fn tables(&self) -> &[Table] {
+        &self.shared.tables
+    }
+
+    fn worker(self: Arc<Self>, id: usize) -> Box<dyn EngineWorker> {
+        match OccWorker::new(Arc::clone(&self.shared), id) {
+            Ok(worker) => Box::new(worker),
+            Err(error) => panic!("cannot create worker {id}: {error}"),
+        }
+    }
+
+    fn is_durable(&self, ticket: CommitTicket) -> bool {
+        self.shared.log.is_durable(ticket)
+    }
+
+    fn stats(&self) -> EngineStats {
+        let mut stats = self.shared.log.stats();
+        stats.durable_epoch = self.shared.epochs.durable();
+        stats.rows_indexed = self.shared.tables.iter().map(|table| table.indexed_rows() as u64).sum();
+        stats.rows_unlinked = self.shared.rows_unlinked.load(Ordering::Relaxed);
+        stats.background_pm = *self.background_pm.lock();
+        stats
+    }
+
+    fn checkpoint(&self) -> DbResult<()> {
+        self.shared.log.checkpoint(&self.shared.tables)
+    }
+
+    fn close(&self) -> DbResult<()> {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.stop_ticker();
+        self.shared.log.close(&self.shared.tables, true)
+    }
+
+    fn close_on_drop(&self) -> DbResult<()> {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.stop_ticker();
+        self.shared.log.close(&self.shared.tables, false)
+    }
+}
+
+impl<L: EnginePolicy> Drop for OccEngine<L> {
+    fn drop(&mut self) {
+        self.stop_ticker();
+    }
+}
+
+/// The DRAM storage: values live in the records.
+pub(crate) struct DramStore;
+
+impl RowStore<Record> for DramStore {
+    #[inline]
+    fn read(&self, row: &Record, out: &mut Vec<u8>) -> Result<u64, AbortReason> {
+        row.read_stable(out).map(|snapshot| snapshot.word).ok_or(AbortReason::UnstableRead)
+    }
+}
+
+/// Shared state of an OCC engine over DRAM records.
+pub struct OccShared<L: CommitLog> {
+    /// Tables by id.
+    pub tables: Vec<Table>,
+    /// Epochs.
+    pub epochs: Arc<Epochs>,
+    /// Durability policy.
+    pub log: L,
+    /// Reclamation queues of workers that went away.
+    pub(crate) orphans: Mutex<RowReclaimer<Record>>,
+    /// Rows unlinked by every worker's reclamation since open.
+    pub(crate) rows_unlinked: std::sync::atomic::AtomicU64,
+}
+
+impl<L: CommitLog> Drop for OccShared<L> {
+    fn drop(&mut self) {
+        // No worker exists any more: nothing can hold a retired row.
+        self.orphans.get_mut().free_all_quiescent();
+    }
+}
+
+/// Reclamation may unlink a deleted row once the log policy says its
+/// delete is durable.
+struct LogReclaimPolicy<'a, L: CommitLog>(&'a L);
+
+impl<L: CommitLog> ReclaimPolicy<Record> for LogReclaimPolicy<'_, L> {
+    fn may_unlink(&self, _row: &Record, word: u64) -> bool {
+        self.0.delete_is_durable(record::tid_of(word))
+    }
+}
+
+/// A worker of an OCC engine over DRAM records.
+pub struct OccWorker<L: CommitLog> {
+    shared: Arc<OccShared<L>>,
+    id: usize,
+    log: L::Worker,
+    tx: OccTx<Record>,
+    last_tid: u64,
+    active: bool,
+    retired: Vec<RetiredValue>,
+}
+
+impl<L: CommitLog> OccWorker<L> {
+    /// Worker `id` over `shared`.
+    pub fn new(shared: Arc<OccShared<L>>, id: usize) -> DbResult<Self> {
+        assert!(id < shared.epochs.capacity(), "worker id {id} beyond the configured worker count");
+        let log = shared.log.worker(id)?;
+        let mut tx = OccTx::default();
+        shared.orphans.lock().hand_over(&mut tx.reclaimer);
+        Ok(Self { shared, id, log, tx, last_tid: 0, active: false, retired: Vec::new() })
+    }
+
+    /// The append of the `LogAfterInstall*` stages. The policy reserved the
+    /// record in `prepare`; a failure here would leave installed versions
+    /// without a log, which no policy may allow.
+    fn append_after_install(&mut self, tid: u64) -> CommitTicket {
+        match self.shared.log.append(&mut self.log, tid, &self.tx.writes) {
+            Ok(ticket) => ticket,
+            Err(error) => panic!("log append failed after install (the policy's prepare must prevent it): {error}"),
+        }
+    }
+
+    fn commit_inner(&mut self) -> TxResult<CommitTicket> {
+        let shared = &*self.shared;
+        if self.tx.is_read_only() {
+            shared.log.region_gate().map_err(TxError::Abort)?;
+            self.tx.validate(&shared.tables).map_err(TxError::Abort)?;
+            return Ok(shared.log.read_only_ticket(self.tx.max_read_tid()));
+        }
+        // 0. Reserve the log record (may fail; nothing is locked yet), then
+        //    the HTM gate of the commit region.
+        shared.log.prepare(&mut self.log, &self.tx.writes)?;
+        shared.log.region_gate().map_err(TxError::Abort)?;
+        // 1. Lock the write set in address order.
+        let max_locked = self.tx.lock_writes().map_err(TxError::Abort)?;
+        // 2. Serialization point.
+        let epoch = shared.epochs.global();
+        // 3. Validate.
+        if let Err(reason) = self.tx.validate(&shared.tables) {
+            self.tx.release(self.tx.writes.len());
+            return Err(TxError::Abort(reason));
+        }
+        // 4. TID.
+        let tid = self.tx.commit_tid(max_locked, self.last_tid, epoch);
+        debug_assert!(record::epoch_of_tid(tid) >= epoch);
+        // 5. Log, where the policy's stage says, and 6. install and unlock.
+        let mut ticket = None;
+        if L::STAGE == CommitStage::LogBeforeInstall {
+            match shared.log.append(&mut self.log, tid, &self.tx.writes) {
+                Ok(done) => ticket = Some(done),
+                Err(error) => {
+                    self.tx.release(self.tx.writes.len());
+                    return Err(TxError::Db(error));
+                }
+            }
+        }
+        self.install();
+        if L::STAGE == CommitStage::LogAfterInstallLocked {
+            ticket = Some(self.append_after_install(tid));
+        }
+        let parity = if L::STAGE == CommitStage::LogAfterInstallParity { UNPERSISTED } else { 0 };
+        for entry in self.tx.writes.entries() {
+            let flags = if entry.is_delete() { ABSENT } else { 0 };
+            entry.row().store_word(record::word_of(tid, flags | parity));
+        }
+        if L::STAGE == CommitStage::LogAfterInstallParity {
+            // DBXN's logging and commit phases: outside the region, the
+            // record is written and made durable, then each written version
+            // turns even (a later writer's version is never clobbered).
+            ticket = Some(self.append_after_install(tid));
+            for entry in self.tx.writes.entries() {
+                entry.row().clear_unpersisted(tid);
+            }
+        }
+        let ticket = ticket.expect("every stage appends");
+        self.last_tid = tid;
+        Ok(ticket)
+    }
+
+    /// Installs every write in place (rows locked) and maintains the
+    /// secondary indexes while the rows are still locked, so a secondary
+    /// scan that misses an entry sees the leaf version change (a phantom)
+    /// or meets the locked row; never a committed row it cannot find.
+    fn install(&mut self) {
+        let shared = &*self.shared;
+        let retired = &mut self.retired;
+        let mut old = Vec::new();
+        for index in 0..self.tx.writes.len() {
+            let entry = &self.tx.writes.entries()[index];
+            let row = entry.row();
+            let has_secondaries = !shared.tables[entry.table.0 as usize].schema().secondaries.is_empty();
+            let current = if has_secondaries && entry.locked_word & ABSENT == 0 {
+                // Locked by us: the value is stable.
+                row.read_locked(&mut old);
+                Some(old.as_slice())
+            } else {
+                None
+            };
+            if has_secondaries {
+                self.tx.maintain_secondaries(&shared.tables, index, current);
+            }
+            row.set_value_locked(self.tx.writes.value(index), &mut |value| retired.push(value));
+        }
+    }
+
+    /// Hands replaced value buffers to the reclaimer with one stamp, queues
+    /// rows left absent, and reclaims what is due.
+    fn after_attempt(&mut self) {
+        let shared = &*self.shared;
+        if !self.retired.is_empty() {
+            let stamp = shared.epochs.stamp();
+            for value in self.retired.drain(..) {
+                self.tx.reclaimer.retired_values.push(stamp, value);
+            }
+        }
+        self.tx.finish(shared.epochs.global());
+        if self.tx.reclaimer.backlog() > 0 || !self.tx.reclaimer.retired_values.is_empty() {
+            let before = self.tx.reclaimer.unlinked;
+            self.tx.reclaimer.run(&shared.tables, &shared.epochs, &LogReclaimPolicy(&shared.log));
+            let unlinked = self.tx.reclaimer.unlinked - before;
+            if unlinked > 0 {
+                shared.rows_unlinked.fetch_add(unlinked, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl<L: CommitLog> EngineWorker for OccWorker<L> {
+    fn begin(&mut self, _read_only: bool) {
+        self.tx.clear();
+        // (Re-)announce, so a long-running worker does not hold back group
+        // commit or reclamation with a stale epoch.
+        self.shared.epochs.enter(self.id);
+        self.active = true;
+    }
+
+    fn get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
+        self.tx.get(&self.shared.tables, &DramStore, table, key, out)
+    }
+
+    fn get_with(&mut self, table: TableId, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> TxResult<bool> {
+        self.tx.get_with(&self.shared.tables, &DramStore, table, key, visit)
+    }
+
+    fn write(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool> {
+        self.tx.write(&self.shared.tables, &DramStore, table, key, op)
+    }
+
+    fn prefetch(&mut self, table: TableId, key: &[u8]) {
+        if let Some(table) = self.shared.tables.get(table.0 as usize) {
+            table.prefetch(key, table.schema().max_value_len);
+        }
+    }
+
+    fn update_with(&mut self, table: TableId, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> TxResult<bool> {
+        self.tx.update_with(&self.shared.tables, &DramStore, table, key, modify)
+    }
+
+    fn scan(&mut self, request: ScanRequest<'_>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
+        self.tx.scan(&self.shared.tables, &DramStore, request, visit)
+    }
+
+    fn commit(&mut self) -> TxResult<CommitTicket> {
+        let result = self.commit_inner();
+        self.after_attempt();
+        result
+    }
+
+    fn abort(&mut self) {
+        self.after_attempt();
+    }
+
+    fn idle(&mut self) {
+        if self.active {
+            self.shared.epochs.leave(self.id);
+            self.active = false;
+        }
+    }
+
+    fn wait_durable(&mut self, ticket: CommitTicket) -> DbResult<()> {
+        // Going idle first: a waiting worker must not hold back the epoch it
+        // waits for.
+        self.idle();
+        let mut spins = 0u32;
+        while !self.shared.log.is_durable(ticket) {
+            if self.shared.log.is_closed() {
+                return Err(DbError::Closed);
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<L: CommitLog> Drop for OccWorker<L> {
+    fn drop(&mut self) {
+        self.shared.epochs.leave(self.id);
+        self.tx.reclaimer.hand_over(&mut self.shared.orphans.lock());
+    }
+}

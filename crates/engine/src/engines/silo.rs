@@ -1,0 +1,49 @@
+//! `silo`: Silo's OCC over DRAM records with no durability (the papers'
+//! DBX-DRAM upper bound).
+
+use crate::cc::silo::WriteSet;
+use crate::durability::{CommitLog, EnginePolicy};
+use crate::engine::{CommitTicket, EngineKind, EngineStats};
+use crate::epoch::Epochs;
+use crate::error::DbResult;
+use crate::storage::record::Record;
+use crate::storage::table::Table;
+use std::sync::Arc;
+
+/// No durability: the `silo` engine.
+pub(crate) struct NoLog;
+
+impl CommitLog for NoLog {
+    type Worker = ();
+    fn worker(&self, _id: usize) -> DbResult<()> {
+        Ok(())
+    }
+    fn append(&self, _worker: &mut (), _tid: u64, _writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
+        Ok(CommitTicket::Durable)
+    }
+    fn read_only_ticket(&self, _max_tid: u64) -> CommitTicket {
+        CommitTicket::Durable
+    }
+    fn is_durable(&self, _ticket: CommitTicket) -> bool {
+        true
+    }
+}
+
+impl EnginePolicy for NoLog {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Silo
+    }
+    fn recover(&self, _tables: &[Table], _epochs: &Arc<Epochs>) -> DbResult<()> {
+        Ok(())
+    }
+    fn on_epoch(&self) {}
+    fn checkpoint(&self, _tables: &[Table]) -> DbResult<()> {
+        Ok(())
+    }
+    fn close(&self, _tables: &[Table], _clean: bool) -> DbResult<()> {
+        Ok(())
+    }
+    fn stats(&self) -> EngineStats {
+        EngineStats::default()
+    }
+}

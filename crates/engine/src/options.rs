@@ -1,0 +1,180 @@
+//! Typed options of a database: [`DbOptions`] and its presets, where the
+//! pool lives, and each engine family's own options. They sit below the API
+//! and the engines, so every layer reads them and none of them imports the
+//! API.
+
+use crate::engine::EngineKind;
+use crate::error::{DbError, DbResult};
+use crate::schema::TableSchema;
+use pmtx_pm::{BackendKind, PmOptions};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the pool of a durable engine lives.
+#[derive(Clone, Debug)]
+pub enum PoolLocation {
+    /// Anonymous memory of this size (tests, simulation).
+    InMemory {
+        /// Bytes.
+        size: u64,
+    },
+    /// A file; created with `size` bytes if missing.
+    File {
+        /// The pool file.
+        path: PathBuf,
+        /// Size used when creating it.
+        size: u64,
+    },
+}
+
+/// Options of [`crate::Database::open`]. Start from a preset and override fields.
+#[derive(Clone, Debug)]
+pub struct DbOptions {
+    /// Which engine.
+    pub engine: EngineKind,
+    /// The tables (the same list at every open of a pool).
+    pub tables: Vec<TableSchema>,
+    /// Most worker threads that will run at once.
+    pub workers: usize,
+    /// Pool location (ignored by non-durable engines).
+    pub pool: PoolLocation,
+    /// PM backend.
+    pub backend: BackendKind,
+    /// PM options (flush instruction, domain, msync, latency model, seed).
+    pub pm: PmOptions,
+    /// Pool chunk size when creating.
+    pub chunk_size: u64,
+    /// Epoch length (group commit and TID epochs); 40 ms as in Silo/DBX.
+    pub epoch_interval: Duration,
+    /// Periodic checkpoint interval; `None` disables periodic checkpoints.
+    pub checkpoint_interval: Option<Duration>,
+    /// Attempts before a transaction gives up with `TooManyAborts`.
+    pub max_attempts: u32,
+    /// Seed for backoff jitter and anything random inside the engine.
+    pub seed: u64,
+    /// HTM regions of the DBXN engines (`none`: the software path, no
+    /// global lock; `sim`: abort injection at each commit region). The other
+    /// engines always run the software path.
+    pub htm: pmtx_htm::HtmConfig,
+    /// NVM-friendly log writes of the DBXN engines.
+    pub dbxn: crate::options::DbxnOptions,
+    /// Options of the `zen` engines (Met-Cache budget, LP table order).
+    pub zen: crate::options::ZenOptions,
+    /// A deliberately broken protocol step, for the crash harness's
+    /// self-tests (feature `fault-injection` only; never in production).
+    #[cfg(feature = "fault-injection")]
+    pub fault: Option<crate::fault::Fault>,
+}
+
+impl DbOptions {
+    /// Defaults: 2 workers, 1 GiB pool file, direct backend, 40 ms epochs,
+    /// checkpoints every 10 s.
+    pub fn new(engine: EngineKind, tables: Vec<TableSchema>, path: impl Into<PathBuf>) -> Self {
+        Self {
+            engine,
+            tables,
+            workers: 2,
+            pool: PoolLocation::File { path: path.into(), size: 1 << 30 },
+            backend: BackendKind::Direct,
+            pm: PmOptions::default(),
+            chunk_size: pmtx_pm::layout::DEFAULT_CHUNK_SIZE,
+            epoch_interval: Duration::from_millis(40),
+            checkpoint_interval: Some(Duration::from_secs(10)),
+            max_attempts: 1000,
+            seed: 0x5EED,
+            htm: pmtx_htm::HtmConfig::software(),
+            dbxn: crate::options::DbxnOptions::default(),
+            zen: crate::options::ZenOptions::default(),
+            #[cfg(feature = "fault-injection")]
+            fault: None,
+        }
+    }
+
+    /// A small in-memory preset for tests: 64 MiB pool in 256 KiB chunks,
+    /// 4 workers, 2 ms epochs, no periodic checkpoints.
+    pub fn in_memory(engine: EngineKind, tables: Vec<TableSchema>) -> Self {
+        Self {
+            workers: 4,
+            pool: PoolLocation::InMemory { size: 64 << 20 },
+            chunk_size: 256 << 10,
+            epoch_interval: Duration::from_millis(2),
+            checkpoint_interval: None,
+            ..Self::new(engine, tables, "")
+        }
+    }
+
+    /// The deliberately broken step these options select (none without the
+    /// `fault-injection` feature).
+    pub(crate) fn faults(&self) -> crate::fault::Faults {
+        #[cfg(feature = "fault-injection")]
+        {
+            crate::fault::Faults::new(self.fault)
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            crate::fault::Faults::default()
+        }
+    }
+
+    pub(crate) fn validate(&self) -> DbResult<()> {
+        if self.workers == 0 || self.workers > 1024 {
+            return Err(DbError::InvalidConfig(format!("workers must be 1..=1024, got {}", self.workers)));
+        }
+        if self.max_attempts == 0 {
+            return Err(DbError::InvalidConfig("max_attempts must be at least 1".into()));
+        }
+        if self.epoch_interval.is_zero() {
+            return Err(DbError::InvalidConfig("epoch_interval must be positive".into()));
+        }
+        let mut names = std::collections::HashSet::new();
+        for table in &self.tables {
+            if !names.insert(table.name.as_str()) {
+                return Err(DbError::InvalidConfig(format!("table {} is defined twice", table.name)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Options of the DBXN engines (`DbOptions::dbxn`): the NVM-friendly log
+/// writes of §3.4, each switchable, all on by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DbxnOptions {
+    /// Non-temporal stores + fence instead of memcpy + clwb + fence.
+    pub non_temporal: bool,
+    /// Pad records under 256 bytes to whole 64-byte lines.
+    pub pad_small_to_line: bool,
+    /// Start records of 256 bytes or more on a 256-byte boundary and pad
+    /// them to a multiple of 256 bytes.
+    pub align_large_to_256: bool,
+}
+
+impl Default for DbxnOptions {
+    fn default() -> Self {
+        Self { non_temporal: true, pad_small_to_line: true, align_large_to_256: true }
+    }
+}
+
+/// Options of the `zen` engines (`DbOptions::zen`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZenOptions {
+    /// DRAM budget of the Met-Cache in bytes (values plus 64 bytes per
+    /// entry), split evenly between the worker regions. 0 caches nothing:
+    /// every read goes to the PM heap.
+    pub cache_bytes: u64,
+    /// Table names whose tuples carry a transaction's LP bit first (§3.3.4;
+    /// e.g. TPC-C's history and order tables); the other tables follow in
+    /// lexicographic order of name, the paper's default.
+    pub lp_table_order: Vec<String>,
+    /// Garbage-queue entries a commit examines at most (§3.4 (ii)); space
+    /// pressure lifts the limit.
+    pub gc_batch: usize,
+    /// Reclaimable tombstones a worker gathers before it runs a sweep.
+    pub sweep_threshold: usize,
+}
+
+impl Default for ZenOptions {
+    fn default() -> Self {
+        Self { cache_bytes: 256 << 20, lp_table_order: Vec::new(), gc_batch: 64, sweep_threshold: 256 }
+    }
+}
