@@ -177,7 +177,6 @@ pub struct LogWriter<B: PmBackend> {
     layout: Option<LogLayout>,
     /// The record encoded by `prepare`, waiting for its TID.
     prepared: Option<Prepared>,
-    scratch: Vec<u8>,
 }
 
 fn owner(worker: u16) -> ChunkOwner {
@@ -211,7 +210,6 @@ impl<B: PmBackend> LogWriter<B> {
             buffer: Vec::new(),
             layout: None,
             prepared: None,
-            scratch: Vec::new(),
         };
         writer.start_segment(sequence)?;
         Ok(writer)
@@ -245,7 +243,8 @@ impl<B: PmBackend> LogWriter<B> {
     /// With `Cached` mode nothing is flushed; with `NonTemporal` the caller
     /// fences.
     pub fn append<R>(&mut self, tid: u64, writes: &WriteSet<R>) -> DbResult<(u64, u64)> {
-        encode_record(&mut self.buffer, self.sequence, tid, writes);
+        self.buffer.clear();
+        encode_unsealed(&mut self.buffer, writes);
         let length = self.buffer.len() as u64;
         debug_assert_eq!(length, record_length(writes));
         let chunk_size = self.pool.geometry().chunk_size;
@@ -256,8 +255,9 @@ impl<B: PmBackend> LogWriter<B> {
         }
         if self.position + length + 8 > chunk_size {
             self.roll_segment()?;
-            encode_record(&mut self.buffer, self.sequence, tid, writes);
         }
+        // Sealed for the segment it lands in (the CRC covers the sequence).
+        seal(&mut self.buffer, self.sequence, tid);
         let start = self.segment_offset + self.position;
         let backend = self.pool.backend();
         // The 8 zero bytes after the record terminate the scan even when the
@@ -319,26 +319,18 @@ impl<B: PmBackend> LogWriter<B> {
     /// installed.
     pub fn prepare<R>(&mut self, writes: &WriteSet<R>) -> DbResult<()> {
         let layout = self.layout.unwrap_or(LogLayout::PLAIN);
-        let mut record = std::mem::take(&mut self.scratch);
-        encode_record(&mut record, self.sequence, 0, writes);
-        let raw = record.len() as u64;
+        let raw = record_length(writes);
         let len = layout.padded_len(raw);
-        record.resize(len as usize, 0);
-        record[0..4].copy_from_slice(&(len as u32).to_le_bytes());
         let chunk_size = self.pool.geometry().chunk_size;
         let mut filler = layout.filler_before(self.position, raw);
         if self.position + filler + len + 8 > chunk_size {
             let fresh = layout.filler_before(SEGMENT_HEADER, raw);
             if SEGMENT_HEADER + fresh + len + 8 > chunk_size {
-                self.scratch = record;
                 return Err(DbError::OutOfSpace(format!(
                     "a redo record of {len} bytes does not fit a log segment of {chunk_size} bytes"
                 )));
             }
-            if let Err(error) = self.roll_segment() {
-                self.scratch = record;
-                return Err(error);
-            }
+            self.roll_segment()?;
             filler = fresh;
         }
         self.buffer.clear();
@@ -347,10 +339,12 @@ impl<B: PmBackend> LogWriter<B> {
             self.buffer[0..4].copy_from_slice(&(filler as u32).to_le_bytes());
             self.buffer[20..24].copy_from_slice(&FILLER_MARK.to_le_bytes());
         }
-        self.buffer.extend_from_slice(&record);
+        let start = encode_unsealed(&mut self.buffer, writes);
+        debug_assert_eq!((self.buffer.len() - start) as u64, raw);
+        self.buffer.resize(start + len as usize, 0);
+        self.buffer[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
         // The 8 zero bytes after the record terminate the scan.
         self.buffer.extend_from_slice(&[0u8; 8]);
-        self.scratch = record;
         self.prepared = Some(Prepared { filler: filler as usize, len: len as usize });
         Ok(())
     }
@@ -416,11 +410,13 @@ pub fn record_length<R>(writes: &WriteSet<R>) -> u64 {
     ((RECORD_HEADER + body) as u64).next_multiple_of(8)
 }
 
-fn encode_record<R>(buffer: &mut Vec<u8>, sequence: u64, tid: u64, writes: &WriteSet<R>) {
-    buffer.clear();
-    buffer.resize(RECORD_HEADER, 0);
-    buffer[8..16].copy_from_slice(&tid.to_le_bytes());
-    buffer[16..20].copy_from_slice(&(writes.len() as u32).to_le_bytes());
+/// Appends the redo record of `writes` to `buffer`, its length field set and
+/// its TID and CRC left for [`seal`]; returns where it starts. The record
+/// is encoded once, straight from the write set's arena.
+fn encode_unsealed<R>(buffer: &mut Vec<u8>, writes: &WriteSet<R>) -> usize {
+    let start = buffer.len();
+    buffer.resize(start + RECORD_HEADER, 0);
+    buffer[start + 16..start + 20].copy_from_slice(&(writes.len() as u32).to_le_bytes());
     for write in writes.iter() {
         buffer.extend_from_slice(&write.table.0.to_le_bytes());
         let value_len = write.value.map_or(DELETE_MARK, |v| v.len() as u32);
@@ -432,14 +428,19 @@ fn encode_record<R>(buffer: &mut Vec<u8>, sequence: u64, tid: u64, writes: &Writ
             buffer.extend_from_slice(value);
         }
     }
-    buffer.resize(buffer.len().next_multiple_of(8), 0);
-    let total = buffer.len() as u32;
-    buffer[0..4].copy_from_slice(&total.to_le_bytes());
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&sequence.to_le_bytes());
-    hasher.update(&buffer[8..]);
-    let crc = hasher.finalize();
-    buffer[4..8].copy_from_slice(&crc.to_le_bytes());
+    buffer.resize(start + (buffer.len() - start).next_multiple_of(8), 0);
+    let total = (buffer.len() - start) as u32;
+    buffer[start..start + 4].copy_from_slice(&total.to_le_bytes());
+    start
+}
+
+/// The whole record of `writes` with `tid`, sealed for segment `sequence`
+/// (tests).
+#[cfg(test)]
+fn encode_record<R>(buffer: &mut Vec<u8>, sequence: u64, tid: u64, writes: &WriteSet<R>) {
+    buffer.clear();
+    encode_unsealed(buffer, writes);
+    seal(buffer, sequence, tid);
 }
 
 /// One write of a decoded record.
