@@ -74,6 +74,14 @@ pub trait Workload: Send + Sync {
     /// after recovery). Reads in many small read-only transactions, so the
     /// database must be quiescent.
     fn check(&self, db: &Arc<pmtx_engine::Database>) -> Result<CheckReport, WorkloadError>;
+    /// Rows the database holds now by the workload's own count (load plus
+    /// the inserts minus the deletes its clients committed), or `None` when
+    /// the workload does not count them. Next to
+    /// `EngineStats::rows_indexed` it tells live rows from absent ones
+    /// still indexed.
+    fn expected_rows(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A per-thread source of transactions.

@@ -317,6 +317,19 @@ impl Workload for Queue {
         Box::new(self.queue_client(worker_index, seed))
     }
 
+    fn expected_rows(&self) -> Option<u64> {
+        let counters = self.shared.counters();
+        let loaded = counters.loaded?;
+        let moved: i128 = counters
+            .partitions
+            .values()
+            .map(|partition| {
+                partition.enqueued.load(Ordering::Acquire) as i128 - partition.dequeued.load(Ordering::Acquire) as i128
+            })
+            .sum();
+        u64::try_from(loaded as i128 * self.shared.length as i128 + moved).ok()
+    }
+
     fn check(&self, db: &Arc<Database>) -> Result<CheckReport, WorkloadError> {
         verify_tables(db, &self.tables())?;
         let shared = &self.shared;

@@ -88,8 +88,10 @@ fn every_engine_keeps_fifo_partitions_that_match_the_counters() {
     for engine in [EngineKind::Silo, EngineKind::GroupCommit, EngineKind::Dbxn, EngineKind::Zen] {
         let workload = Queue::new(&options(50)).unwrap();
         let db = open(engine, &workload);
+        assert_eq!(workload.expected_rows(), None, "not loaded yet");
         workload.load(&db, 2, &|_, _| {}).unwrap();
         assert_eq!(count_rows(&db, "queue").unwrap(), 100);
+        assert_eq!(workload.expected_rows(), Some(100));
         assert_consistent(&workload, &db, "after load");
 
         let summaries = run_clients(&db, &workload, 2, 400, 11);
@@ -98,6 +100,7 @@ fn every_engine_keeps_fifo_partitions_that_match_the_counters() {
         }
         assert!(summaries.iter().filter(|s| s.type_index != DEQUEUE).all(|s| s.committed), "{engine}");
         assert_consistent(&workload, &db, &format!("after the run on {engine}"));
+        assert_eq!(workload.expected_rows(), Some(count_rows(&db, "queue").unwrap()), "{engine}");
 
         for partition in 0..2 {
             let (enqueued, dequeued) = workload.committed(partition);
@@ -153,6 +156,7 @@ fn a_fresh_workload_value_continues_after_the_tail() {
     let report = fresh.check(&db).unwrap();
     assert!(report.passed(), "{report}");
     assert!(report.to_string().contains("not compared"), "{report}");
+    assert_eq!(fresh.expected_rows(), None, "no counters without a load");
     for partition in 0..2 {
         let found = sequences(&db, partition);
         assert!(found.windows(2).all(|pair| pair[1] == pair[0] + 1), "partition {partition} is contiguous");

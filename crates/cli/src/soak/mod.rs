@@ -30,7 +30,7 @@ mod summary;
 use crate::bench::args::{parse_threads, parse_workload, BenchPm, BenchPmArgs, PoolRunArgs, WorkloadArgs};
 use crate::bench::memory::{resident_bytes, resident_kinds};
 use crate::bench::report::{format_size, format_us, LatencyJson, WorkloadOptionsJson};
-use crate::bench::runner::{db_error, open_fresh, workload_error, DatabasePlan, FreshDatabase};
+use crate::bench::runner::{db_error, open_fresh, workload_error, DatabasePlan, FreshDatabase, PoolUsage};
 use crate::bench::spec::{self, parse_entry, EngineSpec};
 use crate::progress::Progress;
 use crate::units::format_bytes;
@@ -54,11 +54,7 @@ const MAX_MINUTES: f64 = 7.0 * 24.0 * 60.0;
 
 /// `pmtx soak`
 #[derive(Args, Debug)]
-#[command(after_help = "Example: pmtx soak --engine group-commit --threads 2 --minutes 10 --json soak.json\n\n\
-    The verdict compares the first interval that starts after the first minute with the last: flat = RSS \
-    grows by less than 5% and less than 32 MiB, probe p99 ratio < 1.5 and rows indexed ratio < 1.5. It is \
-    meaningful for workloads whose data stays the same size (queue, smallbank, ycsb A/B/C/F); TPC-C and \
-    YCSB D/E insert rows forever.")]
+#[command(after_help = after_help())]
 pub struct SoakArgs {
     /// Workload to run: queue, tpcc, smallbank or ycsb.
     #[arg(long, default_value = "queue", value_parser = parse_workload)]
@@ -115,6 +111,16 @@ impl SoakArgs {
         }
         Ok(())
     }
+}
+
+fn after_help() -> String {
+    format!(
+        "Example: pmtx soak --engine group-commit --threads 2 --minutes 10 --json soak.json\n\n\
+         The verdict compares the first interval that starts after the first minute with the last: {}. It is \
+         meaningful for workloads whose data stays the same size (queue, smallbank, ycsb A/B/C/F); TPC-C and YCSB \
+         D/E insert rows forever.",
+        Thresholds::default().describe()
+    )
 }
 
 fn engine_short_help() -> String {
@@ -346,13 +352,14 @@ fn optional_mib(bytes: Option<u64>) -> String {
 /// Prints the column titles of the interval lines.
 fn print_interval_header(probe: &str) {
     println!(
-        "{:>9} {:>10} {:>9} {:>9} {:>9} {:>12} {:>13} {:>9} {:>9} {:>5}",
+        "{:>9} {:>10} {:>9} {:>9} {:>9} {:>12} {:>8} {:>13} {:>9} {:>9} {:>5}",
         "elapsed",
         "tx/s",
         "RSS MiB",
         "anon MiB",
         "file MiB",
         "rows indexed",
+        "absent",
         "rows unlinked",
         format!("{probe} p50"),
         format!("{probe} p99"),
@@ -362,13 +369,14 @@ fn print_interval_header(probe: &str) {
 
 fn print_interval(interval: &IntervalJson) {
     println!(
-        "{:>8.0}s {:>10.0} {:>9} {:>9} {:>9} {:>12} {:>13} {:>9} {:>9} {:>5}",
+        "{:>8.0}s {:>10.0} {:>9} {:>9} {:>9} {:>12.0} {:>8} {:>13} {:>9} {:>9} {:>5}",
         interval.end_s,
         interval.throughput_tps,
         optional_mib(interval.rss_bytes),
         optional_mib(interval.rss_anon_bytes),
         optional_mib(interval.rss_file_bytes.map(|file| file + interval.rss_shmem_bytes.unwrap_or(0))),
-        interval.rows_indexed,
+        interval.rows_indexed_mean,
+        interval.absent_rows_mean.map_or("n/a".to_string(), |absent| format!("{absent:.0}")),
         interval.rows_unlinked,
         format_us(interval.probe_p50_us),
         format_us(interval.probe_p99_us),
@@ -376,16 +384,34 @@ fn print_interval(interval: &IntervalJson) {
     );
 }
 
-/// Everything the main thread reads at the end of an interval.
+/// Everything the main thread reads during and at the end of an interval.
 struct Collector<'a> {
     database: &'a Database,
-    probe: Option<&'a (dyn Fn() -> Option<crate::bench::runner::PoolUsage> + Send + Sync)>,
+    workload: &'a dyn Workload,
+    probe: Option<&'a (dyn Fn() -> Option<PoolUsage> + Send + Sync)>,
     shared: &'a Shared,
     aborts_before: Vec<u64>,
     histogram: Histogram<u64>,
+    /// Samples of `rows_indexed` in the current interval: count, sum, max.
+    rows_samples: u64,
+    rows_sum: f64,
+    rows_max: u64,
+    /// Sum of `rows_indexed` minus the live rows (workloads that count them).
+    absent_sum: Option<f64>,
 }
 
 impl Collector<'_> {
+    /// Samples `rows_indexed` (and the live rows) once.
+    fn sample(&mut self) {
+        let rows = self.database.stats().rows_indexed;
+        self.rows_samples += 1;
+        self.rows_sum += rows as f64;
+        self.rows_max = self.rows_max.max(rows);
+        if let Some(live) = self.workload.expected_rows() {
+            *self.absent_sum.get_or_insert(0.0) += rows as f64 - live as f64;
+        }
+    }
+
     fn collect(&mut self, index: usize, start_s: f64, end_s: f64) -> IntervalJson {
         let mut interval = IntervalJson { index, start_s, end_s, ..IntervalJson::default() };
         self.histogram.reset();
@@ -412,10 +438,19 @@ impl Collector<'_> {
             interval.rss_file_bytes = Some(kinds.file_bytes);
             interval.rss_shmem_bytes = Some(kinds.shmem_bytes);
         }
+        self.sample();
+        let samples = self.rows_samples as f64;
+        interval.rows_indexed_mean = self.rows_sum / samples;
+        interval.rows_indexed_max = self.rows_max;
+        interval.absent_rows_mean = self.absent_sum.map(|sum| sum / samples);
+        (self.rows_samples, self.rows_sum, self.rows_max, self.absent_sum) = (0, 0.0, 0, None);
         let stats = self.database.stats();
         interval.rows_indexed = stats.rows_indexed;
+        interval.live_rows = self.workload.expected_rows();
         interval.rows_unlinked = stats.rows_unlinked;
         interval.log_bytes = stats.log_bytes;
+        interval.cache_bytes = stats.cache_bytes;
+        interval.heap_chunks = stats.heap_chunks;
         interval.pool_used_bytes = self.probe.and_then(|probe| probe()).map(|usage| usage.used_bytes);
         interval.load_average = load_average();
         interval
@@ -502,6 +537,11 @@ pub fn run(args: SoakArgs) -> Result<(), CliError> {
         rss_after_load_bytes.map_or("n/a".to_string(), format_size),
         if probe.is_some() { probe_name } else { "all" }
     );
+    println!(
+        "columns: RSS at the end of each interval (file: mapped files, the pool among them); rows indexed: mean of \
+         samples every 100 ms; absent: of those, rows the workload does not count as live (deleted rows and \
+         placeholders not yet unlinked); {probe_name} p50/p99: µs"
+    );
     print_interval_header(probe_name);
 
     let shared = Shared {
@@ -532,23 +572,30 @@ pub fn run(args: SoakArgs) -> Result<(), CliError> {
         let start = Instant::now();
         let mut collector = Collector {
             database: &database,
+            workload: workload.as_ref(),
             probe: pool_probe.as_deref(),
             shared: &shared,
             aborts_before: vec![0; args.threads],
             histogram: histogram(),
+            rows_samples: 0,
+            rows_sum: 0.0,
+            rows_max: 0,
+            absent_sum: None,
         };
         let total = duration.as_secs_f64();
         let step = args.interval.as_secs_f64();
         let mut interval_start = 0.0;
         while interval_start < total - 1e-9 && handles.iter().all(Result::is_ok) {
             let interval_end = (interval_start + step).min(total);
-            // Wake up often enough to notice a failed worker.
+            // Wake up every 100 ms to sample the index and notice a failed
+            // worker.
             loop {
                 let now = start.elapsed().as_secs_f64();
                 if now >= interval_end || shared.failed.load(Ordering::Relaxed) {
                     break;
                 }
                 std::thread::sleep(Duration::from_secs_f64((interval_end - now).min(0.1)));
+                collector.sample();
             }
             if shared.failed.load(Ordering::Relaxed) {
                 break;
@@ -725,12 +772,25 @@ fn print_summary(intervals: &[IntervalJson], summary: Option<&SummaryJson>, prob
         ratio(summary.probe_p99_ratio)
     );
     println!(
-        "  rows indexed: {} -> {} (ratio {}); rows unlinked since open: {}",
-        base.rows_indexed,
-        last.rows_indexed,
+        "  rows indexed: {:.0} -> {:.0} (interval means, ratio {}); absent {} -> {} (ratio {}); unlinked since open: {}",
+        base.rows_indexed_mean,
+        last.rows_indexed_mean,
         ratio(summary.rows_indexed_ratio),
+        base.absent_rows_mean.map_or("n/a".to_string(), |absent| format!("{absent:.0}")),
+        last.absent_rows_mean.map_or("n/a".to_string(), |absent| format!("{absent:.0}")),
+        ratio(summary.absent_rows_ratio),
         last.rows_unlinked
     );
+    if let (Some(before), Some(after)) = (base.pool_used_bytes, last.pool_used_bytes) {
+        // Pool pages stay resident once touched: a flat "in use" with a
+        // growing file part means the engine writes fresh chunks rather
+        // than holding more data.
+        println!(
+            "  pool:         chunks in use {} -> {}; its pages are in the file part of the RSS",
+            format_bytes(before),
+            format_bytes(after)
+        );
+    }
     println!(
         "  throughput:   {:.0} -> {:.0} tx/s; log held {} -> {}",
         base.throughput_tps,
