@@ -584,9 +584,16 @@ pub fn run(args: SoakArgs) -> Result<(), CliError> {
         };
         let total = duration.as_secs_f64();
         let step = args.interval.as_secs_f64();
+        // Interval k ends on the schedule, at (k + 1) x step (the last at
+        // the end of the run): how late a collection runs changes where the
+        // next interval starts, never how many there are.
+        let count = (total / step - 1e-9).ceil().max(1.0) as usize;
         let mut interval_start = 0.0;
-        while interval_start < total - 1e-9 && handles.iter().all(Result::is_ok) {
-            let interval_end = (interval_start + step).min(total);
+        for index in 0..count {
+            if handles.iter().any(Result::is_err) {
+                break;
+            }
+            let interval_end = ((index + 1) as f64 * step).min(total);
             // Wake up every 100 ms to sample the index and notice a failed
             // worker.
             loop {
@@ -600,9 +607,9 @@ pub fn run(args: SoakArgs) -> Result<(), CliError> {
             if shared.failed.load(Ordering::Relaxed) {
                 break;
             }
-            let interval = collector.collect(intervals.len(), interval_start, start.elapsed().as_secs_f64());
+            let interval = collector.collect(index, interval_start, start.elapsed().as_secs_f64());
             print_interval(&interval);
-            interval_start = interval.end_s.max(interval_end);
+            interval_start = interval.end_s;
             intervals.push(interval);
         }
         shared.stop.store(true, Ordering::Relaxed);
