@@ -18,12 +18,12 @@
 //! out the wait for durability, which is the group-commit epoch and not
 //! the index.
 //!
-//! At the end the first interval that starts after the first minute is
-//! compared with the last (see [`summary`]) and a verdict line says "flat"
-//! or "growing", with the limits it applied. The workload's consistency
-//! check runs after the workers stop; a failed check fails the command
-//! (exit 1). A "growing" verdict does not: TPC-C and YCSB D/E insert rows
-//! forever, so their data grows by design.
+//! At the end the minute after the first is compared with the last minute,
+//! by the medians of their intervals (see [`summary`]), and a verdict line
+//! says "flat" or "growing", with the limits it applied. The workload's
+//! consistency check runs after the workers stop; a failed check fails the
+//! command (exit 1). A "growing" verdict does not: TPC-C and YCSB D/E
+//! insert rows forever, so their data grows by design.
 
 mod summary;
 
@@ -116,9 +116,8 @@ impl SoakArgs {
 fn after_help() -> String {
     format!(
         "Example: pmtx soak --engine group-commit --threads 2 --minutes 10 --json soak.json\n\n\
-         The verdict compares the first interval that starts after the first minute with the last: {}. It is \
-         meaningful for workloads whose data stays the same size (queue, smallbank, ycsb A/B/C/F); TPC-C and YCSB \
-         D/E insert rows forever.",
+         The verdict compares {}. It is meaningful for workloads whose data stays the same size (queue, \
+         smallbank, ycsb A/B/C/F); TPC-C and YCSB D/E insert rows forever.",
         Thresholds::default().describe()
     )
 }
@@ -736,25 +735,32 @@ pub fn run(args: SoakArgs) -> Result<(), CliError> {
 
 fn print_summary(intervals: &[IntervalJson], summary: Option<&SummaryJson>, probe: &str) {
     println!();
-    let Some(summary) = summary else {
+    let (Some(summary), Some(unlinked)) = (summary, intervals.last().map(|last| last.rows_unlinked)) else {
         println!("summary: no interval completed");
         return;
     };
-    let (base, last) = (&intervals[summary.baseline_interval], &intervals[summary.last_interval]);
-    println!(
-        "summary: interval {} ({:.0}-{:.0} s{}) against the last, interval {} ({:.0}-{:.0} s)",
-        base.index + 1,
-        base.start_s,
-        base.end_s,
-        if summary.baseline_after_first_minute {
-            ", the first after the first minute"
+    let (base, last) = (&summary.baseline, &summary.last);
+    let window = |window: &summary::WindowJson| {
+        let numbers = if window.first_interval == window.last_interval {
+            format!("interval {}", window.first_interval + 1)
         } else {
-            "; the run has no interval after the first minute"
-        },
-        last.index + 1,
-        last.start_s,
-        last.end_s
-    );
+            format!("intervals {}-{}", window.first_interval + 1, window.last_interval + 1)
+        };
+        format!("{numbers}, {:.0}-{:.0} s", window.start_s, window.end_s)
+    };
+    if summary.baseline_after_first_minute {
+        println!(
+            "summary: medians of the minute after the first ({}) against the last minute ({})",
+            window(base),
+            window(last)
+        );
+    } else {
+        println!(
+            "summary: the run has no interval after its first minute: its first interval ({}) against its last ({})",
+            window(base),
+            window(last)
+        );
+    }
     let signed_mib = |bytes: i64| format!("{}{} MiB", if bytes < 0 { "-" } else { "+" }, mib(bytes.unsigned_abs()));
     let delta = |before: Option<u64>, after: Option<u64>| {
         before.zip(after).map_or("n/a".to_string(), |(before, after)| signed_mib(after as i64 - before as i64))
@@ -778,15 +784,18 @@ fn print_summary(intervals: &[IntervalJson], summary: Option<&SummaryJson>, prob
         format_us(last.probe_p99_us),
         ratio(summary.probe_p99_ratio)
     );
+    let rows = |rows: Option<f64>| rows.map_or("n/a".to_string(), |rows| format!("{rows:.0}"));
     println!(
-        "  rows indexed: {:.0} -> {:.0} (interval means, ratio {}); absent {} -> {} (ratio {}); unlinked since open: {}",
+        "  rows indexed: {:.0} -> {:.0} (ratio {}); live {} -> {}; absent {} -> {} (ratio {}); unlinked in all: {}",
         base.rows_indexed_mean,
         last.rows_indexed_mean,
         ratio(summary.rows_indexed_ratio),
-        base.absent_rows_mean.map_or("n/a".to_string(), |absent| format!("{absent:.0}")),
-        last.absent_rows_mean.map_or("n/a".to_string(), |absent| format!("{absent:.0}")),
+        rows(base.live_rows.map(|live| live as f64)),
+        rows(last.live_rows.map(|live| live as f64)),
+        rows(base.absent_rows_mean),
+        rows(last.absent_rows_mean),
         ratio(summary.absent_rows_ratio),
-        last.rows_unlinked
+        unlinked
     );
     if let (Some(before), Some(after)) = (base.pool_used_bytes, last.pool_used_bytes) {
         // Pool pages stay resident once touched: a flat "in use" with a
@@ -799,11 +808,11 @@ fn print_summary(intervals: &[IntervalJson], summary: Option<&SummaryJson>, prob
         );
     }
     println!(
-        "  throughput:   {:.0} -> {:.0} tx/s; log held {} -> {}",
+        "  throughput:   {:.0} -> {:.0} tx/s; load average {} -> {}",
         base.throughput_tps,
         last.throughput_tps,
-        format_bytes(base.log_bytes),
-        format_bytes(last.log_bytes)
+        ratio(base.load_average),
+        ratio(last.load_average)
     );
     if summary.reasons.is_empty() {
         println!("verdict: flat ({})", summary.thresholds.describe());

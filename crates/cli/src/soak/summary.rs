@@ -1,23 +1,33 @@
 //! What `pmtx soak` reports: one record per interval, and the comparison
-//! of a baseline interval with the last one that decides the verdict.
+//! of a baseline window with the last one that decides the verdict.
 //!
-//! The baseline is the first interval that starts after the first minute:
-//! the first minute holds the allocator's and the caches' growth to their
-//! working size (and the first checkpoint), which is not a leak. A run of a
-//! minute or less has no such interval and compares its first interval.
+//! The baseline window is the minute after the first (the intervals that
+//! start in 60..120 s): the first minute holds the allocator's and the
+//! caches' growth to their working size (and the first checkpoint), which is
+//! not a leak. The last window is the intervals that start in the run's last
+//! minute. Each window's figures are medians of its intervals, so that one
+//! interval disturbed by another process on the machine decides nothing. A
+//! run with no interval after the first minute compares its first interval
+//! with the last.
 
 use serde::{Deserialize, Serialize};
 
-/// Seconds of warm-up the baseline skips.
-pub const BASELINE_AFTER_S: f64 = 60.0;
+/// Seconds of warm-up the baseline skips, and the length of the windows.
+pub const WINDOW_S: f64 = 60.0;
+/// Slack of the window bounds: an interval starts a little after its
+/// scheduled time.
+const EPSILON_S: f64 = 1e-3;
 
 /// Limits of a flat run: the last interval against the baseline.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Thresholds {
     /// Resident set growth below this percentage of the baseline's...
     pub rss_growth_percent_max: f64,
-    /// ...and below this many MiB.
+    /// ...and below this many MiB...
     pub rss_growth_mib_max: f64,
+    /// ...or below this many MiB at all: allocator high-water marks and a
+    /// queue's wandering length move a small resident set by a few MiB.
+    pub rss_growth_mib_min: f64,
     /// Probe latency p99 of the last interval below this multiple of the
     /// baseline's.
     pub probe_p99_ratio_max: f64,
@@ -35,6 +45,7 @@ impl Default for Thresholds {
         Self {
             rss_growth_percent_max: 5.0,
             rss_growth_mib_max: 32.0,
+            rss_growth_mib_min: 4.0,
             probe_p99_ratio_max: 1.5,
             rows_indexed_ratio_max: 1.5,
             rows_indexed_growth_min: 4096,
@@ -46,8 +57,10 @@ impl Thresholds {
     /// The limits in words, for the report.
     pub fn describe(&self) -> String {
         format!(
-            "flat = RSS grows by less than {}% and less than {} MiB, probe p99 ratio < {}, rows indexed (absent rows \
-             where the workload counts its live rows; interval means) ratio < {} or growth < {} rows",
+            "medians of the minute after the first against the last minute; flat = RSS grows by less than {} MiB, \
+             or by less than both {}% and {} MiB; probe p99 ratio < {}; rows indexed (absent rows where the \
+             workload counts its live rows; interval means) ratio < {} or growth < {} rows",
+            self.rss_growth_mib_min,
             self.rss_growth_percent_max,
             self.rss_growth_mib_max,
             self.probe_p99_ratio_max,
@@ -121,28 +134,104 @@ pub struct IntervalJson {
     pub load_average: Option<f64>,
 }
 
-/// The comparison of the baseline interval with the last.
+/// The medians of the intervals of one window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WindowJson {
+    /// Index of its first interval.
+    pub first_interval: usize,
+    /// Index of its last interval.
+    pub last_interval: usize,
+    /// Start of its first interval, seconds.
+    pub start_s: f64,
+    /// End of its last interval, seconds.
+    pub end_s: f64,
+    /// Median throughput, commits per second.
+    pub throughput_tps: f64,
+    /// Median resident set.
+    pub rss_bytes: Option<u64>,
+    /// Median anonymous part.
+    pub rss_anon_bytes: Option<u64>,
+    /// Median file part.
+    pub rss_file_bytes: Option<u64>,
+    /// Median pool chunks in use (durable engines).
+    pub pool_used_bytes: Option<u64>,
+    /// Median probe p50, µs.
+    pub probe_p50_us: f64,
+    /// Median probe p99, µs.
+    pub probe_p99_us: f64,
+    /// Median of the interval means of rows indexed.
+    pub rows_indexed_mean: f64,
+    /// Median live rows (workloads that count them).
+    pub live_rows: Option<u64>,
+    /// Median of the interval means of absent rows indexed.
+    pub absent_rows_mean: Option<f64>,
+    /// Median 1-minute load average.
+    pub load_average: Option<f64>,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// The median of a figure every interval has, or `None` if one lacks it.
+fn median_of(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    values.collect::<Option<Vec<f64>>>().filter(|values| !values.is_empty()).map(median)
+}
+
+impl WindowJson {
+    fn new(intervals: &[&IntervalJson]) -> Self {
+        let f = |figure: &dyn Fn(&IntervalJson) -> f64| median(intervals.iter().map(|i| figure(i)).collect());
+        let optional = |figure: &dyn Fn(&IntervalJson) -> Option<f64>| median_of(intervals.iter().map(|i| figure(i)));
+        let bytes = |figure: &dyn Fn(&IntervalJson) -> Option<u64>| {
+            optional(&|interval| figure(interval).map(|value| value as f64)).map(|value| value.round() as u64)
+        };
+        Self {
+            first_interval: intervals.first().map_or(0, |interval| interval.index),
+            last_interval: intervals.last().map_or(0, |interval| interval.index),
+            start_s: intervals.first().map_or(0.0, |interval| interval.start_s),
+            end_s: intervals.last().map_or(0.0, |interval| interval.end_s),
+            throughput_tps: f(&|interval| interval.throughput_tps),
+            rss_bytes: bytes(&|interval| interval.rss_bytes),
+            rss_anon_bytes: bytes(&|interval| interval.rss_anon_bytes),
+            rss_file_bytes: bytes(&|interval| interval.rss_file_bytes),
+            pool_used_bytes: bytes(&|interval| interval.pool_used_bytes),
+            probe_p50_us: f(&|interval| interval.probe_p50_us),
+            probe_p99_us: f(&|interval| interval.probe_p99_us),
+            rows_indexed_mean: f(&|interval| interval.rows_indexed_mean),
+            live_rows: bytes(&|interval| interval.live_rows),
+            absent_rows_mean: optional(&|interval| interval.absent_rows_mean),
+            load_average: optional(&|interval| interval.load_average),
+        }
+    }
+}
+
+/// The comparison of the baseline window with the last.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SummaryJson {
-    /// Index of the baseline interval.
-    pub baseline_interval: usize,
-    /// Index of the last interval.
-    pub last_interval: usize,
-    /// Whether the baseline is the first interval after the first minute
-    /// (false: the run was too short and the first interval is used).
+    /// The minute after the first (or the first interval of a short run).
+    pub baseline: WindowJson,
+    /// The last minute.
+    pub last: WindowJson,
+    /// Whether the baseline is the minute after the first (false: the run
+    /// has no interval after its first minute and the first is used).
     pub baseline_after_first_minute: bool,
-    /// RSS of the last interval minus the baseline's, bytes.
+    /// RSS of the last window minus the baseline's, bytes.
     pub rss_growth_bytes: Option<i64>,
     /// The same in percent of the baseline's RSS.
     pub rss_growth_percent: Option<f64>,
-    /// Probe p50 of the last interval / the baseline's.
+    /// Probe p50 of the last window / the baseline's.
     pub probe_p50_ratio: Option<f64>,
-    /// Probe p99 of the last interval / the baseline's.
+    /// Probe p99 of the last window / the baseline's.
     pub probe_p99_ratio: Option<f64>,
-    /// Mean rows indexed of the last interval / the baseline's.
+    /// Rows indexed of the last window / the baseline's.
     pub rows_indexed_ratio: Option<f64>,
-    /// Mean absent rows indexed of the last interval / the baseline's
-    /// (workloads that count their live rows).
+    /// Absent rows indexed of the last window / the baseline's (workloads
+    /// that count their live rows).
     pub absent_rows_ratio: Option<f64>,
     /// "flat" or "growing".
     pub verdict: String,
@@ -157,11 +246,23 @@ fn ratio(last: f64, baseline: f64) -> Option<f64> {
     (baseline > 0.0).then(|| last / baseline)
 }
 
-/// Compares the baseline interval with the last; `None` without intervals.
+/// Compares the baseline window with the last; `None` without intervals.
 pub fn summarize(intervals: &[IntervalJson], thresholds: Thresholds) -> Option<SummaryJson> {
-    let last = intervals.last()?;
-    let after_first_minute = intervals.iter().find(|interval| interval.start_s >= BASELINE_AFTER_S - 1e-6);
-    let baseline = after_first_minute.unwrap_or(&intervals[0]);
+    let end_s = intervals.last()?.end_s;
+    let after_first_minute: Vec<&IntervalJson> = intervals
+        .iter()
+        .filter(|interval| interval.start_s >= WINDOW_S - EPSILON_S && interval.start_s < 2.0 * WINDOW_S - EPSILON_S)
+        .collect();
+    let baseline_after_first_minute = !after_first_minute.is_empty();
+    let baseline = if baseline_after_first_minute { after_first_minute } else { vec![&intervals[0]] };
+    let mut last: Vec<&IntervalJson> =
+        intervals.iter().filter(|interval| interval.start_s >= end_s - WINDOW_S - EPSILON_S).collect();
+    if !baseline_after_first_minute {
+        // A short run: its first interval against its last.
+        last = vec![intervals.last()?];
+    }
+    let (baseline, last) = (WindowJson::new(&baseline), WindowJson::new(&last));
+
     let rss_growth_bytes = baseline.rss_bytes.zip(last.rss_bytes).map(|(baseline, last)| last as i64 - baseline as i64);
     let rss_growth_percent = rss_growth_bytes
         .zip(baseline.rss_bytes)
@@ -175,7 +276,9 @@ pub fn summarize(intervals: &[IntervalJson], thresholds: Thresholds) -> Option<S
     let mut reasons = Vec::new();
     if let (Some(growth), Some(percent)) = (rss_growth_bytes, rss_growth_percent) {
         let mib = growth as f64 / (1u64 << 20) as f64;
-        if percent >= thresholds.rss_growth_percent_max || mib >= thresholds.rss_growth_mib_max {
+        if mib >= thresholds.rss_growth_mib_min
+            && (percent >= thresholds.rss_growth_percent_max || mib >= thresholds.rss_growth_mib_max)
+        {
             reasons.push(format!(
                 "RSS grew by {mib:.1} MiB ({percent:.1}%; limits {}% and {} MiB)",
                 thresholds.rss_growth_percent_max, thresholds.rss_growth_mib_max
@@ -200,9 +303,9 @@ pub fn summarize(intervals: &[IntervalJson], thresholds: Thresholds) -> Option<S
         ));
     }
     Some(SummaryJson {
-        baseline_interval: baseline.index,
-        last_interval: last.index,
-        baseline_after_first_minute: after_first_minute.is_some(),
+        baseline,
+        last,
+        baseline_after_first_minute,
         rss_growth_bytes,
         rss_growth_percent,
         probe_p50_ratio,
@@ -234,63 +337,95 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_baseline_is_the_first_interval_after_the_first_minute() {
-        let intervals: Vec<_> = (0..10).map(|i| interval(i, i as f64 * 10.0, 100 + i as u64, 10.0, 2000)).collect();
-        let summary = summarize(&intervals, Thresholds::default()).unwrap();
-        assert_eq!((summary.baseline_interval, summary.last_interval), (6, 9));
-        assert!(summary.baseline_after_first_minute);
-        assert_eq!(summary.rss_growth_bytes, Some(3 << 20));
-        assert_eq!(summary.verdict, "flat", "{:?}", summary.reasons);
-        assert_eq!(summary.probe_p99_ratio, Some(1.0));
+    /// An interval made from its index and start.
+    type Make<'a> = &'a dyn Fn(usize, f64) -> IntervalJson;
+
+    /// 20 intervals of 10 s: `early` until 140 s, `late` in the last minute.
+    fn run(early: Make<'_>, late: Make<'_>) -> SummaryJson {
+        let intervals: Vec<IntervalJson> = (0..20)
+            .map(|index| {
+                let start_s = index as f64 * 10.0;
+                if index < 14 {
+                    early(index, start_s)
+                } else {
+                    late(index, start_s)
+                }
+            })
+            .collect();
+        summarize(&intervals, Thresholds::default()).unwrap()
     }
 
     #[test]
-    fn a_short_run_compares_its_first_interval() {
-        let intervals = vec![interval(0, 0.0, 100, 10.0, 2000), interval(1, 1.0, 100, 10.0, 2000)];
+    fn the_minute_after_the_first_is_compared_with_the_last_by_medians() {
+        let intervals: Vec<_> = (0..60)
+            .map(|i| {
+                // One interval of the last minute disturbed by another process.
+                let p99 = if i == 58 { 100.0 } else { 10.0 };
+                interval(i, i as f64 * 10.0 + 0.01 * (i > 0) as u8 as f64, 100 + (i % 2) as u64, p99, 2000)
+            })
+            .collect();
         let summary = summarize(&intervals, Thresholds::default()).unwrap();
-        assert_eq!(summary.baseline_interval, 0);
+        assert!(summary.baseline_after_first_minute);
+        assert_eq!((summary.baseline.first_interval, summary.baseline.last_interval), (6, 11));
+        assert_eq!((summary.last.first_interval, summary.last.last_interval), (54, 59));
+        assert_eq!(summary.probe_p99_ratio, Some(1.0));
+        assert_eq!(summary.rss_growth_bytes, Some(0));
+        assert_eq!(summary.verdict, "flat", "{:?}", summary.reasons);
+    }
+
+    #[test]
+    fn a_short_run_compares_its_first_interval_with_its_last() {
+        let intervals: Vec<_> = (0..3).map(|i| interval(i, i as f64, 100, 10.0, 2000)).collect();
+        let summary = summarize(&intervals, Thresholds::default()).unwrap();
         assert!(!summary.baseline_after_first_minute);
+        assert_eq!((summary.baseline.first_interval, summary.last.first_interval), (0, 2));
         assert!(summarize(&[], Thresholds::default()).is_none());
     }
 
     #[test]
     fn growth_of_memory_latency_or_rows_is_growing() {
-        let base = interval(0, 60.0, 1000, 10.0, 2000);
-        // A small count that swings by half is not growth.
-        let swing = summarize(&[base.clone(), interval(1, 70.0, 1000, 10.0, 3000)], Thresholds::default()).unwrap();
-        assert_eq!(swing.verdict, "flat", "{:?}", swing.reasons);
-        let cases = [
-            (interval(1, 70.0, 1040, 10.0, 2000), "RSS grew by 40.0 MiB"),
-            (interval(1, 70.0, 1000, 15.0, 2000), "probe p99 ratio 1.50"),
-            (interval(1, 70.0, 1000, 10.0, 2000 + 4096), "rows indexed ratio 3.05"),
+        let base = |index, start_s| interval(index, start_s, 1000, 10.0, 2000);
+        let cases: [(Make<'_>, &str); 3] = [
+            (&|index, start_s| interval(index, start_s, 1040, 10.0, 2000), "RSS grew by 40.0 MiB"),
+            (&|index, start_s| interval(index, start_s, 1000, 15.0, 2000), "probe p99 ratio 1.50"),
+            (&|index, start_s| interval(index, start_s, 1000, 10.0, 2000 + 4096), "rows indexed ratio 3.05"),
         ];
-        for (last, reason) in cases {
-            let summary = summarize(&[base.clone(), last], Thresholds::default()).unwrap();
+        for (late, reason) in cases {
+            let summary = run(&base, late);
             assert_eq!(summary.verdict, "growing");
             assert!(summary.reasons.iter().any(|text| text.starts_with(reason)), "{:?}", summary.reasons);
         }
-        // 6% of a small resident set is growth even below 32 MiB.
-        let small = [interval(0, 60.0, 100, 10.0, 2000), interval(1, 70.0, 106, 10.0, 2000)];
-        assert_eq!(summarize(&small, Thresholds::default()).unwrap().verdict, "growing");
+        // A small count that swings by half is not growth.
+        let swing = run(&base, &|index, start_s| interval(index, start_s, 1000, 10.0, 3000));
+        assert_eq!(swing.verdict, "flat", "{:?}", swing.reasons);
+        // 6% of a small resident set is growth even below 32 MiB...
+        let small = run(&|index, start_s| interval(index, start_s, 100, 10.0, 2000), &|index, start_s| {
+            interval(index, start_s, 106, 10.0, 2000)
+        });
+        assert_eq!(small.verdict, "growing");
+        // ...but not 2 MiB of a tiny one.
+        let tiny = run(&|index, start_s| interval(index, start_s, 18, 10.0, 2000), &|index, start_s| {
+            interval(index, start_s, 20, 10.0, 2000)
+        });
+        assert_eq!(tiny.verdict, "flat", "{:?}", tiny.reasons);
     }
 
     #[test]
     fn absent_rows_decide_where_the_live_rows_are_counted() {
-        let with_live = |index: usize, rows: u64, live: u64| IntervalJson {
-            live_rows: Some(live),
-            absent_rows_mean: Some((rows - live) as f64),
-            ..interval(index, 60.0 + index as f64 * 10.0, 1000, 10.0, rows)
+        let with_live = |rows: u64, live: u64| {
+            move |index, start_s| IntervalJson {
+                live_rows: Some(live),
+                absent_rows_mean: Some((rows - live) as f64),
+                ..interval(index, start_s, 1000, 10.0, rows)
+            }
         };
         // The queue grew by 20 000 live rows; its trail stayed at 4 000.
-        let summary =
-            summarize(&[with_live(0, 6000, 2000), with_live(1, 26_000, 22_000)], Thresholds::default()).unwrap();
+        let summary = run(&with_live(6000, 2000), &with_live(26_000, 22_000));
         assert_eq!(summary.verdict, "flat", "{:?}", summary.reasons);
         assert_eq!(summary.absent_rows_ratio, Some(1.0));
         assert!(summary.rows_indexed_ratio.unwrap() > 4.0);
         // The trail grew: unlinking falls behind.
-        let summary =
-            summarize(&[with_live(0, 6000, 2000), with_live(1, 30_000, 2000)], Thresholds::default()).unwrap();
+        let summary = run(&with_live(6000, 2000), &with_live(30_000, 2000));
         assert_eq!(summary.verdict, "growing");
         assert!(summary.reasons[0].starts_with("absent rows indexed ratio 7.00"), "{:?}", summary.reasons);
     }
@@ -302,5 +437,7 @@ mod tests {
         let summary = summarize(&[base.clone(), base], Thresholds::default()).unwrap();
         assert_eq!(summary.verdict, "flat");
         assert_eq!((summary.rss_growth_bytes, summary.probe_p99_ratio, summary.rows_indexed_ratio), (None, None, None));
+        assert_eq!(median(vec![3.0, 1.0, 2.0, 10.0]), 2.5);
+        assert_eq!(median_of([Some(1.0), None].into_iter()), None);
     }
 }
