@@ -2,8 +2,8 @@
 //!
 //! Every subcommand lives in its own module with an `Args` struct (clap
 //! derive) and a `run(args) -> Result<(), CliError>`; `main` only dispatches
-//! and turns errors into exit codes. Later subcommands (crashtest, check)
-//! slot in as further modules and `Command` variants, reusing
+//! and turns errors into exit codes. Further subcommands slot in as
+//! modules and `Command` variants, reusing
 //! [`pm_args::PmArgs`] for the backend flags and [`units`] for sizes.
 //!
 //! Exit codes: 0 success, 1 runtime error (`error: ...` on stderr), 2 usage
@@ -17,6 +17,7 @@ mod pm_args;
 mod pool_cmd;
 mod progress;
 mod smoke;
+mod soak;
 mod timing;
 mod units;
 
@@ -39,12 +40,14 @@ enum Command {
     Pool(pool_cmd::PoolArgs),
     /// Short smoke benchmark of the PM layer (persist costs and counters).
     Smoke(smoke::SmokeArgs),
-    /// Run a workload (tpcc, smallbank, ycsb) on engines and thread counts and report throughput and latency.
+    /// Run a workload (tpcc, smallbank, ycsb, queue) on engines and thread counts and report throughput and latency.
     Bench(Box<bench::BenchArgs>),
     /// Draw the JSON results of `pmtx bench` as an SVG chart.
     Plot(plot::PlotArgs),
     /// Crash-consistency test of an engine: simulated PM crash images (default) or process kills (--kill).
     Crashtest(Box<crashtest::CrashtestArgs>),
+    /// Run one engine on a workload (default: a queue) for minutes and report per interval whether memory and scan latency stay flat.
+    Soak(Box<soak::SoakArgs>),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(*args),
         Command::Plot(args) => plot::run(args),
         Command::Crashtest(args) => crashtest::run(*args),
+        Command::Soak(args) => soak::run(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -569,3 +569,49 @@ fn bad_tpcc_mixes_exit_2_with_a_clear_message() {
     let help = text(&pmtx(dir.path(), &["bench", "--help"]).stdout);
     assert!(help.contains("--tpcc-mix") && help.contains("NON-STANDARD mix"), "{help}");
 }
+
+#[test]
+fn queue_workload_reports_per_type_and_checks_after_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = assert_ok(&pmtx(
+        dir.path(),
+        &[
+            "bench",
+            "--workload",
+            "queue",
+            "--queue-length",
+            "200",
+            "--queue-mix",
+            "enqueue=40,dequeue=40,peek=20",
+            "--engine",
+            "silo,group-commit",
+            "--threads",
+            "2",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            "--pool-size",
+            "256MiB",
+            "--checkpoint-s",
+            "0.2",
+            "--recover",
+            "--json",
+            "q.json",
+        ],
+    ));
+    assert!(stdout.contains("200 items of 100 B per partition"), "{stdout}");
+    let report = read_json(&dir.path().join("q.json"));
+    assert_eq!(report["config"]["workload_options"]["queue_mix"], "enqueue=40,dequeue=40,peek=20");
+    for run in report["runs"].as_array().unwrap() {
+        assert_eq!(run["check_passed"], true, "{run}");
+        for name in ["enqueue", "dequeue", "peek"] {
+            assert!(number(&run["per_type"][name], "committed") > 0.0, "no {name} in {run}");
+        }
+    }
+    // The durable run was checked on the recovered database, where commits
+    // that were not yet durable are gone.
+    assert_eq!(report["runs"][1]["recovery"]["check_passed"], true);
+    let stderr = text(&pmtx(dir.path(), &["bench", "--workload", "ycsb", "--queue-scan", "3"]).stderr);
+    assert!(stderr.contains("--queue-scan applies to --workload queue only"), "{stderr}");
+}

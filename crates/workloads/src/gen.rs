@@ -60,6 +60,55 @@ impl Mix {
     }
 }
 
+/// Parses a transaction mix written `TYPE=WEIGHT,...` (e.g.
+/// `new_order=50,payment=50`) over the type names `names`: a non-empty
+/// list of distinct names (case-insensitive), each with an integer weight
+/// from 1 to `max_weight`; types not listed get weight 0. The error is the
+/// bare reason, for the caller to wrap with what it was parsing.
+pub fn parse_weights(text: &str, names: &[&str], max_weight: u32) -> Result<Vec<u32>, String> {
+    let mut weights = vec![0u32; names.len()];
+    let mut given = vec![false; names.len()];
+    if text.trim().is_empty() {
+        return Err("it is empty".into());
+    }
+    for entry in text.split(',') {
+        let Some((name, weight)) = entry.split_once('=') else {
+            return Err(format!("{:?} is not TYPE=WEIGHT", entry.trim()));
+        };
+        let name = name.trim();
+        let Some(position) = names.iter().position(|known| known.eq_ignore_ascii_case(name)) else {
+            return Err(format!("unknown transaction type {name:?}"));
+        };
+        if given[position] {
+            return Err(format!("{} is given twice", names[position]));
+        }
+        given[position] = true;
+        weights[position] = match weight.trim().parse::<u32>() {
+            Ok(weight) if (1..=max_weight).contains(&weight) => weight,
+            _ => {
+                return Err(format!(
+                    "the weight of {} must be an integer from 1 to {max_weight}, not {:?}",
+                    names[position],
+                    weight.trim()
+                ))
+            }
+        };
+    }
+    Ok(weights)
+}
+
+/// Writes the types of positive weight as `TYPE=WEIGHT,...` (what
+/// [`parse_weights`] reads).
+pub fn format_weights(weights: &[u32], names: &[&str]) -> String {
+    names
+        .iter()
+        .zip(weights)
+        .filter(|(_, weight)| **weight > 0)
+        .map(|(name, weight)| format!("{name}={weight}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// TPC-C NURand(A, x, y) with run-time constant `c` (clause 2.1.6):
 /// `(((random(0, A) | random(x, y)) + C) % (y - x + 1)) + x`.
 pub fn nurand(rng: &mut impl Rng, a: u64, x: u64, y: u64, c: u64) -> u64 {

@@ -1,5 +1,5 @@
-//! pmtx-workloads: TPC-C, Smallbank and YCSB over the public pmtx-engine
-//! transaction API.
+//! pmtx-workloads: TPC-C, Smallbank, YCSB and a FIFO queue over the public
+//! pmtx-engine transaction API.
 //!
 //! A [`Workload`] describes its tables ([`Workload::tables`], to be passed
 //! unchanged and in that order as `DbOptions::tables`), populates a database
@@ -34,6 +34,7 @@
 
 mod common;
 pub mod gen;
+pub mod queue;
 pub mod smallbank;
 pub mod tpcc;
 pub mod ycsb;
@@ -51,7 +52,7 @@ pub use common::{count_rows, wait_all_acknowledged};
 /// 0) from the database: call them while no other [`pmtx_engine::Worker`] of
 /// those slots exists.
 pub trait Workload: Send + Sync {
-    /// "tpcc" | "smallbank" | "ycsb".
+    /// "tpcc" | "smallbank" | "ycsb" | "queue".
     fn name(&self) -> &'static str;
     /// The tables, to be passed to `DbOptions` unchanged and in this order.
     fn tables(&self) -> Vec<pmtx_engine::TableSchema>;
@@ -73,6 +74,14 @@ pub trait Workload: Send + Sync {
     /// after recovery). Reads in many small read-only transactions, so the
     /// database must be quiescent.
     fn check(&self, db: &Arc<pmtx_engine::Database>) -> Result<CheckReport, WorkloadError>;
+    /// Rows the database holds now by the workload's own count (load plus
+    /// the inserts minus the deletes its clients committed), or `None` when
+    /// the workload does not count them. Next to
+    /// `EngineStats::rows_indexed` it tells live rows from absent ones
+    /// still indexed.
+    fn expected_rows(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A per-thread source of transactions.
@@ -153,15 +162,17 @@ pub enum WorkloadError {
 }
 
 /// Workload names accepted by [`by_name`].
-pub const WORKLOAD_NAMES: [&str; 3] = ["tpcc", "smallbank", "ycsb"];
+pub const WORKLOAD_NAMES: [&str; 4] = ["tpcc", "smallbank", "ycsb", "queue"];
 
-/// The workload `name` ("tpcc", "smallbank" or "ycsb", case-insensitive)
+/// The workload `name` ("tpcc", "smallbank", "ycsb" or "queue",
+/// case-insensitive)
 /// with `options` (validated).
 pub fn by_name(name: &str, options: &WorkloadOptions) -> Result<Box<dyn Workload>, WorkloadError> {
     match name.to_ascii_lowercase().as_str() {
         "tpcc" | "tpc-c" => Ok(Box::new(tpcc::Tpcc::new(options)?)),
         "smallbank" => Ok(Box::new(smallbank::Smallbank::new(options)?)),
         "ycsb" => Ok(Box::new(ycsb::Ycsb::new(options)?)),
+        "queue" => Ok(Box::new(queue::Queue::new(options)?)),
         _ => Err(WorkloadError::InvalidOption(format!(
             "unknown workload {name:?}; valid workloads: {}",
             WORKLOAD_NAMES.join(", ")
@@ -188,7 +199,7 @@ pub struct WorkloadOptions {
     pub records: u64,
     /// YCSB operations per transaction (16).
     pub ops_per_txn: usize,
-    /// YCSB bytes per field (100).
+    /// YCSB bytes per field, queue bytes per item (100).
     pub field_size: usize,
     /// YCSB fields per row (10).
     pub fields: usize,
@@ -203,6 +214,13 @@ pub struct WorkloadOptions {
     /// [`tpcc::MIX`] by default. **Non-standard** when changed (see
     /// [`tpcc::TpccMix`]).
     pub tpcc_mix: [u32; 5],
+    /// Queue: items per partition after load (1000).
+    pub queue_length: u64,
+    /// Queue: rows a peek scans from the head (10).
+    pub queue_scan: usize,
+    /// Queue: weights of enqueue, dequeue and peek, in the order of
+    /// [`queue::TRANSACTION_TYPES`] ([`queue::MIX`], 45/45/10, by default).
+    pub queue_mix: [u32; 3],
     /// Seed of the loaded data and of the TPC-C run-time constants
     /// (the same seed gives the same database).
     pub load_seed: u64,
@@ -224,6 +242,9 @@ impl Default for WorkloadOptions {
             items: tpcc::STANDARD_ITEMS,
             customers_per_district: tpcc::STANDARD_CUSTOMERS_PER_DISTRICT,
             tpcc_mix: tpcc::MIX,
+            queue_length: 1000,
+            queue_scan: 10,
+            queue_mix: queue::MIX,
             load_seed: 0x7C5C_5EED,
         }
     }

@@ -173,7 +173,7 @@ fn options_are_validated_and_variants_parse() {
     assert!(error.to_string().contains("A, B, C, D, E, F, ro, rh, ba, wh, srq, lrq, sru, lru"), "{error}");
 
     let defaults = WorkloadOptions::default();
-    for name in ["tpcc", "SMALLBANK", "ycsb"] {
+    for name in ["tpcc", "SMALLBANK", "ycsb", "Queue"] {
         let options = WorkloadOptions { records: 1000, ..defaults.clone() };
         assert_eq!(by_name(name, &options).unwrap().name(), name.to_lowercase());
     }

@@ -11,6 +11,7 @@ use crate::units::{format_bytes, parse_seconds, parse_size};
 use crate::CliError;
 use clap::{Args, ValueEnum};
 use pmtx_pm::{layout, BackendKind, PmOptions};
+use pmtx_workloads::queue::QueueMix;
 use pmtx_workloads::tpcc::TpccMix;
 use pmtx_workloads::{WorkloadOptions, YcsbVariant, WORKLOAD_NAMES};
 use std::path::PathBuf;
@@ -19,7 +20,7 @@ use std::time::Duration;
 /// `pmtx bench`
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Workload to run: tpcc, smallbank or ycsb.
+    /// Workload to run: tpcc, smallbank, ycsb or queue.
     #[arg(long, value_parser = parse_workload)]
     pub workload: String,
     /// Engines to compare, comma-separated, each optionally with options
@@ -45,9 +46,28 @@ pub struct BenchArgs {
     /// Write one CSV row per run to FILE.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    #[command(flatten)]
+    pub pool_options: PoolRunArgs,
+    /// After each durable engine's measured phase, crash the database while
+    /// the workers keep running (no clean shutdown), reopen the pool with the
+    /// same engine and options, time the recovery and run the consistency
+    /// check on the recovered database (it replaces the check before the
+    /// crash). Reported as "recovery" in the table and JSON.
+    #[arg(long, help_heading = "Engine and pool")]
+    pub recover: bool,
+    #[command(flatten)]
+    pub pm: BenchPmArgs,
+    #[command(flatten)]
+    pub workload_options: WorkloadArgs,
+}
+
+/// The pool and engine-timing flags of a run (`bench` and `soak`).
+#[derive(Args, Clone, Debug)]
+pub struct PoolRunArgs {
     /// Pool file, kept after the run [default: a temporary file per run,
     /// deleted afterwards]. Replaced at each run if it is a pmtx pool; with
-    /// several engines each gets its own file (PATH with "-<engine>" added).
+    /// several engines (bench) each gets its own file (PATH with "-<engine>"
+    /// added).
     #[arg(long, help_heading = "Engine and pool")]
     pub pool: Option<PathBuf>,
     /// Size of the pool file created for each run (a sparse file: only what
@@ -62,17 +82,31 @@ pub struct BenchArgs {
     /// Periodic checkpoint interval in seconds (0 = off).
     #[arg(long, default_value = "10", value_parser = parse_checkpoint, help_heading = "Engine and pool")]
     pub checkpoint_s: f64,
-    /// After each durable engine's measured phase, crash the database while
-    /// the workers keep running (no clean shutdown), reopen the pool with the
-    /// same engine and options, time the recovery and run the consistency
-    /// check on the recovered database (it replaces the check before the
-    /// crash). Reported as "recovery" in the table and JSON.
-    #[arg(long, help_heading = "Engine and pool")]
-    pub recover: bool,
-    #[command(flatten)]
-    pub pm: BenchPmArgs,
-    #[command(flatten)]
-    pub workload_options: WorkloadArgs,
+}
+
+impl PoolRunArgs {
+    /// Checks the pool size and path.
+    pub fn validate(&self) -> Result<(), CliError> {
+        let minimum = layout::MIN_POOL_SIZE.max(2 * layout::DEFAULT_CHUNK_SIZE);
+        if self.pool_size < minimum || layout::geometry(self.pool_size, layout::DEFAULT_CHUNK_SIZE).is_none() {
+            return Err(CliError::usage(format!(
+                "--pool-size {} is too small: the minimum is {}",
+                format_bytes(self.pool_size),
+                format_bytes(minimum)
+            )));
+        }
+        if let Some(pool) = &self.pool {
+            if pool.is_dir() {
+                return Err(CliError::usage(format!("--pool {}: is a directory; give a file path", pool.display())));
+            }
+        }
+        Ok(())
+    }
+
+    /// The checkpoint interval (`None` when off).
+    pub fn checkpoint_interval(&self) -> Option<Duration> {
+        (self.checkpoint_s > 0.0).then(|| Duration::from_secs_f64(self.checkpoint_s))
+    }
 }
 
 /// Which backend to run on (`bench` also offers the crash simulator).
@@ -157,7 +191,7 @@ pub struct WorkloadArgs {
     /// YCSB: operations per transaction [default: 16].
     #[arg(long, value_parser = parse_positive_usize)]
     pub ops_per_txn: Option<usize>,
-    /// YCSB: bytes per field [default: 100].
+    /// YCSB: bytes per field; queue: bytes per item [default: 100].
     #[arg(long, value_parser = parse_positive_usize)]
     pub field_size: Option<usize>,
     /// YCSB: fields per row [default: 10].
@@ -179,9 +213,36 @@ pub struct WorkloadArgs {
     /// in the report and the JSON (`tpcc_mix`, `tpcc_mix_standard`).
     #[arg(long, value_name = "MIX", value_parser = parse_tpcc_mix)]
     pub tpcc_mix: Option<TpccMix>,
+    /// Queue: items per partition (one partition per thread) after load
+    /// [default: 1000].
+    #[arg(long, value_parser = parse_queue_length)]
+    pub queue_length: Option<u64>,
+    /// Queue: rows a peek scans from the head of its partition [default: 10].
+    #[arg(long, value_parser = parse_positive_usize)]
+    pub queue_scan: Option<usize>,
+    /// Queue: transaction mix as TYPE=WEIGHT,... over enqueue, dequeue and
+    /// peek (positive integer weights; types not listed do not run)
+    /// [default: enqueue=45,dequeue=45,peek=10].
+    #[arg(long, value_name = "MIX", value_parser = parse_queue_mix)]
+    pub queue_mix: Option<QueueMix>,
 }
 
 impl WorkloadArgs {
+    /// Checks that workload-specific flags name the workload that runs.
+    pub fn validate(&self, workload: &str) -> Result<(), CliError> {
+        if self.tpcc_mix.is_some() && workload != "tpcc" {
+            return Err(CliError::usage(format!("--tpcc-mix applies to --workload tpcc only, not {workload}")));
+        }
+        let queue_flags = [
+            ("--queue-length", self.queue_length.is_some()),
+            ("--queue-scan", self.queue_scan.is_some()),
+            ("--queue-mix", self.queue_mix.is_some()),
+        ];
+        if let Some((flag, _)) = queue_flags.iter().find(|(_, given)| *given).filter(|_| workload != "queue") {
+            return Err(CliError::usage(format!("{flag} applies to --workload queue only, not {workload}")));
+        }
+        Ok(())
+    }
     /// The workload options: defaults overridden by the flags given.
     pub fn options(&self) -> WorkloadOptions {
         let mut options = WorkloadOptions::default();
@@ -224,6 +285,15 @@ impl WorkloadArgs {
         if let Some(mix) = self.tpcc_mix {
             options.tpcc_mix = mix.0;
         }
+        if let Some(value) = self.queue_length {
+            options.queue_length = value;
+        }
+        if let Some(value) = self.queue_scan {
+            options.queue_scan = value;
+        }
+        if let Some(mix) = self.queue_mix {
+            options.queue_mix = mix.0;
+        }
         options
     }
 
@@ -241,37 +311,18 @@ impl WorkloadArgs {
 impl BenchArgs {
     /// Checks what clap cannot check flag by flag.
     pub fn validate(&self) -> Result<(), CliError> {
-        let minimum = layout::MIN_POOL_SIZE.max(2 * layout::DEFAULT_CHUNK_SIZE);
-        if self.pool_size < minimum || layout::geometry(self.pool_size, layout::DEFAULT_CHUNK_SIZE).is_none() {
-            return Err(CliError::usage(format!(
-                "--pool-size {} is too small: the minimum is {}",
-                format_bytes(self.pool_size),
-                format_bytes(minimum)
-            )));
-        }
-        if self.workload_options.tpcc_mix.is_some() && self.workload != "tpcc" {
-            return Err(CliError::usage(format!("--tpcc-mix applies to --workload tpcc only, not {}", self.workload)));
-        }
-        if let Some(pool) = &self.pool {
-            if pool.is_dir() {
-                return Err(CliError::usage(format!("--pool {}: is a directory; give a file path", pool.display())));
-            }
-        }
-        Ok(())
+        self.pool_options.validate()?;
+        self.workload_options.validate(&self.workload)
     }
 
     /// The engines to run, presets expanded, in order.
     pub fn engines(&self) -> Vec<EngineSpec> {
         self.engine.iter().flat_map(|entry| entry.0.iter().cloned()).collect()
     }
-
-    /// The checkpoint interval (`None` when off).
-    pub fn checkpoint_interval(&self) -> Option<Duration> {
-        (self.checkpoint_s > 0.0).then(|| Duration::from_secs_f64(self.checkpoint_s))
-    }
 }
 
-fn parse_workload(text: &str) -> Result<String, String> {
+/// Parses a `--workload` name.
+pub fn parse_workload(text: &str) -> Result<String, String> {
     let name = text.trim().to_ascii_lowercase();
     let name = if name == "tpc-c" { "tpcc".to_string() } else { name };
     if WORKLOAD_NAMES.contains(&name.as_str()) {
@@ -281,7 +332,8 @@ fn parse_workload(text: &str) -> Result<String, String> {
     }
 }
 
-fn parse_threads(text: &str) -> Result<usize, String> {
+/// Parses a thread count (1 to 1024).
+pub fn parse_threads(text: &str) -> Result<usize, String> {
     match text.trim().parse::<usize>() {
         Ok(threads) if (1..=1024).contains(&threads) => Ok(threads),
         _ => Err(format!("invalid thread count {text:?}: expected an integer from 1 to 1024")),
@@ -329,6 +381,23 @@ fn parse_tpcc_mix(text: &str) -> Result<TpccMix, String> {
         pmtx_workloads::WorkloadError::InvalidOption(message) => message,
         other => other.to_string(),
     })
+}
+
+fn parse_queue_mix(text: &str) -> Result<QueueMix, String> {
+    QueueMix::parse(text).map_err(|error| match error {
+        pmtx_workloads::WorkloadError::InvalidOption(message) => message,
+        other => other.to_string(),
+    })
+}
+
+fn parse_queue_length(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(length) if length <= pmtx_workloads::queue::MAX_QUEUE_LENGTH => Ok(length),
+        _ => Err(format!(
+            "invalid queue length {text:?}: expected an integer from 0 to {}",
+            pmtx_workloads::queue::MAX_QUEUE_LENGTH
+        )),
+    }
 }
 
 fn parse_ycsb(text: &str) -> Result<YcsbVariant, String> {

@@ -16,6 +16,39 @@ pub fn resident_bytes() -> Option<u64> {
     pages.checked_mul(page_size()?)
 }
 
+/// The resident set split by kind, in bytes (the `RssAnon`, `RssFile` and
+/// `RssShmem` lines of `/proc/self/status`): anonymous memory is the
+/// process's own heap and stacks; file pages are mapped files, the pool of
+/// a durable engine among them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResidentKinds {
+    /// Anonymous pages (heap, stacks).
+    pub anon_bytes: u64,
+    /// Pages of mapped files (the pool file, the binary).
+    pub file_bytes: u64,
+    /// Shared-memory pages (files on tmpfs, among others).
+    pub shmem_bytes: u64,
+}
+
+/// [`ResidentKinds`] of this process (None where `/proc/self/status` has
+/// no such lines).
+pub fn resident_kinds() -> Option<ResidentKinds> {
+    parse_resident_kinds(&std::fs::read_to_string("/proc/self/status").ok()?)
+}
+
+fn parse_resident_kinds(status: &str) -> Option<ResidentKinds> {
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|line| line.starts_with(name))?;
+        let kib: u64 = line[name.len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
+        kib.checked_mul(1024)
+    };
+    Some(ResidentKinds {
+        anon_bytes: field("RssAnon:")?,
+        file_bytes: field("RssFile:")?,
+        shmem_bytes: field("RssShmem:")?,
+    })
+}
+
 fn page_size() -> Option<u64> {
     // SAFETY: sysconf takes no pointers and only reads a system constant.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -51,6 +84,17 @@ mod tests {
             let after = resident_bytes().unwrap();
             assert!(block.iter().map(|&b| b as u64).sum::<u64>() == 16 << 20);
             assert!(after > before, "{before} -> {after}");
+        }
+    }
+
+    #[test]
+    fn resident_kinds_are_parsed_from_status() {
+        let status = "Name:\tpmtx\nVmRSS:\t  3000 kB\nRssAnon:\t  2000 kB\nRssFile:\t   900 kB\nRssShmem:\t   100 kB\n";
+        let kinds = parse_resident_kinds(status).unwrap();
+        assert_eq!(kinds, ResidentKinds { anon_bytes: 2000 << 10, file_bytes: 900 << 10, shmem_bytes: 100 << 10 });
+        assert_eq!(parse_resident_kinds("Name:\tx\n"), None);
+        if cfg!(target_os = "linux") {
+            assert!(resident_kinds().is_some_and(|kinds| kinds.anon_bytes > 0));
         }
     }
 

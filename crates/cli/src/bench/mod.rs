@@ -15,11 +15,11 @@
 //! [`spec`]); `--recover` crashes each durable engine's database after its
 //! measured phase and times the recovery (see [`runner`]).
 
-mod args;
-mod memory;
+pub(crate) mod args;
+pub(crate) mod memory;
 pub mod report;
-mod runner;
-mod spec;
+pub(crate) mod runner;
+pub(crate) mod spec;
 
 pub use args::BenchArgs;
 
@@ -91,11 +91,11 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 warmup: args.warmup,
                 backend,
                 pm: &pm,
-                pool_path: pool_path(args.pool.as_deref(), engine, engines.len() > 1, pid),
-                keep_pool: args.pool.is_some(),
-                pool_size: args.pool_size,
-                epoch_interval: Duration::from_millis(args.epoch_ms),
-                checkpoint_interval: args.checkpoint_interval(),
+                pool_path: pool_path(args.pool_options.pool.as_deref(), engine, engines.len() > 1, pid),
+                keep_pool: args.pool_options.pool.is_some(),
+                pool_size: args.pool_options.pool_size,
+                epoch_interval: Duration::from_millis(args.pool_options.epoch_ms),
+                checkpoint_interval: args.pool_options.checkpoint_interval(),
                 seed: args.seed,
                 git_revision: &git_revision,
                 position: (position, runs_total),
@@ -165,10 +165,10 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         }
         .to_string(),
         msync: pm.msync,
-        epoch_ms: args.epoch_ms,
-        checkpoint_s: args.checkpoint_s,
-        pool_size_bytes: args.pool_size,
-        pool: args.pool.as_ref().map(|path| path.display().to_string()),
+        epoch_ms: args.pool_options.epoch_ms,
+        checkpoint_s: args.pool_options.checkpoint_s,
+        pool_size_bytes: args.pool_options.pool_size,
+        pool: args.pool_options.pool.as_ref().map(|path| path.display().to_string()),
         seed: args.seed,
         recover: args.recover,
         git_revision,
@@ -227,7 +227,7 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
     );
     println!(
         "pool:          {}, {} (durable engines only)",
-        match &args.pool {
+        match &args.pool_options.pool {
             Some(path) => format!("{} (fresh for each run, kept afterwards)", path.display()),
             None => format!("fresh temporary file in {} per run, deleted afterwards", std::env::temp_dir().display()),
         },
@@ -311,8 +311,17 @@ fn workload_summary(report: &Report) -> String {
             "variant {}, {} records of {}x{} B, theta {}, {} ops/txn",
             o.ycsb, o.records, o.fields, o.field_size, o.theta, o.ops_per_txn
         ),
+        "queue" => queue_summary(o),
         _ => String::new(),
     }
+}
+
+/// The queue workload's options in one line (also used by `soak`).
+pub(crate) fn queue_summary(o: &WorkloadOptionsJson) -> String {
+    format!(
+        "{} items of {} B per partition (one per thread), peeks scan {} rows, mix {}",
+        o.queue_length, o.field_size, o.queue_scan, o.queue_mix
+    )
 }
 
 /// The pool file of a run: `--pool` (with "-<engine label>" before the
@@ -337,7 +346,7 @@ fn pool_path(pool: Option<&Path>, engine: &EngineSpec, several_engines: bool, pi
 /// `git rev-parse --short HEAD` of the source tree this binary was built
 /// from (or of the current directory), with "-dirty" for uncommitted
 /// changes to tracked files; "unknown" without git.
-fn git_revision() -> String {
+pub(crate) fn git_revision() -> String {
     let run = |directory: &str, arguments: &[&str]| {
         std::process::Command::new("git")
             .arg("-C")

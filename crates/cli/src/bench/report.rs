@@ -105,6 +105,15 @@ pub struct WorkloadOptionsJson {
     /// non-standard mix such as `--tpcc-mix new_order=50,payment=50`.
     #[serde(default = "yes")]
     pub tpcc_mix_standard: bool,
+    /// Queue: items per partition after load.
+    #[serde(default)]
+    pub queue_length: u64,
+    /// Queue: rows a peek scans.
+    #[serde(default)]
+    pub queue_scan: usize,
+    /// Queue: transaction mix (`enqueue=45,dequeue=45,peek=10`).
+    #[serde(default)]
+    pub queue_mix: String,
 }
 
 fn standard_tpcc_mix() -> BTreeMap<String, u32> {
@@ -138,6 +147,9 @@ impl WorkloadOptionsJson {
             load_seed: options.load_seed,
             tpcc_mix: mix_json(pmtx_workloads::tpcc::TpccMix(options.tpcc_mix)),
             tpcc_mix_standard: pmtx_workloads::tpcc::TpccMix(options.tpcc_mix).is_standard(),
+            queue_length: options.queue_length,
+            queue_scan: options.queue_scan,
+            queue_mix: pmtx_workloads::queue::QueueMix(options.queue_mix).to_string(),
         }
     }
 }

@@ -108,7 +108,7 @@ pub fn workload_error(error: WorkloadError) -> CliError {
 }
 
 /// Deletes a temporary pool file when the run ends, however it ends.
-struct PoolFileGuard {
+pub struct PoolFileGuard {
     path: Option<PathBuf>,
 }
 
@@ -150,14 +150,16 @@ pub fn remove_stale_pool(path: &Path) -> Result<(), CliError> {
 
 /// Space of a pool: bytes held by allocated chunks, and its size.
 #[derive(Clone, Copy, Debug, Default)]
-struct PoolUsage {
-    used_bytes: u64,
-    size_bytes: u64,
+pub struct PoolUsage {
+    /// Bytes of allocated chunks.
+    pub used_bytes: u64,
+    /// Pool size.
+    pub size_bytes: u64,
 }
 
 /// Reads the usage of a pool while the database holds it (None once the
 /// pool is gone: the probe does not keep it open).
-type PoolProbe = Box<dyn Fn() -> Option<PoolUsage> + Send + Sync>;
+pub type PoolProbe = Box<dyn Fn() -> Option<PoolUsage> + Send + Sync>;
 
 fn probe<B: PmBackend>(pool: &Arc<Pool<B>>) -> PoolProbe {
     let weak: Weak<Pool<B>> = Arc::downgrade(pool);
@@ -374,39 +376,102 @@ fn timed_phase(progress: &mut Progress, index: usize, name: &str, length: Durati
     }
 }
 
+/// What a fresh database of a run is opened with (`bench` and `soak`).
+pub struct DatabasePlan<'a> {
+    /// Engine and its options.
+    pub engine: &'a EngineSpec,
+    /// Worker slots.
+    pub threads: usize,
+    /// Backend.
+    pub backend: BackendKind,
+    /// PM options.
+    pub pm: &'a PmOptions,
+    /// Pool file (durable engines).
+    pub pool_path: PathBuf,
+    /// Whether to keep the pool file afterwards.
+    pub keep_pool: bool,
+    /// Pool size.
+    pub pool_size: u64,
+    /// Epoch length.
+    pub epoch_interval: Duration,
+    /// Checkpoint interval.
+    pub checkpoint_interval: Option<Duration>,
+    /// Seed of the engine's own randomness (simulated HTM aborts).
+    pub seed: u64,
+}
+
+impl<'a> RunSpec<'a> {
+    fn database_plan(&self) -> DatabasePlan<'a> {
+        DatabasePlan {
+            engine: self.engine,
+            threads: self.threads,
+            backend: self.backend,
+            pm: self.pm,
+            pool_path: self.pool_path.clone(),
+            keep_pool: self.keep_pool,
+            pool_size: self.pool_size,
+            epoch_interval: self.epoch_interval,
+            checkpoint_interval: self.checkpoint_interval,
+            seed: self.seed,
+        }
+    }
+}
+
+/// A fresh, empty database with the workload's tables.
+pub struct FreshDatabase {
+    /// The database.
+    pub database: Database,
+    /// What it was opened with (to reopen it after a crash).
+    pub options: DbOptions,
+    /// The pool's backend (durable engines).
+    pub backend_info: Option<BackendInfo>,
+    /// Reads the pool's usage (durable engines).
+    pub probe: Option<PoolProbe>,
+    /// Deletes a temporary pool file when dropped.
+    pub guard: PoolFileGuard,
+}
+
+/// Opens a fresh database for `plan`: durable engines on a new pool file
+/// (replacing an old pmtx pool there), the others in memory.
+pub fn open_fresh(workload: &dyn Workload, plan: &DatabasePlan<'_>) -> Result<FreshDatabase, CliError> {
+    let engine = plan.engine;
+    let mut options = DbOptions::new(engine.kind, workload.tables(), &plan.pool_path);
+    options.workers = plan.threads;
+    options.backend = plan.backend;
+    options.pm = plan.pm.clone();
+    options.epoch_interval = plan.epoch_interval;
+    options.checkpoint_interval = plan.checkpoint_interval;
+    options.seed = plan.seed;
+    options.pool = pmtx_engine::PoolLocation::File { path: plan.pool_path.clone(), size: plan.pool_size };
+    engine.apply(&mut options, plan.seed);
+
+    let mut guard = PoolFileGuard { path: None };
+    if !engine.kind.is_durable() {
+        let database = Database::open(options.clone()).map_err(db_error)?;
+        return Ok(FreshDatabase { database, options, backend_info: None, probe: None, guard });
+    }
+    remove_stale_pool(&plan.pool_path)?;
+    if !plan.keep_pool {
+        guard.path = Some(plan.pool_path.clone());
+    }
+    let (path, size) = (&plan.pool_path, plan.pool_size);
+    let (database, info, probe) = match plan.backend {
+        BackendKind::Direct => create_and_open::<Direct>(options.clone(), path, size),
+        BackendKind::Emulated => create_and_open::<Emulated>(options.clone(), path, size),
+        BackendKind::Sim => create_and_open::<Sim>(options.clone(), path, size),
+    }?;
+    Ok(FreshDatabase { database, options, backend_info: Some(info), probe: Some(probe), guard })
+}
+
 /// Runs one (engine, threads) combination and returns its results.
 pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliError> {
     let engine = spec.engine;
     let label =
         format!("run {}/{}: {} {} x{}", spec.position.0, spec.position.1, workload.name(), engine, spec.threads);
-    let mut options = DbOptions::new(engine.kind, workload.tables(), &spec.pool_path);
-    options.workers = spec.threads;
-    options.backend = spec.backend;
-    options.pm = spec.pm.clone();
-    options.epoch_interval = spec.epoch_interval;
-    options.checkpoint_interval = spec.checkpoint_interval;
-    options.seed = spec.seed;
-    options.pool = pmtx_engine::PoolLocation::File { path: spec.pool_path.clone(), size: spec.pool_size };
-    engine.apply(&mut options, spec.seed);
-
     let durable = engine.kind.is_durable();
     let recover = spec.recover && durable;
-    let mut guard = PoolFileGuard { path: None };
-    let (database, backend_info, pool_probe) = if durable {
-        remove_stale_pool(&spec.pool_path)?;
-        if !spec.keep_pool {
-            guard.path = Some(spec.pool_path.clone());
-        }
-        let options = options.clone();
-        let (database, info, probe) = match spec.backend {
-            BackendKind::Direct => create_and_open::<Direct>(options, &spec.pool_path, spec.pool_size),
-            BackendKind::Emulated => create_and_open::<Emulated>(options, &spec.pool_path, spec.pool_size),
-            BackendKind::Sim => create_and_open::<Sim>(options, &spec.pool_path, spec.pool_size),
-        }?;
-        (database, Some(info), Some(probe))
-    } else {
-        (Database::open(options.clone()).map_err(db_error)?, None, None)
-    };
+    let FreshDatabase { database, options, backend_info, probe: pool_probe, guard } =
+        open_fresh(workload, &spec.database_plan())?;
     let database = Arc::new(database);
 
     let phases: &[&str] = if recover {

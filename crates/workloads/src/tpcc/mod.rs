@@ -108,37 +108,8 @@ impl TpccMix {
                 TRANSACTION_TYPES.join(", ")
             )))
         };
-        let mut weights = [0u32; 5];
-        let mut given = [false; 5];
-        if text.trim().is_empty() {
-            return invalid("it is empty".into());
-        }
-        for entry in text.split(',') {
-            let Some((name, weight)) = entry.split_once('=') else {
-                return invalid(format!("{:?} is not TYPE=WEIGHT", entry.trim()));
-            };
-            let name = name.trim();
-            let Some(position) = TRANSACTION_TYPES.iter().position(|known| known.eq_ignore_ascii_case(name)) else {
-                return invalid(format!("unknown transaction type {name:?}"));
-            };
-            if given[position] {
-                return invalid(format!("{} is given twice", TRANSACTION_TYPES[position]));
-            }
-            given[position] = true;
-            let weight = match weight.trim().parse::<u32>() {
-                Ok(weight) if (1..=Self::MAX_WEIGHT).contains(&weight) => weight,
-                _ => {
-                    return invalid(format!(
-                        "the weight of {} must be an integer from 1 to {}, not {:?}",
-                        TRANSACTION_TYPES[position],
-                        Self::MAX_WEIGHT,
-                        weight.trim()
-                    ))
-                }
-            };
-            weights[position] = weight;
-        }
-        Self::new(weights)
+        let weights = crate::gen::parse_weights(text, &TRANSACTION_TYPES, Self::MAX_WEIGHT).or_else(invalid)?;
+        Self::new(weights.try_into().expect("one weight per type"))
     }
 
     /// Whether the weights are in the proportions of the standard mix.
