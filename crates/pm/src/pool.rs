@@ -123,6 +123,13 @@ pub struct Pool<B: PmBackend> {
     roots_lock: Mutex<()>,
 }
 
+/// Where the search for a free chunk starts: no chunk below `next` is free.
+///
+/// Allocation is lowest-free-first, and a free lowers the hint, so freed
+/// chunks (log segments a checkpoint truncated, say) are reused before
+/// untouched ones. A rotating search would touch every chunk of the pool
+/// before reusing any, so a log-heavy run would make the whole pool file
+/// resident (and, for a sparse file, allocate all of it on disk).
 struct AllocationHint {
     next: u64,
 }
@@ -321,8 +328,8 @@ impl<B: PmBackend> Pool<B> {
     pub fn allocate_chunk(&self, owner: ChunkOwner, zeroed: bool) -> PoolResult<ChunkId> {
         let mut hint = self.allocation.lock();
         let count = self.geometry.chunk_count;
-        for step in 0..count {
-            let chunk = ChunkId((hint.next + step) % count);
+        for index in hint.next.min(count)..count {
+            let chunk = ChunkId(index);
             let entry_offset = self.entry_offset(chunk);
             let entry = self.backend.load_u64(entry_offset);
             if entry != layout::CHUNK_FREE_ZERO && entry != layout::CHUNK_FREE_DIRTY {
@@ -338,19 +345,21 @@ impl<B: PmBackend> Pool<B> {
             // One fence covers the zeroing and the entry: the entry's line is
             // flushed after the zeroes, and both are durable at the fence.
             self.backend.persist(entry_offset, 8);
-            hint.next = (chunk.0 + 1) % count;
+            hint.next = chunk.0 + 1;
             return Ok(chunk);
         }
+        hint.next = count;
         Err(PoolError::Full { chunks: count, chunk_size: self.geometry.chunk_size })
     }
 
     /// Returns `chunk` to the pool. The caller must hold no live data there.
     pub fn free_chunk(&self, chunk: ChunkId) {
         let entry_offset = self.entry_offset(chunk);
-        let _hint = self.allocation.lock();
+        let mut hint = self.allocation.lock();
         debug_assert!(self.chunk_owner(chunk).is_some(), "freeing a free chunk {chunk:?}");
         self.backend.store_u64(entry_offset, layout::CHUNK_FREE_DIRTY);
         self.backend.persist(entry_offset, 8);
+        hint.next = hint.next.min(chunk.0);
     }
 
     /// Owner of `chunk`, or `None` if free.
