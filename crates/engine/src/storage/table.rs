@@ -13,10 +13,11 @@
 //!
 //! A transaction that leaves a row absent (it deleted it, or created it as a
 //! placeholder and did not insert) queues it with its worker's
-//! `RowReclaimer`. At its next commits (a batch at a time; a row the
-//! storage asks to wait comes back an epoch later) the worker tries the
-//! row's lock (never waits); if the row is still absent, not UNPERSISTED, and the
-//! storage agrees (its delete is durable; for Zen, no tombstone references
+//! `RowReclaimer`. At its first commits in a later epoch (a batch at a
+//! time, so a hot missing key is not unlinked and recreated by every
+//! reader; a row the storage asks to wait comes back an epoch later) the
+//! worker tries the row's lock (never waits); if the row is still absent,
+//! not UNPERSISTED, and the storage agrees (its delete is durable; for Zen, no tombstone references
 //! it), the worker removes the primary-index entry if it still maps to this
 //! row, stores [`REMOVED`] (which unlocks) and retires the row through the
 //! epochs; it is freed once no transaction can hold it.
@@ -427,9 +428,9 @@ impl<R: RowKind> RowReclaimer<R> {
         let global = epochs.global();
         let mut unlinked: Vec<RowPtr<R>> = Vec::new();
         for _ in 0..RECLAIM_BATCH {
-            // Rows the storage asked to wait are retried in a later epoch.
+            // Candidates wait for a later epoch (module docs).
             let Some((epoch, _, _)) = self.candidates.front() else { break };
-            if *epoch > global {
+            if *epoch >= global {
                 break;
             }
             let (_, table_id, row) = self.candidates.pop_front().expect("checked");
@@ -455,7 +456,7 @@ impl<R: RowKind> RowReclaimer<R> {
             }
             if !policy.may_unlink(row_ref, word) {
                 row_ref.unlock();
-                self.candidates.push_back((global + 1, table_id, row));
+                self.candidates.push_back((global, table_id, row));
                 continue;
             }
             let table = &tables[table_id.0 as usize];
