@@ -44,6 +44,10 @@ pub struct DbOptions {
     pub pm: PmOptions,
     /// Pool chunk size when creating.
     pub chunk_size: u64,
+    /// Free chunks a background thread keeps populated ahead of the
+    /// allocator, so workers take no page faults on fresh pool pages
+    /// (`pmtx_pm::Pool::start_prefault`; pool files only). 0 disables it.
+    pub prefault_chunks: u64,
     /// Epoch length (group commit and TID epochs); 40 ms as in Silo/DBX.
     pub epoch_interval: Duration,
     /// Periodic checkpoint interval; `None` disables periodic checkpoints.
@@ -78,6 +82,7 @@ impl DbOptions {
             backend: BackendKind::Direct,
             pm: PmOptions::default(),
             chunk_size: pmtx_pm::layout::DEFAULT_CHUNK_SIZE,
+            prefault_chunks: 8,
             epoch_interval: Duration::from_millis(40),
             checkpoint_interval: Some(Duration::from_secs(10)),
             max_attempts: 1000,

@@ -21,6 +21,7 @@ pub mod layout;
 mod mapping;
 mod persist_batch;
 mod pool;
+mod prefault;
 pub mod sim;
 
 pub use backend::{BackendInfo, BackendKind, Direct, Emulated, LatencyModel, PersistenceDomain, PmBackend, PmOptions};

@@ -13,8 +13,10 @@ use crate::backend::{BackendInfo, PmBackend, PmOptions};
 use crate::error::{PoolError, PoolResult};
 use crate::layout::{self, header};
 use crate::mapping::Mapping;
+use crate::prefault::Prefault;
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Index of a data chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -121,6 +123,8 @@ pub struct Pool<B: PmBackend> {
     allocation: Mutex<AllocationHint>,
     /// Serialises root-slot creation.
     roots_lock: Mutex<()>,
+    /// Free chunks populated ahead of the allocator (`prefault`).
+    prefault: Prefault,
 }
 
 /// Where the search for a free chunk starts: no chunk below `next` is free.
@@ -224,6 +228,7 @@ impl<B: PmBackend> Pool<B> {
             was_clean_shutdown: true,
             allocation: Mutex::new(AllocationHint { next: 0 }),
             roots_lock: Mutex::new(()),
+            prefault: Prefault::new(chunk_count),
         })
     }
 
@@ -259,6 +264,7 @@ impl<B: PmBackend> Pool<B> {
         }
         backend.read(layout::HEADER_OFFSET, &mut record);
         let geometry = decode_header(&record, label, actual)?;
+        let prefault = Prefault::new(geometry.chunk_count);
         let pool = Self {
             backend,
             geometry,
@@ -266,6 +272,7 @@ impl<B: PmBackend> Pool<B> {
             was_clean_shutdown: false,
             allocation: Mutex::new(AllocationHint { next: 0 }),
             roots_lock: Mutex::new(()),
+            prefault,
         };
         let report = pool.check_metadata()?;
         let clean = pool.backend.load_u64(layout::CLEAN_SHUTDOWN_OFFSET) == layout::CLEAN_SHUTDOWN_MAGIC;
@@ -346,10 +353,64 @@ impl<B: PmBackend> Pool<B> {
             // flushed after the zeroes, and both are durable at the fence.
             self.backend.persist(entry_offset, 8);
             hint.next = chunk.0 + 1;
+            drop(hint);
+            self.prefault.allocated(chunk.0);
             return Ok(chunk);
         }
         hint.next = count;
         Err(PoolError::Full { chunks: count, chunk_size: self.geometry.chunk_size })
+    }
+
+    /// Keeps the page tables of the `ahead` free chunks the allocator hands
+    /// out next populated for writing, from a background thread, so the
+    /// workers that get them take no page faults (module `prefault`). A
+    /// no-op for `ahead == 0` and for pools in anonymous memory.
+    pub fn start_prefault(self: &Arc<Self>, ahead: u64) -> PoolResult<()> {
+        crate::prefault::start(self, ahead).map_err(|source| PoolError::Io {
+            path: self.label.clone(),
+            operation: "spawn prefault thread",
+            source,
+        })
+    }
+
+    /// Free chunks the prefault thread has populated so far.
+    pub fn prefaulted_chunks(&self) -> u64 {
+        self.prefault.done.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn prefault_state(&self) -> &Prefault {
+        &self.prefault
+    }
+
+    /// Populates the first of the `ahead` lowest free chunks that is not
+    /// populated yet; `Ok(false)` when all of them are.
+    pub(crate) fn prefault_next_free_chunk(&self, ahead: u64) -> std::io::Result<bool> {
+        let target = {
+            let hint = self.allocation.lock();
+            let count = self.geometry.chunk_count;
+            let mut free_seen = 0;
+            let mut target = None;
+            for index in hint.next.min(count)..count {
+                let entry = self.backend.load_u64(self.entry_offset(ChunkId(index)));
+                if entry != layout::CHUNK_FREE_ZERO && entry != layout::CHUNK_FREE_DIRTY {
+                    continue;
+                }
+                if !self.prefault.is_populated(index) {
+                    target = Some(index);
+                    break;
+                }
+                free_seen += 1;
+                if free_seen >= ahead {
+                    break;
+                }
+            }
+            target
+        };
+        let Some(index) = target else { return Ok(false) };
+        self.backend.mapping().populate_for_write(self.chunk_offset(ChunkId(index)), self.geometry.chunk_size)?;
+        self.prefault.mark_populated(index);
+        self.prefault.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(true)
     }
 
     /// Returns `chunk` to the pool. The caller must hold no live data there.

@@ -205,3 +205,69 @@ fn inspect_validates_without_writing() {
     let pool = Pool::<Direct>::open(&path, &options()).unwrap();
     assert!(!pool.was_clean_shutdown(), "an unclean pool stays unclean after inspect");
 }
+
+/// Pages of `[offset, offset + len)` of the file at `path` in the page
+/// cache, observed through a mapping of our own (`mincore`).
+fn resident_pages(path: &std::path::Path, offset: u64, len: u64) -> usize {
+    use std::os::unix::io::AsRawFd;
+    let file = std::fs::File::open(path).unwrap();
+    let size = file.metadata().unwrap().len() as usize;
+    // SAFETY: a fresh read-only shared mapping of the whole file, unmapped
+    // below; mincore writes one byte per page into a vector of that size.
+    unsafe {
+        let base = libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0);
+        assert_ne!(base, libc::MAP_FAILED);
+        let pages = len.div_ceil(4096) as usize;
+        let mut residency = vec![0u8; pages];
+        let rc = libc::mincore(base.cast::<u8>().add(offset as usize).cast(), len as usize, residency.as_mut_ptr());
+        assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+        libc::munmap(base, size);
+        residency.iter().filter(|byte| **byte & 1 != 0).count()
+    }
+}
+
+fn wait_until(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    false
+}
+
+#[test]
+fn prefault_populates_the_next_free_chunks_and_changes_no_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("prefault.pool");
+    let pool = std::sync::Arc::new(Pool::<Direct>::create(&path, 64 << 20, CHUNK, &options()).unwrap());
+    let owner = ChunkOwner::new(5).unwrap();
+    // Own the first 40 chunks without touching them, so the free chunks the
+    // test watches lie far beyond the pages the kernel may have read ahead
+    // around the pool's metadata.
+    let mut first = pool.allocate_chunk(owner, false).unwrap();
+    for _ in 1..40 {
+        first = pool.allocate_chunk(owner, false).unwrap();
+    }
+    let chunk_pages = (CHUNK / 4096) as usize;
+    let resident = |index: u64| resident_pages(&path, pool.chunk_offset(pmtx_pm::ChunkId(index)), CHUNK);
+    let (next, after) = (first.0 + 1, first.0 + 2);
+    pool.start_prefault(1).unwrap();
+    assert!(wait_until(|| pool.prefaulted_chunks() == 1), "the next free chunk gets populated");
+    assert_eq!(resident(next), chunk_pages, "its pages are in memory");
+    // Only `ahead` chunks (neighbours may be resident anyway: a disk
+    // filesystem reads ahead around faulted pages).
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(pool.prefaulted_chunks(), 1, "a chunk beyond the window is left alone");
+    let mut bytes = vec![1u8; CHUNK as usize];
+    pool.backend().read(pool.chunk_offset(pmtx_pm::ChunkId(next)), &mut bytes);
+    assert!(bytes.iter().all(|byte| *byte == 0), "populating changes no byte");
+    assert_eq!(pool.allocate_chunk(owner, false).unwrap().0, next, "lowest free chunk first");
+    assert!(wait_until(|| pool.prefaulted_chunks() == 2), "an allocation moves the window");
+    assert_eq!(resident(after), chunk_pages);
+    // The thread holds no strong reference while idle: dropping the pool
+    // releases the file at once.
+    drop(pool);
+    Pool::<Direct>::open(&path, &options()).expect("the pool file is free after drop");
+}

@@ -82,6 +82,11 @@ pub struct PoolRunArgs {
     /// Periodic checkpoint interval in seconds (0 = off).
     #[arg(long, default_value = "10", value_parser = parse_checkpoint, help_heading = "Engine and pool")]
     pub checkpoint_s: f64,
+    /// Free pool chunks a background thread keeps populated ahead of the
+    /// allocator, so workers take no page faults on fresh pool pages
+    /// (durable engines on a pool file; 0 = off: workers fault them in).
+    #[arg(long, default_value_t = 8, help_heading = "Engine and pool")]
+    pub prefault_chunks: u64,
 }
 
 impl PoolRunArgs {

@@ -96,6 +96,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 pool_size: args.pool_options.pool_size,
                 epoch_interval: Duration::from_millis(args.pool_options.epoch_ms),
                 checkpoint_interval: args.pool_options.checkpoint_interval(),
+                prefault_chunks: args.pool_options.prefault_chunks,
                 seed: args.seed,
                 git_revision: &git_revision,
                 position: (position, runs_total),

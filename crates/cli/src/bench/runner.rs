@@ -79,6 +79,8 @@ pub struct RunSpec<'a> {
     pub epoch_interval: Duration,
     /// Checkpoint interval.
     pub checkpoint_interval: Option<Duration>,
+    /// Free chunks populated ahead of the allocator.
+    pub prefault_chunks: u64,
     /// Client seed.
     pub seed: u64,
     /// Source revision.
@@ -396,6 +398,8 @@ pub struct DatabasePlan<'a> {
     pub epoch_interval: Duration,
     /// Checkpoint interval.
     pub checkpoint_interval: Option<Duration>,
+    /// Free chunks populated ahead of the allocator.
+    pub prefault_chunks: u64,
     /// Seed of the engine's own randomness (simulated HTM aborts).
     pub seed: u64,
 }
@@ -412,6 +416,7 @@ impl<'a> RunSpec<'a> {
             pool_size: self.pool_size,
             epoch_interval: self.epoch_interval,
             checkpoint_interval: self.checkpoint_interval,
+            prefault_chunks: self.prefault_chunks,
             seed: self.seed,
         }
     }
@@ -441,6 +446,7 @@ pub fn open_fresh(workload: &dyn Workload, plan: &DatabasePlan<'_>) -> Result<Fr
     options.pm = plan.pm.clone();
     options.epoch_interval = plan.epoch_interval;
     options.checkpoint_interval = plan.checkpoint_interval;
+    options.prefault_chunks = plan.prefault_chunks;
     options.seed = plan.seed;
     options.pool = pmtx_engine::PoolLocation::File { path: plan.pool_path.clone(), size: plan.pool_size };
     engine.apply(&mut options, plan.seed);

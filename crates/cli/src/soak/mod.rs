@@ -497,6 +497,7 @@ pub fn run(args: SoakArgs) -> Result<(), CliError> {
         pool_size: args.pool_options.pool_size,
         epoch_interval: Duration::from_millis(args.pool_options.epoch_ms),
         checkpoint_interval: args.pool_options.checkpoint_interval(),
+        prefault_chunks: args.pool_options.prefault_chunks,
         seed: args.seed,
     };
     let FreshDatabase { database, backend_info, probe: pool_probe, guard, .. } = open_fresh(workload.as_ref(), &plan)?;

@@ -42,6 +42,9 @@ fn open_pool<B: PmBackend>(options: &DbOptions) -> DbResult<Pool<B>> {
 
 /// Opens the engine over an existing pool.
 pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
+    if options.engine.is_durable() {
+        pool.start_prefault(options.prefault_chunks)?;
+    }
     match options.engine {
         EngineKind::Silo => {
             drop(pool);
