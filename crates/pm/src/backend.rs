@@ -202,6 +202,27 @@ pub trait PmBackend: Send + Sync + Sized + 'static {
     fn write_non_temporal(&self, offset: u64, source: &[u8]);
     /// Starts write-back of every line overlapping `[offset, offset+len)`.
     fn flush(&self, offset: u64, len: u64);
+    /// A hint that `[offset, offset + len)` (at most 32 lines of it) will
+    /// soon be written: starts each line's ownership request (`prefetchw`)
+    /// without waiting, so the later stores do not stall on cold lines.
+    /// Reads and writes nothing and has no effect on persistence.
+    #[inline]
+    fn prefetch_for_write(&self, offset: u64, len: u64) {
+        let mapping = self.mapping();
+        let end = offset.saturating_add(len).min(mapping.len()).min(offset.saturating_add(32 * 64));
+        let mut line = offset & !63;
+        while line < end {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the address lies inside the mapping, and a prefetch
+            // never faults and changes no memory.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(
+                    mapping.base().add(line as usize) as *const i8,
+                )
+            };
+            line += 64;
+        }
+    }
     /// Store fence: earlier flushes and non-temporal stores of this thread are
     /// durable and ordered before later stores.
     fn fence(&self);

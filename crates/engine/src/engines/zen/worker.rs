@@ -245,6 +245,16 @@ impl<B: PmBackend> ZenWorker<B> {
                 }
             }
         }
+        // The reserved slots are cold: start their lines' ownership
+        // requests now, so step 4's stores do not stall on them one by one.
+        for (index, reserved) in self.reserved.iter().enumerate() {
+            if reserved.slot != 0 {
+                let entry = &self.tx.writes.entries()[index];
+                let value_len = self.tx.writes.value(index).map_or(0, <[u8]>::len);
+                pool.backend()
+                    .prefetch_for_write(reserved.slot, META_LEN + (entry.row().key().len() + value_len) as u64);
+            }
+        }
         // 3. Lock, serialization point, validate, Tx-CTS.
         let max_locked = match self.tx.lock_writes() {
             Ok(tid) => tid,
