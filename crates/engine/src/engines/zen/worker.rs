@@ -5,7 +5,8 @@
 //! Commit of a writing transaction, step by step:
 //!
 //! 1. lock the worker's heap region (uncontended; a sweep waits for it);
-//! 2. reserve one free slot per write (DRAM lists; a new chunk when dry);
+//! 2. reserve one free slot per write (DRAM lists; a new chunk when dry)
+//!    and start the ownership requests of their lines (prefetchw);
 //! 3. lock the write set in address order; read the global epoch;
 //!    validate reads and scanned leaves; pick the Tx-CTS (Silo TID, above the
 //!    region's last Tx-CTS so it grows per thread);
