@@ -178,24 +178,25 @@ impl Mapping {
         self.path.as_deref()
     }
 
+    /// The page-aligned part of the mapping covering `[offset, offset+len)`
+    /// as `(address, length)`, or `None` for anonymous memory (nothing to
+    /// sync or populate) and empty ranges.
+    fn file_pages(&self, offset: u64, len: u64) -> Option<(*mut libc::c_void, usize)> {
+        if self.kind == MappingKind::Anonymous || len == 0 {
+            return None;
+        }
+        let start = offset & !(PAGE - 1);
+        let end = offset.saturating_add(len).min(self.len as u64);
+        // SAFETY: start < end <= len, so the address lies inside our mapping.
+        (start < end).then(|| (unsafe { self.base.add(start as usize) } as *mut libc::c_void, (end - start) as usize))
+    }
+
     /// Synchronously writes the pages covering `[offset, offset+len)` to the
     /// file (`msync(MS_SYNC)`); a no-op for anonymous memory.
     pub(crate) fn sync_range(&self, offset: u64, len: u64) -> std::io::Result<()> {
-        if self.kind == MappingKind::Anonymous || len == 0 {
-            return Ok(());
-        }
-        let page = 4096u64;
-        let start = offset & !(page - 1);
-        let end = (offset + len).min(self.len as u64);
-        // SAFETY: [start, end) lies inside our mapping and start is page-aligned.
-        let rc = unsafe {
-            libc::msync(self.base.add(start as usize) as *mut libc::c_void, (end - start) as usize, libc::MS_SYNC)
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
+        let Some((address, length)) = self.file_pages(offset, len) else { return Ok(()) };
+        // SAFETY: a page-aligned range inside our mapping.
+        os_result(unsafe { libc::msync(address, length, libc::MS_SYNC) })
     }
 
     /// Populates the page tables of `[offset, offset+len)` for writing
@@ -205,29 +206,10 @@ impl Mapping {
     /// anonymous memory (simulations, images) is left alone. Errors when the
     /// kernel lacks the advice (before Linux 5.14) or cannot back the range.
     pub(crate) fn populate_for_write(&self, offset: u64, len: u64) -> std::io::Result<()> {
-        if self.kind == MappingKind::Anonymous || len == 0 {
-            return Ok(());
-        }
-        let page = 4096u64;
-        let start = offset & !(page - 1);
-        let end = (offset + len).min(self.len as u64);
-        if start >= end {
-            return Ok(());
-        }
-        // SAFETY: [start, end) lies inside our mapping and start is
-        // page-aligned; the advice reads and writes no byte of the range.
-        let rc = unsafe {
-            libc::madvise(
-                self.base.add(start as usize) as *mut libc::c_void,
-                (end - start) as usize,
-                libc::MADV_POPULATE_WRITE,
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
+        let Some((address, length)) = self.file_pages(offset, len) else { return Ok(()) };
+        // SAFETY: a page-aligned range inside our mapping; the advice reads
+        // and writes no byte of it.
+        os_result(unsafe { libc::madvise(address, length, libc::MADV_POPULATE_WRITE) })
     }
 
     /// A copy of all bytes (used by the simulator's initial persisted image).
@@ -236,6 +218,17 @@ impl Mapping {
         // SAFETY: reading our own mapped range into a fresh buffer.
         unsafe { std::ptr::copy_nonoverlapping(self.base, bytes.as_mut_ptr(), self.len) };
         bytes
+    }
+}
+
+/// Page size of the mappings (x86-64 base pages).
+const PAGE: u64 = 4096;
+
+fn os_result(rc: libc::c_int) -> std::io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
