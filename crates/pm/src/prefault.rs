@@ -33,6 +33,9 @@ pub(crate) struct Prefault {
     populated: Box<[AtomicU64]>,
     /// Chunks the thread populated (statistics, tests).
     pub(crate) done: AtomicU64,
+    /// Set by the first start: one thread per pool, however often engines
+    /// are opened over it.
+    started: AtomicBool,
     signal: Arc<Signal>,
 }
 
@@ -64,6 +67,7 @@ impl Prefault {
         Self {
             populated: (0..words).map(|_| AtomicU64::new(0)).collect(),
             done: AtomicU64::new(0),
+            started: AtomicBool::new(false),
             signal: Arc::default(),
         }
     }
@@ -91,14 +95,23 @@ impl Drop for Prefault {
 }
 
 /// Starts the thread that keeps the `ahead` lowest free chunks of `pool`
-/// populated. Does nothing for `ahead == 0` or a pool in anonymous memory.
+/// populated. Does nothing for `ahead == 0`, a pool in anonymous memory,
+/// or a pool whose thread already runs.
 pub(crate) fn start<B: PmBackend>(pool: &Arc<Pool<B>>, ahead: u64) -> std::io::Result<()> {
-    if ahead == 0 || pool.backend().mapping().kind() == crate::MappingKind::Anonymous {
+    let state = pool.prefault_state();
+    if ahead == 0
+        || pool.backend().mapping().kind() == crate::MappingKind::Anonymous
+        || state.started.swap(true, Ordering::AcqRel)
+    {
         return Ok(());
     }
     let weak: Weak<Pool<B>> = Arc::downgrade(pool);
-    let signal = Arc::clone(&pool.prefault_state().signal);
-    std::thread::Builder::new().name("pmtx-prefault".into()).spawn(move || run(weak, signal, ahead))?;
+    let signal = Arc::clone(&state.signal);
+    let spawned = std::thread::Builder::new().name("pmtx-prefault".into()).spawn(move || run(weak, signal, ahead));
+    if let Err(error) = spawned {
+        state.started.store(false, Ordering::Release);
+        return Err(error);
+    }
     Ok(())
 }
 

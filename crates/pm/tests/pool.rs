@@ -254,6 +254,9 @@ fn prefault_populates_the_next_free_chunks_and_changes_no_byte() {
     let resident = |index: u64| resident_pages(&path, pool.chunk_offset(pmtx_pm::ChunkId(index)), CHUNK);
     let (next, after) = (first.0 + 1, first.0 + 2);
     pool.start_prefault(1).unwrap();
+    // A second start (another engine opened over the pool) with a wider
+    // window must not add a thread: the window below stays one chunk.
+    pool.start_prefault(4).unwrap();
     assert!(wait_until(|| pool.prefaulted_chunks() == 1), "the next free chunk gets populated");
     assert_eq!(resident(next), chunk_pages, "its pages are in memory");
     // Only `ahead` chunks (neighbours may be resident anyway: a disk

@@ -282,17 +282,6 @@ impl<E: HashEntry> HashIndex<E> {
         Self::probe(array, key, hash).ok()
     }
 
-    /// Starts loading the entry of `key` into the cache (its first `lines`
-    /// cache lines) without waiting: the lookup probes the slot array now
-    /// (usually a last-level-cache hit) and only prefetches the entry, so a
-    /// batch of these overlaps the entries' memory misses.
-    #[inline]
-    pub fn prefetch(&self, key: &[u8], lines: usize) {
-        if let Some(entry) = self.get(key) {
-            prefetch_lines(entry.as_ptr() as *const u8, lines);
-        }
-    }
-
     /// Atomically returns the entry of `key`, inserting `make()` first if
     /// absent; returns `(entry, inserted)`. `make` runs under the shard's
     /// writer lock (short, and must not use this index); the entry it makes

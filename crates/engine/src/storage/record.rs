@@ -108,6 +108,12 @@ pub trait RowKind: HashEntry + Sized {
     /// holds it (only that queue's owner may free it).
     fn queued_flag(&self) -> &AtomicU16;
 
+    /// Starts loading the row's value where it lives outside the row (a
+    /// prefetch hint: never waits on it, never faults). Rows whose value
+    /// follows the key inline have nothing more to load.
+    #[inline(always)]
+    fn prefetch_value(&self) {}
+
     /// A new absent placeholder for `key`, with room for a value of
     /// `value_capacity` bytes where the storage keeps values in the row.
     fn allocate(key: &[u8], value_capacity: usize) -> NonNull<Self>;

@@ -162,13 +162,20 @@ impl<R: RowKind> Table<R> {
 
     /// Starts loading the row of `key` into the cache without waiting (hash
     /// tables; a no-op for ordered ones, whose descent is the cost). The
-    /// row's header and up to `value_len` bytes after it are prefetched.
+    /// row's header and up to `value_len` bytes after it are prefetched,
+    /// then whatever the row kind keeps elsewhere
+    /// ([`RowKind::prefetch_value`]).
     #[inline]
     pub(crate) fn prefetch(&self, key: &[u8], value_len: usize) {
         if let PrimaryIndex::Hash(index) = &self.primary {
+            // The probe usually hits the last-level cache; only the row is
+            // prefetched, so a batch of hints overlaps the rows' misses.
+            let Some(entry) = index.get(key) else { return };
             // Header, key and value (the value follows the key inline).
             let lines = (64 + key.len() + value_len).div_ceil(64).min(16);
-            index.prefetch(key, lines);
+            crate::index::hash::prefetch_lines(entry.as_ptr() as *const u8, lines);
+            // SAFETY: indexed rows are alive (see the module docs).
+            unsafe { entry.as_ref() }.prefetch_value();
         }
     }
 

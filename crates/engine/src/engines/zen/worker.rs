@@ -498,18 +498,9 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
     }
 
     fn prefetch(&mut self, table: TableId, key: &[u8]) {
-        // The cached value lives apart from the row, one pointer further:
-        // find the row (its misses overlap those of the caller's other
-        // hints, since nothing here waits on a store) and prefetch the
-        // value. A prefetch never faults, so a pointer that is being
-        // replaced is harmless; this reads nothing from it.
-        let Some(table) = self.shared.tables.get(table.0 as usize) else { return };
-        if let Some(row) = table.lookup(key) {
-            let cached = row.cached_ptr();
-            if !cached.is_null() {
-                let lines = (std::mem::size_of::<Cached>() + row.len()).div_ceil(64).min(16);
-                crate::index::hash::prefetch_lines(cached as *const u8, lines);
-            }
+        // The row, then its cached value (`Row::prefetch_value`).
+        if let Some(table) = self.shared.tables.get(table.0 as usize) {
+            table.prefetch(key, 0);
         }
     }
 

@@ -227,6 +227,18 @@ impl HashEntry for Row {
 }
 
 impl RowKind for Row {
+    /// The cached value lives apart from the row, one pointer further. A
+    /// prefetch never faults, so a pointer that is being replaced is
+    /// harmless: nothing is read through it.
+    #[inline]
+    fn prefetch_value(&self) {
+        let cached = self.cached_ptr();
+        if !cached.is_null() {
+            let lines = (std::mem::size_of::<Cached>() + self.len()).div_ceil(64).min(16);
+            crate::index::hash::prefetch_lines(cached as *const u8, lines);
+        }
+    }
+
     #[inline(always)]
     fn word_cell(&self) -> &AtomicU64 {
         &self.word
