@@ -221,7 +221,7 @@ impl Worker {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            self.inner.begin(read_only);
+            self.inner.begin(read_only, attempts);
             let mut tx = Transaction { worker: self.inner.as_mut(), read_only };
             let result = body(&mut tx).and_then(|value| self.inner.commit().map(|ticket| (value, ticket)));
             match result {

@@ -167,8 +167,10 @@ pub trait Engine: Send + Sync + 'static {
 
 /// One worker thread's transaction machinery.
 pub trait EngineWorker: Send {
-    /// Starts an attempt.
-    fn begin(&mut self, read_only: bool);
+    /// Starts attempt number `attempt` of a transaction (1 for the first;
+    /// a retry keeps what the protocol keeps across attempts, such as
+    /// wait-die's timestamp).
+    fn begin(&mut self, read_only: bool, attempt: u32);
     /// Reads `key` into `out`; `Ok(false)` if absent.
     fn get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool>;
     /// Reads `key` and hands a stable copy of the value to `visit` without

@@ -27,11 +27,15 @@ pub enum AbortReason {
     /// A read saw a record that was being written and could not get a stable
     /// snapshot.
     UnstableRead,
+    /// Waiting for a lock would have closed a cycle of waits (`dl-detect`).
+    Deadlock,
+    /// A lock wait passed its time bound.
+    LockTimeout,
 }
 
 impl AbortReason {
     /// Every reason, for reports.
-    pub const ALL: [AbortReason; 7] = [
+    pub const ALL: [AbortReason; 9] = [
         AbortReason::ReadValidation,
         AbortReason::NodeValidation,
         AbortReason::WriteLock,
@@ -39,6 +43,8 @@ impl AbortReason {
         AbortReason::Region,
         AbortReason::LockConflict,
         AbortReason::UnstableRead,
+        AbortReason::Deadlock,
+        AbortReason::LockTimeout,
     ];
 
     /// Stable short name.
@@ -51,6 +57,8 @@ impl AbortReason {
             AbortReason::Region => "region",
             AbortReason::LockConflict => "lock_conflict",
             AbortReason::UnstableRead => "unstable_read",
+            AbortReason::Deadlock => "deadlock",
+            AbortReason::LockTimeout => "lock_timeout",
         }
     }
 

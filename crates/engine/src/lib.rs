@@ -27,6 +27,7 @@ mod schema;
 mod stats;
 pub mod storage;
 
+pub use cc::CcProtocol;
 pub use db::{prefix_range, Database, Finished, Outcome, Transaction, Worker, WorkerStats};
 pub use durability::dbxn_log::VALUE_CHUNK_KIND as DBXN_VALUE_CHUNK_KIND;
 pub use engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};

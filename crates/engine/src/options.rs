@@ -32,6 +32,9 @@ pub enum PoolLocation {
 pub struct DbOptions {
     /// Which engine.
     pub engine: EngineKind,
+    /// The concurrency-control protocol the engine runs (Silo's OCC by
+    /// default; `cc=` in `--engine`).
+    pub cc: crate::cc::CcProtocol,
     /// The tables (the same list at every open of a pool).
     pub tables: Vec<TableSchema>,
     /// Most worker threads that will run at once.
@@ -76,6 +79,7 @@ impl DbOptions {
     pub fn new(engine: EngineKind, tables: Vec<TableSchema>, path: impl Into<PathBuf>) -> Self {
         Self {
             engine,
+            cc: crate::cc::CcProtocol::default(),
             tables,
             workers: 2,
             pool: PoolLocation::File { path: path.into(), size: 1 << 30 },
@@ -125,6 +129,7 @@ impl DbOptions {
         if self.workers == 0 || self.workers > 1024 {
             return Err(DbError::InvalidConfig(format!("workers must be 1..=1024, got {}", self.workers)));
         }
+        self.cc.check(self.workers)?;
         if self.max_attempts == 0 {
             return Err(DbError::InvalidConfig("max_attempts must be at least 1".into()));
         }

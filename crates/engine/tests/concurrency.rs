@@ -2,7 +2,8 @@
 //! skew, phantoms, read-your-writes, rollback, and bad input.
 
 use pmtx_engine::{
-    prefix_range, AbortReason, Database, DbError, DbOptions, EngineKind, Outcome, ScanDirection, TableSchema, TxError,
+    prefix_range, AbortReason, CcProtocol, Database, DbError, DbOptions, EngineKind, Outcome, ScanDirection,
+    TableSchema, TxError,
 };
 use pmtx_htm::HtmConfig;
 use std::ops::Bound;
@@ -12,30 +13,37 @@ use std::sync::{Arc, Barrier};
 const ACCOUNTS: u64 = 64;
 const INITIAL: u64 = 1_000;
 
-/// An engine and the HTM configuration it runs with (`none` unless a test
-/// module asks for simulated aborts).
+/// An engine, the HTM configuration it runs with (`none` unless a test
+/// module asks for simulated aborts) and its concurrency-control protocol.
 #[derive(Clone, Copy, Debug)]
 struct Setup {
     engine: EngineKind,
     htm: HtmConfig,
+    cc: CcProtocol,
 }
 
 impl Setup {
     /// `engine` with `sim` HTM injecting `per_million` aborts per region.
     fn sim(engine: EngineKind, per_million: u32) -> Self {
-        Setup { engine, htm: HtmConfig::sim(0xD8C5 ^ per_million as u64, per_million) }
+        Setup { engine, htm: HtmConfig::sim(0xD8C5 ^ per_million as u64, per_million), cc: CcProtocol::Silo }
+    }
+
+    /// `engine` running protocol `cc`.
+    fn cc(engine: EngineKind, cc: CcProtocol) -> Self {
+        Setup { cc, ..Setup::from(engine) }
     }
 
     fn options(self, tables: Vec<TableSchema>) -> DbOptions {
         let mut options = DbOptions::in_memory(self.engine, tables);
         options.htm = self.htm;
+        options.cc = self.cc;
         options
     }
 }
 
 impl From<EngineKind> for Setup {
     fn from(engine: EngineKind) -> Self {
-        Setup { engine, htm: HtmConfig::software() }
+        Setup { engine, htm: HtmConfig::software(), cc: CcProtocol::Silo }
     }
 }
 
@@ -152,8 +160,21 @@ fn transfers_and_audits(engine: impl Into<Setup>) {
 
 /// Two transactions each read both flags and set one if the other is clear:
 /// under serializability at most one can commit with both reading "clear".
+///
+/// Under OCC the inner transaction commits and the outer one aborts at
+/// validation; under two-phase locking the inner one cannot take the write
+/// lock of a row the outer one has read, and gives up instead.
 fn write_skew_is_rejected(engine: impl Into<Setup>) {
-    let db = open(engine);
+    let setup = engine.into();
+    let locking = setup.cc.is_locking();
+    let mut options =
+        setup.options(vec![TableSchema::ordered("accounts").max_value_len(64), TableSchema::hashed("flags")]);
+    if locking {
+        // The inner transaction can never commit while the outer one is
+        // open: a few attempts show it.
+        options.max_attempts = 3;
+    }
+    let db = Database::open(options).unwrap();
     let flags = db.table_id("flags").unwrap();
     let mut first = db.worker(0).unwrap();
     let mut second = db.worker(1).unwrap();
@@ -168,16 +189,24 @@ fn write_skew_is_rejected(engine: impl Into<Setup>) {
             // must not wait for durability while the first is open (group
             // commit would wait for the first to leave its epoch), hence
             // the pipelined call.
-            let (outcome_b, _) = second
-                .run_pipelined(0, false, |tx_b| {
-                    let b_sees_a = tx_b.get(flags, b"a")?;
-                    if b_sees_a.is_none() {
-                        tx_b.put(flags, b"b", b"on")?;
-                    }
-                    Ok(())
-                })
-                .unwrap();
-            assert!(matches!(outcome_b, Outcome::Committed(())));
+            let inner = second.run_pipelined(0, false, |tx_b| {
+                let b_sees_a = tx_b.get(flags, b"a")?;
+                if b_sees_a.is_none() {
+                    tx_b.put(flags, b"b", b"on")?;
+                }
+                Ok(())
+            });
+            if locking {
+                match inner {
+                    Err(DbError::TooManyAborts { last, .. }) => assert!(
+                        matches!(last, AbortReason::LockConflict | AbortReason::LockTimeout | AbortReason::Deadlock),
+                        "the inner transaction gave up for {last}"
+                    ),
+                    other => panic!("the inner transaction must not commit under 2PL: {:?}", other.map(|o| o.0)),
+                }
+            } else {
+                assert!(matches!(inner.unwrap().0, Outcome::Committed(())));
+            }
         }
         if a_sees_b.is_none() {
             tx_a.put(flags, b"a", b"on")?;
@@ -186,7 +215,11 @@ fn write_skew_is_rejected(engine: impl Into<Setup>) {
     });
     let finished = outcome_a.unwrap();
     second.wait_all_acknowledged(|_, _| {}).expect("acknowledged");
-    assert!(finished.attempts >= 2, "the first transaction must have aborted once");
+    if locking {
+        assert_eq!(finished.attempts, 1, "under 2PL the first transaction holds its locks and commits");
+    } else {
+        assert!(finished.attempts >= 2, "the first transaction must have aborted once");
+    }
     let mut worker = db.worker(2).unwrap();
     let both = worker
         .run_read_only(|tx| Ok((tx.get(flags, b"a")?.is_some(), tx.get(flags, b"b")?.is_some())))
@@ -434,6 +467,54 @@ macro_rules! for_each_engine {
             $(#[test] fn $test() { super::$test(super::Setup::sim(pmtx_engine::EngineKind::DbxNaive, 500_000)) })*
         }
     };
+}
+
+/// Every protocol besides Silo on both storages: DRAM records (`silo`,
+/// `group-commit`) and the Zen heap.
+macro_rules! for_each_protocol {
+    ($($test:ident),*) => {
+        mod protocols {
+            mod occ_dram { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Silo, pmtx_engine::CcProtocol::Occ)) })* }
+            mod occ_durable { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::GroupCommit, pmtx_engine::CcProtocol::Occ)) })* }
+            mod occ_zen { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Zen, pmtx_engine::CcProtocol::Occ)) })* }
+            mod no_wait_dram { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Silo, pmtx_engine::CcProtocol::NoWait)) })* }
+            mod no_wait_durable { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Dbxn, pmtx_engine::CcProtocol::NoWait)) })* }
+            mod no_wait_zen { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Zen, pmtx_engine::CcProtocol::NoWait)) })* }
+            mod wait_die_dram { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Silo, pmtx_engine::CcProtocol::WaitDie)) })* }
+            mod wait_die_durable { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::GroupCommit, pmtx_engine::CcProtocol::WaitDie)) })* }
+            mod wait_die_zen { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Zen, pmtx_engine::CcProtocol::WaitDie)) })* }
+            mod dl_detect_dram { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Silo, pmtx_engine::CcProtocol::DlDetect)) })* }
+            mod dl_detect_durable { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Dbxn, pmtx_engine::CcProtocol::DlDetect)) })* }
+            mod dl_detect_zen { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Zen, pmtx_engine::CcProtocol::DlDetect)) })* }
+        }
+    };
+}
+
+for_each_protocol!(
+    transfers_and_audits,
+    write_skew_is_rejected,
+    phantoms_are_detected,
+    reverse_scans_limits_and_secondary,
+    large_transactions_read_their_own_writes,
+    bad_input_is_typed
+);
+
+/// Planned protocols are refused with a message that lists the built ones,
+/// and the locking protocols refuse more workers than a lock word names.
+#[test]
+fn unbuilt_protocols_and_too_many_workers_are_refused() {
+    for cc in CcProtocol::ALL.into_iter().filter(|cc| !cc.is_built()) {
+        let error = Database::open(Setup::cc(EngineKind::Silo, cc).options(vec![TableSchema::hashed("t")]))
+            .err()
+            .expect("an unbuilt protocol must be refused");
+        let message = error.to_string();
+        assert!(matches!(error, DbError::InvalidConfig(_)), "{message}");
+        assert!(message.contains(cc.name()) && message.contains("no-wait"), "{message}");
+    }
+    let mut options = Setup::cc(EngineKind::Silo, CcProtocol::WaitDie).options(vec![TableSchema::hashed("t")]);
+    options.workers = 64;
+    let error = Database::open(options).err().expect("64 workers exceed a lock word");
+    assert!(error.to_string().contains("at most 63 workers"), "{error}");
 }
 
 for_each_engine!(

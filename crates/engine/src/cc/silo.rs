@@ -46,15 +46,18 @@
 //! version") in the read set, so it validates only once the writer's log is
 //! durable and the bit is cleared.
 
+use crate::cc::lock_table::HeldLocks;
 use crate::cc::position_index::PositionIndex;
+use crate::cc::protocol::Concurrency;
 use crate::engine::{ScanRequest, WriteOp};
-use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
+use crate::error::{AbortReason, DbError, TxError, TxResult};
 use crate::index::{LeafChange, ScanDirection};
 use crate::schema::TableId;
 use crate::storage::record::{self, RowKind, ABSENT, LOCKED, REMOVED, UNPERSISTED};
 use crate::storage::table::{self, RowReclaimer, ScannedLeaf, Table};
 use std::cmp::Ordering as KeyOrdering;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// How long a committing writer spins for a row lock before aborting.
 const LOCK_SPINS: u32 = 256;
@@ -262,8 +265,15 @@ enum Seen {
     Removed,
 }
 
-/// Silo OCC state of one worker's transaction attempt, over rows `R`.
+/// One worker's transaction attempt over rows `R`: Silo's OCC state
+/// (read, write and node sets), plus the locks of the two-phase-locking
+/// protocols (`cc::protocol`), which take a lock before every read and
+/// write of the body and hold it to the end of the attempt.
 pub(crate) struct OccTx<R: RowKind> {
+    /// The engine's protocol and its shared state.
+    cc: Arc<Concurrency>,
+    /// Locks held (two-phase-locking protocols).
+    held: HeldLocks,
     reads: Vec<ReadEntry<R>>,
     read_positions: PositionIndex,
     /// The buffered writes.
@@ -281,9 +291,12 @@ pub(crate) struct OccTx<R: RowKind> {
 // the epochs, which the worker's announcements hold back.
 unsafe impl<R: RowKind> Send for OccTx<R> {}
 
-impl<R: RowKind> Default for OccTx<R> {
-    fn default() -> Self {
+impl<R: RowKind> OccTx<R> {
+    /// The state of worker `worker` under `cc`.
+    pub(crate) fn new(cc: Arc<Concurrency>, worker: usize) -> Self {
         Self {
+            cc,
+            held: HeldLocks::new(worker),
             reads: Vec::new(),
             read_positions: PositionIndex::default(),
             writes: WriteSet::default(),
@@ -302,8 +315,19 @@ pub(crate) fn table_of<R: RowKind>(tables: &[Table<R>], id: TableId) -> TxResult
 }
 
 impl<R: RowKind> OccTx<R> {
-    /// Forgets the attempt (keeps the buffers).
+    /// Starts attempt number `attempt` (1 for a new transaction).
+    pub(crate) fn begin(&mut self, attempt: u32) {
+        self.clear();
+        if let Some(locks) = self.cc.locks() {
+            locks.begin(&self.held, attempt <= 1);
+        }
+    }
+
+    /// Forgets the attempt (keeps the buffers), releasing its locks.
     pub(crate) fn clear(&mut self) {
+        if let Some(locks) = self.cc.locks() {
+            locks.release_all(&mut self.held);
+        }
         self.reads.clear();
         self.read_positions.clear();
         self.writes.clear();
@@ -392,6 +416,11 @@ impl<R: RowKind> OccTx<R> {
                 }
                 None => Seen::Absent,
             });
+        }
+        if let Some(locks) = self.cc.locks() {
+            // 2PL: the shared lock comes first, so the value read stays the
+            // committed one until the attempt ends.
+            locks.acquire(&mut self.held, row as *const R as usize, false).map_err(TxError::Abort)?;
         }
         let word = store.read(row, out).map_err(TxError::Abort)?;
         if word == REMOVED {
@@ -499,7 +528,8 @@ impl<R: RowKind> OccTx<R> {
         row: &R,
         value: Option<&[u8]>,
         old: Option<&[u8]>,
-    ) -> DbResult<()> {
+    ) -> TxResult<()> {
+        self.lock_for_write(row)?;
         let index_secondaries = match value {
             Some(new) if !table.schema().secondaries.is_empty() => {
                 table::secondaries_to_index(table.schema(), key, new, old)?
@@ -532,6 +562,7 @@ impl<R: RowKind> OccTx<R> {
             if !present {
                 return Ok(false);
             }
+            self.lock_for_write(row)?;
             let position = match self.writes.find(row) {
                 Some(position) => position,
                 None => {
@@ -550,6 +581,16 @@ impl<R: RowKind> OccTx<R> {
         });
         self.scratch = scratch;
         result
+    }
+
+    /// 2PL: the exclusive lock of a row about to be written (an upgrade of
+    /// the shared lock its read took).
+    #[inline]
+    fn lock_for_write(&mut self, row: &R) -> TxResult<()> {
+        match self.cc.locks() {
+            Some(locks) => locks.acquire(&mut self.held, row as *const R as usize, true).map_err(TxError::Abort),
+            None => Ok(()),
+        }
     }
 
     /// Range scan in one pass (module documentation).
@@ -684,7 +725,10 @@ impl<R: RowKind> OccTx<R> {
 
     /// Validates the read set and the node set.
     pub(crate) fn validate(&self, tables: &[Table<R>]) -> Result<(), AbortReason> {
-        for read in &self.reads {
+        // Under 2PL every row read is still share-locked (and reclamation
+        // leaves locked rows alone): only the node set needs checking.
+        let reads: &[ReadEntry<R>] = if self.cc.locks().is_some() { &[] } else { &self.reads };
+        for read in reads {
             // SAFETY: see WriteEntry::row.
             let row = unsafe { &*read.row };
             let current = row.word();

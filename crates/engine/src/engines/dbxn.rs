@@ -59,7 +59,7 @@ mod tests {
     }
 
     fn put(worker: &mut dyn EngineWorker, key: &[u8], value: &[u8]) -> Result<CommitTicket, TxError> {
-        worker.begin(false);
+        worker.begin(false, 1);
         worker.write(T, key, WriteOp::Put(value))?;
         worker.commit()
     }
@@ -81,7 +81,7 @@ mod tests {
         assert_ne!(record.word() & UNPERSISTED, 0, "installed, log not durable: odd version");
         // The reader sees the installed value but cannot commit yet.
         let mut value = Vec::new();
-        reader.begin(true);
+        reader.begin(true, 1);
         assert!(reader.get(T, b"x", &mut value).expect("an odd version is no early abort"));
         assert_eq!(value, b"2");
         assert!(matches!(reader.commit(), Err(TxError::Abort(AbortReason::NotYetDurable))));
@@ -89,7 +89,7 @@ mod tests {
         assert!(matches!(put(other.as_mut(), b"x", b"3"), Err(TxError::Abort(AbortReason::NotYetDurable))));
         // A reader that saw the odd version commits once the log is durable:
         // no spurious abort.
-        reader.begin(false);
+        reader.begin(false, 1);
         assert!(reader.get(T, b"x", &mut value).expect("read"));
         assert_eq!(value, b"2");
         reader.write(T, b"y", WriteOp::Put(&value)).expect("write");
@@ -98,7 +98,7 @@ mod tests {
         assert_eq!(ticket.expect("writer commits"), CommitTicket::Durable);
         assert_eq!(record.word() & UNPERSISTED, 0, "even after the log is durable");
         assert_eq!(reader.commit().expect("validates against the next even version"), CommitTicket::Durable);
-        reader.begin(true);
+        reader.begin(true, 1);
         assert!(reader.get(T, b"y", &mut value).expect("read"));
         assert_eq!(value, b"2");
         reader.commit().expect("read-only");
@@ -123,12 +123,12 @@ mod tests {
             "the log is written while the region holds the locks"
         );
         let mut value = Vec::new();
-        reader.begin(true);
+        reader.begin(true, 1);
         assert!(matches!(reader.get(T, b"x", &mut value), Err(TxError::Abort(AbortReason::UnstableRead))));
         reader.abort();
         go.send(()).expect("writer alive");
         assert_eq!(paused.join().expect("writer").expect("commits"), CommitTicket::Durable);
-        reader.begin(true);
+        reader.begin(true, 1);
         assert!(reader.get(T, b"x", &mut value).expect("read"));
         assert_eq!(value, b"2");
         reader.commit().expect("read-only");

@@ -4,6 +4,7 @@
 //! for `group-commit`, DBXN's synchronous log for the DBXN family). One
 //! engine = one composition of these; [`OccWorker`] runs transactions.
 
+use crate::cc::protocol::Concurrency;
 use crate::cc::silo::{OccTx, RowStore};
 use crate::durability::{CommitLog, CommitStage, EnginePolicy};
 use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, ScanRequest, WriteOp};
@@ -41,6 +42,7 @@ impl<L: EnginePolicy> OccEngine<L> {
             .collect::<DbResult<Vec<_>>>()?;
         policy.recover(&tables, &epochs)?;
         let shared = Arc::new(OccShared {
+            cc: Arc::new(Concurrency::new(options.cc, options.workers)),
             tables,
             epochs,
             log: policy,
@@ -227,6 +229,8 @@ impl RowStore<Record> for DramStore {
 
 /// Shared state of an OCC engine over DRAM records.
 pub struct OccShared<L: CommitLog> {
+    /// The concurrency-control protocol's shared state.
+    pub(crate) cc: Arc<Concurrency>,
     /// Tables by id.
     pub tables: Vec<Table>,
     /// Epochs.
@@ -247,12 +251,12 @@ impl<L: CommitLog> Drop for OccShared<L> {
 }
 
 /// Reclamation may unlink a deleted row once the log policy says its
-/// delete is durable.
-struct LogReclaimPolicy<'a, L: CommitLog>(&'a L);
+/// delete is durable and no lock of the protocol covers it.
+struct LogReclaimPolicy<'a, L: CommitLog>(&'a L, &'a Concurrency);
 
 impl<L: CommitLog> ReclaimPolicy<Record> for LogReclaimPolicy<'_, L> {
-    fn may_unlink(&self, _row: &Record, word: u64) -> bool {
-        self.0.delete_is_durable(record::tid_of(word))
+    fn may_unlink(&self, row: &Record, word: u64) -> bool {
+        self.0.delete_is_durable(record::tid_of(word)) && self.1.may_unlink(row)
     }
 }
 
@@ -272,7 +276,7 @@ impl<L: CommitLog> OccWorker<L> {
     pub fn new(shared: Arc<OccShared<L>>, id: usize) -> DbResult<Self> {
         assert!(id < shared.epochs.capacity(), "worker id {id} beyond the configured worker count");
         let log = shared.log.worker(id)?;
-        let mut tx = OccTx::default();
+        let mut tx = OccTx::new(Arc::clone(&shared.cc), id);
         shared.orphans.lock().hand_over(&mut tx.reclaimer);
         Ok(Self { shared, id, log, tx, last_tid: 0, active: false, retired: Vec::new() })
     }
@@ -289,6 +293,9 @@ impl<L: CommitLog> OccWorker<L> {
 
     fn commit_inner(&mut self) -> TxResult<CommitTicket> {
         let shared = &*self.shared;
+        // `occ`: validation and write phase in one critical section.
+        let cc = Arc::clone(&shared.cc);
+        let _serial = cc.serial_section();
         if self.tx.is_read_only() {
             shared.log.region_gate().map_err(TxError::Abort)?;
             self.tx.validate(&shared.tables).map_err(TxError::Abort)?;
@@ -383,7 +390,7 @@ impl<L: CommitLog> OccWorker<L> {
         self.tx.finish(shared.epochs.global());
         if self.tx.reclaimer.backlog() > 0 || !self.tx.reclaimer.retired_values.is_empty() {
             let before = self.tx.reclaimer.unlinked;
-            self.tx.reclaimer.run(&shared.tables, &shared.epochs, &LogReclaimPolicy(&shared.log));
+            self.tx.reclaimer.run(&shared.tables, &shared.epochs, &LogReclaimPolicy(&shared.log, &shared.cc));
             let unlinked = self.tx.reclaimer.unlinked - before;
             if unlinked > 0 {
                 shared.rows_unlinked.fetch_add(unlinked, std::sync::atomic::Ordering::Relaxed);
@@ -393,8 +400,8 @@ impl<L: CommitLog> OccWorker<L> {
 }
 
 impl<L: CommitLog> EngineWorker for OccWorker<L> {
-    fn begin(&mut self, _read_only: bool) {
-        self.tx.clear();
+    fn begin(&mut self, _read_only: bool, attempt: u32) {
+        self.tx.begin(attempt);
         // (Re-)announce, so a long-running worker does not hold back group
         // commit or reclamation with a stale epoch.
         self.shared.epochs.enter(self.id);

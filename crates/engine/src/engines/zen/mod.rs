@@ -21,6 +21,7 @@
 
 mod worker;
 
+use crate::cc::protocol::Concurrency;
 use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, RecoveryReport};
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
@@ -52,6 +53,8 @@ pub(crate) struct WorkerCounters {
 
 /// State shared by the engine and its workers.
 pub(crate) struct ZenShared<B: PmBackend> {
+    /// The concurrency-control protocol's shared state.
+    pub(crate) cc: Arc<Concurrency>,
     pub(crate) pool: Arc<Pool<B>>,
     pub(crate) tables: Vec<crate::storage::table::Table<cache::Row>>,
     pub(crate) metas: Vec<ZenTableMeta>,
@@ -153,6 +156,7 @@ impl<B: PmBackend> ZenEngine<B> {
         epochs.raise(first_epoch);
         let region_budget = options.zen.cache_bytes / options.workers as u64;
         let shared = Arc::new(ZenShared {
+            cc: Arc::new(Concurrency::new(options.cc, options.workers)),
             pool,
             tables,
             metas,
@@ -323,7 +327,7 @@ mod tests {
     }
 
     fn commit(worker: &mut dyn EngineWorker, key: u64, op: WriteOp<'_>) {
-        worker.begin(false);
+        worker.begin(false, 1);
         worker.write(TableId(0), &key.to_be_bytes(), op).unwrap();
         let ticket = worker.commit().unwrap();
         worker.wait_durable(ticket).unwrap();

@@ -23,6 +23,7 @@
 //!    if enough tombstones wait; reclaim absent rows (`storage::table`).
 
 use super::ZenShared;
+use crate::cc::protocol::Concurrency;
 use crate::cc::silo::{OccTx, RowStore};
 use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
@@ -164,21 +165,21 @@ fn retire_cached<B: PmBackend>(shared: &ZenShared<B>, entry: NonNull<Cached>, dr
 
 /// Zen unlinks an absent row only when no heap tuple, tombstone or ring
 /// entry refers to it.
-struct ZenReclaimPolicy;
+struct ZenReclaimPolicy<'a>(&'a Concurrency);
 
-impl ReclaimPolicy<Row> for ZenReclaimPolicy {
+impl ReclaimPolicy<Row> for ZenReclaimPolicy<'_> {
     fn may_unlink(&self, row: &Row, _word: u64) -> bool {
         // IMPORTANT: pairs with the fence in `ZenStore::fill` (the row is
         // locked by the caller).
         fence(Ordering::SeqCst);
-        row.slot() == 0 && !row.referenced()
+        row.slot() == 0 && !row.referenced() && self.0.may_unlink(row)
     }
 }
 
 impl<B: PmBackend> ZenWorker<B> {
     pub(crate) fn new(shared: Arc<ZenShared<B>>, id: usize) -> Self {
         assert!(id < shared.epochs.capacity(), "worker id {id} beyond the configured worker count");
-        let mut tx = OccTx::default();
+        let mut tx = OccTx::new(Arc::clone(&shared.cc), id);
         shared.orphans.lock().hand_over(&mut tx.reclaimer);
         Self {
             shared,
@@ -220,6 +221,8 @@ impl<B: PmBackend> ZenWorker<B> {
 
     fn commit_inner(&mut self) -> TxResult<CommitTicket> {
         let shared = Arc::clone(&self.shared);
+        // `occ`: validation and write phase in one critical section.
+        let _serial = shared.cc.serial_section();
         if self.tx.is_read_only() {
             self.tx.validate(&shared.tables).map_err(TxError::Abort)?;
             // Every version readable was durable before it was installed.
@@ -458,7 +461,7 @@ impl<B: PmBackend> ZenWorker<B> {
                 shared.epochs.enter(self.id);
             }
             let before = self.tx.reclaimer.unlinked;
-            self.tx.reclaimer.run(&shared.tables, &shared.epochs, &ZenReclaimPolicy);
+            self.tx.reclaimer.run(&shared.tables, &shared.epochs, &ZenReclaimPolicy(&shared.cc));
             let unlinked = self.tx.reclaimer.unlinked - before;
             if unlinked > 0 {
                 shared.rows_unlinked.fetch_add(unlinked, Ordering::Relaxed);
@@ -471,8 +474,8 @@ impl<B: PmBackend> ZenWorker<B> {
 }
 
 impl<B: PmBackend> EngineWorker for ZenWorker<B> {
-    fn begin(&mut self, _read_only: bool) {
-        self.tx.clear();
+    fn begin(&mut self, _read_only: bool, attempt: u32) {
+        self.tx.begin(attempt);
         // The announcement's fence (`Epochs::enter`) also pairs with the
         // collector's fence of the heap's reclamation (`storage::zen::heap`).
         self.shared.epochs.enter(self.id);

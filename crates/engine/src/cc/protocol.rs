@@ -1,0 +1,164 @@
+//! Which concurrency-control protocol an engine runs ([`CcProtocol`], the
+//! `cc` engine option), and the per-engine state the protocols share
+//! ([`Concurrency`]): the serial-validation section of `occ` and the lock
+//! table of the two-phase-locking family.
+//!
+//! Every protocol is written once, in `cc::silo`'s transaction state
+//! (`OccTx`) and this module, over any row kind, so each runs on both
+//! storages (DRAM records and the Zen heap) under every durability scheme.
+
+use crate::cc::lock_table::LockTable;
+use crate::error::{DbError, DbResult};
+use parking_lot::{Mutex, MutexGuard};
+
+/// A concurrency-control protocol (the ten of the Zen paper's Fig. 22).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum CcProtocol {
+    /// Silo's OCC: lock the write set, validate the read and node sets,
+    /// install (the default; what every engine ran before protocols
+    /// became an option).
+    #[default]
+    Silo,
+    /// Kung-Robinson OCC with serial validation: validation and the write
+    /// phase of every transaction run in one global critical section.
+    Occ,
+    /// TicToc: data-driven commit timestamps (planned).
+    TicToc,
+    /// Two-phase locking; a conflict aborts the requester at once.
+    NoWait,
+    /// Two-phase locking; an older requester waits for younger holders, a
+    /// younger one aborts (dies) and retries with its original timestamp.
+    WaitDie,
+    /// Two-phase locking; requesters wait, and a requester whose wait would
+    /// close a cycle in the wait-for graph aborts.
+    DlDetect,
+    /// Timestamp-ordering MVCC (planned).
+    Mvcc,
+    /// Hekaton's optimistic MVCC (planned).
+    Hekaton,
+    /// Cicada-style MVCC, the Zen paper's own (planned).
+    Cicada,
+    /// H-Store partition locks (planned).
+    HStore,
+}
+
+impl CcProtocol {
+    /// Every protocol, built or planned.
+    pub const ALL: [CcProtocol; 10] = [
+        CcProtocol::Silo,
+        CcProtocol::Occ,
+        CcProtocol::TicToc,
+        CcProtocol::NoWait,
+        CcProtocol::WaitDie,
+        CcProtocol::DlDetect,
+        CcProtocol::Mvcc,
+        CcProtocol::Hekaton,
+        CcProtocol::Cicada,
+        CcProtocol::HStore,
+    ];
+
+    /// Stable name, as in `--engine zen:cc=NAME`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CcProtocol::Silo => "silo",
+            CcProtocol::Occ => "occ",
+            CcProtocol::TicToc => "tictoc",
+            CcProtocol::NoWait => "no-wait",
+            CcProtocol::WaitDie => "wait-die",
+            CcProtocol::DlDetect => "dl-detect",
+            CcProtocol::Mvcc => "mvcc",
+            CcProtocol::Hekaton => "hekaton",
+            CcProtocol::Cicada => "cicada",
+            CcProtocol::HStore => "hstore",
+        }
+    }
+
+    /// Parses a protocol name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|protocol| protocol.name() == name)
+    }
+
+    /// Whether this build implements the protocol.
+    pub fn is_built(self) -> bool {
+        matches!(
+            self,
+            CcProtocol::Silo | CcProtocol::Occ | CcProtocol::NoWait | CcProtocol::WaitDie | CcProtocol::DlDetect
+        )
+    }
+
+    /// The protocols this build implements.
+    pub fn built() -> impl Iterator<Item = CcProtocol> {
+        Self::ALL.into_iter().filter(|protocol| protocol.is_built())
+    }
+
+    /// Whether the protocol is one of the two-phase-locking family.
+    pub fn is_locking(self) -> bool {
+        matches!(self, CcProtocol::NoWait | CcProtocol::WaitDie | CcProtocol::DlDetect)
+    }
+
+    /// Refuses a protocol this build does not implement, or a worker count
+    /// the protocol cannot serve.
+    pub(crate) fn check(self, workers: usize) -> DbResult<()> {
+        if !self.is_built() {
+            let built: Vec<&str> = Self::built().map(CcProtocol::name).collect();
+            return Err(DbError::InvalidConfig(format!(
+                "cc={} is planned but not built yet; built protocols: {}",
+                self.name(),
+                built.join(", ")
+            )));
+        }
+        if self.is_locking() && workers > LockTable::MAX_WORKERS {
+            return Err(DbError::InvalidConfig(format!(
+                "cc={} keeps lock holders as a bit per worker and serves at most {} workers, got {workers}",
+                self.name(),
+                LockTable::MAX_WORKERS
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for CcProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One engine's concurrency-control state shared by its workers.
+pub(crate) struct Concurrency {
+    protocol: CcProtocol,
+    /// `occ`: the critical section of validation and write phase.
+    serial: Mutex<()>,
+    /// The two-phase-locking family's lock table.
+    locks: Option<LockTable>,
+}
+
+impl Concurrency {
+    /// The state of `protocol` for `workers` workers (checked by
+    /// [`CcProtocol::check`] when the options were validated).
+    pub(crate) fn new(protocol: CcProtocol, workers: usize) -> Self {
+        debug_assert!(protocol.check(workers).is_ok());
+        let locks = protocol.is_locking().then(|| LockTable::new(protocol, workers));
+        Self { protocol, serial: Mutex::new(()), locks }
+    }
+
+    /// The lock table (two-phase-locking protocols only).
+    pub(crate) fn locks(&self) -> Option<&LockTable> {
+        self.locks.as_ref()
+    }
+
+    /// `occ`'s critical section, held from validation to the end of the
+    /// write phase; `None` for every other protocol.
+    pub(crate) fn serial_section(&self) -> Option<MutexGuard<'_, ()>> {
+        (self.protocol == CcProtocol::Occ).then(|| self.serial.lock())
+    }
+
+    /// Whether reclamation may unlink `row` as far as concurrency control
+    /// is concerned: no transaction holds a lock that covers it (a locking
+    /// transaction's read of an absent row must stay valid without
+    /// validation).
+    pub(crate) fn may_unlink<R>(&self, row: &R) -> bool {
+        self.locks.as_ref().is_none_or(|locks| !locks.is_held(row as *const R as usize))
+    }
+}
