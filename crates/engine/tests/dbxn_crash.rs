@@ -22,7 +22,7 @@
 
 mod support;
 
-use pmtx_engine::{DbOptions, DbxnOptions, EngineKind, PoolLocation, TableSchema};
+use pmtx_engine::{CcProtocol, DbOptions, DbxnOptions, EngineKind, PoolLocation, TableSchema};
 use pmtx_pm::sim::{CapturePolicy, CrashState, ImageBudget};
 use pmtx_pm::PmOptions;
 use std::time::Duration;
@@ -46,8 +46,9 @@ fn tables() -> Vec<TableSchema> {
     vec![TableSchema::ordered("accounts").max_value_len(512), TableSchema::hashed("meta").max_value_len(16)]
 }
 
-fn options(engine: EngineKind, dbxn: DbxnOptions, seed: u64) -> DbOptions {
+fn options(engine: EngineKind, cc: CcProtocol, dbxn: DbxnOptions, seed: u64) -> DbOptions {
     let mut options = DbOptions::in_memory(engine, tables());
+    options.cc = cc;
     options.workers = WORKERS;
     options.pool = PoolLocation::InMemory { size: POOL_SIZE };
     options.chunk_size = CHUNK;
@@ -96,9 +97,9 @@ fn check_state(seed: u64, state: &DbState, acks: &Acks, event: u64) -> Result<()
     Ok(())
 }
 
-fn run_workload(engine: EngineKind, dbxn: DbxnOptions, seed: u64) -> (Vec<CrashState>, Acks, Vec<u8>) {
+fn run_workload(engine: EngineKind, cc: CcProtocol, dbxn: DbxnOptions, seed: u64) -> (Vec<CrashState>, Acks, Vec<u8>) {
     let model = model(seed);
-    let options = options(engine, dbxn, seed);
+    let options = options(engine, cc, dbxn, seed);
     let capture =
         CapturePolicy { every_nth: 4, random_per_million: 100_000, at_labels_only: false, max_states: 20_000 };
     let (pool, db, load) = model.create_loaded(options, capture, "meta", &[("meta", b"counter", &0u64.to_le_bytes())]);
@@ -132,16 +133,17 @@ fn run_workload(engine: EngineKind, dbxn: DbxnOptions, seed: u64) -> (Vec<CrashS
     (states, Acks::all_acknowledged(load, events), pool.backend().persisted_image())
 }
 
-fn crash_images_recover(engine: EngineKind, dbxn: DbxnOptions) {
-    let seed = support::seed(0xDB7_C4A5) ^ splitmix(engine.name().len() as u64 * 31 + dbxn.non_temporal as u64);
-    let name = format!("{engine} {dbxn:?}");
-    let (states, acks, final_image) = run_workload(engine, dbxn, seed);
+fn crash_images_recover(engine: EngineKind, cc: CcProtocol, dbxn: DbxnOptions) {
+    let seed = support::seed(0xDB7_C4A5)
+        ^ splitmix(engine.name().len() as u64 * 31 + dbxn.non_temporal as u64 + ((cc as u64) << 8));
+    let name = format!("{engine} cc={cc} {dbxn:?}");
+    let (states, acks, final_image) = run_workload(engine, cc, dbxn, seed);
     assert!(states.len() > STATES_CHECKED, "{name}: only {} crash states captured", states.len());
     // Evenly spread states over the run, always including the last.
     let stride = states.len() as f64 / STATES_CHECKED as f64;
     let picked: Vec<&CrashState> =
         (0..STATES_CHECKED).map(|i| &states[((i as f64 + 0.5) * stride) as usize]).chain(states.last()).collect();
-    let recovery = Recovery::records(options(engine, dbxn, seed));
+    let recovery = Recovery::records(options(engine, cc, dbxn, seed));
     let tally =
         recovery.check_images(&name, &picked, BUDGET, None, |state, event| check_state(seed, state, &acks, event));
     let state = recovery.recovered_state(&final_image, &format!("{name}: final image"));
@@ -152,23 +154,34 @@ fn crash_images_recover(engine: EngineKind, dbxn: DbxnOptions) {
 
 #[test]
 fn dbxn_crash_images_recover_acknowledged_commits() {
-    crash_images_recover(EngineKind::Dbxn, DbxnOptions::default());
+    crash_images_recover(EngineKind::Dbxn, CcProtocol::Silo, DbxnOptions::default());
 }
 
 #[test]
 fn dbxn_with_cached_unpadded_log_crash_images_recover() {
     crash_images_recover(
         EngineKind::Dbxn,
+        CcProtocol::Silo,
         DbxnOptions { non_temporal: false, pad_small_to_line: false, align_large_to_256: false },
     );
 }
 
 #[test]
 fn dbxn_nvm_crash_images_recover_acknowledged_commits() {
-    crash_images_recover(EngineKind::DbxnNvm, DbxnOptions::default());
+    crash_images_recover(EngineKind::DbxnNvm, CcProtocol::Silo, DbxnOptions::default());
 }
 
 #[test]
 fn dbx_naive_crash_images_recover_acknowledged_commits() {
-    crash_images_recover(EngineKind::DbxNaive, DbxnOptions::default());
+    crash_images_recover(EngineKind::DbxNaive, CcProtocol::Silo, DbxnOptions::default());
+}
+
+#[test]
+fn dbxn_under_wait_die_crash_images_recover_acknowledged_commits() {
+    crash_images_recover(EngineKind::Dbxn, CcProtocol::WaitDie, DbxnOptions::default());
+}
+
+#[test]
+fn dbxn_under_occ_crash_images_recover_acknowledged_commits() {
+    crash_images_recover(EngineKind::Dbxn, CcProtocol::Occ, DbxnOptions::default());
 }

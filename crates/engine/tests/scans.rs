@@ -14,19 +14,40 @@
 //!   promptly with `DbError::Closed` after `Database::crash`, and with its
 //!   commit durable after `Database::close`.
 
-use pmtx_engine::{Database, DbError, DbOptions, EngineKind, Outcome, ScanDirection, TableSchema};
+use pmtx_engine::{CcProtocol, Database, DbError, DbOptions, EngineKind, Outcome, ScanDirection, TableSchema};
 use rand::{Rng, SeedableRng};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-fn options(engine: EngineKind) -> DbOptions {
-    DbOptions::in_memory(engine, vec![TableSchema::ordered("items").max_value_len(16), TableSchema::hashed("meta")])
+/// An engine with the concurrency-control protocol it runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Case(EngineKind, CcProtocol);
+
+impl From<EngineKind> for Case {
+    fn from(engine: EngineKind) -> Self {
+        Case(engine, CcProtocol::Silo)
+    }
+}
+
+impl std::fmt::Display for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:cc={}", self.0, self.1)
+    }
+}
+
+fn options(engine: Case) -> DbOptions {
+    let mut options = DbOptions::in_memory(
+        engine.0,
+        vec![TableSchema::ordered("items").max_value_len(16), TableSchema::hashed("meta")],
+    );
+    options.cc = engine.1;
+    options
 }
 
 /// T1's limited scan with a delete of k2 committed inside its visitor.
-fn limited_scan_sees_a_serial_order(engine: EngineKind, direction: ScanDirection) {
+fn limited_scan_sees_a_serial_order(engine: Case, direction: ScanDirection) {
     let db = Database::open(options(engine)).unwrap();
     let items = db.table_id("items").unwrap();
     let mut loader = db.worker(0).unwrap();
@@ -68,7 +89,7 @@ fn limited_scan_sees_a_serial_order(engine: EngineKind, direction: ScanDirection
 /// Writers keep `meta.count` equal to the rows of `items`; readers check a
 /// full scan, limited scans from a random bound in both directions and the
 /// count against each other, after each committed transaction.
-fn scans_agree_with_a_maintained_count(engine: EngineKind) {
+fn scans_agree_with_a_maintained_count(engine: Case) {
     const KEYS: u64 = 12;
     const WRITERS: usize = 2;
     const READERS: usize = 2;
@@ -80,7 +101,7 @@ fn scans_agree_with_a_maintained_count(engine: EngineKind) {
     let db = Arc::new(Database::open(opts).unwrap());
     let items = db.table_id("items").unwrap();
     let meta = db.table_id("meta").unwrap();
-    let seed = 0x5CA4_u64 ^ engine as u64;
+    let seed = 0x5CA4_u64 ^ engine.0 as u64 ^ ((engine.1 as u64) << 8);
     let key = |k: u64| k.to_be_bytes();
     db.worker(0).unwrap().run(|tx| tx.put(meta, b"count", &0u64.to_le_bytes())).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -182,7 +203,7 @@ fn scans_agree_with_a_maintained_count(engine: EngineKind) {
 /// A thread inside `run`, waiting for durability, returns promptly when
 /// another thread crashes the database (group commit with a long epoch
 /// never acknowledges meanwhile); every engine returns from `run` at all.
-fn waiting_calls_end_when_crashed(engine: EngineKind) {
+fn waiting_calls_end_when_crashed(engine: Case) {
     let mut opts = options(engine);
     opts.epoch_interval = Duration::from_secs(30);
     let db = Arc::new(Database::open(opts).unwrap());
@@ -201,7 +222,7 @@ fn waiting_calls_end_when_crashed(engine: EngineKind) {
     db.crash().unwrap();
     let (result, _) = waiter.join().unwrap();
     assert!(crashed_at.elapsed() < Duration::from_secs(5), "{engine}: the waiter returned promptly");
-    if engine == EngineKind::GroupCommit {
+    if engine.0 == EngineKind::GroupCommit {
         assert!(matches!(result, Err(DbError::Closed)), "{engine}: {result:?}");
     } else {
         // Synchronous and log-free engines acknowledge at commit.
@@ -210,7 +231,7 @@ fn waiting_calls_end_when_crashed(engine: EngineKind) {
 }
 
 /// A clean close makes the waited-for commit durable: the waiter returns Ok.
-fn waiting_calls_end_when_closed(engine: EngineKind) {
+fn waiting_calls_end_when_closed(engine: Case) {
     let mut opts = options(engine);
     opts.epoch_interval = Duration::from_secs(30);
     let db = Database::open(opts).unwrap();
@@ -229,23 +250,23 @@ macro_rules! per_engine {
             use super::*;
             #[test]
             fn limited_scan_forward() {
-                limited_scan_sees_a_serial_order($engine, ScanDirection::Forward);
+                limited_scan_sees_a_serial_order($engine.into(), ScanDirection::Forward);
             }
             #[test]
             fn limited_scan_reverse() {
-                limited_scan_sees_a_serial_order($engine, ScanDirection::Reverse);
+                limited_scan_sees_a_serial_order($engine.into(), ScanDirection::Reverse);
             }
             #[test]
             fn scans_agree_with_a_maintained_count() {
-                super::scans_agree_with_a_maintained_count($engine);
+                super::scans_agree_with_a_maintained_count($engine.into());
             }
             #[test]
             fn waiting_calls_end_when_crashed() {
-                super::waiting_calls_end_when_crashed($engine);
+                super::waiting_calls_end_when_crashed($engine.into());
             }
             #[test]
             fn waiting_calls_end_when_closed() {
-                super::waiting_calls_end_when_closed($engine);
+                super::waiting_calls_end_when_closed($engine.into());
             }
         }
     )*};
@@ -259,4 +280,16 @@ per_engine! {
     dbx_naive: EngineKind::DbxNaive;
     zen: EngineKind::Zen;
     zen_naive_alloc: EngineKind::ZenNaiveAlloc;
+    // Every other protocol on DRAM records, a durable DRAM engine and Zen.
+    occ_dram: Case(EngineKind::Silo, CcProtocol::Occ);
+    occ_zen: Case(EngineKind::Zen, CcProtocol::Occ);
+    no_wait_dram: Case(EngineKind::Silo, CcProtocol::NoWait);
+    no_wait_durable: Case(EngineKind::GroupCommit, CcProtocol::NoWait);
+    no_wait_zen: Case(EngineKind::Zen, CcProtocol::NoWait);
+    wait_die_dram: Case(EngineKind::Silo, CcProtocol::WaitDie);
+    wait_die_durable: Case(EngineKind::Dbxn, CcProtocol::WaitDie);
+    wait_die_zen: Case(EngineKind::Zen, CcProtocol::WaitDie);
+    dl_detect_dram: Case(EngineKind::Silo, CcProtocol::DlDetect);
+    dl_detect_durable: Case(EngineKind::GroupCommit, CcProtocol::DlDetect);
+    dl_detect_zen: Case(EngineKind::Zen, CcProtocol::DlDetect);
 }

@@ -31,7 +31,7 @@
 
 mod support;
 
-use pmtx_engine::{DbOptions, EngineKind, Outcome, PoolLocation, TableSchema, ZenOptions};
+use pmtx_engine::{CcProtocol, DbOptions, EngineKind, Outcome, PoolLocation, TableSchema, ZenOptions};
 use pmtx_pm::sim::{CapturePolicy, CrashState};
 use pmtx_pm::PmOptions;
 use std::collections::BTreeMap;
@@ -62,8 +62,9 @@ fn tables() -> Vec<TableSchema> {
     ]
 }
 
-fn options(engine: EngineKind, seed: u64) -> DbOptions {
+fn options(engine: EngineKind, cc: CcProtocol, seed: u64) -> DbOptions {
     let mut options = DbOptions::in_memory(engine, tables());
+    options.cc = cc;
     options.workers = WORKERS;
     options.pool = PoolLocation::InMemory { size: POOL_SIZE };
     options.chunk_size = pmtx_pm::layout::MIN_CHUNK_SIZE;
@@ -134,9 +135,13 @@ fn check_state(seed: u64, state: &DbState, acks: &Acks, event: u64) -> Result<()
     Ok(())
 }
 
-fn run_workload(engine: EngineKind, seed: u64) -> (Vec<CrashState>, Acks, Vec<u8>, pmtx_engine::EngineStats) {
+fn run_workload(
+    engine: EngineKind,
+    cc: CcProtocol,
+    seed: u64,
+) -> (Vec<CrashState>, Acks, Vec<u8>, pmtx_engine::EngineStats) {
     let model = model(seed);
-    let options = options(engine, seed);
+    let options = options(engine, cc, seed);
     let capture = CapturePolicy { every_nth: 4, random_per_million: 100_000, at_labels_only: false, max_states: 6_000 };
     let (pool, db, load) = model.create_loaded(options, capture, "seq", &[("ctr", CTR_KEY, &0u64.to_le_bytes())]);
     let accounts = db.table_id("accounts").unwrap();
@@ -177,11 +182,11 @@ fn run_workload(engine: EngineKind, seed: u64) -> (Vec<CrashState>, Acks, Vec<u8
     (states, Acks::all_acknowledged(load, events), pool.backend().persisted_image(), stats)
 }
 
-fn crash_images_recover_acknowledged_prefixes(engine: EngineKind, default_seed: u64) {
+fn crash_images_recover_acknowledged_prefixes(engine: EngineKind, cc: CcProtocol, default_seed: u64) {
     let seed = support::seed(default_seed);
-    eprintln!("zen_crash ({engine}): seed {seed:#x} (set PMTX_CRASH_SEED to replay)");
+    eprintln!("zen_crash ({engine}, cc={cc}): seed {seed:#x} (set PMTX_CRASH_SEED to replay)");
     let started = Instant::now();
-    let (states, acks, final_image, stats) = run_workload(engine, seed);
+    let (states, acks, final_image, stats) = run_workload(engine, cc, seed);
     let captured = states.len();
     assert!(stats.heap_sweeps > 0, "seed {seed:#x}: no tombstone sweep ran: {stats:?}");
     assert!(states.iter().any(|s| s.label.contains("before LP")), "no LP crash point captured");
@@ -194,7 +199,7 @@ fn crash_images_recover_acknowledged_prefixes(engine: EngineKind, default_seed: 
         budget: RECOVERY_BUDGET,
         first_depth: 2,
     };
-    let recovery = Recovery::transactional(options(engine, seed), hashed_keys());
+    let recovery = Recovery::transactional(options(engine, cc, seed), hashed_keys());
     let tally = recovery.check_images(&format!("{engine}"), &picked, RUN_BUDGET, Some(&during), |state, event| {
         check_state(seed, state, &acks, event)
     });
@@ -220,10 +225,20 @@ fn crash_images_recover_acknowledged_prefixes(engine: EngineKind, default_seed: 
 
 #[test]
 fn zen_crash_images_recover_acknowledged_prefixes() {
-    crash_images_recover_acknowledged_prefixes(EngineKind::Zen, 0x2E40_C0DE);
+    crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::Silo, 0x2E40_C0DE);
 }
 
 #[test]
 fn zen_naive_alloc_crash_images_recover_acknowledged_prefixes() {
-    crash_images_recover_acknowledged_prefixes(EngineKind::ZenNaiveAlloc, 0x2E40_0A11);
+    crash_images_recover_acknowledged_prefixes(EngineKind::ZenNaiveAlloc, CcProtocol::Silo, 0x2E40_0A11);
+}
+
+#[test]
+fn zen_under_no_wait_crash_images_recover_acknowledged_prefixes() {
+    crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::NoWait, 0x2E40_2B1);
+}
+
+#[test]
+fn zen_under_dl_detect_crash_images_recover_acknowledged_prefixes() {
+    crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::DlDetect, 0x2E40_D1D);
 }
