@@ -235,10 +235,10 @@ fn zen_naive_alloc_crash_images_recover_acknowledged_prefixes() {
 
 #[test]
 fn zen_under_no_wait_crash_images_recover_acknowledged_prefixes() {
-    crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::NoWait, 0x2E40_2B1);
+    crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::NoWait, 0x2E40_02B1);
 }
 
 #[test]
 fn zen_under_dl_detect_crash_images_recover_acknowledged_prefixes() {
-    crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::DlDetect, 0x2E40_D1D);
+    crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::DlDetect, 0x2E40_0D1D);
 }
