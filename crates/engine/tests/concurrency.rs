@@ -477,6 +477,9 @@ macro_rules! for_each_protocol {
             mod occ_dram { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Silo, pmtx_engine::CcProtocol::Occ)) })* }
             mod occ_durable { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::GroupCommit, pmtx_engine::CcProtocol::Occ)) })* }
             mod occ_zen { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Zen, pmtx_engine::CcProtocol::Occ)) })* }
+            mod tictoc_dram { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Silo, pmtx_engine::CcProtocol::TicToc)) })* }
+            mod tictoc_durable { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Dbxn, pmtx_engine::CcProtocol::TicToc)) })* }
+            mod tictoc_zen { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Zen, pmtx_engine::CcProtocol::TicToc)) })* }
             mod no_wait_dram { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Silo, pmtx_engine::CcProtocol::NoWait)) })* }
             mod no_wait_durable { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Dbxn, pmtx_engine::CcProtocol::NoWait)) })* }
             mod no_wait_zen { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Zen, pmtx_engine::CcProtocol::NoWait)) })* }

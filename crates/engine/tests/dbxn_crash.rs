@@ -182,6 +182,11 @@ fn dbxn_under_wait_die_crash_images_recover_acknowledged_commits() {
 }
 
 #[test]
+fn dbxn_under_tictoc_crash_images_recover_acknowledged_commits() {
+    crash_images_recover(EngineKind::Dbxn, CcProtocol::TicToc, DbxnOptions::default());
+}
+
+#[test]
 fn dbxn_under_occ_crash_images_recover_acknowledged_commits() {
     crash_images_recover(EngineKind::Dbxn, CcProtocol::Occ, DbxnOptions::default());
 }

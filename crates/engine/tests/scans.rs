@@ -283,6 +283,9 @@ per_engine! {
     // Every other protocol on DRAM records, a durable DRAM engine and Zen.
     occ_dram: Case(EngineKind::Silo, CcProtocol::Occ);
     occ_zen: Case(EngineKind::Zen, CcProtocol::Occ);
+    tictoc_dram: Case(EngineKind::Silo, CcProtocol::TicToc);
+    tictoc_durable: Case(EngineKind::GroupCommit, CcProtocol::TicToc);
+    tictoc_zen: Case(EngineKind::Zen, CcProtocol::TicToc);
     no_wait_dram: Case(EngineKind::Silo, CcProtocol::NoWait);
     no_wait_durable: Case(EngineKind::GroupCommit, CcProtocol::NoWait);
     no_wait_zen: Case(EngineKind::Zen, CcProtocol::NoWait);

@@ -239,6 +239,11 @@ fn zen_under_no_wait_crash_images_recover_acknowledged_prefixes() {
 }
 
 #[test]
+fn zen_under_tictoc_crash_images_recover_acknowledged_prefixes() {
+    crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::TicToc, 0x2E40_71C7);
+}
+
+#[test]
 fn zen_under_dl_detect_crash_images_recover_acknowledged_prefixes() {
     crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::DlDetect, 0x2E40_0D1D);
 }

@@ -10,5 +10,6 @@ pub(crate) mod lock_table;
 pub(crate) mod position_index;
 pub mod protocol;
 pub mod silo;
+pub(crate) mod tictoc;
 
 pub use protocol::CcProtocol;

@@ -8,6 +8,7 @@
 //! storages (DRAM records and the Zen heap) under every durability scheme.
 
 use crate::cc::lock_table::LockTable;
+use crate::cc::tictoc::ReadTimestamps;
 use crate::error::{DbError, DbResult};
 use parking_lot::{Mutex, MutexGuard};
 
@@ -23,7 +24,8 @@ pub enum CcProtocol {
     /// Kung-Robinson OCC with serial validation: validation and the write
     /// phase of every transaction run in one global critical section.
     Occ,
-    /// TicToc: data-driven commit timestamps (planned).
+    /// TicToc: a commit timestamp chosen from the versions accessed, reads
+    /// validated against (and extending) each version's read timestamp.
     TicToc,
     /// Two-phase locking; a conflict aborts the requester at once.
     NoWait,
@@ -83,7 +85,12 @@ impl CcProtocol {
     pub fn is_built(self) -> bool {
         matches!(
             self,
-            CcProtocol::Silo | CcProtocol::Occ | CcProtocol::NoWait | CcProtocol::WaitDie | CcProtocol::DlDetect
+            CcProtocol::Silo
+                | CcProtocol::Occ
+                | CcProtocol::TicToc
+                | CcProtocol::NoWait
+                | CcProtocol::WaitDie
+                | CcProtocol::DlDetect
         )
     }
 
@@ -132,6 +139,8 @@ pub(crate) struct Concurrency {
     serial: Mutex<()>,
     /// The two-phase-locking family's lock table.
     locks: Option<LockTable>,
+    /// TicToc's read timestamps.
+    read_timestamps: Option<ReadTimestamps>,
 }
 
 impl Concurrency {
@@ -140,7 +149,13 @@ impl Concurrency {
     pub(crate) fn new(protocol: CcProtocol, workers: usize) -> Self {
         debug_assert!(protocol.check(workers).is_ok());
         let locks = protocol.is_locking().then(|| LockTable::new(protocol, workers));
-        Self { protocol, serial: Mutex::new(()), locks }
+        let read_timestamps = (protocol == CcProtocol::TicToc).then(ReadTimestamps::new);
+        Self { protocol, serial: Mutex::new(()), locks, read_timestamps }
+    }
+
+    /// TicToc's read timestamps (`tictoc` only).
+    pub(crate) fn read_timestamps(&self) -> Option<&ReadTimestamps> {
+        self.read_timestamps.as_ref()
     }
 
     /// The lock table (two-phase-locking protocols only).

@@ -723,8 +723,85 @@ impl<R: RowKind> OccTx<R> {
         }
     }
 
-    /// Validates the read set and the node set.
+    /// Validates a read-only attempt (the protocol's read-set check and the
+    /// node set).
     pub(crate) fn validate(&self, tables: &[Table<R>]) -> Result<(), AbortReason> {
+        match self.cc.read_timestamps() {
+            // TicToc: a reader commits at the newest version it read.
+            Some(read_timestamps) => {
+                self.validate_tictoc(read_timestamps, self.max_read_tid())?;
+                self.validate_leaves(tables)
+            }
+            None => self.validate_silo(tables),
+        }
+    }
+
+    /// Validates a writing attempt whose write set is locked and picks its
+    /// TID: above `max_locked_tid` (the TIDs of the rows it overwrites) and
+    /// `floor` (the worker's last), and at least the first TID of `epoch`
+    /// (the durability schemes order and acknowledge by it).
+    pub(crate) fn validate_and_stamp(
+        &self,
+        tables: &[Table<R>],
+        max_locked_tid: u64,
+        floor: u64,
+        epoch: u64,
+    ) -> Result<u64, AbortReason> {
+        let Some(read_timestamps) = self.cc.read_timestamps() else {
+            self.validate_silo(tables)?;
+            return Ok(self.commit_tid(max_locked_tid, floor, epoch));
+        };
+        // TicToc: above the rts of every row overwritten, at least the wts
+        // of every row read. The floors keep what the logs and Zen's
+        // heap need, so a commit cannot move into an older epoch.
+        let mut ts = (floor + 1).max(record::first_tid_of_epoch(epoch)).max(self.max_read_tid());
+        for entry in self.writes.entries() {
+            let wts = record::tid_of(entry.locked_word);
+            ts = ts.max(read_timestamps.rts(entry.row.as_ptr() as usize, wts) + 1);
+        }
+        debug_assert!(ts > max_locked_tid && ts < record::MAX_TID);
+        self.validate_tictoc(read_timestamps, ts)?;
+        self.validate_leaves(tables)?;
+        Ok(ts)
+    }
+
+    /// TicToc's read validation at timestamp `ts`: each version read must
+    /// still be the row's, and valid at `ts` — already (its rts reaches
+    /// `ts`), or by extending its rts while nobody else holds the row.
+    fn validate_tictoc(&self, read_timestamps: &crate::cc::tictoc::ReadTimestamps, ts: u64) -> Result<(), AbortReason> {
+        for read in &self.reads {
+            // SAFETY: see WriteEntry::row.
+            let row = unsafe { &*read.row };
+            let current = row.word();
+            if current & !LOCKED != read.word {
+                if current & !LOCKED == read.word | UNPERSISTED {
+                    return Err(AbortReason::NotYetDurable);
+                }
+                return Err(AbortReason::ReadValidation);
+            }
+            let address = read.row as usize;
+            if read_timestamps.rts(address, record::tid_of(read.word)) >= ts {
+                continue;
+            }
+            if current & LOCKED != 0 {
+                if self.writes.find(read.row).is_some() {
+                    continue; // our own lock: we overwrite it at ts anyway
+                }
+                return Err(AbortReason::ReadValidation);
+            }
+            read_timestamps.extend(address, ts);
+            // IMPORTANT: re-read after the extension (module docs of
+            // `cc::tictoc`): a writer that locked meanwhile is seen here,
+            // one that locks later sees the extended rts.
+            if row.word() != current {
+                return Err(AbortReason::ReadValidation);
+            }
+        }
+        Ok(())
+    }
+
+    /// Silo's validation of the read set and the node set.
+    fn validate_silo(&self, tables: &[Table<R>]) -> Result<(), AbortReason> {
         // Under 2PL every row read is still share-locked (and reclamation
         // leaves locked rows alone): only the node set needs checking.
         let reads: &[ReadEntry<R>] = if self.cc.locks().is_some() { &[] } else { &self.reads };
@@ -742,6 +819,11 @@ impl<R: RowKind> OccTx<R> {
                 return Err(AbortReason::ReadValidation);
             }
         }
+        self.validate_leaves(tables)
+    }
+
+    /// The node set: every scanned leaf still has the version seen.
+    fn validate_leaves(&self, tables: &[Table<R>]) -> Result<(), AbortReason> {
         for entry in &self.leaves {
             if !tables[entry.table.0 as usize].validate_leaf(&entry.leaf) {
                 return Err(AbortReason::NodeValidation);

@@ -309,13 +309,15 @@ impl<L: CommitLog> OccWorker<L> {
         let max_locked = self.tx.lock_writes().map_err(TxError::Abort)?;
         // 2. Serialization point.
         let epoch = shared.epochs.global();
-        // 3. Validate.
-        if let Err(reason) = self.tx.validate(&shared.tables) {
-            self.tx.release(self.tx.writes.len());
-            return Err(TxError::Abort(reason));
-        }
-        // 4. TID.
-        let tid = self.tx.commit_tid(max_locked, self.last_tid, epoch);
+        // 3.-4. Validate and pick the TID (one step: TicToc validates at the
+        //    TID it picks).
+        let tid = match self.tx.validate_and_stamp(&shared.tables, max_locked, self.last_tid, epoch) {
+            Ok(tid) => tid,
+            Err(reason) => {
+                self.tx.release(self.tx.writes.len());
+                return Err(TxError::Abort(reason));
+            }
+        };
         debug_assert!(record::epoch_of_tid(tid) >= epoch);
         // 5. Log, where the policy's stage says, and 6. install and unlock.
         let mut ticket = None;

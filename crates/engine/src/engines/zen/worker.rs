@@ -268,12 +268,14 @@ impl<B: PmBackend> ZenWorker<B> {
             }
         };
         let epoch = shared.epochs.global();
-        if let Err(reason) = self.tx.validate(&shared.tables) {
-            self.tx.release(self.tx.writes.len());
-            self.unreserve_all(&mut state);
-            return Err(TxError::Abort(reason));
-        }
-        let cts = self.tx.commit_tid(max_locked, state.last_cts, epoch);
+        let cts = match self.tx.validate_and_stamp(&shared.tables, max_locked, state.last_cts, epoch) {
+            Ok(cts) => cts,
+            Err(reason) => {
+                self.tx.release(self.tx.writes.len());
+                self.unreserve_all(&mut state);
+                return Err(TxError::Abort(reason));
+            }
+        };
         debug_assert!(cts > state.last_cts && cts & heap::LP_BIT == 0);
         // 4. Persist (Algorithm 1).
         let lp_slot = self.persist(&shared, &mut state, cts);

@@ -1,0 +1,73 @@
+//! TicToc's read timestamps (`cc=tictoc`; Yu et al., SIGMOD 2016).
+//!
+//! TicToc gives every version a validity interval `[wts, rts]`: `wts` is
+//! the TID of the writer (the row's word already holds it) and `rts` the
+//! latest timestamp at which a transaction has read it. A committing
+//! transaction picks the smallest timestamp its accesses allow (above the
+//! `rts` of every row it overwrites, at least the `wts` of every row it
+//! read) and validates a read by checking that the version it read is still
+//! valid at that timestamp, extending the version's `rts` when needed.
+//!
+//! Here `rts` lives beside the rows, in a fixed array of words indexed by a
+//! hash of the row's address (as the lock table): the storages keep their
+//! row layout, and both run the protocol unchanged. A stripe holds the
+//! largest `rts` of all its rows, so a row's `rts` is over-estimated, never
+//! under-estimated: a writer may pick a larger timestamp than it needs, and
+//! a reader may skip an extension, both of which stay correct. A row's
+//! effective `rts` is `max(stripe, wts)`.
+//!
+//! The race between an extension and a writer is closed by order: the
+//! reader raises the stripe, then re-reads the row's word and finds it
+//! unchanged and unlocked; a writer locks the word, then reads the stripe.
+//! Either the reader sees the lock (and aborts) or the writer sees the
+//! raised `rts` (and commits above it). Both sides use sequentially
+//! consistent operations for that.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Stripes (8 MiB of words).
+const STRIPES: usize = 1 << 20;
+
+/// The striped `rts` of every row.
+pub(crate) struct ReadTimestamps {
+    words: Box<[AtomicU64]>,
+}
+
+fn stripe_of(address: usize) -> usize {
+    let hash = (address as u64 >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (hash >> (64 - STRIPES.trailing_zeros())) as usize
+}
+
+impl ReadTimestamps {
+    pub(crate) fn new() -> Self {
+        Self { words: (0..STRIPES).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    /// The effective `rts` of the row at `address` whose version has `wts`.
+    #[inline]
+    pub(crate) fn rts(&self, address: usize, wts: u64) -> u64 {
+        self.words[stripe_of(address)].load(Ordering::SeqCst).max(wts)
+    }
+
+    /// Raises the `rts` of the row at `address` to at least `ts`.
+    #[inline]
+    pub(crate) fn extend(&self, address: usize, ts: u64) {
+        self.words[stripe_of(address)].fetch_max(ts, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rts_is_at_least_wts_and_only_grows() {
+        let table = ReadTimestamps::new();
+        assert_eq!(table.rts(0x1000, 7), 7);
+        table.extend(0x1000, 12);
+        assert_eq!(table.rts(0x1000, 7), 12);
+        table.extend(0x1000, 9);
+        assert_eq!(table.rts(0x1000, 7), 12, "an extension never lowers rts");
+        assert_eq!(table.rts(0x1000, 20), 20, "a newer version's wts counts");
+    }
+}
