@@ -30,7 +30,11 @@
 //!   Waits only go from older to younger: no cycle can form.
 //! * `dl-detect`: the requester publishes whom it waits for (a mask per
 //!   worker) and follows the wait-for edges from there; reaching itself
-//!   means its wait closes a cycle, and it aborts.
+//!   means its wait closes a cycle. The youngest member of the cycle (by
+//!   the timestamps wait-die uses, kept across retries) is the victim: a
+//!   requester that finds a younger member keeps waiting for that one to
+//!   find the cycle and abort. So a long transaction (an audit
+//!   scanning every row) cannot be chosen again and again: it only ages.
 //!
 //! Every wait is also bounded in time ([`MAX_WAIT`]): a waiting worker
 //! stays announced in its epoch, and group commit waits for it.
@@ -190,14 +194,40 @@ impl LockTable {
             }
             CcProtocol::DlDetect => {
                 self.waits_for[worker].store(others, Ordering::SeqCst);
-                if self.reaches(others, worker) {
-                    Err(AbortReason::Deadlock)
-                } else {
+                if !self.reaches(others, worker) {
+                    return Ok(());
+                }
+                // On a cycle: the members are the workers this one reaches
+                // that reach it back. The youngest of them aborts.
+                let mine = self.timestamps[worker].load(Ordering::Acquire);
+                let reachable = self.reachable(others);
+                let younger_member = holders(reachable & !(1 << worker)).any(|member| {
+                    self.timestamps[member].load(Ordering::Acquire) > mine
+                        && self.reaches(self.waits_for[member].load(Ordering::SeqCst), worker)
+                });
+                if younger_member {
                     Ok(())
+                } else {
+                    Err(AbortReason::Deadlock)
                 }
             }
             other => unreachable!("{other} takes no locks"),
         }
+    }
+
+    /// Every worker reachable over wait-for edges from `start` (inclusive).
+    fn reachable(&self, start: u64) -> u64 {
+        let mut visited = 0u64;
+        let mut frontier = start;
+        while frontier != 0 {
+            visited |= frontier;
+            let mut next = 0u64;
+            for worker in holders(frontier) {
+                next |= self.waits_for[worker].load(Ordering::SeqCst);
+            }
+            frontier = next & !visited;
+        }
+        visited
     }
 
     /// Whether following wait-for edges from `start` reaches `target`.
@@ -361,9 +391,16 @@ mod tests {
         locks.acquire(&mut b, 0x5000, true).unwrap();
         // a waits for b (no cycle yet)...
         assert!(locks.may_wait(0, 1 << 1).is_ok());
-        // ...so b waiting for a closes one.
+        // ...so b waiting for a closes one, and b, the younger, aborts.
         assert_eq!(locks.acquire(&mut b, 0x4000, true), Err(AbortReason::Deadlock));
+        // The other way round: b waits first; a, the older, closes the cycle
+        // but keeps waiting for the younger b to abort.
         locks.waits_for[0].store(0, Ordering::SeqCst);
+        assert!(locks.may_wait(1, 1 << 0).is_ok());
+        assert!(locks.may_wait(0, 1 << 1).is_ok(), "the older member is not the victim");
+        assert_eq!(locks.may_wait(1, 1 << 0), Err(AbortReason::Deadlock), "the younger member is");
+        locks.waits_for[0].store(0, Ordering::SeqCst);
+        locks.waits_for[1].store(0, Ordering::SeqCst);
         locks.release_all(&mut a);
         locks.release_all(&mut b);
     }
