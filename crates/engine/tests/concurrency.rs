@@ -480,6 +480,10 @@ macro_rules! for_each_protocol {
             mod tictoc_dram { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Silo, pmtx_engine::CcProtocol::TicToc)) })* }
             mod tictoc_durable { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Dbxn, pmtx_engine::CcProtocol::TicToc)) })* }
             mod tictoc_zen { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Zen, pmtx_engine::CcProtocol::TicToc)) })* }
+            mod hekaton_dram { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Silo, pmtx_engine::CcProtocol::Hekaton)) })* }
+            mod hekaton_durable { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::GroupCommit, pmtx_engine::CcProtocol::Hekaton)) })* }
+            mod hekaton_dbxn { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Dbxn, pmtx_engine::CcProtocol::Hekaton)) })* }
+            mod hekaton_zen { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Zen, pmtx_engine::CcProtocol::Hekaton)) })* }
             mod no_wait_dram { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Silo, pmtx_engine::CcProtocol::NoWait)) })* }
             mod no_wait_durable { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Dbxn, pmtx_engine::CcProtocol::NoWait)) })* }
             mod no_wait_zen { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Zen, pmtx_engine::CcProtocol::NoWait)) })* }
@@ -501,6 +505,67 @@ for_each_protocol!(
     large_transactions_read_their_own_writes,
     bad_input_is_typed
 );
+
+/// A multi-version reader sees its snapshot: a transfer that commits while
+/// an audit is half-way through neither shows in the audit nor aborts it.
+fn snapshot_reads_do_not_abort(engine: EngineKind) {
+    let db = open(Setup::cc(engine, CcProtocol::Hekaton));
+    load(&db);
+    let accounts = db.table_id("accounts").unwrap();
+    let mut auditor = db.worker(0).unwrap();
+    let mut transfer = db.worker(1).unwrap();
+    let mut moved = false;
+    let finished = auditor
+        .run_read_only(|tx| {
+            let mut total = 0;
+            for account in 0..ACCOUNTS {
+                total += balance(&tx.get(accounts, &key(account))?.unwrap());
+                if account == ACCOUNTS / 2 && !moved {
+                    moved = true;
+                    // Move 100 from an account read to one not yet read.
+                    let (outcome, _) = transfer
+                        .run_pipelined(0, false, |tx2| {
+                            let from = balance(&tx2.get(accounts, &key(0))?.unwrap());
+                            let to = balance(&tx2.get(accounts, &key(ACCOUNTS - 1))?.unwrap());
+                            tx2.put(accounts, &key(0), &(from - 100).to_le_bytes())?;
+                            tx2.put(accounts, &key(ACCOUNTS - 1), &(to + 100).to_le_bytes())?;
+                            Ok(())
+                        })
+                        .unwrap();
+                    assert!(matches!(outcome, Outcome::Committed(())), "{engine}: the transfer commits");
+                }
+            }
+            Ok(total)
+        })
+        .unwrap();
+    assert_eq!(finished.attempts, 1, "{engine}: a snapshot reader never aborts");
+    assert_eq!(finished.committed(), Some(ACCOUNTS * INITIAL), "{engine}: the audit saw its snapshot");
+    transfer.wait_all_acknowledged(|_, _| {}).unwrap();
+    // A new transaction sees the transfer.
+    let last = worker_get(&db, ACCOUNTS - 1);
+    assert_eq!(last, INITIAL + 100, "{engine}: the transfer is visible afterwards");
+}
+
+fn worker_get(db: &Database, account: u64) -> u64 {
+    let accounts = db.table_id("accounts").unwrap();
+    let mut worker = db.worker(2).unwrap();
+    worker.run(|tx| Ok(balance(&tx.get(accounts, &key(account))?.unwrap()))).unwrap().committed().unwrap()
+}
+
+#[test]
+fn snapshot_reads_do_not_abort_on_dram() {
+    snapshot_reads_do_not_abort(EngineKind::Silo);
+}
+
+#[test]
+fn snapshot_reads_do_not_abort_on_group_commit() {
+    snapshot_reads_do_not_abort(EngineKind::GroupCommit);
+}
+
+#[test]
+fn snapshot_reads_do_not_abort_on_zen() {
+    snapshot_reads_do_not_abort(EngineKind::Zen);
+}
 
 /// Planned protocols are refused with a message that lists the built ones,
 /// and the locking protocols refuse more workers than a lock word names.

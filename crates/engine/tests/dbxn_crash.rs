@@ -187,6 +187,11 @@ fn dbxn_under_tictoc_crash_images_recover_acknowledged_commits() {
 }
 
 #[test]
+fn dbxn_under_hekaton_crash_images_recover_acknowledged_commits() {
+    crash_images_recover(EngineKind::Dbxn, CcProtocol::Hekaton, DbxnOptions::default());
+}
+
+#[test]
 fn dbxn_under_occ_crash_images_recover_acknowledged_commits() {
     crash_images_recover(EngineKind::Dbxn, CcProtocol::Occ, DbxnOptions::default());
 }

@@ -244,6 +244,11 @@ fn zen_under_tictoc_crash_images_recover_acknowledged_prefixes() {
 }
 
 #[test]
+fn zen_under_hekaton_crash_images_recover_acknowledged_prefixes() {
+    crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::Hekaton, 0x2E40_4E4A);
+}
+
+#[test]
 fn zen_under_dl_detect_crash_images_recover_acknowledged_prefixes() {
     crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::DlDetect, 0x2E40_0D1D);
 }

@@ -11,5 +11,6 @@ pub(crate) mod position_index;
 pub mod protocol;
 pub mod silo;
 pub(crate) mod tictoc;
+pub(crate) mod versions;
 
 pub use protocol::CcProtocol;

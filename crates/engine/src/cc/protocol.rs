@@ -9,6 +9,7 @@
 
 use crate::cc::lock_table::LockTable;
 use crate::cc::tictoc::ReadTimestamps;
+use crate::cc::versions::VersionStore;
 use crate::error::{DbError, DbResult};
 use parking_lot::{Mutex, MutexGuard};
 
@@ -37,7 +38,9 @@ pub enum CcProtocol {
     DlDetect,
     /// Timestamp-ordering MVCC (planned).
     Mvcc,
-    /// Hekaton's optimistic MVCC (planned).
+    /// Hekaton's optimistic MVCC: reads at a snapshot taken at begin (older
+    /// versions kept beside the rows), a writer validates its reads at
+    /// commit; read-only transactions never abort.
     Hekaton,
     /// Cicada-style MVCC, the Zen paper's own (planned).
     Cicada,
@@ -91,7 +94,13 @@ impl CcProtocol {
                 | CcProtocol::NoWait
                 | CcProtocol::WaitDie
                 | CcProtocol::DlDetect
+                | CcProtocol::Hekaton
         )
+    }
+
+    /// Whether the protocol reads older versions at a snapshot.
+    pub fn is_multiversion(self) -> bool {
+        matches!(self, CcProtocol::Mvcc | CcProtocol::Hekaton | CcProtocol::Cicada)
     }
 
     /// The protocols this build implements.
@@ -141,6 +150,8 @@ pub(crate) struct Concurrency {
     locks: Option<LockTable>,
     /// TicToc's read timestamps.
     read_timestamps: Option<ReadTimestamps>,
+    /// The multi-version protocols' older versions and snapshots.
+    versions: Option<VersionStore>,
 }
 
 impl Concurrency {
@@ -150,7 +161,32 @@ impl Concurrency {
         debug_assert!(protocol.check(workers).is_ok());
         let locks = protocol.is_locking().then(|| LockTable::new(protocol, workers));
         let read_timestamps = (protocol == CcProtocol::TicToc).then(ReadTimestamps::new);
-        Self { protocol, serial: Mutex::new(()), locks, read_timestamps }
+        let versions = protocol.is_multiversion().then(|| VersionStore::new(workers));
+        Self { protocol, serial: Mutex::new(()), locks, read_timestamps, versions }
+    }
+
+    /// The state of `protocol` over tables that recovery filled: snapshots
+    /// must start above every recovered version, or a first snapshot would
+    /// see none of them.
+    pub(crate) fn after_recovery<R: crate::storage::record::RowKind>(
+        protocol: CcProtocol,
+        workers: usize,
+        tables: &[crate::storage::table::Table<R>],
+    ) -> Self {
+        let concurrency = Self::new(protocol, workers);
+        if let Some(versions) = &concurrency.versions {
+            let mut newest = 0;
+            for table in tables {
+                table.for_each_row(|_, row| newest = newest.max(crate::storage::record::tid_of(row.word())));
+            }
+            versions.commit_tid(newest);
+        }
+        concurrency
+    }
+
+    /// The version store (multi-version protocols only).
+    pub(crate) fn versions(&self) -> Option<&VersionStore> {
+        self.versions.as_ref()
     }
 
     /// TicToc's read timestamps (`tictoc` only).
@@ -173,7 +209,18 @@ impl Concurrency {
     /// is concerned: no transaction holds a lock that covers it (a locking
     /// transaction's read of an absent row must stay valid without
     /// validation).
-    pub(crate) fn may_unlink<R>(&self, row: &R) -> bool {
+    /// A multi-version protocol also keeps a deleted row while a snapshot
+    /// older than its delete (`tid`) may read it.
+    pub(crate) fn may_unlink<R>(&self, row: &R, tid: u64) -> bool {
         self.locks.as_ref().is_none_or(|locks| !locks.is_held(row as *const R as usize))
+            && self.versions.as_ref().is_none_or(|versions| tid < versions.oldest_snapshot())
+    }
+
+    /// Reclamation unlinked `row`: its older versions go (its address may
+    /// be reused by another row).
+    pub(crate) fn unlinked<R>(&self, row: &R) {
+        if let Some(versions) = &self.versions {
+            versions.forget(row as *const R as usize);
+        }
     }
 }

@@ -49,6 +49,7 @@
 use crate::cc::lock_table::HeldLocks;
 use crate::cc::position_index::PositionIndex;
 use crate::cc::protocol::Concurrency;
+use crate::cc::versions::{OlderVersion, VersionQueue};
 use crate::engine::{ScanRequest, WriteOp};
 use crate::error::{AbortReason, DbError, TxError, TxResult};
 use crate::index::{LeafChange, ScanDirection};
@@ -274,6 +275,11 @@ pub(crate) struct OccTx<R: RowKind> {
     cc: Arc<Concurrency>,
     /// Locks held (two-phase-locking protocols).
     held: HeldLocks,
+    worker: usize,
+    /// The attempt's snapshot (multi-version protocols).
+    snapshot: u64,
+    /// Versions this worker kept, until no snapshot needs them.
+    version_queue: VersionQueue,
     reads: Vec<ReadEntry<R>>,
     read_positions: PositionIndex,
     /// The buffered writes.
@@ -297,6 +303,9 @@ impl<R: RowKind> OccTx<R> {
         Self {
             cc,
             held: HeldLocks::new(worker),
+            worker,
+            snapshot: u64::MAX,
+            version_queue: VersionQueue::default(),
             reads: Vec::new(),
             read_positions: PositionIndex::default(),
             writes: WriteSet::default(),
@@ -321,12 +330,36 @@ impl<R: RowKind> OccTx<R> {
         if let Some(locks) = self.cc.locks() {
             locks.begin(&self.held, attempt <= 1);
         }
+        if let Some(versions) = self.cc.versions() {
+            self.snapshot = versions.begin(self.worker);
+        }
     }
 
-    /// Forgets the attempt (keeps the buffers), releasing its locks.
+    /// Whether commits must keep the versions they replace
+    /// ([`OccTx::preserve_version`]).
+    pub(crate) fn keeps_versions(&self) -> bool {
+        self.cc.versions().is_some()
+    }
+
+    /// Keeps the version of `row` (locked by this commit, `locked_word`,
+    /// value `old` when present) that the commit at `tid` replaces.
+    pub(crate) fn preserve_version(&mut self, row: &R, locked_word: u64, old: Option<&[u8]>, tid: u64) {
+        if let Some(versions) = self.cc.versions() {
+            let old = if locked_word & ABSENT == 0 { old } else { None };
+            debug_assert!(locked_word & ABSENT != 0 || old.is_some(), "a present version has a value");
+            versions.preserve(&mut self.version_queue, row as *const R as usize, record::tid_of(locked_word), old, tid);
+        }
+    }
+
+    /// Forgets the attempt (keeps the buffers), releasing its locks and
+    /// its snapshot.
     pub(crate) fn clear(&mut self) {
         if let Some(locks) = self.cc.locks() {
             locks.release_all(&mut self.held);
+        }
+        if let Some(versions) = self.cc.versions() {
+            versions.end(self.worker);
+            versions.collect(&mut self.version_queue);
         }
         self.reads.clear();
         self.read_positions.clear();
@@ -425,6 +458,18 @@ impl<R: RowKind> OccTx<R> {
         let word = store.read(row, out).map_err(TxError::Abort)?;
         if word == REMOVED {
             return Ok(Seen::Removed);
+        }
+        if let Some(versions) = self.cc.versions() {
+            if record::tid_of(word) > self.snapshot {
+                // Newer than the snapshot: the version valid at it, from
+                // the row's chain (or none: the key was absent then).
+                let (wts, present) = match versions.read(row as *const R as usize, self.snapshot, out) {
+                    OlderVersion::Found { wts, present } => (wts, present),
+                    OlderVersion::None => (0, false),
+                };
+                self.note_read(row, record::word_of(wts, if present { 0 } else { ABSENT }));
+                return Ok(if present { Seen::Present } else { Seen::Absent });
+            }
         }
         self.note_read(row, word);
         Ok(if word & ABSENT == 0 { Seen::Present } else { Seen::Absent })
@@ -585,8 +630,13 @@ impl<R: RowKind> OccTx<R> {
 
     /// 2PL: the exclusive lock of a row about to be written (an upgrade of
     /// the shared lock its read took).
+    /// Multi-version: a row with a version newer than the snapshot cannot
+    /// be written (the first writer wins).
     #[inline]
     fn lock_for_write(&mut self, row: &R) -> TxResult<()> {
+        if self.cc.versions().is_some() && record::tid_of(row.word()) > self.snapshot {
+            return Err(TxError::Abort(AbortReason::WriteLock));
+        }
         match self.cc.locks() {
             Some(locks) => locks.acquire(&mut self.held, row as *const R as usize, true).map_err(TxError::Abort),
             None => Ok(()),
@@ -726,6 +776,18 @@ impl<R: RowKind> OccTx<R> {
     /// Validates a read-only attempt (the protocol's read-set check and the
     /// node set).
     pub(crate) fn validate(&self, tables: &[Table<R>]) -> Result<(), AbortReason> {
+        if self.cc.versions().is_some() {
+            // A consistent snapshot needs no validation, but a version read
+            // whose log is not yet durable (DBXN's odd version) must become
+            // durable before the reader acknowledges.
+            for read in &self.reads {
+                // SAFETY: see WriteEntry::row.
+                if unsafe { &*read.row }.word() & !LOCKED == read.word | UNPERSISTED {
+                    return Err(AbortReason::NotYetDurable);
+                }
+            }
+            return Ok(());
+        }
         match self.cc.read_timestamps() {
             // TicToc: a reader commits at the newest version it read.
             Some(read_timestamps) => {
@@ -749,7 +811,9 @@ impl<R: RowKind> OccTx<R> {
     ) -> Result<u64, AbortReason> {
         let Some(read_timestamps) = self.cc.read_timestamps() else {
             self.validate_silo(tables)?;
-            return Ok(self.commit_tid(max_locked_tid, floor, epoch));
+            let tid = self.commit_tid(max_locked_tid, floor, epoch);
+            // Multi-version: above every commit so far too (snapshots).
+            return Ok(self.cc.versions().map_or(tid, |versions| versions.commit_tid(tid)));
         };
         // TicToc: above the rts of every row overwritten, at least the wts
         // of every row read. The floors keep what the logs and Zen's

@@ -42,7 +42,7 @@ impl<L: EnginePolicy> OccEngine<L> {
             .collect::<DbResult<Vec<_>>>()?;
         policy.recover(&tables, &epochs)?;
         let shared = Arc::new(OccShared {
-            cc: Arc::new(Concurrency::new(options.cc, options.workers)),
+            cc: Arc::new(Concurrency::after_recovery(options.cc, options.workers, &tables)),
             tables,
             epochs,
             log: policy,
@@ -256,7 +256,10 @@ struct LogReclaimPolicy<'a, L: CommitLog>(&'a L, &'a Concurrency);
 
 impl<L: CommitLog> ReclaimPolicy<Record> for LogReclaimPolicy<'_, L> {
     fn may_unlink(&self, row: &Record, word: u64) -> bool {
-        self.0.delete_is_durable(record::tid_of(word)) && self.1.may_unlink(row)
+        self.0.delete_is_durable(record::tid_of(word)) && self.1.may_unlink(row, record::tid_of(word))
+    }
+    fn unlinked(&self, row: &Record) {
+        self.1.unlinked(row);
     }
 }
 
@@ -330,7 +333,7 @@ impl<L: CommitLog> OccWorker<L> {
                 }
             }
         }
-        self.install();
+        self.install(tid);
         if L::STAGE == CommitStage::LogAfterInstallLocked {
             ticket = Some(self.append_after_install(tid));
         }
@@ -357,15 +360,19 @@ impl<L: CommitLog> OccWorker<L> {
     /// secondary indexes while the rows are still locked, so a secondary
     /// scan that misses an entry sees the leaf version change (a phantom)
     /// or meets the locked row; never a committed row it cannot find.
-    fn install(&mut self) {
+    fn install(&mut self, tid: u64) {
         let shared = &*self.shared;
         let retired = &mut self.retired;
         let mut old = Vec::new();
+        let keeps_versions = self.tx.keeps_versions();
         for index in 0..self.tx.writes.len() {
             let entry = &self.tx.writes.entries()[index];
-            let row = entry.row();
+            // SAFETY: see `WriteEntry::row`; the reference does not borrow
+            // the transaction state, which keeps the replaced version.
+            let row: &Record = unsafe { &*(entry.row() as *const Record) };
+            let locked_word = entry.locked_word;
             let has_secondaries = !shared.tables[entry.table.0 as usize].schema().secondaries.is_empty();
-            let current = if has_secondaries && entry.locked_word & ABSENT == 0 {
+            let current = if (has_secondaries || keeps_versions) && locked_word & ABSENT == 0 {
                 // Locked by us: the value is stable.
                 row.read_locked(&mut old);
                 Some(old.as_slice())
@@ -375,6 +382,7 @@ impl<L: CommitLog> OccWorker<L> {
             if has_secondaries {
                 self.tx.maintain_secondaries(&shared.tables, index, current);
             }
+            self.tx.preserve_version(row, locked_word, current, tid);
             row.set_value_locked(self.tx.writes.value(index), &mut |value| retired.push(value));
         }
     }

@@ -387,6 +387,8 @@ unsafe impl<R> Send for RowPtr<R> {}
 pub(crate) trait ReclaimPolicy<R> {
     /// See the trait docs.
     fn may_unlink(&self, row: &R, word: u64) -> bool;
+    /// Called after `row` was unlinked (and marked `REMOVED`).
+    fn unlinked(&self, _row: &R) {}
 }
 
 /// Rows examined per call of [`RowReclaimer::run`].
@@ -471,6 +473,7 @@ impl<R: RowKind> RowReclaimer<R> {
                 // IMPORTANT: REMOVED differs from every word a reader of the
                 // row can hold, so each of them fails validation.
                 row_ref.store_word(REMOVED);
+                policy.unlinked(row_ref);
                 unlinked.push(row);
             } else {
                 row_ref.unlock();

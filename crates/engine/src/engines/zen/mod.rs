@@ -156,7 +156,7 @@ impl<B: PmBackend> ZenEngine<B> {
         epochs.raise(first_epoch);
         let region_budget = options.zen.cache_bytes / options.workers as u64;
         let shared = Arc::new(ZenShared {
-            cc: Arc::new(Concurrency::new(options.cc, options.workers)),
+            cc: Arc::new(Concurrency::after_recovery(options.cc, options.workers, &tables)),
             pool,
             tables,
             metas,

@@ -168,11 +168,14 @@ fn retire_cached<B: PmBackend>(shared: &ZenShared<B>, entry: NonNull<Cached>, dr
 struct ZenReclaimPolicy<'a>(&'a Concurrency);
 
 impl ReclaimPolicy<Row> for ZenReclaimPolicy<'_> {
-    fn may_unlink(&self, row: &Row, _word: u64) -> bool {
+    fn may_unlink(&self, row: &Row, word: u64) -> bool {
         // IMPORTANT: pairs with the fence in `ZenStore::fill` (the row is
         // locked by the caller).
         fence(Ordering::SeqCst);
-        row.slot() == 0 && !row.referenced() && self.0.may_unlink(row)
+        row.slot() == 0 && !row.referenced() && self.0.may_unlink(row, record::tid_of(word))
+    }
+    fn unlinked(&self, row: &Row) {
+        self.0.unlinked(row);
     }
 }
 
@@ -288,14 +291,18 @@ impl<B: PmBackend> ZenWorker<B> {
             // SAFETY: see `WriteEntry::row`; the reference does not borrow
             // the write set, which `maintain_secondaries` reads.
             let row: &Row = unsafe { &*(entry.row() as *const Row) };
-            if !shared.tables[table.0 as usize].schema().secondaries.is_empty() {
+            let has_secondaries = !shared.tables[table.0 as usize].schema().secondaries.is_empty();
+            if has_secondaries || self.tx.keeps_versions() {
                 let current = if locked_word & ABSENT == 0 {
                     self.read_locked(row, locked_word);
                     Some(self.old_value.as_slice())
                 } else {
                     None
                 };
-                self.tx.maintain_secondaries(&shared.tables, index, current);
+                if has_secondaries {
+                    self.tx.maintain_secondaries(&shared.tables, index, current);
+                }
+                self.tx.preserve_version(row, locked_word, current, cts);
             }
             let reserved = self.reserved[index];
             if reserved.slot == 0 {

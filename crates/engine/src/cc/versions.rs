@@ -1,0 +1,251 @@
+//! Older versions of rows for the multi-version protocols (`cc=hekaton`):
+//! snapshots, the version chains beside the rows, and their collection.
+//!
+//! # Timestamps and snapshots
+//!
+//! One engine-wide clock orders commits: a writing transaction picks its
+//! TID after it has locked its write set (Silo's rule and the durability
+//! floors, and above the clock), then raises the clock to it. A transaction
+//! starts by taking the clock as its snapshot `s`. Whatever committed with
+//! a TID at most `s` had all its rows locked before `s` was taken, so a
+//! read either finds the row's new version or waits for its lock; whatever
+//! commits later gets a TID above `s`. So the versions with TIDs up to `s`
+//! form a consistent snapshot.
+//!
+//! # Versions
+//!
+//! A row keeps only its newest version in its storage (DRAM record or Zen
+//! tuple). When a commit replaces it (under the row's lock), the version
+//! replaced goes into the row's chain here with its validity interval
+//! `[wts, end)`, `end` being the new TID. A brand-new row's first version
+//! replaces nothing (a placeholder that never held a value is not kept): a
+//! read at a snapshot older than every version of the row finds no version
+//! and sees the key absent, which it was. A read at snapshot `s` takes the
+//! row's current version when its TID is at most `s`, else the chain's
+//! version valid at `s`.
+//!
+//! Chains live in sharded maps keyed by the row's address; a row's chain is
+//! dropped when reclamation unlinks the row (the address may be reused), and
+//! reclamation unlinks a deleted row only once no snapshot is older than its
+//! delete.
+//!
+//! # Collection
+//!
+//! Each worker announces its snapshot while a transaction runs. A version
+//! whose `end` is at most the oldest announced snapshot (or the clock, with
+//! none announced) is needed by nobody; the worker that made it drops it
+//! later. The announcement closes the race with a collector by re-reading
+//! the clock after publishing: a collector reads the clock before the
+//! announcements, so it either sees this snapshot or read a clock value no
+//! larger than it.
+
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Shards of the chain maps.
+const SHARDS: usize = 64;
+
+/// A worker with no transaction announces this.
+const IDLE: u64 = u64::MAX;
+
+/// One older version of a row.
+struct Version {
+    wts: u64,
+    /// The TID of the version that replaced it.
+    end: u64,
+    /// `None`: the row was absent (deleted) in this version.
+    value: Option<Box<[u8]>>,
+}
+
+/// Chains by row address.
+type Chains = HashMap<usize, Vec<Version>>;
+
+/// The version store of one engine.
+pub(crate) struct VersionStore {
+    clock: CachePadded<AtomicU64>,
+    snapshots: Box<[CachePadded<AtomicU64>]>,
+    shards: Box<[Mutex<Chains>]>,
+}
+
+/// What a snapshot read of a row's chain found.
+pub(crate) enum OlderVersion {
+    /// The version valid at the snapshot: its TID, and whether it held a
+    /// value (copied into the caller's buffer).
+    Found { wts: u64, present: bool },
+    /// No version of the row is as old as the snapshot: the key was absent.
+    None,
+}
+
+/// A worker's versions waiting to be dropped: (row address, end).
+#[derive(Default)]
+pub(crate) struct VersionQueue {
+    queued: VecDeque<(usize, u64)>,
+}
+
+fn shard_of(address: usize) -> usize {
+    ((address as u64 >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize % SHARDS
+}
+
+impl VersionStore {
+    pub(crate) fn new(workers: usize) -> Self {
+        Self {
+            clock: CachePadded::new(AtomicU64::new(0)),
+            snapshots: (0..workers).map(|_| CachePadded::new(AtomicU64::new(IDLE))).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+
+    /// Announces and returns `worker`'s snapshot (module docs).
+    pub(crate) fn begin(&self, worker: usize) -> u64 {
+        loop {
+            let snapshot = self.clock.load(Ordering::SeqCst);
+            self.snapshots[worker].store(snapshot, Ordering::SeqCst);
+            if self.clock.load(Ordering::SeqCst) == snapshot {
+                return snapshot;
+            }
+        }
+    }
+
+    /// `worker` has no transaction running.
+    pub(crate) fn end(&self, worker: usize) {
+        self.snapshots[worker].store(IDLE, Ordering::Release);
+    }
+
+    /// A TID above every commit so far and at least `tid`; raises the clock
+    /// to it (the caller holds its write set's locks).
+    pub(crate) fn commit_tid(&self, tid: u64) -> u64 {
+        let above_clock = self.clock.load(Ordering::SeqCst) + 1;
+        let tid = tid.max(above_clock);
+        self.clock.fetch_max(tid, Ordering::SeqCst);
+        tid
+    }
+
+    /// The oldest snapshot any transaction may still read at.
+    pub(crate) fn oldest_snapshot(&self) -> u64 {
+        // IMPORTANT: the clock first (module docs).
+        let clock = self.clock.load(Ordering::SeqCst);
+        self.snapshots.iter().map(|snapshot| snapshot.load(Ordering::SeqCst)).fold(clock, u64::min)
+    }
+
+    /// Keeps the version a commit at `end` replaces in the row at
+    /// `address` (the caller holds the row's lock): its TID `wts` and its
+    /// value (`None`: absent). A placeholder that never held a value
+    /// (`wts == 0`) is not kept.
+    pub(crate) fn preserve(&self, queue: &mut VersionQueue, address: usize, wts: u64, value: Option<&[u8]>, end: u64) {
+        if wts == 0 && value.is_none() {
+            return;
+        }
+        debug_assert!(wts < end);
+        let version = Version { wts, end, value: value.map(Box::from) };
+        self.shards[shard_of(address)].lock().entry(address).or_default().push(version);
+        queue.queued.push_back((address, end));
+    }
+
+    /// The version of the row at `address` valid at `snapshot`, its value
+    /// copied into `out`.
+    pub(crate) fn read(&self, address: usize, snapshot: u64, out: &mut Vec<u8>) -> OlderVersion {
+        out.clear();
+        let shard = self.shards[shard_of(address)].lock();
+        let Some(chain) = shard.get(&address) else { return OlderVersion::None };
+        match chain.iter().find(|version| version.wts <= snapshot && snapshot < version.end) {
+            Some(version) => {
+                if let Some(value) = &version.value {
+                    out.extend_from_slice(value);
+                }
+                OlderVersion::Found { wts: version.wts, present: version.value.is_some() }
+            }
+            None => OlderVersion::None,
+        }
+    }
+
+    /// Drops the chain of a row that reclamation unlinked.
+    pub(crate) fn forget(&self, address: usize) {
+        self.shards[shard_of(address)].lock().remove(&address);
+    }
+
+    /// Drops the versions of `queue` that no snapshot can read any more.
+    pub(crate) fn collect(&self, queue: &mut VersionQueue) {
+        if queue.queued.is_empty() {
+            return;
+        }
+        let oldest = self.oldest_snapshot();
+        while let Some(&(address, end)) = queue.queued.front() {
+            if end > oldest {
+                break;
+            }
+            queue.queued.pop_front();
+            let mut shard = self.shards[shard_of(address)].lock();
+            if let Some(chain) = shard.get_mut(&address) {
+                chain.retain(|version| version.end > oldest);
+                if chain.is_empty() {
+                    shard.remove(&address);
+                }
+            }
+        }
+    }
+
+    /// Versions kept (statistics, tests).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|shard| shard.lock().values().map(Vec::len).sum::<usize>()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_reads_the_version_valid_at_it() {
+        let store = VersionStore::new(2);
+        let mut queue = VersionQueue::default();
+        let mut out = Vec::new();
+        // Row 0x100: v1 at 5, replaced at 9 by v2, deleted at 12.
+        store.preserve(&mut queue, 0x100, 5, Some(b"v1"), 9);
+        store.preserve(&mut queue, 0x100, 9, Some(b"v2"), 12);
+        assert!(matches!(store.read(0x100, 4, &mut out), OlderVersion::None), "older than every version");
+        assert!(matches!(store.read(0x100, 5, &mut out), OlderVersion::Found { wts: 5, present: true }));
+        assert_eq!(out, b"v1");
+        assert!(matches!(store.read(0x100, 11, &mut out), OlderVersion::Found { wts: 9, present: true }));
+        assert_eq!(out, b"v2");
+        // A never-written placeholder is not kept; a deleted version is.
+        store.preserve(&mut queue, 0x200, 0, None, 7);
+        assert!(matches!(store.read(0x200, 6, &mut out), OlderVersion::None));
+        store.preserve(&mut queue, 0x300, 3, None, 8);
+        assert!(matches!(store.read(0x300, 6, &mut out), OlderVersion::Found { wts: 3, present: false }));
+        assert_eq!(store.len(), 3);
+    }
+
+    #[test]
+    fn collection_keeps_what_an_announced_snapshot_needs() {
+        let store = VersionStore::new(2);
+        let mut queue = VersionQueue::default();
+        let mut out = Vec::new();
+        let old = store.begin(0);
+        let tid = store.commit_tid(1);
+        store.preserve(&mut queue, 0x100, 0, Some(b"a"), tid);
+        let newer = store.commit_tid(1);
+        store.preserve(&mut queue, 0x100, tid, Some(b"b"), newer);
+        store.collect(&mut queue);
+        // Worker 0's snapshot predates both replacements: both stay.
+        assert_eq!(store.len(), 2);
+        assert!(matches!(store.read(0x100, old, &mut out), OlderVersion::Found { present: true, .. }));
+        store.end(0);
+        store.collect(&mut queue);
+        assert_eq!(store.len(), 0, "no snapshot left that needs them");
+        store.preserve(&mut queue, 0x400, 2, Some(b"x"), newer + 1);
+        store.forget(0x400);
+        assert_eq!(store.len(), 0);
+    }
+
+    #[test]
+    fn commit_tids_grow_past_the_clock_and_the_floor() {
+        let store = VersionStore::new(1);
+        let first = store.commit_tid(10);
+        assert_eq!(first, 10);
+        assert_eq!(store.commit_tid(3), 11, "above every earlier commit");
+        assert_eq!(store.begin(0), 11);
+    }
+}
