@@ -31,11 +31,15 @@ pub enum AbortReason {
     Deadlock,
     /// A lock wait passed its time bound.
     LockTimeout,
+    /// Timestamp ordering refused an access: a transaction with a later
+    /// timestamp already read or wrote the row, or the transaction's
+    /// timestamp fell out of the current epoch.
+    TimestampOrder,
 }
 
 impl AbortReason {
     /// Every reason, for reports.
-    pub const ALL: [AbortReason; 9] = [
+    pub const ALL: [AbortReason; 10] = [
         AbortReason::ReadValidation,
         AbortReason::NodeValidation,
         AbortReason::WriteLock,
@@ -45,6 +49,7 @@ impl AbortReason {
         AbortReason::UnstableRead,
         AbortReason::Deadlock,
         AbortReason::LockTimeout,
+        AbortReason::TimestampOrder,
     ];
 
     /// Stable short name.
@@ -59,6 +64,7 @@ impl AbortReason {
             AbortReason::UnstableRead => "unstable_read",
             AbortReason::Deadlock => "deadlock",
             AbortReason::LockTimeout => "lock_timeout",
+            AbortReason::TimestampOrder => "timestamp_order",
         }
     }
 

@@ -192,6 +192,16 @@ fn dbxn_under_hekaton_crash_images_recover_acknowledged_commits() {
 }
 
 #[test]
+fn dbxn_under_mvcc_crash_images_recover_acknowledged_commits() {
+    crash_images_recover(EngineKind::Dbxn, CcProtocol::Mvcc, DbxnOptions::default());
+}
+
+#[test]
+fn dbxn_under_cicada_crash_images_recover_acknowledged_commits() {
+    crash_images_recover(EngineKind::Dbxn, CcProtocol::Cicada, DbxnOptions::default());
+}
+
+#[test]
 fn dbxn_under_occ_crash_images_recover_acknowledged_commits() {
     crash_images_recover(EngineKind::Dbxn, CcProtocol::Occ, DbxnOptions::default());
 }

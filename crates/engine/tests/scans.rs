@@ -296,6 +296,12 @@ per_engine! {
     hekaton_dram: Case(EngineKind::Silo, CcProtocol::Hekaton);
     hekaton_durable: Case(EngineKind::Dbxn, CcProtocol::Hekaton);
     hekaton_zen: Case(EngineKind::Zen, CcProtocol::Hekaton);
+    mvcc_dram: Case(EngineKind::Silo, CcProtocol::Mvcc);
+    mvcc_durable: Case(EngineKind::GroupCommit, CcProtocol::Mvcc);
+    mvcc_zen: Case(EngineKind::Zen, CcProtocol::Mvcc);
+    cicada_dram: Case(EngineKind::Silo, CcProtocol::Cicada);
+    cicada_durable: Case(EngineKind::Dbxn, CcProtocol::Cicada);
+    cicada_zen: Case(EngineKind::Zen, CcProtocol::Cicada);
     no_wait_dram: Case(EngineKind::Silo, CcProtocol::NoWait);
     no_wait_durable: Case(EngineKind::GroupCommit, CcProtocol::NoWait);
     no_wait_zen: Case(EngineKind::Zen, CcProtocol::NoWait);

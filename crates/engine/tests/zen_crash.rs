@@ -249,6 +249,16 @@ fn zen_under_hekaton_crash_images_recover_acknowledged_prefixes() {
 }
 
 #[test]
+fn zen_under_cicada_crash_images_recover_acknowledged_prefixes() {
+    crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::Cicada, 0x2E40_C1CA);
+}
+
+#[test]
+fn zen_under_mvcc_crash_images_recover_acknowledged_prefixes() {
+    crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::Mvcc, 0x2E40_3CC0);
+}
+
+#[test]
 fn zen_under_dl_detect_crash_images_recover_acknowledged_prefixes() {
     crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::DlDetect, 0x2E40_0D1D);
 }

@@ -36,13 +36,19 @@ pub enum CcProtocol {
     /// Two-phase locking; requesters wait, and a requester whose wait would
     /// close a cycle in the wait-for graph aborts.
     DlDetect,
-    /// Timestamp-ordering MVCC (planned).
+    /// Timestamp-ordering MVCC: a timestamp at begin, reads at it (older
+    /// versions kept beside the rows) that raise each row's read timestamp
+    /// at once, writes refused when a later transaction read or wrote the
+    /// row.
     Mvcc,
     /// Hekaton's optimistic MVCC: reads at a snapshot taken at begin (older
     /// versions kept beside the rows), a writer validates its reads at
     /// commit; read-only transactions never abort.
     Hekaton,
-    /// Cicada-style MVCC, the Zen paper's own (planned).
+    /// Cicada-style MVCC, the Zen paper's own: a timestamp at begin, reads
+    /// at it without shared writes, and at commit a check that every
+    /// version read is still the one valid at the timestamp, extending its
+    /// read timestamp (Cicada's read validation and rts update).
     Cicada,
     /// H-Store partition locks (planned).
     HStore,
@@ -95,7 +101,15 @@ impl CcProtocol {
                 | CcProtocol::WaitDie
                 | CcProtocol::DlDetect
                 | CcProtocol::Hekaton
+                | CcProtocol::Mvcc
+                | CcProtocol::Cicada
         )
+    }
+
+    /// Whether a transaction reads and commits at a timestamp taken at
+    /// begin (timestamp ordering).
+    pub fn is_timestamp_ordered(self) -> bool {
+        matches!(self, CcProtocol::Mvcc | CcProtocol::Cicada)
     }
 
     /// Whether the protocol reads older versions at a snapshot.
@@ -160,7 +174,8 @@ impl Concurrency {
     pub(crate) fn new(protocol: CcProtocol, workers: usize) -> Self {
         debug_assert!(protocol.check(workers).is_ok());
         let locks = protocol.is_locking().then(|| LockTable::new(protocol, workers));
-        let read_timestamps = (protocol == CcProtocol::TicToc).then(ReadTimestamps::new);
+        let read_timestamps =
+            matches!(protocol, CcProtocol::TicToc | CcProtocol::Mvcc | CcProtocol::Cicada).then(ReadTimestamps::new);
         let versions = protocol.is_multiversion().then(|| VersionStore::new(workers));
         Self { protocol, serial: Mutex::new(()), locks, read_timestamps, versions }
     }
@@ -182,6 +197,11 @@ impl Concurrency {
             versions.commit_tid(newest);
         }
         concurrency
+    }
+
+    /// The protocol.
+    pub(crate) fn protocol(&self) -> CcProtocol {
+        self.protocol
     }
 
     /// The version store (multi-version protocols only).

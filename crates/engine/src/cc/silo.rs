@@ -48,7 +48,7 @@
 
 use crate::cc::lock_table::HeldLocks;
 use crate::cc::position_index::PositionIndex;
-use crate::cc::protocol::Concurrency;
+use crate::cc::protocol::{CcProtocol, Concurrency};
 use crate::cc::versions::{OlderVersion, VersionQueue};
 use crate::engine::{ScanRequest, WriteOp};
 use crate::error::{AbortReason, DbError, TxError, TxResult};
@@ -324,14 +324,21 @@ pub(crate) fn table_of<R: RowKind>(tables: &[Table<R>], id: TableId) -> TxResult
 }
 
 impl<R: RowKind> OccTx<R> {
-    /// Starts attempt number `attempt` (1 for a new transaction).
-    pub(crate) fn begin(&mut self, attempt: u32) {
+    /// Starts attempt number `attempt` (1 for a new transaction) in the
+    /// worker's announced `epoch`.
+    pub(crate) fn begin(&mut self, attempt: u32, epoch: u64) {
         self.clear();
         if let Some(locks) = self.cc.locks() {
             locks.begin(&self.held, attempt <= 1);
         }
         if let Some(versions) = self.cc.versions() {
-            self.snapshot = versions.begin(self.worker);
+            self.snapshot = if self.cc.protocol().is_timestamp_ordered() {
+                // The commit's TID too: it must lie in the epoch the
+                // transaction commits in (`validate_and_stamp`).
+                versions.begin_timestamp(self.worker, record::first_tid_of_epoch(epoch))
+            } else {
+                versions.begin(self.worker)
+            };
         }
     }
 
@@ -454,6 +461,14 @@ impl<R: RowKind> OccTx<R> {
             // 2PL: the shared lock comes first, so the value read stays the
             // committed one until the attempt ends.
             locks.acquire(&mut self.held, row as *const R as usize, false).map_err(TxError::Abort)?;
+        }
+        if self.cc.protocol() == CcProtocol::Mvcc {
+            // Timestamp ordering: the read timestamp first, then the read; a
+            // writer locks, then checks it (the order of `cc::tictoc`), so
+            // no writer below this timestamp installs under the read.
+            if let Some(read_timestamps) = self.cc.read_timestamps() {
+                read_timestamps.extend(row as *const R as usize, self.snapshot);
+            }
         }
         let word = store.read(row, out).map_err(TxError::Abort)?;
         if word == REMOVED {
@@ -637,6 +652,13 @@ impl<R: RowKind> OccTx<R> {
         if self.cc.versions().is_some() && record::tid_of(row.word()) > self.snapshot {
             return Err(TxError::Abort(AbortReason::WriteLock));
         }
+        if self.cc.protocol().is_timestamp_ordered() {
+            let read_timestamps = self.cc.read_timestamps().expect("timestamp ordering keeps read timestamps");
+            if read_timestamps.rts(row as *const R as usize, record::tid_of(row.word())) > self.snapshot {
+                // A later transaction read the version this write replaces.
+                return Err(TxError::Abort(AbortReason::TimestampOrder));
+            }
+        }
         match self.cc.locks() {
             Some(locks) => locks.acquire(&mut self.held, row as *const R as usize, true).map_err(TxError::Abort),
             None => Ok(()),
@@ -777,16 +799,18 @@ impl<R: RowKind> OccTx<R> {
     /// node set).
     pub(crate) fn validate(&self, tables: &[Table<R>]) -> Result<(), AbortReason> {
         if self.cc.versions().is_some() {
-            // A consistent snapshot needs no validation, but a version read
-            // whose log is not yet durable (DBXN's odd version) must become
-            // durable before the reader acknowledges.
-            for read in &self.reads {
-                // SAFETY: see WriteEntry::row.
-                if unsafe { &*read.row }.word() & !LOCKED == read.word | UNPERSISTED {
-                    return Err(AbortReason::NotYetDurable);
+            self.check_reads_durable()?;
+            return match self.cc.protocol() {
+                // A snapshot below every later commit needs nothing else.
+                CcProtocol::Hekaton => Ok(()),
+                // A timestamp can lie below a concurrent writer's: ranges
+                // are checked for phantoms, and Cicada checks its reads.
+                CcProtocol::Cicada => {
+                    self.validate_at_timestamp(self.snapshot)?;
+                    self.validate_leaves(tables)
                 }
-            }
-            return Ok(());
+                _ => self.validate_leaves(tables),
+            };
         }
         match self.cc.read_timestamps() {
             // TicToc: a reader commits at the newest version it read.
@@ -809,6 +833,9 @@ impl<R: RowKind> OccTx<R> {
         floor: u64,
         epoch: u64,
     ) -> Result<u64, AbortReason> {
+        if self.cc.protocol().is_timestamp_ordered() {
+            return self.validate_timestamp_order(tables, epoch);
+        }
         let Some(read_timestamps) = self.cc.read_timestamps() else {
             self.validate_silo(tables)?;
             let tid = self.commit_tid(max_locked_tid, floor, epoch);
@@ -827,6 +854,91 @@ impl<R: RowKind> OccTx<R> {
         self.validate_tictoc(read_timestamps, ts)?;
         self.validate_leaves(tables)?;
         Ok(ts)
+    }
+
+    /// The timestamp-ordering protocols' commit at the transaction's own
+    /// timestamp: still in the current epoch (the durability schemes
+    /// acknowledge by the TID's epoch), above the version every write
+    /// replaces and above every read of it, reads still valid (Cicada; `mvcc`
+    /// registered its reads eagerly), and no phantom.
+    fn validate_timestamp_order(&self, tables: &[Table<R>], epoch: u64) -> Result<u64, AbortReason> {
+        let ts = self.snapshot;
+        if record::epoch_of_tid(ts) != epoch {
+            return Err(AbortReason::TimestampOrder);
+        }
+        self.check_reads_durable()?;
+        let read_timestamps = self.cc.read_timestamps().expect("timestamp ordering keeps read timestamps");
+        for entry in self.writes.entries() {
+            let wts = record::tid_of(entry.locked_word);
+            // IMPORTANT: the row is locked; a reader that raised its rts
+            // before reading is seen here (`cc::tictoc`'s order).
+            if wts >= ts || read_timestamps.rts(entry.row.as_ptr() as usize, wts) > ts {
+                return Err(AbortReason::TimestampOrder);
+            }
+        }
+        if self.cc.protocol() == CcProtocol::Cicada {
+            self.validate_at_timestamp(ts)?;
+        }
+        self.validate_leaves(tables)?;
+        Ok(ts)
+    }
+
+    /// A version read whose log is not yet durable (DBXN's odd version)
+    /// must become durable before the reader commits: otherwise a crash
+    /// could keep the reader and lose what it read. (A version replaced
+    /// since was durable before its replacement committed, which checked
+    /// the same.)
+    fn check_reads_durable(&self) -> Result<(), AbortReason> {
+        for read in &self.reads {
+            // SAFETY: see WriteEntry::row.
+            if unsafe { &*read.row }.word() & !LOCKED == read.word | UNPERSISTED {
+                return Err(AbortReason::NotYetDurable);
+            }
+        }
+        Ok(())
+    }
+
+    /// Cicada's read validation: every version read is still the one valid
+    /// at `ts`, and its read timestamp reaches `ts` (extended while nobody
+    /// else holds the row), so no writer below `ts` can replace it later.
+    fn validate_at_timestamp(&self, ts: u64) -> Result<(), AbortReason> {
+        let read_timestamps = self.cc.read_timestamps().expect("timestamp ordering keeps read timestamps");
+        let versions = self.cc.versions().expect("timestamp ordering keeps versions");
+        let mut scratch = Vec::new();
+        for read in &self.reads {
+            // SAFETY: see WriteEntry::row.
+            let row = unsafe { &*read.row };
+            let current = row.word();
+            let current_wts = record::tid_of(current);
+            let visible_wts = if current_wts <= ts {
+                current_wts
+            } else {
+                match versions.read(read.row as usize, ts, &mut scratch) {
+                    OlderVersion::Found { wts, .. } => wts,
+                    OlderVersion::None => 0,
+                }
+            };
+            if visible_wts != record::tid_of(read.word) || current == REMOVED {
+                return Err(AbortReason::ReadValidation);
+            }
+            if current_wts > ts || self.writes.find(read.row).is_some() {
+                // A newer version already bounds the one read; or our own
+                // write, checked against its read timestamp above.
+                continue;
+            }
+            let address = read.row as usize;
+            if read_timestamps.rts(address, current_wts) >= ts {
+                continue;
+            }
+            if current & LOCKED != 0 {
+                return Err(AbortReason::ReadValidation);
+            }
+            read_timestamps.extend(address, ts);
+            if row.word() != current {
+                return Err(AbortReason::ReadValidation);
+            }
+        }
+        Ok(())
     }
 
     /// TicToc's read validation at timestamp `ts`: each version read must

@@ -108,6 +108,20 @@ impl VersionStore {
         }
     }
 
+    /// A new timestamp for `worker`'s transaction, above every commit and
+    /// timestamp so far and at least `floor`, announced as its snapshot
+    /// (the timestamp-ordering protocols read and commit at it).
+    pub(crate) fn begin_timestamp(&self, worker: usize, floor: u64) -> u64 {
+        // Announce a lower bound first, so a collector that misses the
+        // final value still keeps what this transaction reads.
+        let snapshot = self.begin(worker);
+        let timestamp = (self.clock.fetch_add(1, Ordering::SeqCst) + 1).max(floor);
+        self.clock.fetch_max(timestamp, Ordering::SeqCst);
+        debug_assert!(timestamp > snapshot);
+        self.snapshots[worker].store(timestamp, Ordering::SeqCst);
+        timestamp
+    }
+
     /// `worker` has no transaction running.
     pub(crate) fn end(&self, worker: usize) {
         self.snapshots[worker].store(IDLE, Ordering::Release);

@@ -411,11 +411,11 @@ impl<L: CommitLog> OccWorker<L> {
 
 impl<L: CommitLog> EngineWorker for OccWorker<L> {
     fn begin(&mut self, _read_only: bool, attempt: u32) {
-        self.tx.begin(attempt);
         // (Re-)announce, so a long-running worker does not hold back group
         // commit or reclamation with a stale epoch.
         self.shared.epochs.enter(self.id);
         self.active = true;
+        self.tx.begin(attempt, self.shared.epochs.global());
     }
 
     fn get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {

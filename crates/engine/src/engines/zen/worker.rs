@@ -484,11 +484,11 @@ impl<B: PmBackend> ZenWorker<B> {
 
 impl<B: PmBackend> EngineWorker for ZenWorker<B> {
     fn begin(&mut self, _read_only: bool, attempt: u32) {
-        self.tx.begin(attempt);
         // The announcement's fence (`Epochs::enter`) also pairs with the
         // collector's fence of the heap's reclamation (`storage::zen::heap`).
         self.shared.epochs.enter(self.id);
         self.active = true;
+        self.tx.begin(attempt, self.shared.epochs.global());
     }
 
     fn get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
