@@ -43,6 +43,10 @@ pub struct TableSchema {
     /// Secondary ordered indexes (maintained on insert; their key fields
     /// must not change in updates).
     pub secondaries: Vec<SecondaryIndexSchema>,
+    /// How many leading bytes of a primary key name its partition (`hstore`
+    /// locks partitions; TPC-C: the warehouse id). `None`: the whole key
+    /// is hashed to a partition, and a scan takes every partition.
+    pub partition_prefix: Option<usize>,
 }
 
 impl TableSchema {
@@ -54,6 +58,7 @@ impl TableSchema {
             max_key_len: 64,
             primary: PrimaryIndexKind::Ordered,
             secondaries: Vec::new(),
+            partition_prefix: None,
         }
     }
 
@@ -71,6 +76,13 @@ impl TableSchema {
     /// Sets the key limit.
     pub fn max_key_len(mut self, len: usize) -> Self {
         self.max_key_len = len;
+        self
+    }
+
+    /// Declares that the first `len` bytes of a primary key name its
+    /// partition (keys of one partition in every table share them).
+    pub fn partitioned_by_prefix(mut self, len: usize) -> Self {
+        self.partition_prefix = Some(len);
         self
     }
 

@@ -202,6 +202,11 @@ fn dbxn_under_cicada_crash_images_recover_acknowledged_commits() {
 }
 
 #[test]
+fn dbxn_under_hstore_crash_images_recover_acknowledged_commits() {
+    crash_images_recover(EngineKind::Dbxn, CcProtocol::HStore, DbxnOptions::default());
+}
+
+#[test]
 fn dbxn_under_occ_crash_images_recover_acknowledged_commits() {
     crash_images_recover(EngineKind::Dbxn, CcProtocol::Occ, DbxnOptions::default());
 }

@@ -259,6 +259,11 @@ fn zen_under_mvcc_crash_images_recover_acknowledged_prefixes() {
 }
 
 #[test]
+fn zen_under_hstore_crash_images_recover_acknowledged_prefixes() {
+    crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::HStore, 0x2E40_4570);
+}
+
+#[test]
 fn zen_under_dl_detect_crash_images_recover_acknowledged_prefixes() {
     crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::DlDetect, 0x2E40_0D1D);
 }

@@ -99,7 +99,7 @@ impl LockTable {
     pub(crate) const MAX_WORKERS: usize = 63;
 
     pub(crate) fn new(protocol: CcProtocol, workers: usize) -> Self {
-        assert!(protocol.is_locking() && workers <= Self::MAX_WORKERS);
+        assert!(protocol.uses_lock_table() && workers <= Self::MAX_WORKERS);
         Self {
             protocol,
             words: (0..STRIPES).map(|_| AtomicU64::new(0)).collect(),
@@ -182,7 +182,8 @@ impl LockTable {
     fn may_wait(&self, worker: usize, others: u64) -> Result<(), AbortReason> {
         match self.protocol {
             CcProtocol::NoWait => Err(AbortReason::LockConflict),
-            CcProtocol::WaitDie => {
+            // H-Store's partition locks wait in wait-die order too.
+            CcProtocol::WaitDie | CcProtocol::HStore => {
                 let mine = self.timestamps[worker].load(Ordering::Acquire);
                 let older_than_all =
                     holders(others).all(|holder| self.timestamps[holder].load(Ordering::Acquire) > mine);

@@ -50,7 +50,8 @@ pub enum CcProtocol {
     /// version read is still the one valid at the timestamp, extending its
     /// read timestamp (Cicada's read validation and rts update).
     Cicada,
-    /// H-Store partition locks (planned).
+    /// H-Store: a transaction takes the exclusive lock of every partition
+    /// it touches (wait-die order) and needs no other concurrency control.
     HStore,
 }
 
@@ -103,7 +104,14 @@ impl CcProtocol {
                 | CcProtocol::Hekaton
                 | CcProtocol::Mvcc
                 | CcProtocol::Cicada
+                | CcProtocol::HStore
         )
+    }
+
+    /// Whether the protocol takes locks in the lock table (rows, or
+    /// `hstore`'s partitions).
+    pub fn uses_lock_table(self) -> bool {
+        self.is_locking() || self == CcProtocol::HStore
     }
 
     /// Whether a transaction reads and commits at a timestamp taken at
@@ -138,7 +146,7 @@ impl CcProtocol {
                 built.join(", ")
             )));
         }
-        if self.is_locking() && workers > LockTable::MAX_WORKERS {
+        if self.uses_lock_table() && workers > LockTable::MAX_WORKERS {
             return Err(DbError::InvalidConfig(format!(
                 "cc={} keeps lock holders as a bit per worker and serves at most {} workers, got {workers}",
                 self.name(),
@@ -166,6 +174,8 @@ pub(crate) struct Concurrency {
     read_timestamps: Option<ReadTimestamps>,
     /// The multi-version protocols' older versions and snapshots.
     versions: Option<VersionStore>,
+    /// `hstore`'s partition count.
+    partitions: usize,
 }
 
 impl Concurrency {
@@ -173,11 +183,11 @@ impl Concurrency {
     /// [`CcProtocol::check`] when the options were validated).
     pub(crate) fn new(protocol: CcProtocol, workers: usize) -> Self {
         debug_assert!(protocol.check(workers).is_ok());
-        let locks = protocol.is_locking().then(|| LockTable::new(protocol, workers));
+        let locks = protocol.uses_lock_table().then(|| LockTable::new(protocol, workers));
         let read_timestamps =
             matches!(protocol, CcProtocol::TicToc | CcProtocol::Mvcc | CcProtocol::Cicada).then(ReadTimestamps::new);
         let versions = protocol.is_multiversion().then(|| VersionStore::new(workers));
-        Self { protocol, serial: Mutex::new(()), locks, read_timestamps, versions }
+        Self { protocol, serial: Mutex::new(()), locks, read_timestamps, versions, partitions: workers.max(1) }
     }
 
     /// The state of `protocol` over tables that recovery filled: snapshots
@@ -214,9 +224,40 @@ impl Concurrency {
         self.read_timestamps.as_ref()
     }
 
-    /// The lock table (two-phase-locking protocols only).
+    /// The lock table (two-phase locking and `hstore`).
     pub(crate) fn locks(&self) -> Option<&LockTable> {
         self.locks.as_ref()
+    }
+
+    /// The lock table when rows are locked (two-phase locking).
+    pub(crate) fn row_locks(&self) -> Option<&LockTable> {
+        self.locks.as_ref().filter(|_| self.protocol.is_locking())
+    }
+
+    /// `hstore`: the partitions (one per worker) and the lock address of
+    /// the partition of `key` in a table whose keys name their partition
+    /// by their first `prefix` bytes. Partition lock addresses are small
+    /// multiples of 64, which no row has.
+    pub(crate) fn partition_address(&self, table: u32, prefix: Option<usize>, key: &[u8]) -> usize {
+        let named = match prefix {
+            Some(len) if key.len() >= len => &key[..len],
+            _ => key,
+        };
+        let mut hash = if prefix.is_some() { 0 } else { u64::from(table) + 1 };
+        for &byte in named {
+            hash = (hash.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+        Self::partition_lock_address((hash >> 32) as usize % self.partitions)
+    }
+
+    /// The number of `hstore` partitions.
+    pub(crate) fn partitions(&self) -> usize {
+        self.partitions
+    }
+
+    /// The lock address of partition `partition`.
+    pub(crate) fn partition_lock_address(partition: usize) -> usize {
+        (partition + 1) << 6
     }
 
     /// `occ`'s critical section, held from validation to the end of the
@@ -242,5 +283,35 @@ impl Concurrency {
         if let Some(versions) = &self.versions {
             versions.forget(row as *const R as usize);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_follow_the_declared_prefix() {
+        let cc = Concurrency::new(CcProtocol::HStore, 8);
+        let warehouse_3 = [0, 0, 0, 3];
+        let a = cc.partition_address(0, Some(4), &[&warehouse_3[..], b"district 1"].concat());
+        let b = cc.partition_address(5, Some(4), &[&warehouse_3[..], b"order 77"].concat());
+        assert_eq!(a, b, "one warehouse is one partition, in every table");
+        let spread: std::collections::HashSet<usize> =
+            (0u32..64).map(|w| cc.partition_address(0, Some(4), &w.to_be_bytes())).collect();
+        assert!(spread.len() > 4, "warehouses spread over the partitions: {spread:?}");
+        assert!(spread.iter().all(|&address| address % 64 == 0 && address <= 8 << 6));
+        assert_eq!(cc.partitions(), 8);
+    }
+
+    #[test]
+    fn every_protocol_has_a_name_that_parses_and_is_built() {
+        for protocol in CcProtocol::ALL {
+            assert_eq!(CcProtocol::parse(protocol.name()), Some(protocol));
+            assert!(protocol.is_built(), "{protocol}");
+            assert!(protocol.check(4).is_ok());
+        }
+        assert_eq!(CcProtocol::parse("2pl"), None);
+        assert!(CcProtocol::NoWait.check(64).is_err());
     }
 }

@@ -457,7 +457,7 @@ impl<R: RowKind> OccTx<R> {
                 None => Seen::Absent,
             });
         }
-        if let Some(locks) = self.cc.locks() {
+        if let Some(locks) = self.cc.row_locks() {
             // 2PL: the shared lock comes first, so the value read stays the
             // committed one until the attempt ends.
             locks.acquire(&mut self.held, row as *const R as usize, false).map_err(TxError::Abort)?;
@@ -501,6 +501,7 @@ impl<R: RowKind> OccTx<R> {
         value_capacity: usize,
         out: &mut Vec<u8>,
     ) -> TxResult<(&'t R, bool)> {
+        self.lock_partition(table, table_id, key)?;
         for _ in 0..RELOOKUPS {
             let row = self.lookup(table, table_id, key, value_capacity)?;
             match self.read_row(store, row, out)? {
@@ -659,9 +660,52 @@ impl<R: RowKind> OccTx<R> {
                 return Err(TxError::Abort(AbortReason::TimestampOrder));
             }
         }
-        match self.cc.locks() {
+        match self.cc.row_locks() {
             Some(locks) => locks.acquire(&mut self.held, row as *const R as usize, true).map_err(TxError::Abort),
             None => Ok(()),
+        }
+    }
+
+    /// `hstore`: the exclusive lock of the partition of `key` in `table`.
+    #[inline]
+    fn lock_partition(&mut self, table: &Table<R>, table_id: TableId, key: &[u8]) -> TxResult<()> {
+        if self.cc.protocol() != CcProtocol::HStore {
+            return Ok(());
+        }
+        let address = self.cc.partition_address(table_id.0, table.schema().partition_prefix, key);
+        let locks = self.cc.locks().expect("hstore keeps a lock table");
+        locks.acquire(&mut self.held, address, true).map_err(TxError::Abort)
+    }
+
+    /// `hstore`: the partitions a scan of `request` may touch: the one its
+    /// bounds share when both lie in one partition of a primary index that
+    /// names partitions by a key prefix, else every partition.
+    fn lock_partitions_for_scan(&mut self, table: &Table<R>, request: &ScanRequest<'_>) -> TxResult<()> {
+        if self.cc.protocol() != CcProtocol::HStore {
+            return Ok(());
+        }
+        let prefix = table.schema().partition_prefix;
+        let one_partition = match (request.secondary, prefix, bound_key(request.range.0), bound_key(request.range.1)) {
+            (None, Some(len), Some(low), Some(high))
+                if low.len() >= len && high.len() >= len && low[..len] == high[..len] =>
+            {
+                Some(low)
+            }
+            _ => None,
+        };
+        let locks = self.cc.locks().expect("hstore keeps a lock table");
+        match one_partition {
+            Some(key) => {
+                let address = self.cc.partition_address(request.table.0, prefix, key);
+                locks.acquire(&mut self.held, address, true).map_err(TxError::Abort)
+            }
+            None => {
+                for partition in 0..self.cc.partitions() {
+                    let address = crate::cc::protocol::Concurrency::partition_lock_address(partition);
+                    locks.acquire(&mut self.held, address, true).map_err(TxError::Abort)?;
+                }
+                Ok(())
+            }
         }
     }
 
@@ -677,6 +721,7 @@ impl<R: RowKind> OccTx<R> {
         if request.limit == 0 {
             return Ok(());
         }
+        self.lock_partitions_for_scan(table, &request)?;
         // Read-your-writes for secondary scans: own rows whose secondary
         // key is new are not in the index until commit.
         let mut own: Vec<(Vec<u8>, usize)> = Vec::new();
@@ -978,9 +1023,14 @@ impl<R: RowKind> OccTx<R> {
 
     /// Silo's validation of the read set and the node set.
     fn validate_silo(&self, tables: &[Table<R>]) -> Result<(), AbortReason> {
+        // H-Store: every partition read is still locked, so nothing that
+        // was read or scanned can have changed.
+        if self.cc.protocol() == CcProtocol::HStore {
+            return Ok(());
+        }
         // Under 2PL every row read is still share-locked (and reclamation
         // leaves locked rows alone): only the node set needs checking.
-        let reads: &[ReadEntry<R>] = if self.cc.locks().is_some() { &[] } else { &self.reads };
+        let reads: &[ReadEntry<R>] = if self.cc.row_locks().is_some() { &[] } else { &self.reads };
         for read in reads {
             // SAFETY: see WriteEntry::row.
             let row = unsafe { &*read.row };
@@ -1041,6 +1091,14 @@ impl<R: RowKind> OccTx<R> {
                 unreachable!("secondary key lengths are checked when a write is buffered: {error}");
             }
         }
+    }
+}
+
+/// The key of a bound, if it has one.
+fn bound_key(bound: std::ops::Bound<&[u8]>) -> Option<&[u8]> {
+    match bound {
+        std::ops::Bound::Included(key) | std::ops::Bound::Excluded(key) => Some(key),
+        std::ops::Bound::Unbounded => None,
     }
 }
 

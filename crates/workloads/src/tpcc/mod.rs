@@ -463,20 +463,27 @@ impl Workload for Tpcc {
         // Tables only read and written by key are hash tables (one probe,
         // no tree descent); the three tables the transactions range-scan
         // (NEW-ORDER, ORDER, ORDER-LINE) stay ordered.
+        // Every key but ITEM's starts with its warehouse id: the partition
+        // (H-Store's unit; ITEM is read-only and not partitioned).
+        let by_warehouse = |schema: TableSchema| schema.partitioned_by_prefix(4);
         vec![
-            TableSchema::hashed(table::NAMES[0]).max_value_len(Warehouse::LEN),
-            TableSchema::hashed(table::NAMES[1]).max_value_len(District::LEN),
-            TableSchema::hashed(table::NAMES[2])
-                .max_value_len(Customer::LEN)
-                .secondary("customer_by_name", customer_by_name),
-            TableSchema::hashed(table::NAMES[3]).max_value_len(History::LEN),
-            TableSchema::ordered(table::NAMES[4]).max_value_len(1),
-            TableSchema::ordered(table::NAMES[5])
-                .max_value_len(Order::LEN)
-                .secondary("order_by_customer", order_by_customer),
-            TableSchema::ordered(table::NAMES[6]).max_value_len(OrderLine::LEN),
+            by_warehouse(TableSchema::hashed(table::NAMES[0]).max_value_len(Warehouse::LEN)),
+            by_warehouse(TableSchema::hashed(table::NAMES[1]).max_value_len(District::LEN)),
+            by_warehouse(
+                TableSchema::hashed(table::NAMES[2])
+                    .max_value_len(Customer::LEN)
+                    .secondary("customer_by_name", customer_by_name),
+            ),
+            by_warehouse(TableSchema::hashed(table::NAMES[3]).max_value_len(History::LEN)),
+            by_warehouse(TableSchema::ordered(table::NAMES[4]).max_value_len(1)),
+            by_warehouse(
+                TableSchema::ordered(table::NAMES[5])
+                    .max_value_len(Order::LEN)
+                    .secondary("order_by_customer", order_by_customer),
+            ),
+            by_warehouse(TableSchema::ordered(table::NAMES[6]).max_value_len(OrderLine::LEN)),
             TableSchema::hashed(table::NAMES[7]).max_value_len(Item::LEN),
-            TableSchema::hashed(table::NAMES[8]).max_value_len(Stock::LEN),
+            by_warehouse(TableSchema::hashed(table::NAMES[8]).max_value_len(Stock::LEN)),
         ]
     }
 
