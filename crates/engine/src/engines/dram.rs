@@ -40,7 +40,13 @@ impl<L: EnginePolicy> OccEngine<L> {
             .enumerate()
             .map(|(position, schema)| Table::new(TableId(position as u32), schema.clone(), Some(Arc::clone(&epochs))))
             .collect::<DbResult<Vec<_>>>()?;
-        policy.recover(&tables, &epochs)?;
+        {
+            // IMPORTANT: log replay fills the indexes from several threads
+            // that announce no epoch; the pin keeps every index array they
+            // retire (hash-table growth) alive until all of them are done.
+            let _replaying = epochs.pin_background();
+            policy.recover(&tables, &epochs)?;
+        }
         let shared = Arc::new(OccShared {
             cc: Arc::new(Concurrency::after_recovery(options.cc, options.workers, &tables)),
             tables,

@@ -151,7 +151,13 @@ impl<B: PmBackend> ZenEngine<B> {
         let regions = options.workers.max(recovery::max_heap_thread(&pool).map_or(0, |t| t as usize + 1));
         let heap =
             Heap::new(&pool, metas.iter().map(|t| t.geometry).collect(), regions, kind == EngineKind::ZenNaiveAlloc);
-        let recovered = recovery::recover(&pool, &tables, &metas, &heap, &lp_rank)?;
+        // IMPORTANT: recovery rebuilds the indexes from several threads that
+        // announce no epoch; the pin keeps every index array they retire
+        // (hash-table growth) alive until all of them are done.
+        let recovered = {
+            let _rebuilding = epochs.pin_background();
+            recovery::recover(&pool, &tables, &metas, &heap, &lp_rank)?
+        };
         let first_epoch = crate::storage::record::epoch_of_tid(recovered.max_cts) + 1;
         epochs.raise(first_epoch);
         let region_budget = options.zen.cache_bytes / options.workers as u64;
