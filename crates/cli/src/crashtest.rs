@@ -10,6 +10,9 @@
 //!   the hidden `--child` flag) on a pool file, kill it with SIGKILL at a
 //!   seeded random moment, recover and check, `--iterations` times.
 //!
+//! `--cc` picks the engine's concurrency-control protocol (default silo; the
+//! kill mode passes it on to the child).
+//!
 //! Prints `crashtest: <images> images, <violations> violations, seed <S>`
 //! (kill mode: `<iterations> kill iterations`) on stdout, progress and
 //! violations (with what is needed to replay them) on stderr, and exits 1
@@ -19,7 +22,7 @@ use crate::error::CliError;
 use crate::units::{parse_chunk_size, parse_size};
 use clap::Args;
 use pmtx_crashtest::{parse_seed, ChildConfig, KillConfig, Scale, SimConfig, Violation, WorkloadKind};
-use pmtx_engine::EngineKind;
+use pmtx_engine::{CcProtocol, EngineKind};
 use std::path::PathBuf;
 
 /// Options of `pmtx crashtest`.
@@ -28,6 +31,11 @@ pub struct CrashtestArgs {
     /// Engine to test (a durable one: group-commit, dbxn, ...).
     #[arg(long, default_value = "group-commit")]
     engine: String,
+    /// Concurrency-control protocol of the engine: silo, occ, no-wait,
+    /// wait-die, dl-detect, ... (as `cc=` of `pmtx bench
+    /// --engine`).
+    #[arg(long, default_value = "silo", value_parser = crate::bench::spec::parse_cc)]
+    cc: CcProtocol,
     /// Workload: smallbank, ycsb or tpcc (tiny scale, harness-driven
     /// transactions with a model of the acknowledged effects).
     #[arg(long, default_value = "smallbank")]
@@ -151,6 +159,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         let pool = args.pool.clone().ok_or_else(|| CliError::usage("--child needs --pool"))?;
         let config = ChildConfig {
             engine,
+            cc: args.cc,
             workload,
             scale,
             threads: args.threads,
@@ -170,6 +179,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         let program = std::env::current_exe()?;
         let mut config =
             KillConfig::new(engine, workload, seed, program, vec!["crashtest".to_string(), "--child".to_string()]);
+        config.cc = args.cc;
         config.scale = scale;
         config.threads = args.threads;
         config.iterations = args.iterations;
@@ -207,6 +217,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let mut config = SimConfig::new(engine, workload, seed);
+    config.cc = args.cc;
     if let Some(path) = &args.replay {
         config.scale = scale;
         config.threads = args.threads;

@@ -367,6 +367,48 @@ fn dbxn_ablation_preset_expands_to_the_fig_11_rows() {
 }
 
 #[test]
+fn cc_option_runs_each_protocol_under_its_own_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = assert_ok(&pmtx(
+        dir.path(),
+        &[
+            "bench",
+            "--workload",
+            "smallbank",
+            "--accounts",
+            "200",
+            "--engine",
+            "silo:cc=no-wait,zen:cc=occ,group-commit:cc=dl-detect",
+            "--threads",
+            "2",
+            "--duration",
+            "0.1",
+            "--warmup",
+            "0",
+            "--pool-size",
+            "64MiB",
+            "--json",
+            "r.json",
+        ],
+    ));
+    assert!(stdout.contains("zen:cc=occ"), "{stdout}");
+    let report = read_json(&dir.path().join("r.json"));
+    let runs = report["runs"].as_array().unwrap();
+    let labels: Vec<&str> = runs.iter().map(|run| run["engine"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["silo:cc=no-wait", "zen:cc=occ", "group-commit:cc=dl-detect"]);
+    for (run, (name, cc)) in runs.iter().zip([("silo", "no-wait"), ("zen", "occ"), ("group-commit", "dl-detect")]) {
+        assert_eq!(run["engine_name"], name, "{run}");
+        assert_eq!(run["engine_options"]["cc"], cc, "{run}");
+        assert_eq!(run["check_passed"], true, "{run}");
+        assert!(number(run, "committed") > 0.0, "{run}");
+    }
+    let help = text(&pmtx(dir.path(), &["bench", "--help"]).stdout);
+    for needle in ["cc=<protocol>", "zen-cc-matrix", "zen:cc=silo,zen:cc=occ", "cc-matrix", "silo:cc=no-wait"] {
+        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
+    }
+}
+
+#[test]
 fn bad_engine_specs_exit_2_and_list_the_valid_keys() {
     let dir = tempfile::tempdir().unwrap();
     for (spec, needles) in [
@@ -376,7 +418,8 @@ fn bad_engine_specs_exit_2_and_list_the_valid_keys() {
         ),
         ("dbxn:nt=maybe", &["expected on or off"]),
         ("dbxn:nt", &["not KEY=VALUE", "nt=on|off"]),
-        ("silo:nt=off", &["takes no options"]),
+        ("silo:nt=off", &["valid keys of silo: cc=<protocol>"]),
+        ("zen:cc=2pl", &["unknown concurrency-control protocol \"2pl\"", "no-wait", "dl-detect"]),
         ("zen:pad64=off", &["valid keys of zen: cache=<size>"]),
         ("zen:cache=lots", &["invalid size"]),
         ("dbxn:htm-abort=5", &["needs htm=sim"]),

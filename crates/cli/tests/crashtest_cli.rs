@@ -38,6 +38,34 @@ fn sim_run_prints_the_summary_line() {
 }
 
 #[test]
+fn sim_run_with_a_locking_protocol() {
+    let output = pmtx(&[
+        "crashtest",
+        "--engine",
+        "dbxn",
+        "--cc",
+        "wait-die",
+        "--workload",
+        "smallbank",
+        "--images",
+        "16",
+        "--seed",
+        "0xcc",
+        "--pool-size",
+        "8MiB",
+        "--txns",
+        "60",
+        "--jobs",
+        "1",
+    ]);
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert!(output.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(stdout.trim(), "crashtest: 16 images, 0 violations, seed 0xcc");
+    // The replay command line carries the protocol.
+    assert!(stderr.contains("--engine dbxn --cc wait-die "), "{stderr}");
+}
+
+#[test]
 fn violations_exit_nonzero_with_replay_information() {
     // The harness self-test: acknowledgements taken before durability.
     let output = pmtx(&[
@@ -92,4 +120,8 @@ fn usage_errors() {
     let output = pmtx(&["crashtest", "--workload", "tpcd"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output.stderr).contains("unknown workload"));
+    let output = pmtx(&["crashtest", "--cc", "2pl"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("unknown concurrency-control protocol") && stderr.contains("dl-detect"), "{stderr}");
 }

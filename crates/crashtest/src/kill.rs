@@ -26,7 +26,7 @@
 use crate::harness::{Baseline, Bounds, Harness, WorkerError, WorkerEvents, WorkerPlan};
 use crate::recover::{recover_with, Expectation};
 use crate::{db_options, derive, parse_seed, Finding, Scale, Violation, WorkloadKind};
-use pmtx_engine::{Database, DbOptions, EngineKind, PoolLocation};
+use pmtx_engine::{CcProtocol, Database, DbOptions, EngineKind, PoolLocation};
 use pmtx_pm::{BackendKind, Direct, Pool, PoolError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -43,6 +43,8 @@ use std::time::{Duration, Instant};
 pub struct ChildConfig {
     /// Engine.
     pub engine: EngineKind,
+    /// Concurrency-control protocol of the engine.
+    pub cc: CcProtocol,
     /// Workload.
     pub workload: WorkloadKind,
     /// Database size.
@@ -69,6 +71,7 @@ impl ChildConfig {
     pub fn to_args(&self) -> Vec<String> {
         let pairs = [
             ("--engine", self.engine.name().to_string()),
+            ("--cc", self.cc.name().to_string()),
             ("--workload", self.workload.name().to_string()),
             ("--threads", self.threads.to_string()),
             ("--seed", format!("{:#x}", self.seed)),
@@ -85,7 +88,8 @@ impl ChildConfig {
         pairs.into_iter().flat_map(|(flag, value)| [flag.to_string(), value]).collect()
     }
 
-    /// Parses [`ChildConfig::to_args`] output (unknown flags are errors).
+    /// Parses [`ChildConfig::to_args`] output (unknown flags are errors;
+    /// `--cc` may be missing: silo).
     pub fn parse(args: &[String]) -> Result<Self, String> {
         let mut values: HashMap<&str, &str> = HashMap::new();
         let mut iter = args.iter();
@@ -105,6 +109,10 @@ impl ChildConfig {
         }
         Ok(Self {
             engine: EngineKind::parse(take("--engine")?).ok_or("unknown engine")?,
+            cc: match values.get("--cc") {
+                Some(name) => CcProtocol::parse(name).ok_or_else(|| format!("unknown protocol {name:?}"))?,
+                None => CcProtocol::default(),
+            },
             workload: WorkloadKind::parse(take("--workload")?).ok_or("unknown workload")?,
             scale: Scale {
                 accounts: number("--accounts")?,
@@ -122,8 +130,9 @@ impl ChildConfig {
         })
     }
 
-    const FLAGS: [&'static str; 13] = [
+    const FLAGS: [&'static str; 14] = [
         "--engine",
+        "--cc",
         "--workload",
         "--threads",
         "--seed",
@@ -142,6 +151,7 @@ impl ChildConfig {
 /// Database options over the pool file.
 fn file_options(
     engine: EngineKind,
+    cc: CcProtocol,
     harness: &Harness,
     path: PathBuf,
     pool_size: u64,
@@ -149,6 +159,7 @@ fn file_options(
     seed: u64,
 ) -> DbOptions {
     let mut options = db_options(engine, harness.tables(), harness.threads(), seed, pool_size, chunk_size);
+    options.cc = cc;
     options.pool = PoolLocation::File { path, size: pool_size };
     options.backend = BackendKind::Direct;
     options
@@ -205,8 +216,15 @@ pub fn child_main(config: &ChildConfig) -> i32 {
         Ok(harness) => harness,
         Err(error) => return fail(error),
     };
-    let options =
-        file_options(config.engine, &harness, config.pool.clone(), config.pool_size, config.chunk_size, config.seed);
+    let options = file_options(
+        config.engine,
+        config.cc,
+        &harness,
+        config.pool.clone(),
+        config.pool_size,
+        config.chunk_size,
+        config.seed,
+    );
     let db = match retry_locked(
         || Database::open(options.clone()),
         |error| matches!(error, pmtx_engine::DbError::Pool(PoolError::Locked(_))),
@@ -305,6 +323,8 @@ fn open_pool(path: &std::path::Path, options: &DbOptions) -> pmtx_pm::PoolResult
 pub struct KillConfig {
     /// Engine.
     pub engine: EngineKind,
+    /// Concurrency-control protocol of the engine (default: silo).
+    pub cc: CcProtocol,
     /// Workload.
     pub workload: WorkloadKind,
     /// Database size.
@@ -340,7 +360,8 @@ pub struct KillConfig {
 }
 
 impl KillConfig {
-    /// Defaults: 2 threads, 20 iterations, kills within 150 ms, 32 MiB pool.
+    /// Defaults: silo's concurrency control, 2 threads, 20 iterations,
+    /// kills within 150 ms, 32 MiB pool.
     pub fn new(
         engine: EngineKind,
         workload: WorkloadKind,
@@ -350,6 +371,7 @@ impl KillConfig {
     ) -> Self {
         Self {
             engine,
+            cc: CcProtocol::default(),
             workload,
             scale: Scale::default(),
             threads: 2,
@@ -370,9 +392,10 @@ impl KillConfig {
     /// The command line that repeats this run.
     pub fn command_line(&self) -> String {
         format!(
-            "pmtx crashtest --kill --engine {} --workload {} --iterations {} --seed {:#x} --threads {} --pool-size {} \
+            "pmtx crashtest --kill --engine {}{} --workload {} --iterations {} --seed {:#x} --threads {} --pool-size {} \
              --chunk-size {} --max-kill-ms {}{}",
             self.engine,
+            crate::cc_flag(self.cc),
             self.workload,
             self.iterations,
             self.seed,
@@ -488,7 +511,15 @@ pub fn run_kill(config: &KillConfig, progress: &(dyn Fn(&str) + Sync)) -> Result
     }
     .map_err(|error| format!("cannot create a temporary directory: {error}"))?;
     let path = dir.path().join("pool.pmtx");
-    let options = file_options(config.engine, &harness, path.clone(), config.pool_size, config.chunk_size, config.seed);
+    let options = file_options(
+        config.engine,
+        config.cc,
+        &harness,
+        path.clone(),
+        config.pool_size,
+        config.chunk_size,
+        config.seed,
+    );
     progress(&format!("creating and loading {} at {}", config.workload, path.display()));
     let mut baseline = fresh_pool(&harness, &options, &path)?;
     let mut report = KillReport::default();
@@ -512,6 +543,7 @@ pub fn run_kill(config: &KillConfig, progress: &(dyn Fn(&str) + Sync)) -> Result
         );
         let child_config = ChildConfig {
             engine: config.engine,
+            cc: config.cc,
             workload: config.workload,
             scale: config.scale,
             threads: config.threads,
@@ -757,4 +789,37 @@ pub fn run_kill(config: &KillConfig, progress: &(dyn Fn(&str) + Sync)) -> Result
     }
     drop(dir);
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_flags_round_trip_with_the_protocol() {
+        let config = ChildConfig {
+            engine: EngineKind::Zen,
+            cc: CcProtocol::WaitDie,
+            workload: WorkloadKind::Smallbank,
+            scale: Scale::default(),
+            threads: 3,
+            seed: 0x5eed,
+            pool: PathBuf::from("/tmp/pool.pmtx"),
+            pool_size: 32 << 20,
+            chunk_size: 256 << 10,
+            iteration: 4,
+            checkpoint_ms: 10,
+        };
+        let args = config.to_args();
+        assert_eq!(ChildConfig::parse(&args), Ok(config.clone()));
+        // Flags without --cc (an older parent) mean silo.
+        let position = args.iter().position(|arg| arg == "--cc").unwrap();
+        let mut without = args.clone();
+        without.drain(position..position + 2);
+        assert_eq!(ChildConfig::parse(&without).map(|child| child.cc), Ok(CcProtocol::Silo));
+        let mut kill = KillConfig::new(EngineKind::Dbxn, WorkloadKind::Smallbank, 1, PathBuf::from("pmtx"), Vec::new());
+        assert!(!kill.command_line().contains("--cc"), "{}", kill.command_line());
+        kill.cc = CcProtocol::DlDetect;
+        assert!(kill.command_line().contains("--engine dbxn --cc dl-detect "), "{}", kill.command_line());
+    }
 }

@@ -44,6 +44,7 @@
 //!
 //! ```text
 //! pmtx crashtest --engine group-commit --workload smallbank --images 1000 --seed 0x5eed --threads 2
+//! pmtx crashtest --engine zen --cc no-wait --workload smallbank --images 100
 //! pmtx crashtest --kill --iterations 50 --engine dbxn --workload tpcc --seed 7
 //! pmtx crashtest ... --save-failing DIR        # keep failing images
 //! pmtx crashtest --replay DIR/<image> --engine E --workload W --threads T --seed S
@@ -63,7 +64,7 @@ pub mod recover;
 pub mod sim;
 pub mod state;
 
-use pmtx_engine::{DbOptions, EngineKind, PoolLocation, TableSchema};
+use pmtx_engine::{CcProtocol, DbOptions, EngineKind, PoolLocation, TableSchema};
 use pmtx_pm::PmOptions;
 use std::fmt;
 use std::time::Duration;
@@ -136,6 +137,16 @@ pub fn db_options(
     options.pm = PmOptions { sim_seed: seed, ..PmOptions::default() };
     options.seed = seed;
     options
+}
+
+/// ` --cc NAME` for a replay command line, empty for the default protocol
+/// (so the command lines of default runs stay as they were).
+pub(crate) fn cc_flag(cc: CcProtocol) -> String {
+    if cc == CcProtocol::default() {
+        String::new()
+    } else {
+        format!(" --cc {cc}")
+    }
 }
 
 /// Parses a seed in decimal or `0x` hexadecimal.

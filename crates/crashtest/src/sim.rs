@@ -25,7 +25,7 @@
 use crate::harness::{Baseline, Bounds, Harness, WorkerError, WorkerEvents, WorkerPlan};
 use crate::recover::{check_recovery_determinism, recover_image, Expectation};
 use crate::{db_options, derive, Finding, Scale, Violation, WorkloadKind};
-use pmtx_engine::{Database, EngineKind};
+use pmtx_engine::{CcProtocol, Database, EngineKind};
 use pmtx_pm::sim::{CapturePolicy, CrashImage, CrashState, ImageBudget};
 use pmtx_pm::{Direct, Pool, Sim};
 use rand::{Rng, SeedableRng};
@@ -43,6 +43,8 @@ pub const RANDOM_POINT: &str = "harness: random point";
 pub struct SimConfig {
     /// Engine.
     pub engine: EngineKind,
+    /// Concurrency-control protocol of the engine (default: silo).
+    pub cc: CcProtocol,
     /// Workload.
     pub workload: WorkloadKind,
     /// Database size.
@@ -80,11 +82,13 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
-    /// Defaults for `engine` and `workload`: 2 threads, 300 transactions
-    /// each, 1000 images, 32 MiB pool of 256 KiB chunks.
+    /// Defaults for `engine` and `workload`: silo's concurrency control, 2
+    /// threads, 300 transactions each, 1000 images, 32 MiB pool of 256 KiB
+    /// chunks.
     pub fn new(engine: EngineKind, workload: WorkloadKind, seed: u64) -> Self {
         Self {
             engine,
+            cc: CcProtocol::default(),
             workload,
             scale: Scale::default(),
             threads: 2,
@@ -107,9 +111,10 @@ impl SimConfig {
     /// The command line that repeats this run.
     pub fn command_line(&self) -> String {
         format!(
-            "pmtx crashtest --engine {} --workload {} --images {} --seed {:#x} --threads {} --txns {} --pool-size {} \
+            "pmtx crashtest --engine {}{} --workload {} --images {} --seed {:#x} --threads {} --txns {} --pool-size {} \
              --chunk-size {}{}{}",
             self.engine,
+            crate::cc_flag(self.cc),
             self.workload,
             self.images,
             self.seed,
@@ -300,6 +305,7 @@ struct RunOutput {
 fn run_workload(config: &SimConfig, harness: &Harness, progress: &(dyn Fn(&str) + Sync)) -> Result<RunOutput, String> {
     let mut options =
         db_options(config.engine, harness.tables(), config.threads, config.seed, config.pool_size, config.chunk_size);
+    options.cc = config.cc;
     options.fault = config.fault;
     let pool = Arc::new(
         Pool::<Sim>::create_in_memory(config.pool_size, config.chunk_size, &options.pm)
@@ -447,6 +453,7 @@ pub fn run_sim(config: &SimConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<S
     ));
     let mut options =
         db_options(config.engine, harness.tables(), config.threads, config.seed, config.pool_size, config.chunk_size);
+    options.cc = config.cc;
     options.fault = config.fault;
     let bounds_of = |event: u64| Bounds {
         lower: run.logs.iter().zip(&run.baseline.seqs).map(|(log, &base)| log.acked_by(event, base)).collect(),
@@ -599,6 +606,7 @@ pub fn replay_image(config: &SimConfig, bytes: &[u8]) -> Result<Vec<Violation>, 
     let harness = Harness::new(config.workload, config.scale, config.threads, config.seed)?;
     let mut options =
         db_options(config.engine, harness.tables(), config.threads, config.seed, bytes.len() as u64, config.chunk_size);
+    options.cc = config.cc;
     options.fault = config.fault;
     let replay = format!("{} --replay <image>", config.command_line());
     let recovered = recover_image::<Direct>(&harness, &options, bytes, None, true, |_| {});

@@ -1,6 +1,9 @@
 //! Engine specifications of `--engine`: an engine name, optionally followed
-//! by `:key=value` options (`dbxn:nt=off:pad64=off`), or a preset that
-//! expands to several of them (`dbxn-ablation`).
+//! by `:key=value` options (`dbxn:nt=off:pad64=off`, `zen:cc=no-wait`), or a
+//! preset that expands to several of them (`dbxn-ablation`, `zen-cc-matrix`).
+//!
+//! Every engine takes `cc=<protocol>`, its concurrency-control protocol
+//! ([`CcProtocol`]); the other keys belong to one engine family.
 //!
 //! The label of a run is the specification as given (booleans written
 //! `on`/`off`), so runs of one engine with different options stay apart in
@@ -8,7 +11,7 @@
 //! label made safe for a file name.
 
 use crate::units::parse_size;
-use pmtx_engine::{DbOptions, DbxnOptions, EngineKind};
+use pmtx_engine::{CcProtocol, DbOptions, DbxnOptions, EngineKind};
 use pmtx_htm::{HtmBackendKind, HtmConfig, PER_MILLION};
 use std::collections::BTreeMap;
 
@@ -51,8 +54,15 @@ const ZEN_KEYS: &[OptionKey] = &[OptionKey {
     description: "Met-Cache DRAM budget, e.g. 64MiB; 0 caches nothing [256MiB]",
 }];
 
-/// The option keys of `kind` (empty: the engine takes no options).
-fn keys_of(kind: EngineKind) -> &'static [OptionKey] {
+/// Options every engine accepts (listed after the family's own keys).
+const COMMON_KEYS: &[OptionKey] = &[OptionKey {
+    name: "cc",
+    values: "<protocol>",
+    description: "concurrency-control protocol (see the list below) [silo]",
+}];
+
+/// The option keys only `kind`'s family accepts (empty: none).
+fn family_keys_of(kind: EngineKind) -> &'static [OptionKey] {
     match kind {
         EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => DBXN_KEYS,
         EngineKind::Zen | EngineKind::ZenNaiveAlloc => ZEN_KEYS,
@@ -60,12 +70,51 @@ fn keys_of(kind: EngineKind) -> &'static [OptionKey] {
     }
 }
 
-/// `--engine` presets: a name and the specifications it expands to.
-pub const PRESETS: &[(&str, &str, &[&str])] = &[(
-    "dbxn-ablation",
-    "the rows of the DBXN paper's Fig. 11: DBX-DRAM, +durability (group commit), +synchronous log (NVM), \
-     +parity version, +64 alignment, +nt-store, +256 alignment",
-    &[
+/// Every option key of `kind`: its family's, then the common ones.
+fn keys_of(kind: EngineKind) -> impl Iterator<Item = &'static OptionKey> {
+    family_keys_of(kind).iter().chain(COMMON_KEYS)
+}
+
+/// An `--engine` preset: a name that expands to several specifications.
+pub struct Preset {
+    /// The name given to `--engine`.
+    pub name: &'static str,
+    /// What the rows are, for `--help`.
+    pub description: &'static str,
+    /// The specifications it expands to, in order.
+    specs: fn() -> Vec<String>,
+}
+
+impl Preset {
+    /// The specifications this preset expands to, in order.
+    pub fn specs(&self) -> Vec<String> {
+        (self.specs)()
+    }
+}
+
+/// `--engine` presets.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "dbxn-ablation",
+        description: "the rows of the DBXN paper's Fig. 11: DBX-DRAM, +durability (group commit), +synchronous log \
+                      (NVM), +parity version, +64 alignment, +nt-store, +256 alignment",
+        specs: dbxn_ablation,
+    },
+    Preset {
+        name: "zen-cc-matrix",
+        description: "the rows of the Zen paper's Fig. 22: Zen's heap under each of the ten concurrency-control \
+                      protocols",
+        specs: zen_cc_matrix,
+    },
+    Preset {
+        name: "cc-matrix",
+        description: "the protocols of zen-cc-matrix on silo's DRAM records, no durability",
+        specs: silo_cc_matrix,
+    },
+];
+
+fn dbxn_ablation() -> Vec<String> {
+    [
         "silo",
         "group-commit",
         "dbx-naive:nt=off:pad64=off:align256=off",
@@ -73,8 +122,23 @@ pub const PRESETS: &[(&str, &str, &[&str])] = &[(
         "dbxn:nt=off:pad64=on:align256=off",
         "dbxn:nt=on:pad64=on:align256=off",
         "dbxn",
-    ],
-)];
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// `ENGINE:cc=P` for every protocol P, in [`CcProtocol::ALL`] order.
+fn cc_matrix(engine: EngineKind) -> Vec<String> {
+    CcProtocol::ALL.iter().map(|protocol| format!("{}:cc={}", engine.name(), protocol.name())).collect()
+}
+
+fn zen_cc_matrix() -> Vec<String> {
+    cc_matrix(EngineKind::Zen)
+}
+
+fn silo_cc_matrix() -> Vec<String> {
+    cc_matrix(EngineKind::Silo)
+}
 
 /// The HTM choice of a DBXN engine.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -98,6 +162,8 @@ pub struct EngineSpec {
     pub htm: HtmChoice,
     /// Zen Met-Cache budget, if given.
     pub zen_cache_bytes: Option<u64>,
+    /// Concurrency-control protocol.
+    pub cc: CcProtocol,
 }
 
 impl EngineSpec {
@@ -109,6 +175,7 @@ impl EngineSpec {
             dbxn: DbxnOptions::default(),
             htm: HtmChoice { backend: HtmBackendKind::None, abort_per_million: 0 },
             zen_cache_bytes: None,
+            cc: CcProtocol::default(),
         }
     }
 
@@ -140,10 +207,11 @@ impl EngineSpec {
     }
 
     /// Every option of the engine with the value in effect (defaults
-    /// included), for the JSON report; empty for engines without options.
+    /// included), for the JSON report (every engine has at least `cc`).
     pub fn effective_options(&self) -> BTreeMap<String, String> {
         let on_off = |value: bool| if value { "on" } else { "off" }.to_string();
         let mut options = BTreeMap::new();
+        options.insert("cc".into(), self.cc.name().into());
         match self.kind {
             EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => {
                 options.insert("nt".into(), on_off(self.dbxn.non_temporal));
@@ -175,6 +243,7 @@ impl EngineSpec {
         if let Some(bytes) = self.zen_cache_bytes {
             options.zen.cache_bytes = bytes;
         }
+        options.cc = self.cc;
     }
 
     /// The HTM backend name for reports ("none" for engines without HTM
@@ -199,16 +268,27 @@ fn engine_names() -> String {
 }
 
 fn preset_names() -> String {
-    PRESETS.iter().map(|(name, _, _)| *name).collect::<Vec<_>>().join(", ")
+    PRESETS.iter().map(|preset| preset.name).collect::<Vec<_>>().join(", ")
 }
 
 /// `key=values` of every key of `kind`, for error messages.
 fn valid_keys(kind: EngineKind) -> String {
-    let keys = keys_of(kind);
-    if keys.is_empty() {
-        return "none (this engine takes no options)".to_string();
-    }
-    keys.iter().map(|key| format!("{}={}", key.name, key.values)).collect::<Vec<_>>().join(", ")
+    keys_of(kind).map(|key| format!("{}={}", key.name, key.values)).collect::<Vec<_>>().join(", ")
+}
+
+fn protocol_names(protocols: impl Iterator<Item = CcProtocol>) -> String {
+    protocols.map(CcProtocol::name).collect::<Vec<_>>().join(", ")
+}
+
+/// Parses the value of `cc`.
+pub fn parse_cc(value: &str) -> Result<CcProtocol, String> {
+    let name = value.trim().to_ascii_lowercase();
+    CcProtocol::parse(&name).ok_or_else(|| {
+        format!(
+            "unknown concurrency-control protocol {value:?}; protocols: {}",
+            protocol_names(CcProtocol::ALL.into_iter())
+        )
+    })
 }
 
 fn parse_on_off(key: &str, value: &str) -> Result<bool, String> {
@@ -222,8 +302,8 @@ fn parse_on_off(key: &str, value: &str) -> Result<bool, String> {
 /// Parses one `--engine` entry: a preset name or `ENGINE[:KEY=VALUE]...`.
 pub fn parse_entry(text: &str) -> Result<EngineEntry, String> {
     let text = text.trim();
-    if let Some((_, _, specs)) = PRESETS.iter().find(|(name, _, _)| *name == text) {
-        return specs.iter().map(|spec| parse_spec(spec)).collect::<Result<Vec<_>, _>>().map(EngineEntry);
+    if let Some(preset) = PRESETS.iter().find(|preset| preset.name == text) {
+        return preset.specs().iter().map(|spec| parse_spec(spec)).collect::<Result<Vec<_>, _>>().map(EngineEntry);
     }
     parse_spec(text).map(|spec| EngineEntry(vec![spec]))
 }
@@ -246,7 +326,7 @@ pub fn parse_spec(text: &str) -> Result<EngineSpec, String> {
             ));
         };
         let (key, value) = (key.trim().to_ascii_lowercase(), value.trim());
-        let Some(option) = keys_of(kind).iter().find(|option| option.name == key) else {
+        let Some(option) = keys_of(kind).find(|option| option.name == key) else {
             return Err(format!("unknown option {key:?} of engine {name}; valid keys of {name}: {}", valid_keys(kind)));
         };
         if spec.given.iter().any(|(given, _)| *given == key) {
@@ -291,6 +371,10 @@ pub fn parse_spec(text: &str) -> Result<EngineSpec, String> {
                     Some(parse_size(value).map_err(|error| format!("engine option cache: {error}"))?);
                 value.to_string()
             }
+            "cc" => {
+                spec.cc = parse_cc(value).map_err(|error| format!("engine option cc: {error}"))?;
+                spec.cc.name().to_string()
+            }
             other => unreachable!("option {other} has no parser"),
         };
         spec.given.push((key, shown));
@@ -313,17 +397,20 @@ pub fn long_help() -> String {
          \"engine_options\" (every option in effect).\n",
         engine_names()
     );
-    for (engines, keys) in [("dbxn, dbxn-nvm, dbx-naive", DBXN_KEYS), ("zen, zen-naive-alloc", ZEN_KEYS)] {
+    for (engines, keys) in
+        [("every engine", COMMON_KEYS), ("dbxn, dbxn-nvm, dbx-naive", DBXN_KEYS), ("zen, zen-naive-alloc", ZEN_KEYS)]
+    {
         help.push_str(&format!("\nOptions of {engines}:\n"));
         for key in keys {
             help.push_str(&format!("  {}={}: {}\n", key.name, key.values, key.description));
         }
     }
+    help.push_str(&format!("\nConcurrency-control protocols (cc=): {}\n", protocol_names(CcProtocol::ALL.into_iter())));
     help.push_str("\nPresets (expand in place):\n");
-    for (name, description, specs) in PRESETS {
-        help.push_str(&format!("  {name}: {description}:\n    {}\n", specs.join(",")));
+    for preset in PRESETS {
+        help.push_str(&format!("  {}: {}:\n    {}\n", preset.name, preset.description, preset.specs().join(",")));
     }
-    help.push_str("\nExample: --engine group-commit,dbxn:nt=off,zen:cache=0");
+    help.push_str("\nExample: --engine group-commit,dbxn:nt=off,zen:cache=0,zen:cc=no-wait");
     help
 }
 
@@ -394,8 +481,8 @@ mod tests {
             ("dbxn:htm-abort=5", "needs htm=sim"),
             ("dbxn:htm=sim:htm-abort=150", "0 to 100"),
             ("dbxn:htm=hle", "none, sim or rtm"),
-            ("silo:nt=off", "takes no options"),
-            ("group-commit:cache=1", "takes no options"),
+            ("silo:nt=off", "valid keys of silo: cc=<protocol>"),
+            ("group-commit:cache=1", "valid keys of group-commit: cc=<protocol>"),
             ("zen:nt=off", "valid keys of zen: cache=<size>"),
             ("zen:cache=lots", "invalid size"),
         ] {
@@ -417,5 +504,54 @@ mod tests {
         assert_eq!(labels[6], "dbxn");
         assert_eq!(parse_entry(" zen ").unwrap(), EngineEntry(vec![EngineSpec::plain(EngineKind::Zen)]));
         assert!(long_help().contains("dbxn-ablation") && long_help().contains("align256=on|off"));
+    }
+
+    #[test]
+    fn every_engine_takes_cc() {
+        let spec = parse_spec("zen:cc=no-wait").unwrap();
+        assert_eq!((spec.kind, spec.cc), (EngineKind::Zen, CcProtocol::NoWait));
+        assert_eq!(spec.label(), "zen:cc=no-wait");
+        assert_eq!(parse_spec(&spec.label()).unwrap(), spec);
+        assert_eq!(spec.file_label(), "zen.cc-no-wait");
+        assert_eq!(spec.effective_options()["cc"], "no-wait");
+        let mut db = DbOptions::in_memory(EngineKind::Zen, Vec::new());
+        spec.apply(&mut db, 1);
+        assert_eq!(db.cc, CcProtocol::NoWait);
+        // With the family's own keys, in any order; the label keeps the order given.
+        let spec = parse_spec("dbxn:cc=WAIT-DIE:nt=off").unwrap();
+        assert_eq!((spec.cc, spec.dbxn.non_temporal), (CcProtocol::WaitDie, false));
+        assert_eq!(spec.label(), "dbxn:cc=wait-die:nt=off");
+        for kind in EngineKind::ALL {
+            for protocol in CcProtocol::ALL {
+                let spec = parse_spec(&format!("{}:cc={}", kind.name(), protocol.name())).unwrap();
+                assert_eq!(spec.cc, protocol, "{kind}");
+            }
+            assert_eq!(EngineSpec::plain(kind).effective_options()["cc"], "silo");
+        }
+    }
+
+    #[test]
+    fn unknown_protocols_are_refused() {
+        let error = parse_spec("zen:cc=2pl").unwrap_err();
+        assert!(error.contains("unknown concurrency-control protocol \"2pl\""), "{error}");
+        for protocol in CcProtocol::ALL {
+            assert!(error.contains(protocol.name()), "{error}");
+        }
+        assert!(parse_spec("silo:cc=occ:cc=occ").unwrap_err().contains("given twice"));
+    }
+
+    #[test]
+    fn cc_matrices_have_one_row_per_protocol() {
+        let built: Vec<CcProtocol> = CcProtocol::ALL.to_vec();
+        for (preset, kind) in [("zen-cc-matrix", EngineKind::Zen), ("cc-matrix", EngineKind::Silo)] {
+            let EngineEntry(specs) = parse_entry(preset).unwrap();
+            assert_eq!(specs.len(), built.len(), "{preset}");
+            assert_eq!(specs.iter().map(|spec| spec.cc).collect::<Vec<_>>(), built, "{preset}");
+            assert!(specs.iter().all(|spec| spec.kind == kind), "{preset}");
+            assert_eq!(specs[0].label(), format!("{}:cc=silo", kind.name()));
+        }
+        let help = long_help();
+        assert!(help.contains("zen-cc-matrix") && help.contains("zen:cc=silo,zen:cc=occ"), "{help}");
+        assert!(help.contains("cc=<protocol>") && short_help().contains("cc-matrix"), "{help}");
     }
 }

@@ -857,6 +857,9 @@ mod tests {
         let error = parse_one_engine("dbxn-ablation").unwrap_err();
         assert!(error.contains("expands to 7 engines"), "{error}");
         assert!(parse_one_engine("nope").unwrap_err().contains("valid engines"));
+        let spec = parse_one_engine("zen:cc=no-wait").unwrap();
+        assert_eq!((spec.label().as_str(), spec.cc), ("zen:cc=no-wait", pmtx_engine::CcProtocol::NoWait));
+        assert!(parse_one_engine("zen-cc-matrix").unwrap_err().contains("soak runs one engine"));
         assert_eq!(parse_minutes("0.05"), Ok(0.05));
         for bad in ["0", "-1", "x", "nan", "inf", "100000"] {
             assert!(parse_minutes(bad).is_err(), "{bad:?}");
