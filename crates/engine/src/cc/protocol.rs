@@ -56,7 +56,7 @@ pub enum CcProtocol {
 }
 
 impl CcProtocol {
-    /// Every protocol, built or planned.
+    /// Every protocol.
     pub const ALL: [CcProtocol; 10] = [
         CcProtocol::Silo,
         CcProtocol::Occ,
@@ -91,23 +91,6 @@ impl CcProtocol {
         Self::ALL.into_iter().find(|protocol| protocol.name() == name)
     }
 
-    /// Whether this build implements the protocol.
-    pub fn is_built(self) -> bool {
-        matches!(
-            self,
-            CcProtocol::Silo
-                | CcProtocol::Occ
-                | CcProtocol::TicToc
-                | CcProtocol::NoWait
-                | CcProtocol::WaitDie
-                | CcProtocol::DlDetect
-                | CcProtocol::Hekaton
-                | CcProtocol::Mvcc
-                | CcProtocol::Cicada
-                | CcProtocol::HStore
-        )
-    }
-
     /// Whether the protocol takes locks in the lock table (rows, or
     /// `hstore`'s partitions).
     pub fn uses_lock_table(self) -> bool {
@@ -125,27 +108,13 @@ impl CcProtocol {
         matches!(self, CcProtocol::Mvcc | CcProtocol::Hekaton | CcProtocol::Cicada)
     }
 
-    /// The protocols this build implements.
-    pub fn built() -> impl Iterator<Item = CcProtocol> {
-        Self::ALL.into_iter().filter(|protocol| protocol.is_built())
-    }
-
     /// Whether the protocol is one of the two-phase-locking family.
     pub fn is_locking(self) -> bool {
         matches!(self, CcProtocol::NoWait | CcProtocol::WaitDie | CcProtocol::DlDetect)
     }
 
-    /// Refuses a protocol this build does not implement, or a worker count
-    /// the protocol cannot serve.
+    /// Refuses a worker count the protocol cannot serve.
     pub(crate) fn check(self, workers: usize) -> DbResult<()> {
-        if !self.is_built() {
-            let built: Vec<&str> = Self::built().map(CcProtocol::name).collect();
-            return Err(DbError::InvalidConfig(format!(
-                "cc={} is planned but not built yet; built protocols: {}",
-                self.name(),
-                built.join(", ")
-            )));
-        }
         if self.uses_lock_table() && workers > LockTable::MAX_WORKERS {
             return Err(DbError::InvalidConfig(format!(
                 "cc={} keeps lock holders as a bit per worker and serves at most {} workers, got {workers}",
@@ -305,10 +274,9 @@ mod tests {
     }
 
     #[test]
-    fn every_protocol_has_a_name_that_parses_and_is_built() {
+    fn every_protocol_has_a_name_that_parses() {
         for protocol in CcProtocol::ALL {
             assert_eq!(CcProtocol::parse(protocol.name()), Some(protocol));
-            assert!(protocol.is_built(), "{protocol}");
             assert!(protocol.check(4).is_ok());
         }
         assert_eq!(CcProtocol::parse("2pl"), None);
