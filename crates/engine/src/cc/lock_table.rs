@@ -96,7 +96,7 @@ fn stripe_of(address: usize) -> usize {
 
 impl LockTable {
     /// Most workers a lock word can name.
-    pub(crate) const MAX_WORKERS: usize = 63;
+    pub(crate) const MAX_WORKERS: usize = crate::cc::protocol::MAX_LOCKING_WORKERS;
 
     pub(crate) fn new(protocol: CcProtocol, workers: usize) -> Self {
         assert!(protocol.uses_lock_table() && workers <= Self::MAX_WORKERS);

@@ -6,6 +6,7 @@
 //! large read and write sets (`position_index`).
 //! The engines compose a protocol with a storage and a durability scheme.
 
+pub(crate) mod concurrency;
 pub(crate) mod lock_table;
 pub(crate) mod position_index;
 pub mod protocol;

@@ -46,9 +46,10 @@
 //! version") in the read set, so it validates only once the writer's log is
 //! durable and the bit is cleared.
 
+use crate::cc::concurrency::Concurrency;
 use crate::cc::lock_table::HeldLocks;
 use crate::cc::position_index::PositionIndex;
-use crate::cc::protocol::{CcProtocol, Concurrency};
+use crate::cc::protocol::CcProtocol;
 use crate::cc::versions::{OlderVersion, VersionQueue};
 use crate::engine::{ScanRequest, WriteOp};
 use crate::error::{AbortReason, DbError, TxError, TxResult};
@@ -701,7 +702,7 @@ impl<R: RowKind> OccTx<R> {
             }
             None => {
                 for partition in 0..self.cc.partitions() {
-                    let address = crate::cc::protocol::Concurrency::partition_lock_address(partition);
+                    let address = crate::cc::concurrency::Concurrency::partition_lock_address(partition);
                     locks.acquire(&mut self.held, address, true).map_err(TxError::Abort)?;
                 }
                 Ok(())

@@ -4,7 +4,7 @@
 //! for `group-commit`, DBXN's synchronous log for the DBXN family). One
 //! engine = one composition of these; [`OccWorker`] runs transactions.
 
-use crate::cc::protocol::Concurrency;
+use crate::cc::concurrency::Concurrency;
 use crate::cc::silo::{OccTx, RowStore};
 use crate::durability::{CommitLog, CommitStage, EnginePolicy};
 use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, ScanRequest, WriteOp};

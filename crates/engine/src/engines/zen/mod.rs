@@ -21,7 +21,7 @@
 
 mod worker;
 
-use crate::cc::protocol::Concurrency;
+use crate::cc::concurrency::Concurrency;
 use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, RecoveryReport};
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};

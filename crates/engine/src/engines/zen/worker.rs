@@ -23,7 +23,7 @@
 //!    if enough tombstones wait; reclaim absent rows (`storage::table`).
 
 use super::ZenShared;
-use crate::cc::protocol::Concurrency;
+use crate::cc::concurrency::Concurrency;
 use crate::cc::silo::{OccTx, RowStore};
 use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
