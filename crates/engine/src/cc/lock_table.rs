@@ -233,20 +233,7 @@ impl LockTable {
 
     /// Whether following wait-for edges from `start` reaches `target`.
     fn reaches(&self, start: u64, target: usize) -> bool {
-        let mut visited = 0u64;
-        let mut frontier = start;
-        while frontier != 0 {
-            if frontier & (1 << target) != 0 {
-                return true;
-            }
-            visited |= frontier;
-            let mut next = 0u64;
-            for worker in holders(frontier) {
-                next |= self.waits_for[worker].load(Ordering::SeqCst);
-            }
-            frontier = next & !visited;
-        }
-        false
+        self.reachable(start) & (1 << target) != 0
     }
 
     /// One attempt at the lock word: `Ok(newly taken)` or `Err(the other

@@ -995,12 +995,7 @@ impl<R: RowKind> OccTx<R> {
             // SAFETY: see WriteEntry::row.
             let row = unsafe { &*read.row };
             let current = row.word();
-            if current & !LOCKED != read.word {
-                if current & !LOCKED == read.word | UNPERSISTED {
-                    return Err(AbortReason::NotYetDurable);
-                }
-                return Err(AbortReason::ReadValidation);
-            }
+            unchanged(current, read.word)?;
             let address = read.row as usize;
             if read_timestamps.rts(address, record::tid_of(read.word)) >= ts {
                 continue;
@@ -1036,12 +1031,7 @@ impl<R: RowKind> OccTx<R> {
             // SAFETY: see WriteEntry::row.
             let row = unsafe { &*read.row };
             let current = row.word();
-            if current & !LOCKED != read.word {
-                if current & !LOCKED == read.word | UNPERSISTED {
-                    return Err(AbortReason::NotYetDurable);
-                }
-                return Err(AbortReason::ReadValidation);
-            }
+            unchanged(current, read.word)?;
             if current & LOCKED != 0 && self.writes.find(read.row).is_none() {
                 return Err(AbortReason::ReadValidation);
             }
@@ -1092,6 +1082,17 @@ impl<R: RowKind> OccTx<R> {
                 unreachable!("secondary key lengths are checked when a write is buffered: {error}");
             }
         }
+    }
+}
+
+/// Whether a row's `current` word (lock bit aside) is still the `read`
+/// one; a version still waiting for its log (DBXN's odd version) is told
+/// apart, since it validates once durable.
+fn unchanged(current: u64, read: u64) -> Result<(), AbortReason> {
+    match current & !LOCKED {
+        word if word == read => Ok(()),
+        word if word == read | UNPERSISTED => Err(AbortReason::NotYetDurable),
+        _ => Err(AbortReason::ReadValidation),
     }
 }
 
