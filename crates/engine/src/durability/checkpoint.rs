@@ -228,16 +228,26 @@ pub fn write_checkpoint<B: PmBackend>(
 /// does (more threads than cores), which outlasts one bounded `copy_value`;
 /// that is contention, not corruption, so retry (yielding) for a long while.
 fn stable_copy(record: &Record, value: &mut Vec<u8>) -> Option<record::Snapshot> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+    // A committer holds a row's lock only while it installs, but on a
+    // loaded machine (the crash simulator capturing states, more threads
+    // than cores) it can be descheduled for seconds: the bound only tells a
+    // lock that is never released from a slow one, and the checkpoint
+    // sleeps between looks so the holder gets the core.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for attempt in 0u32.. {
         if let Some(snapshot) = record.copy_value(value) {
             return Some(snapshot);
         }
         if std::time::Instant::now() >= deadline {
             return None;
         }
-        std::thread::yield_now();
+        if attempt < 64 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
     }
+    None
 }
 
 fn abandon<B: PmBackend>(pool: &Pool<B>, chunks: &[(ChunkId, u64)]) {
