@@ -40,13 +40,11 @@
 //! stays announced in its epoch, and group commit waits for it.
 
 use crate::cc::protocol::CcProtocol;
+use crate::cc::{row_stripe as stripe_of, ROW_STRIPES};
 use crate::error::AbortReason;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-/// Stripes of the table (8 MiB of lock words).
-const STRIPES: usize = 1 << 20;
 
 /// Exclusive mode bit of a lock word.
 const EXCLUSIVE: u64 = 1 << 63;
@@ -88,12 +86,6 @@ impl HeldLocks {
     }
 }
 
-fn stripe_of(address: usize) -> usize {
-    // Rows are at least 8-aligned; the multiply spreads neighbours.
-    let hash = (address as u64 >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    (hash >> (64 - STRIPES.trailing_zeros())) as usize
-}
-
 impl LockTable {
     /// Most workers a lock word can name.
     pub(crate) const MAX_WORKERS: usize = crate::cc::protocol::MAX_LOCKING_WORKERS;
@@ -102,7 +94,7 @@ impl LockTable {
         assert!(protocol.uses_lock_table() && workers <= Self::MAX_WORKERS);
         Self {
             protocol,
-            words: (0..STRIPES).map(|_| AtomicU64::new(0)).collect(),
+            words: (0..ROW_STRIPES).map(|_| AtomicU64::new(0)).collect(),
             timestamps: (0..workers).map(|_| CachePadded::new(AtomicU64::new(u64::MAX))).collect(),
             waits_for: (0..workers).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
             clock: AtomicU64::new(0),

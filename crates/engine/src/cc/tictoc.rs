@@ -23,24 +23,17 @@
 //! raised `rts` (and commits above it). Both sides use sequentially
 //! consistent operations for that.
 
+use crate::cc::{row_stripe as stripe_of, ROW_STRIPES};
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Stripes (8 MiB of words).
-const STRIPES: usize = 1 << 20;
 
 /// The striped `rts` of every row.
 pub(crate) struct ReadTimestamps {
     words: Box<[AtomicU64]>,
 }
 
-fn stripe_of(address: usize) -> usize {
-    let hash = (address as u64 >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    (hash >> (64 - STRIPES.trailing_zeros())) as usize
-}
-
 impl ReadTimestamps {
     pub(crate) fn new() -> Self {
-        Self { words: (0..STRIPES).map(|_| AtomicU64::new(0)).collect() }
+        Self { words: (0..ROW_STRIPES).map(|_| AtomicU64::new(0)).collect() }
     }
 
     /// The effective `rts` of the row at `address` whose version has `wts`.
