@@ -31,11 +31,22 @@ pub enum EngineKind {
     Zen,
     /// Zen with per-allocation persistence of allocator metadata (Fig. 17).
     ZenNaiveAlloc,
+    /// SP^3: OCC that releases its locks before its synchronous log is
+    /// durable, tracks the transactions it depends on, and acknowledges once
+    /// they are durable too (sp3.txt §III).
+    Sp3,
+    /// SP^3's NVM-TX baseline: the same OCC and log, locks held until the
+    /// log is durable.
+    NvmTx,
+    /// SP^3's NVM-Ideal bound: NVM-TX without concurrency control (no read
+    /// validation, write locks held only while installing). **Not
+    /// serializable**; the crash harness refuses it.
+    NvmIdeal,
 }
 
 impl EngineKind {
     /// Every engine, for `--help` and tests.
-    pub const ALL: [EngineKind; 7] = [
+    pub const ALL: [EngineKind; 10] = [
         EngineKind::Silo,
         EngineKind::GroupCommit,
         EngineKind::Dbxn,
@@ -43,6 +54,9 @@ impl EngineKind {
         EngineKind::DbxNaive,
         EngineKind::Zen,
         EngineKind::ZenNaiveAlloc,
+        EngineKind::Sp3,
+        EngineKind::NvmTx,
+        EngineKind::NvmIdeal,
     ];
 
     /// Parses an engine name.
@@ -60,13 +74,40 @@ impl EngineKind {
             EngineKind::DbxNaive => "dbx-naive",
             EngineKind::Zen => "zen",
             EngineKind::ZenNaiveAlloc => "zen-naive-alloc",
+            EngineKind::Sp3 => "sp3",
+            EngineKind::NvmTx => "nvm-tx",
+            EngineKind::NvmIdeal => "nvm-ideal",
         }
+    }
+
+    /// Whether the engine's transactions are serializable (every engine
+    /// but `nvm-ideal`, an upper bound without concurrency control).
+    pub fn is_serializable(self) -> bool {
+        !matches!(self, EngineKind::NvmIdeal)
+    }
+
+    /// The SP^3 family (`sp3`, `nvm-tx`, `nvm-ideal`).
+    pub fn is_sp3_family(self) -> bool {
+        matches!(self, EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal)
     }
 
     /// Whether acknowledged commits survive a crash.
     pub fn is_durable(self) -> bool {
         !matches!(self, EngineKind::Silo)
     }
+}
+
+/// The SP^3 family's TIDs carry the committing worker in their low bits
+/// (the paper's `<threadID, logicID>`: a worker's TIDs grow, so the TID is
+/// also its logical id), so a row's version word names its last writer.
+pub const SP3_WORKER_BITS: u32 = 8;
+/// Most workers an SP^3-family engine numbers in [`SP3_WORKER_BITS`].
+pub const SP3_MAX_WORKERS: usize = 1 << SP3_WORKER_BITS;
+
+/// The worker that committed `tid` on an SP^3-family engine.
+#[inline(always)]
+pub(crate) fn sp3_writer_of(tid: u64) -> usize {
+    (tid & (SP3_MAX_WORKERS as u64 - 1)) as usize
 }
 
 impl std::fmt::Display for EngineKind {

@@ -18,16 +18,20 @@ pub enum Fault {
     ZenLpOnFirstTuple,
     /// group-commit: persist the durable epoch before the epoch's log lines.
     GroupCommitEpochBeforeLog,
+    /// sp3: acknowledge once the own log record is durable, without waiting
+    /// for the transactions it depends on.
+    Sp3AckBeforeDependencies,
 }
 
 #[cfg(feature = "fault-injection")]
 impl Fault {
     /// Every fault, for tests and `--help`.
-    pub const ALL: [Fault; 4] = [
+    pub const ALL: [Fault; 5] = [
         Fault::DbxnAckBeforeFence,
         Fault::ZenSkipFirstFence,
         Fault::ZenLpOnFirstTuple,
         Fault::GroupCommitEpochBeforeLog,
+        Fault::Sp3AckBeforeDependencies,
     ];
 
     /// Stable name.
@@ -37,6 +41,7 @@ impl Fault {
             Fault::ZenSkipFirstFence => "zen-skip-first-fence",
             Fault::ZenLpOnFirstTuple => "zen-lp-on-first-tuple",
             Fault::GroupCommitEpochBeforeLog => "group-commit-epoch-before-log",
+            Fault::Sp3AckBeforeDependencies => "sp3-ack-before-dependencies",
         }
     }
 
@@ -84,6 +89,12 @@ impl Faults {
         self.is(|f| matches!(f, FaultKind::GroupCommitEpochBeforeLog))
     }
 
+    /// sp3: acknowledge without waiting for the dependencies.
+    #[inline(always)]
+    pub(crate) fn ack_before_dependencies(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::Sp3AckBeforeDependencies))
+    }
+
     #[inline(always)]
     fn is(&self, test: impl Fn(FaultKind) -> bool) -> bool {
         #[cfg(feature = "fault-injection")]
@@ -111,4 +122,5 @@ enum FaultKind {
     ZenSkipFirstFence,
     ZenLpOnFirstTuple,
     GroupCommitEpochBeforeLog,
+    Sp3AckBeforeDependencies,
 }

@@ -130,6 +130,23 @@ impl DbOptions {
             return Err(DbError::InvalidConfig(format!("workers must be 1..=1024, got {}", self.workers)));
         }
         self.cc.check(self.workers)?;
+        if self.engine.is_sp3_family() {
+            if self.cc != crate::cc::CcProtocol::Silo {
+                return Err(DbError::InvalidConfig(format!(
+                    "engine {} runs SP^3's OCC and takes cc=silo only, got cc={}",
+                    self.engine, self.cc
+                )));
+            }
+            if self.workers > crate::engine::SP3_MAX_WORKERS {
+                return Err(DbError::InvalidConfig(format!(
+                    "engine {} numbers its workers in {} TID bits: at most {} workers, got {}",
+                    self.engine,
+                    crate::engine::SP3_WORKER_BITS,
+                    crate::engine::SP3_MAX_WORKERS,
+                    self.workers
+                )));
+            }
+        }
         if self.max_attempts == 0 {
             return Err(DbError::InvalidConfig("max_attempts must be at least 1".into()));
         }

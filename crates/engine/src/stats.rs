@@ -69,6 +69,9 @@ pub struct RecoveryReport {
     pub log_records_applied: u64,
     /// Log records skipped because their epoch was not durable.
     pub log_records_not_durable: u64,
+    /// Log records dropped because a transaction they depend on is not in
+    /// the log (sp3), with the later records of their workers.
+    pub log_records_missing_dependency: u64,
     /// Wall time of recovery.
     pub duration: std::time::Duration,
     /// Tuple slots scanned in the heap (zen).

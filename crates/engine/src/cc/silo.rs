@@ -1050,6 +1050,11 @@ impl<R: RowKind> OccTx<R> {
     }
 
     /// The largest TID the attempt read.
+    /// The version words the read set holds (as read).
+    pub(crate) fn read_words(&self) -> impl Iterator<Item = u64> + '_ {
+        self.reads.iter().map(|read| read.word)
+    }
+
     pub(crate) fn max_read_tid(&self) -> u64 {
         self.reads.iter().map(|read| record::tid_of(read.word)).max().unwrap_or(0)
     }

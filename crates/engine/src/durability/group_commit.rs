@@ -146,6 +146,11 @@ impl<B: PmBackend> GroupCommitLog<B> {
         self.epochs.get().expect("epochs attached after recovery")
     }
 
+    /// The pool the log lives in.
+    pub(crate) fn pool(&self) -> &Arc<Pool<B>> {
+        &self.pool
+    }
+
     /// Makes every log byte written so far durable and publishes
     /// `durable_epoch` (all records of epochs <= it are complete).
     fn flush_logs(&self, durable_epoch: u64) -> DbResult<()> {
@@ -455,6 +460,44 @@ impl<B: PmBackend> CommitLog for GroupCommitLog<B> {
     }
 }
 
+/// SP^3's dependency DAG over every complete record at or above
+/// `start_epoch` (older ones are in the checkpoint): in TID order (every
+/// dependency and every earlier record of the same worker has a smaller
+/// TID), a record is kept when every dependency at or above `start_epoch` is
+/// kept and its worker's earlier records are; returns the TIDs dropped. SP^3
+/// TIDs carry their worker, so they are unique across workers.
+fn dependency_dag_drops<B: PmBackend>(
+    pool: &Pool<B>,
+    segments: &[log::FoundSegment],
+    start_epoch: u64,
+) -> std::collections::HashSet<u64> {
+    let mut nodes: Vec<(u64, u16, Vec<u64>)> = Vec::new();
+    for segment in segments {
+        log::scan_segment(pool, segment, |record| {
+            if record.tid <= record::MAX_TID && record::epoch_of_tid(record.tid) >= start_epoch {
+                nodes.push((record.tid, segment.worker, record.dependencies));
+            }
+        });
+    }
+    nodes.sort_unstable_by_key(|(tid, _, _)| *tid);
+    let mut kept = std::collections::HashSet::with_capacity(nodes.len());
+    let mut dropped = std::collections::HashSet::new();
+    let mut broken_workers = std::collections::HashSet::new();
+    for (tid, worker, dependencies) in nodes {
+        let complete = !broken_workers.contains(&worker)
+            && dependencies
+                .iter()
+                .all(|dependency| record::epoch_of_tid(*dependency) < start_epoch || kept.contains(dependency));
+        if complete {
+            kept.insert(tid);
+        } else {
+            broken_workers.insert(worker);
+            dropped.insert(tid);
+        }
+    }
+    dropped
+}
+
 impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
     fn kind(&self) -> EngineKind {
         self.kind
@@ -508,6 +551,16 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
             )));
         }
         let synchronous = self.synchronous;
+        // SP^3: the records whose dependencies were never durable, and the
+        // later records of their workers (see `durability::sp3_log`).
+        let dropped = if self.kind == EngineKind::Sp3 {
+            let dropped = dependency_dag_drops(pool, &segments, start_epoch);
+            report.log_records_missing_dependency = dropped.len() as u64;
+            dropped
+        } else {
+            Default::default()
+        };
+        let dropped = &dropped;
         // Replay each worker's chain on its own thread.
         let mut by_worker: std::collections::BTreeMap<u16, Vec<log::FoundSegment>> = Default::default();
         for segment in &segments {
@@ -558,6 +611,9 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
                             }
                             if epoch > durable_epoch && !synchronous {
                                 skipped.fetch_add(1, Ordering::Relaxed);
+                                return;
+                            }
+                            if dropped.contains(&record.tid) {
                                 return;
                             }
                             for write in &record.writes {

@@ -12,8 +12,11 @@
 //!           4  u32 crc32 of (segment sequence LE ++ bytes 8..total)
 //!           8  u64 tid (epoch = tid >> 32)
 //!           16 u32 write count
-//!           20 u32 reserved
-//!           24 writes: u32 table, u32 value length (u32::MAX = delete),
+//!           20 u32 dependency count n (0 but for the SP^3 family; "FILL"
+//!                  in a filler record)
+//!           24 n u64 dependency TIDs (sp3: the transactions this one must
+//!                  not survive without)
+//!           .. writes: u32 table, u32 value length (u32::MAX = delete),
 //!                      u16 key length, 6 reserved bytes, key, value
 //!           .. zero padding to a multiple of 8
 //! ```
@@ -42,6 +45,8 @@ pub const SEGMENT_HEADER: u64 = 64;
 const RECORD_HEADER: usize = 24;
 const WRITE_HEADER: usize = 16;
 const DELETE_MARK: u32 = u32::MAX;
+/// Most dependencies one record may carry (one per other worker suffices).
+pub const MAX_DEPENDENCIES: usize = crate::engine::SP3_MAX_WORKERS;
 
 /// How a writer stores records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -244,7 +249,7 @@ impl<B: PmBackend> LogWriter<B> {
     /// fences.
     pub fn append<R>(&mut self, tid: u64, writes: &WriteSet<R>) -> DbResult<(u64, u64)> {
         self.buffer.clear();
-        encode_unsealed(&mut self.buffer, writes);
+        encode_unsealed(&mut self.buffer, writes, &[]);
         let length = self.buffer.len() as u64;
         debug_assert_eq!(length, record_length(writes));
         let chunk_size = self.pool.geometry().chunk_size;
@@ -305,8 +310,13 @@ impl<B: PmBackend> LogWriter<B> {
     /// Whether [`LogWriter::prepare`] of `writes` fits the current segment
     /// (else it starts a new segment).
     pub fn fits_prepared<R>(&self, writes: &WriteSet<R>) -> bool {
+        self.fits_prepared_reserving(writes, 0)
+    }
+
+    /// [`LogWriter::fits_prepared`] with room for `max_dependencies`.
+    pub fn fits_prepared_reserving<R>(&self, writes: &WriteSet<R>, max_dependencies: usize) -> bool {
         let layout = self.layout.unwrap_or(LogLayout::PLAIN);
-        let raw = record_length(writes);
+        let raw = record_length_with(writes, max_dependencies.min(MAX_DEPENDENCIES));
         self.position + layout.filler_before(self.position, raw) + layout.padded_len(raw) + 8
             <= self.pool.geometry().chunk_size
     }
@@ -318,11 +328,19 @@ impl<B: PmBackend> LogWriter<B> {
     /// engine prepares before its commit region so nothing can fail after it
     /// installed.
     pub fn prepare<R>(&mut self, writes: &WriteSet<R>) -> DbResult<()> {
+        self.prepare_reserving(writes, 0)
+    }
+
+    /// [`LogWriter::prepare`], leaving room in the segment for up to
+    /// `max_dependencies` dependency TIDs, which
+    /// [`LogWriter::append_prepared_with_dependencies`] adds.
+    pub fn prepare_reserving<R>(&mut self, writes: &WriteSet<R>, max_dependencies: usize) -> DbResult<()> {
         let layout = self.layout.unwrap_or(LogLayout::PLAIN);
-        let raw = record_length(writes);
+        let max_dependencies = max_dependencies.min(MAX_DEPENDENCIES);
+        let raw = record_length_with(writes, max_dependencies);
         let len = layout.padded_len(raw);
         let chunk_size = self.pool.geometry().chunk_size;
-        let mut filler = layout.filler_before(self.position, raw);
+        let filler = layout.filler_before(self.position, raw);
         if self.position + filler + len + 8 > chunk_size {
             let fresh = layout.filler_before(SEGMENT_HEADER, raw);
             if SEGMENT_HEADER + fresh + len + 8 > chunk_size {
@@ -331,22 +349,50 @@ impl<B: PmBackend> LogWriter<B> {
                 )));
             }
             self.roll_segment()?;
-            filler = fresh;
         }
+        self.encode_prepared(writes, &[]);
+        Ok(())
+    }
+
+    /// Encodes the record of `writes` and `dependencies` at the current
+    /// position (the caller made sure it fits).
+    fn encode_prepared<R>(&mut self, writes: &WriteSet<R>, dependencies: &[u64]) {
+        let layout = self.layout.unwrap_or(LogLayout::PLAIN);
+        let raw = record_length_with(writes, dependencies.len());
+        let len = layout.padded_len(raw);
+        let filler = layout.filler_before(self.position, raw);
+        debug_assert!(self.position + filler + len + 8 <= self.pool.geometry().chunk_size);
         self.buffer.clear();
         if filler > 0 {
             self.buffer.resize(filler as usize, 0);
             self.buffer[0..4].copy_from_slice(&(filler as u32).to_le_bytes());
             self.buffer[20..24].copy_from_slice(&FILLER_MARK.to_le_bytes());
         }
-        let start = encode_unsealed(&mut self.buffer, writes);
+        let start = encode_unsealed(&mut self.buffer, writes, dependencies);
         debug_assert_eq!((self.buffer.len() - start) as u64, raw);
         self.buffer.resize(start + len as usize, 0);
         self.buffer[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
         // The 8 zero bytes after the record terminate the scan.
         self.buffer.extend_from_slice(&[0u8; 8]);
         self.prepared = Some(Prepared { filler: filler as usize, len: len as usize });
-        Ok(())
+    }
+
+    /// [`LogWriter::append_prepared`] of the record prepared for `writes`
+    /// by [`LogWriter::prepare_reserving`], with `dependencies` (at most the
+    /// number reserved) added.
+    pub fn append_prepared_with_dependencies<R>(
+        &mut self,
+        tid: u64,
+        writes: &WriteSet<R>,
+        dependencies: &[u64],
+    ) -> (u64, u64) {
+        debug_assert!(self.prepared.is_some(), "append without prepare");
+        if !dependencies.is_empty() {
+            // Never longer than the reserved record, so it fits where that
+            // one was made to fit (padding and fillers grow with the length).
+            self.encode_prepared(writes, dependencies);
+        }
+        self.append_prepared(tid)
     }
 
     /// Writes the record of the last [`LogWriter::prepare`] with `tid`
@@ -405,18 +451,28 @@ impl<B: PmBackend> LogWriter<B> {
 
 /// Encoded length of the redo record of `writes` (as `encode_record` makes it).
 pub fn record_length<R>(writes: &WriteSet<R>) -> u64 {
+    record_length_with(writes, 0)
+}
+
+/// Encoded length of the redo record of `writes` with `dependencies` TIDs.
+pub fn record_length_with<R>(writes: &WriteSet<R>, dependencies: usize) -> u64 {
     let body: usize =
         writes.iter().map(|write| WRITE_HEADER + write.key.len() + write.value.map_or(0, <[u8]>::len)).sum();
-    ((RECORD_HEADER + body) as u64).next_multiple_of(8)
+    ((RECORD_HEADER + 8 * dependencies + body) as u64).next_multiple_of(8)
 }
 
 /// Appends the redo record of `writes` to `buffer`, its length field set and
 /// its TID and CRC left for [`seal`]; returns where it starts. The record
 /// is encoded once, straight from the write set's arena.
-fn encode_unsealed<R>(buffer: &mut Vec<u8>, writes: &WriteSet<R>) -> usize {
+fn encode_unsealed<R>(buffer: &mut Vec<u8>, writes: &WriteSet<R>, dependencies: &[u64]) -> usize {
+    debug_assert!(dependencies.len() <= MAX_DEPENDENCIES);
     let start = buffer.len();
     buffer.resize(start + RECORD_HEADER, 0);
     buffer[start + 16..start + 20].copy_from_slice(&(writes.len() as u32).to_le_bytes());
+    buffer[start + 20..start + 24].copy_from_slice(&(dependencies.len() as u32).to_le_bytes());
+    for dependency in dependencies {
+        buffer.extend_from_slice(&dependency.to_le_bytes());
+    }
     for write in writes.iter() {
         buffer.extend_from_slice(&write.table.0.to_le_bytes());
         let value_len = write.value.map_or(DELETE_MARK, |v| v.len() as u32);
@@ -439,7 +495,7 @@ fn encode_unsealed<R>(buffer: &mut Vec<u8>, writes: &WriteSet<R>) -> usize {
 #[cfg(test)]
 fn encode_record<R>(buffer: &mut Vec<u8>, sequence: u64, tid: u64, writes: &WriteSet<R>) {
     buffer.clear();
-    encode_unsealed(buffer, writes);
+    encode_unsealed(buffer, writes, &[]);
     seal(buffer, sequence, tid);
 }
 
@@ -461,6 +517,8 @@ pub struct LogRecord {
     pub tid: u64,
     /// The writes.
     pub writes: Vec<LogWrite>,
+    /// TIDs of the transactions this one depends on (SP^3 family).
+    pub dependencies: Vec<u64>,
 }
 
 /// A segment found in the pool at recovery.
@@ -542,7 +600,16 @@ pub fn scan_segment<B: PmBackend>(pool: &Pool<B>, segment: &FoundSegment, mut vi
 fn decode_record(bytes: &[u8]) -> Option<LogRecord> {
     let tid = u64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);
     let count = u32::from_le_bytes(bytes.get(16..20)?.try_into().ok()?) as usize;
+    let dependency_count = u32::from_le_bytes(bytes.get(20..24)?.try_into().ok()?) as usize;
+    if dependency_count > MAX_DEPENDENCIES {
+        return None;
+    }
     let mut at = RECORD_HEADER;
+    let mut dependencies = Vec::with_capacity(dependency_count);
+    for _ in 0..dependency_count {
+        dependencies.push(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
+        at += 8;
+    }
     let mut writes = Vec::with_capacity(count.min(1024));
     for _ in 0..count {
         let head = bytes.get(at..at + WRITE_HEADER)?;
@@ -561,7 +628,7 @@ fn decode_record(bytes: &[u8]) -> Option<LogRecord> {
         };
         writes.push(LogWrite { table, key, value });
     }
-    Some(LogRecord { tid, writes })
+    Some(LogRecord { tid, writes, dependencies })
 }
 
 #[cfg(test)]

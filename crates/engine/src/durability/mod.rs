@@ -2,13 +2,15 @@
 //! ([`CommitLog`]) and what the scheme does on each epoch tick, at
 //! checkpoints, at recovery and at close (`EnginePolicy`); the redo log
 //! format ([`log`]), checkpoints ([`checkpoint`]), epoch group commit with
-//! recovery (`group_commit`) and DBXN's synchronous log (`dbxn_log`).
+//! recovery (`group_commit`), DBXN's synchronous log (`dbxn_log`) and
+//! SP^3's dependency-tracking log (`sp3_log`).
 //! Zen's log-free persistence lives with its heap (`storage::zen`).
 
 pub mod checkpoint;
 pub(crate) mod dbxn_log;
 pub(crate) mod group_commit;
 pub mod log;
+pub(crate) mod sp3_log;
 
 use crate::cc::silo::WriteSet;
 use crate::engine::{CommitTicket, EngineKind, EngineStats};
@@ -32,6 +34,11 @@ pub enum CommitStage {
     /// returns), then clear UNPERSISTED on each written record unless a
     /// later writer replaced the version (dbxn).
     LogAfterInstallParity,
+    /// Install and unlock, then append: the record carries the
+    /// transactions whose versions this one read or overwrote and whose
+    /// logs were not yet durable, and `append_with_dependencies` returns
+    /// once the record and those dependencies are durable (SP^3).
+    LogAfterUnlock,
 }
 
 /// The durability side of commit.
@@ -59,6 +66,38 @@ pub trait CommitLog: Send + Sync + 'static {
     /// Appends the redo record of `tid` at the point [`CommitLog::STAGE`]
     /// says. Returns the ticket of the commit.
     fn append(&self, worker: &mut Self::Worker, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket>;
+    /// Whether commits validate their reads (false only for `nvm-ideal`,
+    /// the bound without concurrency control).
+    const VALIDATES: bool = true;
+    /// Whether the commit collects the transactions it depends on for
+    /// [`CommitLog::append_with_dependencies`] (SP^3).
+    const TRACKS_DEPENDENCIES: bool = false;
+    /// The commit TID for worker `worker`, given the smallest TID Silo's
+    /// rule allows (the SP^3 family adds the worker's number).
+    fn stamp_tid(&self, tid: u64, _worker: usize) -> u64 {
+        tid
+    }
+    /// Whether the transaction that committed `tid` is durable with
+    /// everything it depends on (SP^3; always true elsewhere).
+    fn dependency_durable(&self, _tid: u64) -> bool {
+        true
+    }
+    /// [`CommitLog::append`] with the TIDs of the transactions this one
+    /// depends on (those not yet durable when it validated).
+    fn append_with_dependencies(
+        &self,
+        worker: &mut Self::Worker,
+        tid: u64,
+        writes: &WriteSet<Record>,
+        _dependencies: &[u64],
+    ) -> DbResult<CommitTicket> {
+        self.append(worker, tid, writes)
+    }
+    /// The ticket of a read-only transaction that depends on
+    /// `dependencies` (SP^3: once they are durable).
+    fn read_only_ticket_with_dependencies(&self, _worker: &mut Self::Worker, _dependencies: &[u64]) -> CommitTicket {
+        CommitTicket::Durable
+    }
     /// Ticket for a read-only transaction that read data up to `max_tid`.
     fn read_only_ticket(&self, max_tid: u64) -> CommitTicket;
     /// Whether `ticket` is durable.

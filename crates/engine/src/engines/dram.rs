@@ -278,6 +278,9 @@ pub struct OccWorker<L: CommitLog> {
     last_tid: u64,
     active: bool,
     retired: Vec<RetiredValue>,
+    /// SP^3: the TIDs this transaction depends on, at most one per other
+    /// worker (its newest), none already durable.
+    dependencies: Vec<u64>,
 }
 
 impl<L: CommitLog> OccWorker<L> {
@@ -287,7 +290,7 @@ impl<L: CommitLog> OccWorker<L> {
         let log = shared.log.worker(id)?;
         let mut tx = OccTx::new(Arc::clone(&shared.cc), id);
         shared.orphans.lock().hand_over(&mut tx.reclaimer);
-        Ok(Self { shared, id, log, tx, last_tid: 0, active: false, retired: Vec::new() })
+        Ok(Self { shared, id, log, tx, last_tid: 0, active: false, retired: Vec::new(), dependencies: Vec::new() })
     }
 
     /// The append of the `LogAfterInstall*` stages. The policy reserved the
@@ -300,6 +303,30 @@ impl<L: CommitLog> OccWorker<L> {
         }
     }
 
+    /// SP^3's dependency tracking (Algorithm 1, step 2): the writer of
+    /// every version read or overwritten, unless it is this worker (its own
+    /// commits are durable in order) or already durable with its own
+    /// dependencies. Only the newest TID per writer is kept: a worker's
+    /// commits become durable in TID order.
+    fn collect_dependencies(log: &L, own: usize, tx: &OccTx<Record>, dependencies: &mut Vec<u64>) {
+        dependencies.clear();
+        let words = tx.read_words().chain(tx.writes.entries().iter().map(|entry| entry.locked_word));
+        for word in words {
+            let tid = record::tid_of(word);
+            if tid == 0 || tid >= record::MAX_TID || crate::engine::sp3_writer_of(tid) == own {
+                continue;
+            }
+            if log.dependency_durable(tid) {
+                continue;
+            }
+            let writer = crate::engine::sp3_writer_of(tid);
+            match dependencies.iter_mut().find(|known| crate::engine::sp3_writer_of(**known) == writer) {
+                Some(known) => *known = (*known).max(tid),
+                None => dependencies.push(tid),
+            }
+        }
+    }
+
     fn commit_inner(&mut self) -> TxResult<CommitTicket> {
         let shared = &*self.shared;
         // `occ`: validation and write phase in one critical section.
@@ -307,7 +334,13 @@ impl<L: CommitLog> OccWorker<L> {
         let _serial = cc.serial_section();
         if self.tx.is_read_only() {
             shared.log.region_gate().map_err(TxError::Abort)?;
-            self.tx.validate(&shared.tables).map_err(TxError::Abort)?;
+            if L::VALIDATES {
+                self.tx.validate(&shared.tables).map_err(TxError::Abort)?;
+            }
+            if L::TRACKS_DEPENDENCIES {
+                Self::collect_dependencies(&shared.log, self.id, &self.tx, &mut self.dependencies);
+                return Ok(self.shared.log.read_only_ticket_with_dependencies(&mut self.log, &self.dependencies));
+            }
             return Ok(shared.log.read_only_ticket(self.tx.max_read_tid()));
         }
         // 0. Reserve the log record (may fail; nothing is locked yet), then
@@ -320,14 +353,23 @@ impl<L: CommitLog> OccWorker<L> {
         let epoch = shared.epochs.global();
         // 3.-4. Validate and pick the TID (one step: TicToc validates at the
         //    TID it picks).
-        let tid = match self.tx.validate_and_stamp(&shared.tables, max_locked, self.last_tid, epoch) {
-            Ok(tid) => tid,
-            Err(reason) => {
-                self.tx.release(self.tx.writes.len());
-                return Err(TxError::Abort(reason));
+        let tid = if L::VALIDATES {
+            match self.tx.validate_and_stamp(&shared.tables, max_locked, self.last_tid, epoch) {
+                Ok(tid) => tid,
+                Err(reason) => {
+                    self.tx.release(self.tx.writes.len());
+                    return Err(TxError::Abort(reason));
+                }
             }
+        } else {
+            // `nvm-ideal`: no read validation at all.
+            self.tx.commit_tid(max_locked, self.last_tid, epoch)
         };
+        let tid = shared.log.stamp_tid(tid, self.id);
         debug_assert!(record::epoch_of_tid(tid) >= epoch);
+        if L::TRACKS_DEPENDENCIES {
+            Self::collect_dependencies(&shared.log, self.id, &self.tx, &mut self.dependencies);
+        }
         // 5. Log, where the policy's stage says, and 6. install and unlock.
         let mut ticket = None;
         if L::STAGE == CommitStage::LogBeforeInstall {
@@ -356,6 +398,17 @@ impl<L: CommitLog> OccWorker<L> {
             for entry in self.tx.writes.entries() {
                 entry.row().clear_unpersisted(tid);
             }
+        }
+        if L::STAGE == CommitStage::LogAfterUnlock {
+            // SP^3's persist and pending steps, with every lock released.
+            ticket = Some(
+                match self.shared.log.append_with_dependencies(&mut self.log, tid, &self.tx.writes, &self.dependencies) {
+                    Ok(ticket) => ticket,
+                    Err(error) => {
+                        panic!("log append failed after install (the policy's prepare must prevent it): {error}")
+                    }
+                },
+            );
         }
         let ticket = ticket.expect("every stage appends");
         self.last_tid = tid;

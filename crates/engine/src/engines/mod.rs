@@ -4,6 +4,7 @@
 pub(crate) mod dbxn;
 pub(crate) mod dram;
 pub(crate) mod silo;
+pub(crate) mod sp3;
 pub(crate) mod zen;
 
 use crate::engine::{Engine, EngineKind};
@@ -56,5 +57,6 @@ pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>
         }
         EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => dbxn::open(options, pool),
         EngineKind::Zen | EngineKind::ZenNaiveAlloc => zen::open(options, pool),
+        EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal => sp3::open(options, pool),
     }
 }

@@ -1,0 +1,208 @@
+//! The SP^3 family (`sp3`, `nvm-tx`, `nvm-ideal`): the DRAM engine shell
+//! with the SP^3 log policy (`durability::sp3_log`, which documents the
+//! protocol).
+
+use crate::durability::sp3_log::{Sp3Log, NVM_IDEAL, NVM_TX, SP3};
+use crate::engine::{Engine, EngineKind};
+use crate::engines::dram::OccEngine;
+use crate::error::DbResult;
+use crate::options::DbOptions;
+use pmtx_pm::{PmBackend, Pool};
+use std::sync::Arc;
+
+/// Opens an SP^3-family engine over `pool`.
+pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
+    Ok(match options.engine {
+        EngineKind::Sp3 => OccEngine::open(options, Sp3Log::<B, SP3>::open(options, pool)?)?,
+        EngineKind::NvmTx => OccEngine::open(options, Sp3Log::<B, NVM_TX>::open(options, pool)?)?,
+        EngineKind::NvmIdeal => OccEngine::open(options, Sp3Log::<B, NVM_IDEAL>::open(options, pool)?)?,
+        other => unreachable!("{other} is not an SP^3 engine"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::durability::CommitLog;
+    use crate::engine::{CommitTicket, EngineWorker, WriteOp};
+    use crate::error::{AbortReason, TxError};
+    use crate::schema::{TableId, TableSchema};
+    use crate::storage::record::LOCKED;
+    use parking_lot::Mutex;
+    use pmtx_pm::{Direct, Sim};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    const T: TableId = TableId(0);
+
+    fn options(kind: EngineKind) -> DbOptions {
+        let mut options = DbOptions::in_memory(kind, vec![TableSchema::hashed("t")]);
+        options.workers = 3;
+        options
+    }
+
+    /// An engine on a sim pool whose worker 0 pauses between install and
+    /// log while `armed`: it sends on the first channel and waits on the
+    /// second.
+    #[allow(clippy::type_complexity)]
+    fn paused_engine<const MODE: u8>(
+        kind: EngineKind,
+    ) -> (Arc<OccEngine<Sp3Log<Sim, MODE>>>, Arc<Pool<Sim>>, Arc<AtomicBool>, mpsc::Receiver<()>, mpsc::Sender<()>) {
+        let options = options(kind);
+        let pool = Arc::new(Pool::<Sim>::create_in_memory(16 << 20, 256 << 10, &options.pm).expect("pool"));
+        let mut log = Sp3Log::<_, MODE>::open(&options, Arc::clone(&pool)).expect("open");
+        let armed = Arc::new(AtomicBool::new(false));
+        let (installed_tx, installed_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let go_rx = Mutex::new(go_rx);
+        let hook_armed = Arc::clone(&armed);
+        log.set_before_log_hook(Arc::new(move |worker| {
+            if worker == 0 && hook_armed.load(Ordering::SeqCst) {
+                installed_tx.send(()).expect("test alive");
+                go_rx.lock().recv().expect("test alive");
+            }
+        }));
+        (OccEngine::open(&options, log).expect("engine"), pool, armed, installed_rx, go_tx)
+    }
+
+    fn put(worker: &mut dyn EngineWorker, key: &[u8], value: &[u8]) -> Result<CommitTicket, TxError> {
+        worker.begin(false, 1);
+        worker.write(T, key, WriteOp::Put(value))?;
+        worker.commit()
+    }
+
+    /// The value of `key` after recovering `image` on a direct pool, and
+    /// the records recovery dropped for a missing dependency.
+    fn recover(kind: EngineKind, image: &[u8], keys: &[&[u8]]) -> (Vec<Option<Vec<u8>>>, u64) {
+        let options = options(kind);
+        let pool = Arc::new(Pool::<Direct>::open_image(image, &options.pm).expect("image"));
+        let engine = crate::engines::open_on_pool(&options, pool).expect("recovery");
+        let dropped = engine.stats().recovery.expect("recovered").log_records_missing_dependency;
+        let mut worker = Arc::clone(&engine).worker(0);
+        worker.begin(true, 1);
+        let values = keys
+            .iter()
+            .map(|key| {
+                let mut value = Vec::new();
+                worker.get(T, key, &mut value).expect("read").then_some(value)
+            })
+            .collect();
+        worker.commit().expect("read-only");
+        drop(worker);
+        engine.close().expect("close");
+        (values, dropped)
+    }
+
+    #[test]
+    fn a_dependent_goes_on_waits_for_its_dependency_and_is_dropped_without_it() {
+        let (engine, pool, armed, installed, go) = paused_engine::<{ crate::durability::sp3_log::SP3 }>(EngineKind::Sp3);
+        let mut writer = Arc::clone(&engine).worker(0);
+        let mut reader = Arc::clone(&engine).worker(1);
+        put(writer.as_mut(), b"x", b"1").expect("load");
+        armed.store(true, Ordering::SeqCst);
+        let paused = std::thread::spawn(move || {
+            let ticket = put(writer.as_mut(), b"x", b"2");
+            (writer, ticket)
+        });
+        installed.recv().expect("writer installed");
+        let record = engine.tables()[0].lookup(b"x").expect("row");
+        assert_eq!(record.word() & LOCKED, 0, "sp3 unlocks before its log is written");
+        // The reader reads the unlogged version without aborting, and its
+        // commit persists its own record, then waits for the writer's.
+        let (done_tx, done_rx) = mpsc::channel();
+        let dependent = std::thread::spawn(move || {
+            let mut value = Vec::new();
+            reader.begin(false, 1);
+            assert!(reader.get(T, b"x", &mut value).expect("no abort on an unlogged version"));
+            assert_eq!(value, b"2");
+            reader.write(T, b"y", WriteOp::Put(&value)).expect("write");
+            let ticket = reader.commit();
+            done_tx.send(()).expect("test alive");
+            (reader, ticket)
+        });
+        assert!(
+            done_rx.recv_timeout(Duration::from_millis(200)).is_err(),
+            "the dependent acknowledged before its dependency was durable"
+        );
+        // Crash now: the dependent's record is durable, its dependency's is not.
+        let crashed = pool.backend().persisted_image();
+        go.send(()).expect("writer alive");
+        let (writer, ticket) = paused.join().expect("writer");
+        assert_eq!(ticket.expect("writer commits"), CommitTicket::Durable);
+        let (reader, ticket) = dependent.join().expect("dependent");
+        assert_eq!(ticket.expect("dependent commits"), CommitTicket::Durable);
+        drop((writer, reader));
+        let done = pool.backend().persisted_image();
+        engine.close().expect("close");
+
+        let (values, dropped) = recover(EngineKind::Sp3, &crashed, &[b"x", b"y"]);
+        assert_eq!(values, vec![Some(b"1".to_vec()), None], "the dependent survived without its dependency");
+        assert_eq!(dropped, 1, "recovery dropped the dependent's record");
+        let (values, dropped) = recover(EngineKind::Sp3, &done, &[b"x", b"y"]);
+        assert_eq!(values, vec![Some(b"2".to_vec()), Some(b"2".to_vec())]);
+        assert_eq!(dropped, 0);
+    }
+
+    #[test]
+    fn nvm_tx_holds_its_locks_while_logging() {
+        let (engine, _pool, armed, installed, go) =
+            paused_engine::<{ crate::durability::sp3_log::NVM_TX }>(EngineKind::NvmTx);
+        let mut writer = Arc::clone(&engine).worker(0);
+        let mut reader = Arc::clone(&engine).worker(1);
+        put(writer.as_mut(), b"x", b"1").expect("load");
+        armed.store(true, Ordering::SeqCst);
+        let paused = std::thread::spawn(move || put(writer.as_mut(), b"x", b"2"));
+        installed.recv().expect("writer installed");
+        let record = engine.tables()[0].lookup(b"x").expect("row");
+        assert_ne!(record.word() & LOCKED, 0, "nvm-tx logs with the write set locked");
+        let mut value = Vec::new();
+        reader.begin(true, 1);
+        assert!(matches!(reader.get(T, b"x", &mut value), Err(TxError::Abort(AbortReason::UnstableRead))));
+        reader.abort();
+        go.send(()).expect("writer alive");
+        assert_eq!(paused.join().expect("writer").expect("commits"), CommitTicket::Durable);
+        drop(reader);
+        engine.close().expect("close");
+    }
+
+    #[test]
+    fn nvm_ideal_never_validates_and_sp3_does() {
+        for kind in [EngineKind::NvmIdeal, EngineKind::Sp3] {
+            let options = options(kind);
+            let engine = crate::engines::open(&options).expect("open");
+            let mut first = Arc::clone(&engine).worker(0);
+            let mut second = Arc::clone(&engine).worker(1);
+            put(first.as_mut(), b"x", b"1").expect("load");
+            // `first` reads x, `second` overwrites it, `first` commits a
+            // write based on the stale read: a lost update.
+            let mut value = Vec::new();
+            first.begin(false, 1);
+            assert!(first.get(T, b"x", &mut value).expect("read"));
+            put(second.as_mut(), b"x", b"2").expect("overwrite");
+            first.write(T, b"y", WriteOp::Put(&value)).expect("write");
+            let outcome = first.commit();
+            if kind == EngineKind::NvmIdeal {
+                assert_eq!(outcome.expect("no validation"), CommitTicket::Durable);
+            } else {
+                assert!(matches!(outcome, Err(TxError::Abort(_))), "sp3 validates its reads");
+                first.abort();
+            }
+            drop((first, second));
+            engine.close().expect("close");
+        }
+    }
+
+    #[test]
+    fn tids_name_their_worker_and_grow() {
+        let options = options(EngineKind::Sp3);
+        let pool = Arc::new(Pool::<Direct>::create_in_memory(16 << 20, 256 << 10, &options.pm).expect("pool"));
+        let log = Sp3Log::<_, { crate::durability::sp3_log::SP3 }>::open(&options, pool).expect("open");
+        for (tid, worker) in [(1u64, 0usize), (1, 2), (255, 1), (256, 1), (0x5_0000_0101, 0), (0x5_0000_0101, 1)] {
+            let stamped = log.stamp_tid(tid, worker);
+            assert!(stamped >= tid, "{tid:#x} on worker {worker} became {stamped:#x}");
+            assert!(stamped < tid + 256);
+            assert_eq!(crate::engine::sp3_writer_of(stamped), worker);
+        }
+    }
+}
