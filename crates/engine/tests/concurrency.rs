@@ -462,6 +462,13 @@ macro_rules! for_each_engine {
         mod dbx_naive {
             $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::DbxNaive) })*
         }
+        // SP^3 and its serializable baseline (nvm-ideal is not serializable).
+        mod sp3 {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::Sp3) })*
+        }
+        mod nvm_tx {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::NvmTx) })*
+        }
         // The DBXN family with simulated HTM aborts at each commit region.
         mod dbxn_sim_htm_1pct {
             $(#[test] fn $test() { super::$test(super::Setup::sim(pmtx_engine::EngineKind::Dbxn, 10_000)) })*

@@ -1,10 +1,13 @@
-//! Crash consistency of the DBXN family under the `sim` backend.
+//! Crash consistency of the synchronous-log engines (the DBXN family, and
+//! SP^3 with its NVM-TX baseline) under the `sim` backend.
 //!
 //! Two workers run transfers between their own accounts (worker `w` owns
 //! accounts `8w..8w+8`), store their sequence number in `seq/<w>`, and
 //! every transaction also increments one shared `counter` row — a hot
 //! read-modify-write that makes transactions of different workers depend on
-//! each other, which is exactly what the parity rule must order. The test
+//! each other, which is exactly what the parity rule (DBXN) and the
+//! dependency sets (SP^3, whose transactions read each other's versions
+//! before their logs are durable) must order. The test
 //! thread takes checkpoints while they run, then closes the database.
 //!
 //! Oracle for every crash image of the sampled crash states (recovery on a
@@ -209,4 +212,14 @@ fn dbxn_under_hstore_crash_images_recover_acknowledged_commits() {
 #[test]
 fn dbxn_under_occ_crash_images_recover_acknowledged_commits() {
     crash_images_recover(EngineKind::Dbxn, CcProtocol::Occ, DbxnOptions::default());
+}
+
+#[test]
+fn sp3_crash_images_recover_acknowledged_commits() {
+    crash_images_recover(EngineKind::Sp3, CcProtocol::Silo, DbxnOptions::default());
+}
+
+#[test]
+fn nvm_tx_crash_images_recover_acknowledged_commits() {
+    crash_images_recover(EngineKind::NvmTx, CcProtocol::Silo, DbxnOptions::default());
 }

@@ -118,6 +118,8 @@ per_engine! {
     group_commit: pmtx_engine::EngineKind::GroupCommit;
     dbxn: pmtx_engine::EngineKind::Dbxn;
     dbx_naive: pmtx_engine::EngineKind::DbxNaive;
+    sp3: pmtx_engine::EngineKind::Sp3;
+    nvm_tx: pmtx_engine::EngineKind::NvmTx;
     zen: pmtx_engine::EngineKind::Zen;
     zen_naive_alloc: pmtx_engine::EngineKind::ZenNaiveAlloc;
 }

@@ -297,6 +297,8 @@ per_engine! {
     dbxn: EngineKind::Dbxn;
     dbxn_nvm: EngineKind::DbxnNvm;
     dbx_naive: EngineKind::DbxNaive;
+    sp3: EngineKind::Sp3;
+    nvm_tx: EngineKind::NvmTx;
     zen: EngineKind::Zen;
     zen_naive_alloc: EngineKind::ZenNaiveAlloc;
     // Every other protocol on DRAM records, a durable DRAM engine and Zen.
