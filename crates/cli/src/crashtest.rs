@@ -172,9 +172,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         };
         std::process::exit(pmtx_crashtest::child_main(&config));
     }
-    if !engine.is_durable() {
-        return Err(CliError::usage(format!("{engine} is not durable: it promises nothing after a crash")));
-    }
+    pmtx_crashtest::checkable(engine).map_err(CliError::usage)?;
     if args.kill {
         let program = std::env::current_exe()?;
         let mut config =

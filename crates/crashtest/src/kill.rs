@@ -504,6 +504,7 @@ fn fresh_pool(harness: &Harness, options: &DbOptions, path: &std::path::Path) ->
 
 /// Runs the kill mode; `progress` receives status lines.
 pub fn run_kill(config: &KillConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<KillReport, String> {
+    crate::checkable(config.engine)?;
     let harness = Harness::new(config.workload, config.scale, config.threads, config.seed)?;
     let dir = match &config.dir {
         Some(dir) => tempfile::Builder::new().prefix("pmtx-crashtest-").tempdir_in(dir),

@@ -113,9 +113,25 @@ impl Finding {
 }
 
 /// Durable engines the harness runs by default: every
-/// [`EngineKind::ALL`] entry with [`EngineKind::is_durable`].
+/// [`EngineKind::ALL`] entry with [`EngineKind::is_durable`] and
+/// [`EngineKind::is_serializable`].
 pub fn durable_engines() -> Vec<EngineKind> {
-    EngineKind::ALL.into_iter().filter(|engine| engine.is_durable()).collect()
+    EngineKind::ALL.into_iter().filter(|engine| checkable(*engine).is_ok()).collect()
+}
+
+/// Whether the harness can check `engine`: its oracles assume durable,
+/// serializable transactions.
+pub fn checkable(engine: EngineKind) -> Result<(), String> {
+    if !engine.is_durable() {
+        return Err(format!("{engine} is not durable: it promises nothing after a crash"));
+    }
+    if !engine.is_serializable() {
+        return Err(format!(
+            "{engine} has no concurrency control (an upper bound, not serializable): the harness's oracles \
+             cannot hold for it"
+        ));
+    }
+    Ok(())
 }
 
 /// Database options the harness uses for `engine` over an existing pool
