@@ -22,6 +22,9 @@ pub enum ModelArg {
     Dram,
     /// Optane DC PMem: ~170 ns per sequential line, ~510 ns per random line.
     Optane,
+    /// The SP^3 paper's emulation: 500 ns per flushed line.
+    #[value(name = "sp3-500ns")]
+    Sp3500ns,
 }
 
 /// Flush instruction override.
@@ -67,6 +70,7 @@ impl PmArgs {
             }
             (_, Some(ModelArg::Dram)) => LatencyModel::DRAM,
             (_, Some(ModelArg::Optane)) | (_, None) => LatencyModel::OPTANE,
+            (_, Some(ModelArg::Sp3500ns)) => LatencyModel::SP3_500NS,
         };
         let flush_instruction = match self.flush {
             None => None,

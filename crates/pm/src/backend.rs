@@ -99,15 +99,21 @@ impl LatencyModel {
     pub const OPTANE: LatencyModel =
         LatencyModel { name: "optane", sequential_line_ns: 170, random_line_ns: 510, fence_ns: 0, read_line_ns: 300 };
 
-    /// Looks a preset up by name (`dram`, `optane`).
+    /// The SP^3 paper's emulation (sp3.txt §IV-A): a fixed 500 ns of extra
+    /// write latency after each flushed line, sequential or not, and no
+    /// read cost.
+    pub const SP3_500NS: LatencyModel =
+        LatencyModel { name: "sp3-500ns", sequential_line_ns: 500, random_line_ns: 500, fence_ns: 0, read_line_ns: 0 };
+
+    /// Every preset.
+    pub const PRESETS: [LatencyModel; 3] = [Self::DRAM, Self::OPTANE, Self::SP3_500NS];
+
+    /// Looks a preset up by name (`dram`, `optane`, `sp3-500ns`).
     pub fn preset(name: &str) -> PoolResult<Self> {
-        match name {
-            "dram" => Ok(Self::DRAM),
-            "optane" => Ok(Self::OPTANE),
-            other => {
-                Err(PoolError::InvalidOption(format!("unknown latency model {other:?} (expected dram or optane)")))
-            }
-        }
+        Self::PRESETS.into_iter().find(|model| model.name == name).ok_or_else(|| {
+            let names: Vec<&str> = Self::PRESETS.iter().map(|model| model.name).collect();
+            PoolError::InvalidOption(format!("unknown latency model {name:?} (expected one of {})", names.join(", ")))
+        })
     }
 }
 
