@@ -1,5 +1,6 @@
-//! pmtx-workloads: TPC-C, Smallbank, YCSB and a FIFO queue over the public
-//! pmtx-engine transaction API.
+//! pmtx-workloads: TPC-C, Smallbank, YCSB, a FIFO queue and the micro
+//! workloads of SP³ ([`micro`]: `sps`, `sp3-queue`, `hash`, `rbtree`,
+//! `btree`) over the public pmtx-engine transaction API.
 //!
 //! A [`Workload`] describes its tables ([`Workload::tables`], to be passed
 //! unchanged and in that order as `DbOptions::tables`), populates a database
@@ -34,6 +35,7 @@
 
 mod common;
 pub mod gen;
+pub mod micro;
 pub mod queue;
 pub mod smallbank;
 pub mod tpcc;
@@ -52,7 +54,7 @@ pub use common::{count_rows, wait_all_acknowledged};
 /// 0) from the database: call them while no other [`pmtx_engine::Worker`] of
 /// those slots exists.
 pub trait Workload: Send + Sync {
-    /// "tpcc" | "smallbank" | "ycsb" | "queue".
+    /// One of [`WORKLOAD_NAMES`].
     fn name(&self) -> &'static str;
     /// The tables, to be passed to `DbOptions` unchanged and in this order.
     fn tables(&self) -> Vec<pmtx_engine::TableSchema>;
@@ -162,17 +164,23 @@ pub enum WorkloadError {
 }
 
 /// Workload names accepted by [`by_name`].
-pub const WORKLOAD_NAMES: [&str; 4] = ["tpcc", "smallbank", "ycsb", "queue"];
+pub const WORKLOAD_NAMES: [&str; 9] =
+    ["tpcc", "smallbank", "ycsb", "queue", "sps", "sp3-queue", "hash", "rbtree", "btree"];
 
-/// The workload `name` ("tpcc", "smallbank", "ycsb" or "queue",
-/// case-insensitive)
-/// with `options` (validated).
+/// The workload `name` (one of [`WORKLOAD_NAMES`], case-insensitive; the
+/// last five are the SP³ micro workloads of [`micro`]) with `options`
+/// (validated).
 pub fn by_name(name: &str, options: &WorkloadOptions) -> Result<Box<dyn Workload>, WorkloadError> {
     match name.to_ascii_lowercase().as_str() {
         "tpcc" | "tpc-c" => Ok(Box::new(tpcc::Tpcc::new(options)?)),
         "smallbank" => Ok(Box::new(smallbank::Smallbank::new(options)?)),
         "ycsb" => Ok(Box::new(ycsb::Ycsb::new(options)?)),
         "queue" => Ok(Box::new(queue::Queue::new(options)?)),
+        "sps" => Ok(Box::new(micro::sps::Sps::new(options)?)),
+        "sp3-queue" => Ok(Box::new(micro::queue::Sp3Queue::new(options)?)),
+        "hash" => Ok(Box::new(micro::hash::HashTable::new(options)?)),
+        "rbtree" => Ok(Box::new(micro::rbtree::RbTree::new(options)?)),
+        "btree" => Ok(Box::new(micro::btree::BTree::new(options)?)),
         _ => Err(WorkloadError::InvalidOption(format!(
             "unknown workload {name:?}; valid workloads: {}",
             WORKLOAD_NAMES.join(", ")
@@ -193,7 +201,7 @@ pub struct WorkloadOptions {
     pub hotspot_probability: f64,
     /// YCSB variant (default A).
     pub ycsb: YcsbVariant,
-    /// YCSB zipfian constant (0.99); 0 means uniform.
+    /// YCSB and micro workloads: zipfian constant (0.99); 0 means uniform.
     pub theta: f64,
     /// YCSB rows (default 100 000).
     pub records: u64,
@@ -221,6 +229,14 @@ pub struct WorkloadOptions {
     /// Queue: weights of enqueue, dequeue and peek, in the order of
     /// [`queue::TRANSACTION_TYPES`] ([`queue::MIX`], 45/45/10, by default).
     pub queue_mix: [u32; 3],
+    /// Micro workloads ([`micro`]): entries loaded (100 000; the
+    /// `sp3-queue` loads at most [`micro::queue::LOAD_LIMIT`]).
+    pub micro_entries: u64,
+    /// Micro workloads: bytes of each entry's value (128, at least
+    /// [`micro::MIN_ENTRY_SIZE`]).
+    pub entry_size: usize,
+    /// Micro workloads: percentage of inserts (enqueues), 0..=100 (50).
+    pub insert_percent: u32,
     /// Seed of the loaded data and of the TPC-C run-time constants
     /// (the same seed gives the same database).
     pub load_seed: u64,
@@ -245,6 +261,9 @@ impl Default for WorkloadOptions {
             queue_length: 1000,
             queue_scan: 10,
             queue_mix: queue::MIX,
+            micro_entries: micro::DEFAULT_ENTRIES,
+            entry_size: micro::DEFAULT_ENTRY_SIZE,
+            insert_percent: micro::DEFAULT_INSERT_PERCENT,
             load_seed: 0x7C5C_5EED,
         }
     }

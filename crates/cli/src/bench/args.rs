@@ -20,7 +20,8 @@ use std::time::Duration;
 /// `pmtx bench`
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Workload to run: tpcc, smallbank, ycsb or queue.
+    /// Workload to run: tpcc, smallbank, ycsb, queue, or an SP³ micro
+    /// workload: sps, sp3-queue, hash, rbtree, btree.
     #[arg(long, value_parser = parse_workload)]
     pub workload: String,
     /// Engines to compare, comma-separated, each optionally with options
@@ -187,7 +188,7 @@ pub struct WorkloadArgs {
     /// YCSB variant: A..F, ro, rh, ba, wh, srq, lrq, sru, lru [default: A].
     #[arg(long, value_parser = parse_ycsb)]
     pub ycsb: Option<YcsbVariant>,
-    /// YCSB: zipfian constant, 0 = uniform [default: 0.99].
+    /// YCSB and the micro workloads: zipfian constant, 0 = uniform [default: 0.99].
     #[arg(long, value_parser = parse_theta)]
     pub theta: Option<f64>,
     /// YCSB: rows [default: 100000].
@@ -230,6 +231,18 @@ pub struct WorkloadArgs {
     /// [default: enqueue=45,dequeue=45,peek=10].
     #[arg(long, value_name = "MIX", value_parser = parse_queue_mix)]
     pub queue_mix: Option<QueueMix>,
+    /// Micro workloads (sps, sp3-queue, hash, rbtree, btree): entries
+    /// loaded; the sp3-queue loads at most 10000 items [default: 100000].
+    #[arg(long, value_parser = parse_micro_entries)]
+    pub micro_entries: Option<u64>,
+    /// Micro workloads: bytes of each entry's value (the rbtree adds a
+    /// 40-byte node header) [default: 128].
+    #[arg(long, value_parser = parse_entry_size)]
+    pub entry_size: Option<usize>,
+    /// Micro workloads: percentage of inserts (sp3-queue: enqueues), 0 to
+    /// 100; sps ignores it [default: 50].
+    #[arg(long, value_parser = parse_insert_percent)]
+    pub insert_percent: Option<u32>,
 }
 
 impl WorkloadArgs {
@@ -245,6 +258,18 @@ impl WorkloadArgs {
         ];
         if let Some((flag, _)) = queue_flags.iter().find(|(_, given)| *given).filter(|_| workload != "queue") {
             return Err(CliError::usage(format!("{flag} applies to --workload queue only, not {workload}")));
+        }
+        let micro_flags = [
+            ("--micro-entries", self.micro_entries.is_some()),
+            ("--entry-size", self.entry_size.is_some()),
+            ("--insert-percent", self.insert_percent.is_some()),
+        ];
+        let micro = pmtx_workloads::micro::NAMES.contains(&workload);
+        if let Some((flag, _)) = micro_flags.iter().find(|(_, given)| *given).filter(|_| !micro) {
+            return Err(CliError::usage(format!(
+                "{flag} applies to the micro workloads ({}) only, not {workload}",
+                pmtx_workloads::micro::NAMES.join(", ")
+            )));
         }
         Ok(())
     }
@@ -298,6 +323,15 @@ impl WorkloadArgs {
         }
         if let Some(mix) = self.queue_mix {
             options.queue_mix = mix.0;
+        }
+        if let Some(value) = self.micro_entries {
+            options.micro_entries = value;
+        }
+        if let Some(value) = self.entry_size {
+            options.entry_size = value;
+        }
+        if let Some(value) = self.insert_percent {
+            options.insert_percent = value;
         }
         options
     }
@@ -405,6 +439,32 @@ fn parse_queue_length(text: &str) -> Result<u64, String> {
     }
 }
 
+fn parse_micro_entries(text: &str) -> Result<u64, String> {
+    use pmtx_workloads::micro::MAX_ENTRIES;
+    match text.trim().parse::<u64>() {
+        Ok(entries) if (2..=MAX_ENTRIES).contains(&entries) => Ok(entries),
+        _ => Err(format!("invalid entry count {text:?}: expected an integer from 2 to {MAX_ENTRIES}")),
+    }
+}
+
+fn parse_entry_size(text: &str) -> Result<usize, String> {
+    use pmtx_workloads::micro::{MAX_ENTRY_SIZE, MIN_ENTRY_SIZE};
+    match text.trim().parse::<usize>() {
+        Ok(size) if (MIN_ENTRY_SIZE..=MAX_ENTRY_SIZE).contains(&size) => Ok(size),
+        _ => Err(format!(
+            "invalid entry size {text:?}: expected bytes from {MIN_ENTRY_SIZE} (an id and one more 8-byte word) to \
+             {MAX_ENTRY_SIZE}"
+        )),
+    }
+}
+
+fn parse_insert_percent(text: &str) -> Result<u32, String> {
+    match text.trim().trim_end_matches('%').trim().parse::<u32>() {
+        Ok(percent) if percent <= 100 => Ok(percent),
+        _ => Err(format!("invalid insert percentage {text:?}: expected an integer from 0 to 100")),
+    }
+}
+
 fn parse_ycsb(text: &str) -> Result<YcsbVariant, String> {
     YcsbVariant::parse(text.trim()).map_err(|error| error.to_string())
 }
@@ -442,5 +502,37 @@ mod tests {
             assert!(error.contains("invalid TPC-C mix") && error.contains("stock_level"), "{bad:?}: {error}");
         }
         assert!(parse_workload("tpch").unwrap_err().contains("valid workloads"));
+        assert_eq!(parse_micro_entries("2000"), Ok(2000));
+        assert_eq!(parse_entry_size("128"), Ok(128));
+        assert_eq!(parse_insert_percent("50%"), Ok(50));
+        for bad in ["1", "-3", "x", ""] {
+            assert!(parse_micro_entries(bad).unwrap_err().contains("from 2"), "{bad:?}");
+        }
+        for bad in ["15", "0", "x"] {
+            assert!(parse_entry_size(bad).unwrap_err().contains("from 16"), "{bad:?}");
+        }
+        for bad in ["101", "-1", "x"] {
+            assert!(parse_insert_percent(bad).unwrap_err().contains("0 to 100"), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn micro_workloads_and_their_flags() {
+        for name in pmtx_workloads::micro::NAMES {
+            assert_eq!(parse_workload(&name.to_ascii_uppercase()), Ok(name.to_string()));
+        }
+        let args = WorkloadArgs {
+            micro_entries: Some(2000),
+            entry_size: Some(64),
+            insert_percent: Some(20),
+            ..Default::default()
+        };
+        assert!(args.validate("rbtree").is_ok());
+        let options = args.options();
+        assert_eq!((options.micro_entries, options.entry_size, options.insert_percent), (2000, 64, 20));
+        let error = args.validate("ycsb").unwrap_err().to_string();
+        assert!(error.contains("--micro-entries applies to the micro workloads"), "{error}");
+        let error = WorkloadArgs { queue_length: Some(5), ..Default::default() }.validate("sp3-queue").unwrap_err();
+        assert!(error.to_string().contains("--queue-length applies to --workload queue only"), "{error}");
     }
 }

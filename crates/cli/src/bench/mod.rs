@@ -313,6 +313,23 @@ fn workload_summary(report: &Report) -> String {
             o.ycsb, o.records, o.fields, o.field_size, o.theta, o.ops_per_txn
         ),
         "queue" => queue_summary(o),
+        "sps" => {
+            format!("{} entries of {} B, theta {}, one swap per transaction", o.micro_entries, o.entry_size, o.theta)
+        }
+        "sp3-queue" => format!(
+            "one shared queue, {} items of {} B loaded, {}% enqueues",
+            o.micro_entries.min(pmtx_workloads::micro::queue::LOAD_LIMIT),
+            o.entry_size,
+            o.insert_percent
+        ),
+        "hash" | "btree" | "rbtree" => format!(
+            "{} entries of {} B loaded, keys 0..{} at theta {}, {}% inserts, one operation per transaction",
+            o.micro_entries,
+            o.entry_size,
+            o.micro_entries.saturating_mul(2),
+            o.theta,
+            o.insert_percent
+        ),
         _ => String::new(),
     }
 }

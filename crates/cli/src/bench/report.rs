@@ -114,6 +114,15 @@ pub struct WorkloadOptionsJson {
     /// Queue: transaction mix (`enqueue=45,dequeue=45,peek=10`).
     #[serde(default)]
     pub queue_mix: String,
+    /// Micro workloads: entries loaded.
+    #[serde(default)]
+    pub micro_entries: u64,
+    /// Micro workloads: bytes of each entry's value.
+    #[serde(default)]
+    pub entry_size: usize,
+    /// Micro workloads: percentage of inserts (enqueues).
+    #[serde(default)]
+    pub insert_percent: u32,
 }
 
 fn standard_tpcc_mix() -> BTreeMap<String, u32> {
@@ -150,6 +159,9 @@ impl WorkloadOptionsJson {
             queue_length: options.queue_length,
             queue_scan: options.queue_scan,
             queue_mix: pmtx_workloads::queue::QueueMix(options.queue_mix).to_string(),
+            micro_entries: options.micro_entries,
+            entry_size: options.entry_size,
+            insert_percent: options.insert_percent,
         }
     }
 }

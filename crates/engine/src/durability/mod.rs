@@ -77,6 +77,12 @@ pub trait CommitLog: Send + Sync + 'static {
     fn stamp_tid(&self, tid: u64, _worker: usize) -> u64 {
         tid
     }
+    /// The TID a new worker of slot `worker` must commit above (SP^3: the
+    /// slot's TIDs grow across worker instances, since a slot's durable
+    /// TID is one growing word).
+    fn resume_tid(&self, _worker: usize) -> u64 {
+        0
+    }
     /// Whether the transaction that committed `tid` is durable with
     /// everything it depends on (SP^3; always true elsewhere).
     fn dependency_durable(&self, _tid: u64) -> bool {

@@ -215,6 +215,10 @@ impl<B: PmBackend, const MODE: u8> CommitLog for Sp3Log<B, MODE> {
         stamped
     }
 
+    fn resume_tid(&self, worker: usize) -> u64 {
+        self.committed[worker].load(Ordering::Acquire)
+    }
+
     fn dependency_durable(&self, tid: u64) -> bool {
         self.committed[sp3_writer_of(tid)].load(Ordering::Acquire) >= tid
     }

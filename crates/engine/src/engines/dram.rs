@@ -290,7 +290,8 @@ impl<L: CommitLog> OccWorker<L> {
         let log = shared.log.worker(id)?;
         let mut tx = OccTx::new(Arc::clone(&shared.cc), id);
         shared.orphans.lock().hand_over(&mut tx.reclaimer);
-        Ok(Self { shared, id, log, tx, last_tid: 0, active: false, retired: Vec::new(), dependencies: Vec::new() })
+        let last_tid = shared.log.resume_tid(id);
+        Ok(Self { shared, id, log, tx, last_tid, active: false, retired: Vec::new(), dependencies: Vec::new() })
     }
 
     /// The append of the `LogAfterInstall*` stages. The policy reserved the
@@ -402,7 +403,8 @@ impl<L: CommitLog> OccWorker<L> {
         if L::STAGE == CommitStage::LogAfterUnlock {
             // SP^3's persist and pending steps, with every lock released.
             ticket = Some(
-                match self.shared.log.append_with_dependencies(&mut self.log, tid, &self.tx.writes, &self.dependencies) {
+                match self.shared.log.append_with_dependencies(&mut self.log, tid, &self.tx.writes, &self.dependencies)
+                {
                     Ok(ticket) => ticket,
                     Err(error) => {
                         panic!("log append failed after install (the policy's prepare must prevent it): {error}")

@@ -27,7 +27,7 @@ mod tests {
     use crate::engine::{CommitTicket, EngineWorker, WriteOp};
     use crate::error::{AbortReason, TxError};
     use crate::schema::{TableId, TableSchema};
-    use crate::storage::record::LOCKED;
+    use crate::storage::record::{self, LOCKED};
     use parking_lot::Mutex;
     use pmtx_pm::{Direct, Sim};
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,7 +48,8 @@ mod tests {
     #[allow(clippy::type_complexity)]
     fn paused_engine<const MODE: u8>(
         kind: EngineKind,
-    ) -> (Arc<OccEngine<Sp3Log<Sim, MODE>>>, Arc<Pool<Sim>>, Arc<AtomicBool>, mpsc::Receiver<()>, mpsc::Sender<()>) {
+    ) -> (Arc<OccEngine<Sp3Log<Sim, MODE>>>, Arc<Pool<Sim>>, Arc<AtomicBool>, mpsc::Receiver<()>, mpsc::Sender<()>)
+    {
         let options = options(kind);
         let pool = Arc::new(Pool::<Sim>::create_in_memory(16 << 20, 256 << 10, &options.pm).expect("pool"));
         let mut log = Sp3Log::<_, MODE>::open(&options, Arc::clone(&pool)).expect("open");
@@ -96,7 +97,8 @@ mod tests {
 
     #[test]
     fn a_dependent_goes_on_waits_for_its_dependency_and_is_dropped_without_it() {
-        let (engine, pool, armed, installed, go) = paused_engine::<{ crate::durability::sp3_log::SP3 }>(EngineKind::Sp3);
+        let (engine, pool, armed, installed, go) =
+            paused_engine::<{ crate::durability::sp3_log::SP3 }>(EngineKind::Sp3);
         let mut writer = Arc::clone(&engine).worker(0);
         let mut reader = Arc::clone(&engine).worker(1);
         put(writer.as_mut(), b"x", b"1").expect("load");
@@ -191,6 +193,25 @@ mod tests {
             drop((first, second));
             engine.close().expect("close");
         }
+    }
+
+    #[test]
+    fn a_new_worker_of_a_slot_commits_above_the_last_one() {
+        let engine = crate::engines::open(&options(EngineKind::Sp3)).expect("open");
+        let mut first = Arc::clone(&engine).worker(0);
+        for round in 0..10u8 {
+            put(first.as_mut(), b"x", &[round]).expect("commit");
+        }
+        drop(first);
+        // The next instance of slot 0 reads and overwrites nothing: only
+        // the slot's own history keeps its TID above the last one.
+        let mut second = Arc::clone(&engine).worker(0);
+        put(second.as_mut(), b"y", b"1").expect("commit");
+        drop(second);
+        let x = engine.tables()[0].lookup(b"x").expect("x").word();
+        let y = engine.tables()[0].lookup(b"y").expect("y").word();
+        assert!(record::tid_of(y) > record::tid_of(x), "slot 0's TIDs went back: {x:#x} then {y:#x}");
+        engine.close().expect("close");
     }
 
     #[test]
