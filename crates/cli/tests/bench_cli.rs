@@ -658,3 +658,81 @@ fn queue_workload_reports_per_type_and_checks_after_recovery() {
     let stderr = text(&pmtx(dir.path(), &["bench", "--workload", "ycsb", "--queue-scan", "3"]).stderr);
     assert!(stderr.contains("--queue-scan applies to --workload queue only"), "{stderr}");
 }
+
+#[test]
+fn pmdk_applies_to_the_micro_workloads_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let stderr = assert_fails(&pmtx(dir.path(), &["bench", "--workload", "smallbank", "--pmdk"]), 2);
+    assert!(stderr.contains("--pmdk applies to the micro workloads") && stderr.contains("not smallbank"), "{stderr}");
+}
+
+#[test]
+fn pmdk_baseline_runs_after_the_engines() {
+    if let Err(error) = pmtx_pmdk::available() {
+        eprintln!("skipping the PMDK baseline test: {error}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = assert_ok(&pmtx(
+        dir.path(),
+        &[
+            "bench",
+            "--workload",
+            "hash",
+            "--engine",
+            "sp3",
+            "--pmdk",
+            "--threads",
+            "1",
+            "--duration",
+            "0.2",
+            "--warmup",
+            "0",
+            "--micro-entries",
+            "2000",
+            "--pm",
+            "direct",
+            "--json",
+            "r.json",
+            "--csv",
+            "r.csv",
+        ],
+    ));
+    for needle in ["note: PMDK baseline", "pmdk x1: ", "sp3/pmdk x1: ", "PMDK: 1 of 1 passed"] {
+        assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
+    }
+    let report = read_json(&dir.path().join("r.json"));
+    assert_eq!(report["runs"].as_array().unwrap().len(), 1);
+    let pmdk_runs = report["pmdk_runs"].as_array().expect("pmdk_runs");
+    assert_eq!(pmdk_runs.len(), 1, "{report}");
+    let run = &pmdk_runs[0];
+    assert_eq!(run["check_passed"], true, "{run}");
+    assert_eq!(
+        (run["workload"].as_str(), run["threads"].as_u64(), run["seed"].as_u64()),
+        (Some("hash"), Some(1), Some(42))
+    );
+    assert!(number(run, "committed") > 0.0, "{run}");
+    assert!(number(run, "throughput_tps") > 0.0, "{run}");
+    let per_type: f64 = ["insert", "search"].iter().map(|name| number(&run["per_type"], name)).sum();
+    assert_eq!(per_type, number(run, "committed"), "{run}");
+    assert!(number(&run["engine_over_pmdk"], "sp3") > 0.0, "{run}");
+    // The pool was a temporary file (TMPDIR is the test's directory), removed.
+    let mut left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+    left.sort();
+    assert_eq!(left, ["r.csv", "r.json"], "files left behind");
+    // The CSV has a pmdk row with as many columns as the header.
+    let csv = std::fs::read_to_string(dir.path().join("r.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 3, "{csv}");
+    assert!(lines[2].starts_with("pmdk,hash,1,"), "{csv}");
+    assert!(lines.iter().all(|line| line.split(',').count() == lines[0].split(',').count()), "{csv}");
+
+    // A file at the PMDK pool path of --pool is refused before any run starts.
+    std::fs::write(dir.path().join("b.pool.pmdk"), b"precious").unwrap();
+    let args = ["bench", "--workload", "sps", "--pmdk", "--pool", "b.pool", "--duration", "0.2"];
+    let stderr = assert_fails(&pmtx(dir.path(), &args), 1);
+    assert!(stderr.contains("b.pool.pmdk already exists"), "{stderr}");
+    assert!(!stderr.contains("[1/"), "a run started:\n{stderr}");
+    assert_eq!(std::fs::read(dir.path().join("b.pool.pmdk")).unwrap(), b"precious");
+    assert!(!dir.path().join("b.pool").exists());
+}

@@ -56,6 +56,28 @@ pub struct BenchArgs {
     /// crash). Reported as "recovery" in the table and JSON.
     #[arg(long, help_heading = "Engine and pool")]
     pub recover: bool,
+    /// Also run the PMDK (libpmemobj) baseline of the micro workload at each
+    /// thread count, after the engines (sps, sp3-queue, hash, rbtree, btree
+    /// only).
+    ///
+    /// Each operation is one libpmemobj undo-log transaction, with the same
+    /// workload options, thread counts, duration, warm-up and seed as the
+    /// engine runs. Each run gets a fresh pool file, removed afterwards:
+    /// PATH.pmdk with --pool PATH (it must not exist: it is never replaced),
+    /// else a temporary file next to the engines' pools. Its size is what
+    /// the workload needs (at least 64 MiB), not --pool-size: libpmemobj
+    /// allocates its whole pool file up front.
+    ///
+    /// libpmem flushes cache lines only on real PM or with
+    /// PMEM_IS_PMEM_FORCE=1 in the environment when pmtx starts (else it
+    /// msyncs the page cache). The --pm options (the emulated latency model,
+    /// --msync, --eadr, --flush) and --recover do not apply to PMDK: the fair
+    /// comparison is `PMEM_IS_PMEM_FORCE=1 pmtx bench --pm direct --pmdk ...`.
+    /// Reported as "pmdk" rows, with engine tps / pmdk tps per thread count,
+    /// and as `pmdk_runs` in the JSON. Needs libpmemobj when pmtx is built
+    /// (Debian package libpmemobj-dev).
+    #[arg(long, help_heading = "Engine and pool")]
+    pub pmdk: bool,
     #[command(flatten)]
     pub pm: BenchPmArgs,
     #[command(flatten)]
@@ -351,7 +373,15 @@ impl BenchArgs {
     /// Checks what clap cannot check flag by flag.
     pub fn validate(&self) -> Result<(), CliError> {
         self.pool_options.validate()?;
-        self.workload_options.validate(&self.workload)
+        self.workload_options.validate(&self.workload)?;
+        if self.pmdk && !pmtx_workloads::micro::NAMES.contains(&self.workload.as_str()) {
+            return Err(CliError::usage(format!(
+                "--pmdk applies to the micro workloads ({}) only, not {}: the PMDK baseline exists for them alone",
+                pmtx_workloads::micro::NAMES.join(", "),
+                self.workload
+            )));
+        }
+        Ok(())
     }
 
     /// The engines to run, presets expanded, in order.

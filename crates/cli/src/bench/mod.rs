@@ -14,9 +14,15 @@
 //! `--engine` entries may carry engine options (`dbxn:nt=off`, see
 //! [`spec`]); `--recover` crashes each durable engine's database after its
 //! measured phase and times the recovery (see [`runner`]).
+//!
+//! `--pmdk` (micro workloads only) also runs the PMDK (libpmemobj) baseline
+//! of the workload at each thread count after the engines (see [`pmdk`]),
+//! reported as "pmdk" rows, `pmdk_runs` in the JSON, and the ratio of each
+//! engine's throughput to PMDK's.
 
 pub(crate) mod args;
 pub(crate) mod memory;
+pub(crate) mod pmdk;
 pub mod report;
 pub(crate) mod runner;
 pub(crate) mod spec;
@@ -42,12 +48,31 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     let started_unix_seconds =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
 
+    let pid = std::process::id();
+    // Everything the PMDK runs need is checked before any run starts.
+    let pmdk_plan = if args.pmdk {
+        Some(pmdk::Plan::new(&pmdk::Settings {
+            workload: workload.name(),
+            options: &options,
+            threads: &args.threads,
+            duration: args.duration,
+            warmup: args.warmup,
+            seed: args.seed,
+            pool: args.pool_options.pool.as_deref(),
+            pid,
+        })?)
+    } else {
+        None
+    };
+
     let engines = args.engines();
-    let runs_total = engines.len() * args.threads.len();
+    let pmdk_runs_total = if pmdk_plan.is_some() { args.threads.len() } else { 0 };
+    let runs_total = engines.len() * args.threads.len() + pmdk_runs_total;
     println!(
-        "pmtx bench: {} on {} x threads {} ({} run{}, {:.2} s measured + {:.2} s warm-up each, seed {})",
+        "pmtx bench: {} on {}{} x threads {} ({} run{}, {:.2} s measured + {:.2} s warm-up each, seed {})",
         workload.name(),
         engines.iter().map(EngineSpec::label).collect::<Vec<_>>().join(","),
+        if pmdk_plan.is_some() { " and the PMDK baseline" } else { "" },
         args.threads.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
         runs_total,
         if runs_total == 1 { "" } else { "s" },
@@ -78,7 +103,6 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         );
     }
 
-    let pid = std::process::id();
     let mut runs = Vec::with_capacity(runs_total);
     let mut position = 0;
     for engine in &engines {
@@ -149,6 +173,41 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         }
     }
 
+    let mut pmdk_runs = Vec::with_capacity(pmdk_runs_total);
+    if let Some(plan) = &pmdk_plan {
+        println!("{}", plan.note(args.recover));
+        for &threads in &args.threads {
+            position += 1;
+            let mut run = plan.run(threads, (position, runs_total), &git_revision);
+            pmdk::compare(&runs, std::slice::from_mut(&mut run));
+            println!(
+                "{} x{}: {} committed in {:.2} s = {} tps; check {}",
+                run.engine,
+                run.threads,
+                run.committed,
+                run.duration_s,
+                report::format_tps(run.throughput_tps),
+                if run.check_passed { "passed" } else { "FAILED" }
+            );
+            if run.check_passed {
+                let outcomes: Vec<String> =
+                    run.outcomes.iter().map(|(name, count)| format!("{name}={count}")).collect();
+                println!(
+                    "  {} items loaded in {:.2} s; per thread {}{}; check: {}",
+                    run.items_loaded,
+                    run.load_s,
+                    run.per_thread.iter().map(u64::to_string).collect::<Vec<_>>().join(" "),
+                    if outcomes.is_empty() { String::new() } else { format!("; {}", outcomes.join(", ")) },
+                    run.check_summary
+                );
+            }
+            for failure in &run.check_failures {
+                println!("  check failed: {failure}");
+            }
+            pmdk_runs.push(run);
+        }
+    }
+
     let durability =
         runs.iter().find(|run| run.durable).or(runs.first()).map(|run| run.durability.clone()).unwrap_or_default();
     let config = ConfigJson {
@@ -178,7 +237,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         started_unix_seconds,
     };
-    let report = Report { config, runs };
+    let report = Report { config, runs, pmdk_runs };
     print_report(&report, workload.transaction_types(), &args);
 
     if let Some(path) = &args.json {
@@ -193,16 +252,28 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         println!("wrote {}", path.display());
     }
 
-    let failed: Vec<String> = report
-        .runs
-        .iter()
-        .filter(|run| !run.check_passed)
-        .map(|run| format!("{} x{}", run.engine, run.threads))
-        .collect();
-    if failed.is_empty() {
+    let label = |engine: &str, threads: usize| format!("{engine} x{threads}");
+    let mut failed: Vec<String> =
+        report.runs.iter().filter(|run| !run.check_passed).map(|run| label(&run.engine, run.threads)).collect();
+    let mut pmdk_failed = Vec::new();
+    for run in report.pmdk_runs.iter().filter(|run| !run.check_passed) {
+        if run.check_failures.iter().any(|failure| failure.starts_with(pmdk::RUN_FAILED)) {
+            pmdk_failed.push(label(&run.engine, run.threads));
+        } else {
+            failed.push(label(&run.engine, run.threads));
+        }
+    }
+    let mut messages = Vec::new();
+    if !failed.is_empty() {
+        messages.push(format!("consistency check failed after run(s): {}", failed.join(", ")));
+    }
+    if !pmdk_failed.is_empty() {
+        messages.push(format!("PMDK run(s) failed: {} (see \"check failed\" above)", pmdk_failed.join(", ")));
+    }
+    if messages.is_empty() {
         Ok(())
     } else {
-        Err(CliError::runtime(format!("consistency check failed after run(s): {}", failed.join(", "))))
+        Err(CliError::runtime(messages.join("; ")))
     }
 }
 
@@ -234,6 +305,14 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
         },
         format_bytes(c.pool_size_bytes)
     );
+    if let Some(run) = report.pmdk_runs.first() {
+        println!(
+            "pmdk pool:     {}, {} (fresh for each run, removed afterwards) | PMEM_IS_PMEM_FORCE=1: {}",
+            run.pool,
+            format_bytes(run.pool_size_bytes),
+            if run.pmem_forced { "set" } else { "not set" }
+        );
+    }
     println!(
         "seed:          {} | git revision: {} | pmtx {} | {} cpus",
         c.seed, c.git_revision, c.pmtx_version, c.cpus
@@ -247,12 +326,18 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
         }
     }
     println!();
-    print!("{}", report::results_table(&report.runs));
+    print!("{}", report::results_table(&report.runs, &report.pmdk_runs));
     println!("latency: start of the first attempt to the durable acknowledgement; PM counters per committed");
     println!("transaction, including the engine's epoch and checkpoint threads (group commit flushes there).");
+    if !report.pmdk_runs.is_empty() {
+        println!("pmdk: the PMDK (libpmemobj) baseline; it measures no latency, aborts or PM counters (\"-\").");
+        println!();
+        println!("engine throughput over PMDK's, at the same thread count:");
+        print!("{}", report::pmdk_ratio_lines(&report.runs, &report.pmdk_runs));
+    }
     println!();
     println!("per transaction type:");
-    print!("{}", report::per_type_table(&report.runs, type_order));
+    print!("{}", report::per_type_table(&report.runs, &report.pmdk_runs, type_order));
     println!();
     println!("memory (process resident set from /proc/self/statm, before and after the load; durable engines: pool pages included):");
     print!("{}", report::memory_table(&report.runs));
@@ -275,9 +360,18 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
     println!();
     let passed = report.runs.iter().filter(|run| run.check_passed).count();
     println!(
-        "consistency checks: {passed} of {} runs passed{}",
+        "consistency checks: {passed} of {} runs passed{}{}",
         report.runs.len(),
-        if c.recover { " (durable runs: checked after recovery)" } else { "" }
+        if c.recover { " (durable runs: checked after recovery)" } else { "" },
+        if report.pmdk_runs.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; PMDK: {} of {} passed",
+                report.pmdk_runs.iter().filter(|run| run.check_passed).count(),
+                report.pmdk_runs.len()
+            )
+        }
     );
 }
 

@@ -16,6 +16,70 @@ pub struct Report {
     pub config: ConfigJson,
     /// One entry per (engine, threads), in run order.
     pub runs: Vec<RunJson>,
+    /// `--pmdk`: one entry per thread count, the PMDK (libpmemobj) baseline
+    /// of the micro workload, run after the engines (empty without
+    /// `--pmdk`; missing in reports written before the flag existed).
+    #[serde(default)]
+    pub pmdk_runs: Vec<PmdkRunJson>,
+}
+
+/// One run of the PMDK (libpmemobj) baseline (`--pmdk`): the micro
+/// workload as libpmemobj undo-log transactions on a fresh pool
+/// (`pmtx_pmdk::run`). No latency or PM counters are measured.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PmdkRunJson {
+    /// Always "pmdk" (the label of its rows in the tables and the CSV).
+    pub engine: String,
+    /// Workload name.
+    pub workload: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// Measured seconds (0 if the run failed).
+    pub duration_s: f64,
+    /// Warm-up seconds.
+    pub warmup_s: f64,
+    /// Seconds spent creating the pool and loading.
+    pub load_s: f64,
+    /// Items in the structure after the load.
+    pub items_loaded: u64,
+    /// Transactions committed in the measured interval (each operation is
+    /// one transaction; searches and empty dequeues included).
+    pub committed: u64,
+    /// `committed / duration_s`.
+    pub throughput_tps: f64,
+    /// `throughput_tps` over the first engine run's (the "vs first" column).
+    pub tps_ratio: f64,
+    /// Committed transactions by type (the workload's transaction types).
+    pub per_type: BTreeMap<String, u64>,
+    /// Outcome counters in the measured interval (`dequeue-empty`;
+    /// `insert-new`, `insert-overwrite`, `search-hit`, `search-miss`).
+    pub outcomes: BTreeMap<String, u64>,
+    /// Committed transactions per worker thread.
+    pub per_thread: Vec<u64>,
+    /// For each engine run with the same thread count: its throughput over
+    /// this run's (keyed by the engine label; missing if this run has no
+    /// throughput).
+    #[serde(default)]
+    pub engine_over_pmdk: BTreeMap<String, f64>,
+    /// Whether the run completed and the reopened pool passed the check of
+    /// the structure's invariants.
+    pub check_passed: bool,
+    /// The failed check, or the error that ended the run.
+    pub check_failures: Vec<String>,
+    /// What the check verified (empty if it did not pass).
+    #[serde(default)]
+    pub check_summary: String,
+    /// Whether `PMEM_IS_PMEM_FORCE=1` was set: libpmem then flushes cache
+    /// lines instead of calling msync on a file that is not on real PM.
+    pub pmem_forced: bool,
+    /// Pool file (created fresh for the run and removed afterwards).
+    pub pool: String,
+    /// Pool size (`pmtx_pmdk::MicroConfig::suggested_pool_size`).
+    pub pool_size_bytes: u64,
+    /// Seed of the load order and the workers' key streams.
+    pub seed: u64,
+    /// Source revision.
+    pub git_revision: String,
 }
 
 /// The configuration shared by every run.
@@ -491,18 +555,11 @@ pub struct EngineStatsJson {
     pub durable_epoch: u64,
 }
 
-/// The CSV file: a header and one row per run.
+/// The CSV file: a header and one row per run (engine runs, then the PMDK
+/// runs of `--pmdk`).
 pub fn csv(report: &Report) -> String {
-    let mut out = String::from(
-        "engine,workload,threads,duration_s,committed,aborted,rolled_back,gave_up,throughput_tps,tps_ratio,\
-         lat_mean_us,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,\
-         flushes_per_txn,fences_per_txn,bytes_per_txn,blocks_256_per_txn,nt_bytes_per_txn,stall_ns_per_txn,\
-         htm_hw_commits,htm_aborts,htm_fallbacks,backend,latency_model,seed,git_revision,check_passed,\
-         engine_name,engine_options,htm_backend,htm_regions,htm_software_path_commits,\
-         recovery_ms,recovery_engine_ms,recovery_pool_used_bytes_at_crash,recovery_pool_size_bytes,recovery_check_passed,\
-         rss_before_load_bytes,rss_after_load_bytes,rss_load_delta_bytes,rows_loaded,bytes_per_loaded_row,\
-         tpcc_mix,tpcc_mix_standard\n",
-    );
+    let mut out = String::from(CSV_HEADER);
+    out.push('\n');
     // The mix is the same for every run; only TPC-C rows carry it.
     let options = &report.config.workload_options;
     let mix = options.tpcc_mix.iter().map(|(name, weight)| format!("{name}={weight}")).collect::<Vec<_>>().join(";");
@@ -563,7 +620,47 @@ pub fn csv(report: &Report) -> String {
             if tpcc { options.tpcc_mix_standard.to_string() } else { String::new() },
         );
     }
+    // PMDK rows: the columns an engine run has and a PMDK run does not
+    // (aborts, latency, PM counters, HTM, recovery, memory) stay empty.
+    for run in &report.pmdk_runs {
+        let mut cells: Vec<String> = vec![String::new(); csv_header_columns().count()];
+        let mut set = |column: &str, value: String| {
+            let index = csv_header_columns().position(|name| name == column).expect("a CSV column");
+            cells[index] = value;
+        };
+        set("engine", csv_field(&run.engine));
+        set("workload", csv_field(&run.workload));
+        set("threads", run.threads.to_string());
+        set("duration_s", format!("{:.3}", run.duration_s));
+        set("committed", run.committed.to_string());
+        set("throughput_tps", format!("{:.1}", run.throughput_tps));
+        set("tps_ratio", format!("{:.4}", run.tps_ratio));
+        set("backend", "libpmemobj".to_string());
+        set("latency_model", "none".to_string());
+        set("seed", run.seed.to_string());
+        set("git_revision", csv_field(&run.git_revision));
+        set("check_passed", run.check_passed.to_string());
+        set("engine_name", csv_field(&run.engine));
+        set("engine_options", format!("pmem_forced={}", run.pmem_forced));
+        set("rows_loaded", run.items_loaded.to_string());
+        out.push_str(&cells.join(","));
+        out.push('\n');
+    }
     out
+}
+
+/// The CSV header, without the line break.
+const CSV_HEADER: &str = "engine,workload,threads,duration_s,committed,aborted,rolled_back,gave_up,throughput_tps,tps_ratio,\
+         lat_mean_us,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,\
+         flushes_per_txn,fences_per_txn,bytes_per_txn,blocks_256_per_txn,nt_bytes_per_txn,stall_ns_per_txn,\
+         htm_hw_commits,htm_aborts,htm_fallbacks,backend,latency_model,seed,git_revision,check_passed,\
+         engine_name,engine_options,htm_backend,htm_regions,htm_software_path_commits,\
+         recovery_ms,recovery_engine_ms,recovery_pool_used_bytes_at_crash,recovery_pool_size_bytes,recovery_check_passed,\
+         rss_before_load_bytes,rss_after_load_bytes,rss_load_delta_bytes,rows_loaded,bytes_per_loaded_row,\
+         tpcc_mix,tpcc_mix_standard";
+
+fn csv_header_columns() -> impl Iterator<Item = &'static str> {
+    CSV_HEADER.split(',')
 }
 
 fn csv_field(text: &str) -> String {
@@ -663,8 +760,9 @@ pub fn format_tps(tps: f64) -> String {
     }
 }
 
-/// The main results table.
-pub fn results_table(runs: &[RunJson]) -> String {
+/// The main results table: the engine runs, then the PMDK runs (with "-"
+/// for what they do not measure).
+pub fn results_table(runs: &[RunJson], pmdk_runs: &[PmdkRunJson]) -> String {
     let mut table = Table::new(&[
         "engine",
         "threads",
@@ -705,7 +803,35 @@ pub fn results_table(runs: &[RunJson]) -> String {
             format!("{:.2}x", run.tps_ratio),
         ]);
     }
+    for run in pmdk_runs {
+        let mut row = vec![
+            run.engine.clone(),
+            run.threads.to_string(),
+            run.committed.to_string(),
+            "-".to_string(),
+            format_tps(run.throughput_tps),
+        ];
+        row.extend(std::iter::repeat_n("-".to_string(), 10));
+        row.push(format!("{:.2}x", run.tps_ratio));
+        table.row(row);
+    }
     table.render(0)
+}
+
+/// One line per (thread count, engine) with a PMDK run at that count:
+/// engine throughput over PMDK's.
+pub fn pmdk_ratio_lines(runs: &[RunJson], pmdk_runs: &[PmdkRunJson]) -> String {
+    let mut out = String::new();
+    for pmdk in pmdk_runs {
+        for run in runs.iter().filter(|run| run.threads == pmdk.threads) {
+            let ratio = match pmdk.engine_over_pmdk.get(&run.engine) {
+                Some(ratio) => format!("{ratio:.2}x"),
+                None => "n/a (the PMDK run has no throughput)".to_string(),
+            };
+            let _ = writeln!(out, "  {}/pmdk x{}: {ratio}", run.engine, run.threads);
+        }
+    }
+    out
 }
 
 /// Resident memory after the load of every run.
@@ -738,8 +864,9 @@ pub fn format_size(bytes: u64) -> String {
     }
 }
 
-/// Per-type latency lines of every run, in the workload's type order.
-pub fn per_type_table(runs: &[RunJson], type_order: &[&str]) -> String {
+/// Per-type latency lines of every run, in the workload's type order, then
+/// the PMDK runs' committed transactions by type.
+pub fn per_type_table(runs: &[RunJson], pmdk_runs: &[PmdkRunJson], type_order: &[&str]) -> String {
     let mut table = Table::with_left_columns(
         &[
             "engine",
@@ -774,6 +901,21 @@ pub fn per_type_table(runs: &[RunJson], type_order: &[&str]) -> String {
                 format_us(t.p999),
                 format_us(t.max),
             ]);
+        }
+    }
+    for run in pmdk_runs {
+        let mut names: Vec<&str> = type_order.iter().copied().filter(|name| run.per_type.contains_key(*name)).collect();
+        names.extend(run.per_type.keys().map(String::as_str).filter(|name| !type_order.contains(name)));
+        for name in names {
+            let mut row = vec![
+                run.engine.clone(),
+                run.threads.to_string(),
+                name.to_string(),
+                run.per_type[name].to_string(),
+                "-".to_string(),
+            ];
+            row.extend(std::iter::repeat_n("-".to_string(), 6));
+            table.row(row);
         }
     }
     table.render(2)
@@ -912,6 +1054,40 @@ mod tests {
         assert!((summary.p50 - 500.0).abs() < 1.0, "{summary:?}");
         assert!((summary.max - 1000.0).abs() < 1.0, "{summary:?}");
         assert!(summary.p90 <= summary.p99 && summary.p99 <= summary.p999);
+    }
+
+    #[test]
+    fn reports_without_pmdk_runs_still_parse() {
+        let config = ConfigJson {
+            workload: "hash".into(),
+            workload_options: WorkloadOptionsJson::new(&pmtx_workloads::WorkloadOptions::default()),
+            engines: vec!["sp3".into()],
+            threads: vec![1],
+            duration_s: 1.0,
+            warmup_s: 0.0,
+            backend: "direct".into(),
+            latency_model: "none".into(),
+            persistence_domain: "adr".into(),
+            msync: false,
+            epoch_ms: 40,
+            checkpoint_s: 0.0,
+            pool_size_bytes: 1 << 30,
+            pool: None,
+            seed: 42,
+            recover: false,
+            git_revision: "unknown".into(),
+            pmtx_version: "0".into(),
+            durability: String::new(),
+            cpus: 1,
+            started_unix_seconds: 0,
+        };
+        let mut value = serde_json::to_value(Report { config, runs: Vec::new(), pmdk_runs: Vec::new() }).unwrap();
+        assert!(value["pmdk_runs"].is_array());
+        value.as_object_mut().unwrap().remove("pmdk_runs");
+        let report: Report = serde_json::from_value(value).unwrap();
+        assert!(report.pmdk_runs.is_empty());
+        // The CSV of a report without runs is its header.
+        assert_eq!(csv(&report).lines().count(), 1);
     }
 
     #[test]
