@@ -178,9 +178,9 @@ pub fn by_name(name: &str, options: &WorkloadOptions) -> Result<Box<dyn Workload
         "queue" => Ok(Box::new(queue::Queue::new(options)?)),
         "sps" => Ok(Box::new(micro::sps::Sps::new(options)?)),
         "sp3-queue" => Ok(Box::new(micro::queue::Sp3Queue::new(options)?)),
-        "hash" => Ok(Box::new(micro::hash::HashTable::new(options)?)),
+        "hash" => Ok(Box::new(micro::hash::new(options)?)),
         "rbtree" => Ok(Box::new(micro::rbtree::RbTree::new(options)?)),
-        "btree" => Ok(Box::new(micro::btree::BTree::new(options)?)),
+        "btree" => Ok(Box::new(micro::btree::new(options)?)),
         _ => Err(WorkloadError::InvalidOption(format!(
             "unknown workload {name:?}; valid workloads: {}",
             WORKLOAD_NAMES.join(", ")

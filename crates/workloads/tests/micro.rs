@@ -116,7 +116,7 @@ fn consistent_after_crash_recovery() {
 #[test]
 fn clients_draw_the_insert_share_and_are_deterministic() {
     for percent in [0, 30, 100] {
-        let workload = micro::hash::HashTable::new(&WorkloadOptions { insert_percent: percent, ..options() }).unwrap();
+        let workload = micro::hash::new(&WorkloadOptions { insert_percent: percent, ..options() }).unwrap();
         let mut client = workload.kv_client(1, 9);
         let draws: Vec<(usize, u64)> = (0..10_000).map(|_| client.next_operation()).collect();
         let inserts = draws.iter().filter(|(type_index, _)| *type_index == micro::hash::INSERT).count();

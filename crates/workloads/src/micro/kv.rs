@@ -5,7 +5,7 @@
 use super::{entry_matches, fill_entry, key, parse_key, Bits, Common, KeyGenerator};
 use crate::common::{load_parallel, scan_pages, verify_tables};
 use crate::zipf::Zipfian;
-use crate::{CheckReport, Client, TxnSummary, WorkloadError, WorkloadOptions};
+use crate::{CheckReport, Client, TxnSummary, Workload, WorkloadError, WorkloadOptions};
 use pmtx_engine::{Database, DbError, Outcome, TableId, TableSchema, TxError, Worker};
 use std::sync::Arc;
 
@@ -18,7 +18,9 @@ pub const SEARCH: usize = 1;
 /// The one table.
 pub const TABLE: TableId = TableId(0);
 
-pub(crate) struct Shared {
+/// The `hash` or `btree` workload ([`super::hash::new`],
+/// [`super::btree::new`]).
+pub struct KvMap {
     pub(crate) common: Common,
     /// Over the key space `0..2 * entries`.
     zipf: Zipfian,
@@ -27,7 +29,7 @@ pub(crate) struct Shared {
     table: &'static str,
 }
 
-impl Shared {
+impl KvMap {
     pub(crate) fn new(
         name: &'static str,
         table: &'static str,
@@ -43,18 +45,18 @@ impl Shared {
         self.common.entries * 2
     }
 
-    pub(crate) fn tables(&self) -> Vec<TableSchema> {
+    fn schemas(&self) -> Vec<TableSchema> {
         let table = if self.ordered { TableSchema::ordered(self.table) } else { TableSchema::hashed(self.table) };
         vec![table.max_key_len(8).max_value_len(self.common.entry_size)]
     }
 
-    pub(crate) fn load(
+    fn load_rows(
         &self,
         db: &Arc<Database>,
         threads: usize,
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<(), WorkloadError> {
-        verify_tables(db, &self.tables())?;
+        verify_tables(db, &self.schemas())?;
         let common = &self.common;
         let per_task = Common::rows_per_load_task(common.entry_size);
         let tasks: Vec<u64> = (0..common.entries).step_by(per_task as usize).collect();
@@ -79,7 +81,8 @@ impl Shared {
         })
     }
 
-    pub(crate) fn client(&self, worker_index: usize, seed: u64) -> KvClient {
+    /// A concrete client (what [`Workload::client`] boxes).
+    pub fn kv_client(&self, worker_index: usize, seed: u64) -> KvClient {
         KvClient {
             keys: KeyGenerator::new(&self.zipf, self.common.insert_percent, seed, worker_index),
             value: vec![0u8; self.common.entry_size],
@@ -87,8 +90,8 @@ impl Shared {
         }
     }
 
-    pub(crate) fn check(&self, db: &Arc<Database>) -> Result<CheckReport, WorkloadError> {
-        verify_tables(db, &self.tables())?;
+    fn check_rows(&self, db: &Arc<Database>) -> Result<CheckReport, WorkloadError> {
+        verify_tables(db, &self.schemas())?;
         let (entries, space, size) = (self.common.entries, self.key_space(), self.common.entry_size);
         let mut loaded = Bits::new(entries);
         let (mut rows, mut bad_keys, mut bad_length, mut bad_content) = (0u64, 0u64, 0u64, 0u64);
@@ -137,8 +140,36 @@ impl Shared {
         Ok(report)
     }
 
-    pub(crate) fn name(&self) -> &'static str {
+}
+
+impl Workload for KvMap {
+    fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn tables(&self) -> Vec<TableSchema> {
+        self.schemas()
+    }
+
+    fn transaction_types(&self) -> &'static [&'static str] {
+        &TRANSACTION_TYPES
+    }
+
+    fn load(
+        &self,
+        db: &Arc<Database>,
+        threads: usize,
+        progress: &(dyn Fn(u64, u64) + Sync),
+    ) -> Result<(), WorkloadError> {
+        self.load_rows(db, threads, progress)
+    }
+
+    fn client(&self, worker_index: usize, _threads: usize, seed: u64) -> Box<dyn Client> {
+        Box::new(self.kv_client(worker_index, seed))
+    }
+
+    fn check(&self, db: &Arc<Database>) -> Result<CheckReport, WorkloadError> {
+        self.check_rows(db)
     }
 }
 
