@@ -139,7 +139,6 @@ impl KvMap {
         }
         Ok(report)
     }
-
 }
 
 impl Workload for KvMap {
