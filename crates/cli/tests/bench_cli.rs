@@ -736,3 +736,37 @@ fn pmdk_baseline_runs_after_the_engines() {
     assert_eq!(std::fs::read(dir.path().join("b.pool.pmdk")).unwrap(), b"precious");
     assert!(!dir.path().join("b.pool").exists());
 }
+
+/// `nvm-ideal` has no concurrency control: two threads on the shared queue
+/// break it (lost updates), which the bench reports without failing the
+/// command, after a note that says so up front.
+#[test]
+fn a_failed_check_of_the_engine_without_concurrency_control_does_not_fail_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let stdout = assert_ok(&pmtx(
+        dir.path(),
+        &[
+            "bench",
+            "--workload",
+            "sp3-queue",
+            "--engine",
+            "nvm-ideal",
+            "--threads",
+            "2",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            "--micro-entries",
+            "1000",
+            "--pm",
+            "direct",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    ));
+    assert!(stdout.contains("nvm-ideal has no concurrency control"), "{stdout}");
+    let report = read_json(&json);
+    assert_eq!(report["runs"][0]["engine_name"], "nvm-ideal");
+}

@@ -95,6 +95,15 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
             if args.recover { " (and --recover)" } else { "" }
         );
     }
+    if engines.iter().any(|engine| !engine.kind.is_serializable()) {
+        let names: Vec<String> =
+            engines.iter().filter(|engine| !engine.kind.is_serializable()).map(EngineSpec::label).collect();
+        println!(
+            "note: {} has no concurrency control (an upper bound, not serializable): its consistency checks may \
+             fail, which does not fail the command",
+            names.join(", ")
+        );
+    }
     if args.recover {
         println!(
             "note: --recover: each durable run keeps running {:.2} s after its measured phase, is crashed (no clean \
@@ -253,8 +262,18 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     }
 
     let label = |engine: &str, threads: usize| format!("{engine} x{threads}");
-    let mut failed: Vec<String> =
-        report.runs.iter().filter(|run| !run.check_passed).map(|run| label(&run.engine, run.threads)).collect();
+    // A check of an engine without concurrency control may fail by design
+    // (the note above says so); every other failure fails the command.
+    let serializable = |run: &&report::RunJson| {
+        pmtx_engine::EngineKind::parse(&run.engine_name).is_none_or(|kind| kind.is_serializable())
+    };
+    let mut failed: Vec<String> = report
+        .runs
+        .iter()
+        .filter(|run| !run.check_passed)
+        .filter(serializable)
+        .map(|run| label(&run.engine, run.threads))
+        .collect();
     let mut pmdk_failed = Vec::new();
     for run in report.pmdk_runs.iter().filter(|run| !run.check_passed) {
         if run.check_failures.iter().any(|failure| failure.starts_with(pmdk::RUN_FAILED)) {
