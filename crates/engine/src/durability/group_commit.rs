@@ -471,14 +471,30 @@ fn dependency_dag_drops<B: PmBackend>(
     segments: &[log::FoundSegment],
     start_epoch: u64,
 ) -> std::collections::HashSet<u64> {
-    let mut nodes: Vec<(u64, u16, Vec<u64>)> = Vec::new();
+    // Each worker's chain is scanned on its own thread, as the replay does.
+    let mut chains: std::collections::BTreeMap<u16, Vec<&log::FoundSegment>> = Default::default();
     for segment in segments {
-        log::scan_segment(pool, segment, |record| {
-            if record.tid <= record::MAX_TID && record::epoch_of_tid(record.tid) >= start_epoch {
-                nodes.push((record.tid, segment.worker, record.dependencies));
-            }
-        });
+        chains.entry(segment.worker).or_default().push(segment);
     }
+    let mut nodes: Vec<(u64, u16, Vec<u64>)> = std::thread::scope(|scope| {
+        let scans: Vec<_> = chains
+            .values()
+            .map(|chain| {
+                scope.spawn(move || {
+                    let mut nodes = Vec::new();
+                    for segment in chain {
+                        log::scan_segment(pool, segment, |record| {
+                            if record.tid <= record::MAX_TID && record::epoch_of_tid(record.tid) >= start_epoch {
+                                nodes.push((record.tid, segment.worker, record.dependencies));
+                            }
+                        });
+                    }
+                    nodes
+                })
+            })
+            .collect();
+        scans.into_iter().flat_map(|scan| scan.join().expect("a log scan panicked")).collect()
+    });
     nodes.sort_unstable_by_key(|(tid, _, _)| *tid);
     let mut kept = std::collections::HashSet::with_capacity(nodes.len());
     let mut dropped = std::collections::HashSet::new();
