@@ -207,14 +207,6 @@ impl Structure for BTree {
         Ok(tree)
     }
 
-    fn loaded_items(shape: &Shape) -> u64 {
-        shape.entries
-    }
-
-    fn key_space(shape: &Shape) -> u64 {
-        shape.key_space
-    }
-
     fn op(&self, pool: &Pool, worker: &mut Worker<'_>) -> Result<Outcome, PmdkError> {
         let insert = worker.inserts();
         let key = worker.key();

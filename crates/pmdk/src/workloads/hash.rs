@@ -99,14 +99,6 @@ impl Structure for Hash {
         Ok(hash)
     }
 
-    fn loaded_items(shape: &Shape) -> u64 {
-        shape.entries
-    }
-
-    fn key_space(shape: &Shape) -> u64 {
-        shape.key_space
-    }
-
     fn op(&self, pool: &Pool, worker: &mut Worker<'_>) -> Result<Outcome, PmdkError> {
         let insert = worker.inserts();
         let key = worker.key();

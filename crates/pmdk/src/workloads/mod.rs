@@ -176,10 +176,15 @@ pub(crate) trait Structure: Sync + Sized {
     /// Builds the structure in a freshly created pool whose root header is
     /// written (single-threaded), recording its offsets in the root object.
     fn load(pool: &Pool, shape: &Shape, seed: u64) -> Result<Self, PmdkError>;
-    /// Items in the structure after the load.
-    fn loaded_items(shape: &Shape) -> u64;
-    /// The number of ranks the key generator draws from.
-    fn key_space(shape: &Shape) -> u64;
+    /// Items in the structure after the load (default: every entry).
+    fn loaded_items(shape: &Shape) -> u64 {
+        shape.entries
+    }
+    /// The number of ranks the key generator draws from (default: the
+    /// maps' key space).
+    fn key_space(shape: &Shape) -> u64 {
+        shape.key_space
+    }
     /// Runs one transaction.
     fn op(&self, pool: &Pool, worker: &mut Worker<'_>) -> Result<Outcome, PmdkError>;
     /// Checks the structure in a reopened pool; returns the item count and a

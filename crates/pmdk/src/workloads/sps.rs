@@ -37,11 +37,8 @@ impl Structure for Sps {
         Ok(Self { array, stride: shape.stride, words: shape.words as u64, locks })
     }
 
-    fn loaded_items(shape: &Shape) -> u64 {
-        shape.entries
-    }
-
     fn key_space(shape: &Shape) -> u64 {
+        // Swaps draw array indices, not map keys.
         shape.entries
     }
 
