@@ -217,7 +217,7 @@ impl Structure for BTree {
             let value = &worker.value;
             let _writer = self.lock.write();
             let new = pool.tx(|tx| InTx { tx, root: self.root, stride }.insert(key, value))?;
-            Ok(Outcome { kind: map::INSERT, outcome: Some(if new { map::INSERT_NEW } else { map::INSERT_OVERWRITE }) })
+            Ok(map::inserted(new))
         } else {
             let value = &mut worker.value;
             let _reader = self.lock.read();
@@ -229,7 +229,7 @@ impl Structure for BTree {
                 }
                 Ok(found.is_some())
             })?;
-            Ok(Outcome { kind: map::SEARCH, outcome: Some(if found { map::SEARCH_HIT } else { map::SEARCH_MISS }) })
+            Ok(map::searched(found))
         }
     }
 

@@ -108,7 +108,7 @@ impl Structure for Hash {
             let value = &mut worker.value;
             let _guard = self.locks[bucket].lock();
             let new = pool.tx(|tx| self.insert(tx, key, version, value))?;
-            Ok(Outcome { kind: map::INSERT, outcome: Some(if new { map::INSERT_NEW } else { map::INSERT_OVERWRITE }) })
+            Ok(map::inserted(new))
         } else {
             let value = &mut worker.value;
             let _guard = self.locks[bucket].lock();
@@ -119,7 +119,7 @@ impl Structure for Hash {
                 }
                 Ok(node != 0)
             })?;
-            Ok(Outcome { kind: map::SEARCH, outcome: Some(if found { map::SEARCH_HIT } else { map::SEARCH_MISS }) })
+            Ok(map::searched(found))
         }
     }
 

@@ -126,6 +126,16 @@ pub(crate) mod map {
     pub(crate) const INSERT_OVERWRITE: usize = 1;
     pub(crate) const SEARCH_HIT: usize = 2;
     pub(crate) const SEARCH_MISS: usize = 3;
+
+    /// The outcome of an insert that added a key (`new`) or overwrote one.
+    pub(crate) fn inserted(new: bool) -> super::Outcome {
+        super::Outcome { kind: INSERT, outcome: Some(if new { INSERT_NEW } else { INSERT_OVERWRITE }) }
+    }
+
+    /// The outcome of a search that found its key or not.
+    pub(crate) fn searched(found: bool) -> super::Outcome {
+        super::Outcome { kind: SEARCH, outcome: Some(if found { SEARCH_HIT } else { SEARCH_MISS }) }
+    }
 }
 
 /// A worker thread's state.

@@ -204,7 +204,7 @@ impl Structure for RbTree {
             let value = &worker.value;
             let _writer = self.lock.write();
             let new = pool.tx(|tx| InTx { tx, root: self.root }.insert(key, value, self.shape.stride))?;
-            Ok(Outcome { kind: map::INSERT, outcome: Some(if new { map::INSERT_NEW } else { map::INSERT_OVERWRITE }) })
+            Ok(map::inserted(new))
         } else {
             let value = &mut worker.value;
             let _reader = self.lock.read();
@@ -215,7 +215,7 @@ impl Structure for RbTree {
                 }
                 Ok(node != 0)
             })?;
-            Ok(Outcome { kind: map::SEARCH, outcome: Some(if found { map::SEARCH_HIT } else { map::SEARCH_MISS }) })
+            Ok(map::searched(found))
         }
     }
 
