@@ -42,6 +42,16 @@ fn number(value: &serde_json::Value, field: &str) -> f64 {
     value[field].as_f64().unwrap_or_else(|| panic!("{field} missing or not a number in {value}"))
 }
 
+/// The cell of `column` in data row `row` (1 = the first after the
+/// header) of a CSV without quoted commas.
+#[track_caller]
+fn csv_cell(csv: &str, row: usize, column: &str) -> String {
+    let header: Vec<&str> = csv.lines().next().expect("a header").split(',').collect();
+    let index = header.iter().position(|name| *name == column).unwrap_or_else(|| panic!("no {column} in {csv}"));
+    let line = csv.lines().nth(row).unwrap_or_else(|| panic!("no row {row} in {csv}"));
+    line.split(',').nth(index).unwrap_or_else(|| panic!("row {row} has no {column}: {csv}")).to_string()
+}
+
 #[test]
 fn bench_two_engines_two_thread_counts_then_plot() {
     let dir = tempfile::tempdir().unwrap();
@@ -559,8 +569,8 @@ fn tpcc_mix_runs_only_the_given_types_and_is_marked_non_standard() {
     let rows = number(run, "rows_loaded");
     assert!((fixed + 300.0 * 5.0..=fixed + 300.0 * 15.0).contains(&rows), "{run}");
     let csv = std::fs::read_to_string(dir.path().join("r.csv")).unwrap();
-    let row = csv.lines().nth(1).unwrap();
-    assert!(row.ends_with(",new_order=50;payment=50,false"), "{csv}");
+    assert_eq!(csv_cell(&csv, 1, "tpcc_mix"), "new_order=50;payment=50", "{csv}");
+    assert_eq!(csv_cell(&csv, 1, "tpcc_mix_standard"), "false", "{csv}");
 
     // The standard mix given explicitly is the standard mix.
     let standard = "new_order=45,payment=43,order_status=4,delivery=4,stock_level=4";
@@ -769,4 +779,103 @@ fn a_failed_check_of_the_engine_without_concurrency_control_does_not_fail_the_co
     assert!(stdout.contains("nvm-ideal has no concurrency control"), "{stdout}");
     let report = read_json(&json);
     assert_eq!(report["runs"][0]["engine_name"], "nvm-ideal");
+}
+
+#[test]
+fn long_threads_report_short_and_long_throughput_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = assert_ok(&pmtx(
+        dir.path(),
+        &[
+            "bench",
+            "--workload",
+            "ycsb",
+            "--ycsb",
+            "srq",
+            "--long-threads",
+            "1",
+            "--records",
+            "2000",
+            "--engine",
+            "silo",
+            "--threads",
+            "2",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            "--json",
+            "r.json",
+            "--csv",
+            "r.csv",
+        ],
+    ));
+    assert!(stdout.contains("--long-threads 1: worker 0 runs lrq (256 rows"), "{stdout}");
+    // The per-type table has a throughput column and a row per class.
+    let table: Vec<&str> = stdout.lines().skip_while(|line| !line.starts_with("per transaction type")).collect();
+    let header: Vec<&str> = table[1].split_whitespace().collect();
+    assert_eq!(header[..5], ["engine", "threads", "type", "committed", "tps"], "{stdout}");
+    for class in ["short", "long"] {
+        let row: Vec<&str> = table
+            .iter()
+            .map(|line| line.split_whitespace().collect::<Vec<_>>())
+            .find(|cells| cells.get(2) == Some(&class))
+            .unwrap_or_else(|| panic!("no {class} row in {stdout}"));
+        assert!(row[4].parse::<f64>().unwrap() > 0.0, "{class}: {row:?}");
+    }
+
+    let report = read_json(&dir.path().join("r.json"));
+    assert_eq!(report["config"]["workload_options"]["long_threads"], 1);
+    let run = &report["runs"][0];
+    assert_eq!(run["check_passed"], true, "{run}");
+    let per_type = run["per_type"].as_object().unwrap();
+    let mut names: Vec<&str> = per_type.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["long", "short"], "{run}");
+    let duration = number(run, "duration_s");
+    let mut committed = 0.0;
+    for class in ["short", "long"] {
+        let entry = &per_type[class];
+        assert!(number(entry, "committed") > 0.0, "no {class} commits: {run}");
+        let tps = number(entry, "throughput_tps");
+        assert!((tps - number(entry, "committed") / duration).abs() < 1e-6 * tps.max(1.0), "{class}: {entry}");
+        committed += number(entry, "committed");
+    }
+    assert_eq!(committed, number(run, "committed"), "the classes add up to the run: {run}");
+    // One thread scans 256 rows per transaction, the other 16.
+    assert!(number(&per_type["short"], "committed") > number(&per_type["long"], "committed"), "{run}");
+
+    let csv = std::fs::read_to_string(dir.path().join("r.csv")).unwrap();
+    assert_eq!(csv_cell(&csv, 1, "long_threads"), "1", "{csv}");
+    let tps = csv_cell(&csv, 1, "per_type_tps");
+    assert!(tps.starts_with("long=") && tps.contains(";short="), "{csv}");
+}
+
+#[test]
+fn long_threads_refuse_other_workloads_variants_and_too_few_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, needle) in [
+        (&["--workload", "ycsb", "--ycsb", "A", "--threads", "2"][..], "needs --ycsb srq, lrq, sru or lru"),
+        (&["--workload", "ycsb", "--threads", "2"], "not --ycsb A"),
+        (&["--workload", "smallbank", "--threads", "2"], "applies to --workload ycsb"),
+        (
+            &["--workload", "ycsb", "--ycsb", "sru", "--threads", "1,2"],
+            "at --threads 1: every thread count must be at least 2",
+        ),
+        (&["--workload", "ycsb", "--ycsb", "lrq"], "at --threads 1:"),
+    ] {
+        let mut full = vec!["bench", "--long-threads", "1", "--engine", "silo", "--duration", "0.1"];
+        full.extend_from_slice(args);
+        let stderr = assert_fails(&pmtx(dir.path(), &full), 2);
+        assert!(stderr.contains("--long-threads") && stderr.contains(needle), "{args:?}: {stderr}");
+    }
+    let stderr = assert_fails(&pmtx(dir.path(), &["bench", "--workload", "ycsb", "--long-threads", "1024"]), 2);
+    assert!(stderr.contains("from 0 to 1023"), "{stderr}");
+    let stderr = assert_fails(
+        &pmtx(dir.path(), &["soak", "--workload", "ycsb", "--ycsb", "srq", "--long-threads", "2", "--threads", "2"]),
+        2,
+    );
+    assert!(stderr.contains("--long-threads 2 leaves no thread for short transactions"), "{stderr}");
+    let help = text(&pmtx(dir.path(), &["bench", "--help"]).stdout);
+    assert!(help.contains("--long-threads <N>") && help.contains("Fig. 5e"), "{help}");
 }

@@ -113,14 +113,14 @@ impl Finding {
 }
 
 /// Durable engines the harness runs by default: every
-/// [`EngineKind::ALL`] entry with [`EngineKind::is_durable`] and
-/// [`EngineKind::is_serializable`].
+/// [`EngineKind::ALL`] entry it can check ([`checkable`]).
 pub fn durable_engines() -> Vec<EngineKind> {
     EngineKind::ALL.into_iter().filter(|engine| checkable(*engine).is_ok()).collect()
 }
 
 /// Whether the harness can check `engine`: its oracles assume durable,
-/// serializable transactions.
+/// serializable transactions, and an engine excluded from durability
+/// claims ([`EngineKind::durability_caveat`]) is refused.
 pub fn checkable(engine: EngineKind) -> Result<(), String> {
     if !engine.is_durable() {
         return Err(format!("{engine} is not durable: it promises nothing after a crash"));
@@ -130,6 +130,9 @@ pub fn checkable(engine: EngineKind) -> Result<(), String> {
             "{engine} has no concurrency control (an upper bound, not serializable): the harness's oracles \
              cannot hold for it"
         ));
+    }
+    if let Some(caveat) = engine.durability_caveat() {
+        return Err(format!("{engine} is excluded from durability claims: {caveat}"));
     }
     Ok(())
 }
@@ -152,8 +155,17 @@ pub fn db_options(
     options.checkpoint_interval = None;
     options.pm = PmOptions { sim_seed: seed, ..PmOptions::default() };
     options.seed = seed;
+    if engine.is_hybrid() {
+        // Simulated HTM with injected aborts, so a run crosses every path of
+        // the PHyTM family (with htm=none phytm is its STM path alone).
+        options.htm = pmtx_htm::HtmConfig::sim(seed, HYBRID_SIM_ABORTS_PER_MILLION);
+    }
     options
 }
+
+/// Injected aborts per million simulated hardware attempts of the PHyTM
+/// family's engines in harness runs (10 %).
+pub const HYBRID_SIM_ABORTS_PER_MILLION: u32 = 100_000;
 
 /// ` --cc NAME` for a replay command line, empty for the default protocol
 /// (so the command lines of default runs stay as they were).

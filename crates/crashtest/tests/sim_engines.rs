@@ -141,6 +141,18 @@ fn sp3_waiting_for_dependencies_passes_where_the_broken_variant_fails() {
     assert_eq!(report.violation_count, 0, "seed {:#x}: {:?}", seed(), report.violations.first());
 }
 
+/// The control of the phytm case below: the same contended run with four
+/// threads, locks held until the log is durable, has no violation.
+#[test]
+fn phytm_holding_locks_until_the_log_is_durable_passes_where_the_broken_variant_fails() {
+    let mut config = config(EngineKind::Phytm, WorkloadKind::Smallbank, 300);
+    config.scale.accounts = 8;
+    config.recovery_check_every = 0;
+    config.threads = 4;
+    let report = run_sim(&config, &|_| {}).unwrap();
+    assert_eq!(report.violation_count, 0, "seed {:#x}: {:?}", seed(), report.violations.first());
+}
+
 /// One deliberately broken step per durable engine family: the harness
 /// must report each. A small, contended Smallbank makes dependent
 /// transactions (which the epoch rule exists for) common.
@@ -153,6 +165,7 @@ fn every_broken_engine_is_caught() {
         (EngineKind::Zen, Fault::ZenLpOnFirstTuple),
         (EngineKind::GroupCommit, Fault::GroupCommitEpochBeforeLog),
         (EngineKind::Sp3, Fault::Sp3AckBeforeDependencies),
+        (EngineKind::Phytm, Fault::HybridUnlockBeforeLog),
     ];
     let mut missed = Vec::new();
     for (engine, fault) in cases {
@@ -160,7 +173,7 @@ fn every_broken_engine_is_caught() {
         config.fault = Some(fault);
         config.scale.accounts = 8;
         config.recovery_check_every = 0;
-        if fault == Fault::Sp3AckBeforeDependencies {
+        if matches!(fault, Fault::Sp3AckBeforeDependencies | Fault::HybridUnlockBeforeLog) {
             // The dependent must commit and persist while its dependency
             // sits between its unlock and its fence: more threads than
             // cores make that window a whole time slice now and then.

@@ -42,11 +42,30 @@ pub enum EngineKind {
     /// validation, write locks held only while installing). **Not
     /// serializable**; the crash harness refuses it.
     NvmIdeal,
+    /// PHyTM (phytm.txt): a persistent hybrid TM. Each transaction tries
+    /// Fast HTM (uninstrumented reads, subscribed to the STM write-back
+    /// count), then Slow HTM (reads check the row's lock), then the STM
+    /// path (2PL with try-locks; after its budget, exclusively), all
+    /// writing through the shared lock table and a synchronous redo log.
+    /// The corrected protocol: no reader commits on a write whose log is
+    /// not durable (ARCHITECTURE.md).
+    Phytm,
+    /// PHyTM as the paper emulates it: the HTM paths' writes are visible
+    /// before their log is durable (the paper assumes an `xend` that
+    /// persists the logged bit). A labelled variant for measurements,
+    /// **excluded from durability claims**; the crash harness refuses it.
+    PhytmPaper,
+    /// PHTM, PHyTM's baseline: HTM transactions subscribed to one global
+    /// lock, and a software path that takes it and runs alone.
+    Phtm,
+    /// PHyTM's 2PL baseline: its STM path alone (try-locks in encounter
+    /// order), with the same log.
+    TwoPl,
 }
 
 impl EngineKind {
     /// Every engine, for `--help` and tests.
-    pub const ALL: [EngineKind; 10] = [
+    pub const ALL: [EngineKind; 14] = [
         EngineKind::Silo,
         EngineKind::GroupCommit,
         EngineKind::Dbxn,
@@ -57,6 +76,10 @@ impl EngineKind {
         EngineKind::Sp3,
         EngineKind::NvmTx,
         EngineKind::NvmIdeal,
+        EngineKind::Phytm,
+        EngineKind::PhytmPaper,
+        EngineKind::Phtm,
+        EngineKind::TwoPl,
     ];
 
     /// Parses an engine name.
@@ -77,6 +100,10 @@ impl EngineKind {
             EngineKind::Sp3 => "sp3",
             EngineKind::NvmTx => "nvm-tx",
             EngineKind::NvmIdeal => "nvm-ideal",
+            EngineKind::Phytm => "phytm",
+            EngineKind::PhytmPaper => "phytm-paper",
+            EngineKind::Phtm => "phtm",
+            EngineKind::TwoPl => "2pl",
         }
     }
 
@@ -89,6 +116,25 @@ impl EngineKind {
     /// The SP^3 family (`sp3`, `nvm-tx`, `nvm-ideal`).
     pub fn is_sp3_family(self) -> bool {
         matches!(self, EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal)
+    }
+
+    /// The PHyTM family (`phytm`, `phytm-paper`, `phtm`, `2pl`): hybrid
+    /// transactions over the shared lock table.
+    pub fn is_hybrid(self) -> bool {
+        matches!(self, EngineKind::Phytm | EngineKind::PhytmPaper | EngineKind::Phtm | EngineKind::TwoPl)
+    }
+
+    /// Why crash-consistency claims exclude the engine, if they do: a
+    /// variant that by design may lose what a reader already committed on.
+    pub fn durability_caveat(self) -> Option<&'static str> {
+        match self {
+            EngineKind::PhytmPaper => Some(
+                "phytm-paper reproduces the paper's emulation, in which a hardware commit is visible before its \
+                 log is durable (the paper assumes an xend that persists the logged bit): a crash can lose a \
+                 write that a reader already committed on",
+            ),
+            _ => None,
+        }
     }
 
     /// Whether acknowledged commits survive a crash.

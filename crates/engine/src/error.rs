@@ -35,11 +35,14 @@ pub enum AbortReason {
     /// timestamp already read or wrote the row, or the transaction's
     /// timestamp fell out of the current epoch.
     TimestampOrder,
+    /// A hardware (or simulated hardware) transaction's footprint did not
+    /// fit (PHyTM's and PHTM's hardware paths).
+    HtmCapacity,
 }
 
 impl AbortReason {
     /// Every reason, for reports.
-    pub const ALL: [AbortReason; 10] = [
+    pub const ALL: [AbortReason; 11] = [
         AbortReason::ReadValidation,
         AbortReason::NodeValidation,
         AbortReason::WriteLock,
@@ -50,6 +53,7 @@ impl AbortReason {
         AbortReason::Deadlock,
         AbortReason::LockTimeout,
         AbortReason::TimestampOrder,
+        AbortReason::HtmCapacity,
     ];
 
     /// Stable short name.
@@ -65,7 +69,13 @@ impl AbortReason {
             AbortReason::Deadlock => "deadlock",
             AbortReason::LockTimeout => "lock_timeout",
             AbortReason::TimestampOrder => "timestamp_order",
+            AbortReason::HtmCapacity => "htm_capacity",
         }
+    }
+
+    /// The reason of [`AbortReason::index`] `index`.
+    pub fn from_index(index: usize) -> Option<Self> {
+        AbortReason::ALL.get(index).copied()
     }
 
     /// Dense index into per-reason counters.

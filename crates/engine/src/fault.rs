@@ -21,17 +21,22 @@ pub enum Fault {
     /// sp3: acknowledge once the own log record is durable, without waiting
     /// for the transactions it depends on.
     Sp3AckBeforeDependencies,
+    /// phytm family: release the row locks and leave the versions even
+    /// before the log record is durable, so a reader on any path can commit
+    /// on a write a crash then loses.
+    HybridUnlockBeforeLog,
 }
 
 #[cfg(feature = "fault-injection")]
 impl Fault {
     /// Every fault, for tests and `--help`.
-    pub const ALL: [Fault; 5] = [
+    pub const ALL: [Fault; 6] = [
         Fault::DbxnAckBeforeFence,
         Fault::ZenSkipFirstFence,
         Fault::ZenLpOnFirstTuple,
         Fault::GroupCommitEpochBeforeLog,
         Fault::Sp3AckBeforeDependencies,
+        Fault::HybridUnlockBeforeLog,
     ];
 
     /// Stable name.
@@ -42,6 +47,7 @@ impl Fault {
             Fault::ZenLpOnFirstTuple => "zen-lp-on-first-tuple",
             Fault::GroupCommitEpochBeforeLog => "group-commit-epoch-before-log",
             Fault::Sp3AckBeforeDependencies => "sp3-ack-before-dependencies",
+            Fault::HybridUnlockBeforeLog => "hybrid-unlock-before-log",
         }
     }
 
@@ -95,6 +101,12 @@ impl Faults {
         self.is(|f| matches!(f, FaultKind::Sp3AckBeforeDependencies))
     }
 
+    /// phytm family: unlock (and no parity) before the log is durable.
+    #[inline(always)]
+    pub(crate) fn unlock_before_log(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::HybridUnlockBeforeLog))
+    }
+
     #[inline(always)]
     fn is(&self, test: impl Fn(FaultKind) -> bool) -> bool {
         #[cfg(feature = "fault-injection")]
@@ -123,4 +135,5 @@ enum FaultKind {
     ZenLpOnFirstTuple,
     GroupCommitEpochBeforeLog,
     Sp3AckBeforeDependencies,
+    HybridUnlockBeforeLog,
 }

@@ -147,6 +147,22 @@ impl DbOptions {
                 )));
             }
         }
+        if self.engine.is_hybrid() {
+            if self.cc != crate::cc::CcProtocol::Silo {
+                return Err(DbError::InvalidConfig(format!(
+                    "engine {} runs its own hybrid concurrency control and takes no cc option, got cc={}",
+                    self.engine, self.cc
+                )));
+            }
+            if self.workers > crate::cc::protocol::MAX_LOCKING_WORKERS {
+                return Err(DbError::InvalidConfig(format!(
+                    "engine {} keeps lock holders as a bit per worker and serves at most {} workers, got {}",
+                    self.engine,
+                    crate::cc::protocol::MAX_LOCKING_WORKERS,
+                    self.workers
+                )));
+            }
+        }
         if self.max_attempts == 0 {
             return Err(DbError::InvalidConfig("max_attempts must be at least 1".into()));
         }

@@ -22,6 +22,9 @@ pub struct EngineStats {
     /// Statistics of the engine's HTM regions (engines that use an HTM
     /// instance: the DBXN family with the `sim` or `rtm` backend).
     pub htm: Option<pmtx_htm::HtmStatsSnapshot>,
+    /// Commits by path since open (the PHyTM family: `fast_htm`,
+    /// `slow_htm`, `stm`, `stm_exclusive`, `global_lock`); empty elsewhere.
+    pub path_commits: Vec<(&'static str, u64)>,
     /// Met-Cache hits (zen): reads served from DRAM.
     pub cache_hits: u64,
     /// Met-Cache misses (zen): reads copied from the PM heap.

@@ -60,6 +60,10 @@ fn options(engine: EngineKind, cc: CcProtocol, dbxn: DbxnOptions, seed: u64) -> 
     options.pm = PmOptions { sim_seed: seed, ..PmOptions::default() };
     options.seed = seed;
     options.dbxn = dbxn;
+    if engine.is_hybrid() {
+        // 10 % injected aborts: every path of the PHyTM family runs.
+        options.htm = pmtx_htm::HtmConfig::sim(seed, 100_000);
+    }
     options
 }
 
@@ -222,4 +226,19 @@ fn sp3_crash_images_recover_acknowledged_commits() {
 #[test]
 fn nvm_tx_crash_images_recover_acknowledged_commits() {
     crash_images_recover(EngineKind::NvmTx, CcProtocol::Silo, DbxnOptions::default());
+}
+
+#[test]
+fn phytm_crash_images_recover_acknowledged_commits() {
+    crash_images_recover(EngineKind::Phytm, CcProtocol::Silo, DbxnOptions::default());
+}
+
+#[test]
+fn phtm_crash_images_recover_acknowledged_commits() {
+    crash_images_recover(EngineKind::Phtm, CcProtocol::Silo, DbxnOptions::default());
+}
+
+#[test]
+fn two_pl_crash_images_recover_acknowledged_commits() {
+    crash_images_recover(EngineKind::TwoPl, CcProtocol::Silo, DbxnOptions::default());
 }

@@ -16,6 +16,12 @@
 //!   from a seeded generator, so retry and fallback logic runs on any
 //!   machine.
 //!
+//! Two lower-level entries serve protocols with their own fine-grained
+//! locking: [`Htm::elide`] (hardware attempts, then the *same* body on a
+//! fallback path that takes no global lock; DBX's commit region) and
+//! [`Htm::attempt_hardware`] (one attempt, the caller retries; PHyTM's
+//! whole-transaction paths).
+//!
 //! # Contract
 //!
 //! * A region body is an `FnMut` that may run several times. Each run is
@@ -79,5 +85,5 @@ mod stats;
 pub use config::{HtmBackendKind, HtmConfig, ParseHtmBackendError, SimAbortConfig, PER_MILLION};
 pub use detect::{rtm_support, RtmSupport};
 pub use error::HtmError;
-pub use region::{ExplicitAbort, Htm, RegionAbort, RegionContext, RegionPath, MAX_EXPLICIT_ABORT_CODE};
+pub use region::{AttemptAbort, ExplicitAbort, Htm, RegionAbort, RegionContext, RegionPath, MAX_EXPLICIT_ABORT_CODE};
 pub use stats::{HtmStats, HtmStatsSnapshot};

@@ -81,6 +81,31 @@ impl ExplicitAbort {
     }
 }
 
+/// Why one attempt of [`Htm::attempt_hardware`] did not commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AttemptAbort {
+    /// A conflict, an interrupt, an injected abort or a retry the body
+    /// asked for: another attempt may commit.
+    Transient,
+    /// The footprint did not fit the hardware (or the simulated capacity):
+    /// another attempt of the same footprint will abort again.
+    Capacity,
+    /// The body returned [`RegionAbort::Explicit`].
+    Explicit(ExplicitAbort),
+}
+
+impl AttemptAbort {
+    fn from_reason(reason: AbortReason) -> Self {
+        match reason {
+            AbortReason::Capacity => AttemptAbort::Capacity,
+            AbortReason::Explicit(code) => AttemptAbort::Explicit(ExplicitAbort::new(code)),
+            AbortReason::Conflict | AbortReason::LockHeld | AbortReason::RetryRequested | AbortReason::Other => {
+                AttemptAbort::Transient
+            }
+        }
+    }
+}
+
 fn clamp_code(code: u8) -> u8 {
     code.min(MAX_EXPLICIT_ABORT_CODE)
 }
@@ -487,8 +512,156 @@ impl Htm {
         }
     }
 
-    /// Decides whether the next simulated attempt aborts. Called only while
-    /// holding the fallback lock, so the draws of concurrent threads are
+    /// One hardware attempt of `body` and nothing else: no retry, no
+    /// fallback, no fallback lock. For callers whose retry policy spans more
+    /// than a region (PHyTM moves a whole transaction from path to path) and
+    /// for [`Htm::elide`].
+    ///
+    /// * `rtm`: `body` runs inside `xbegin`/`xend` ([`RegionPath::Hardware`]);
+    ///   its effects vanish if the attempt aborts.
+    /// * `sim`: an abort is drawn first (injected at begin or commit, or a
+    ///   capacity abort when `footprint_lines` exceeds the configured
+    ///   capacity); otherwise `body` runs once as a simulated hardware
+    ///   attempt ([`RegionPath::Fallback`], not rolled back).
+    /// * `none`: `body` runs once on [`RegionPath::Fallback`].
+    ///
+    /// On `sim` and `none` nothing makes the run atomic: the body must be
+    /// correct when run alone, synchronising through fine-grained locks
+    /// (which a hardware attempt reads, and so subscribes to).
+    pub fn attempt_hardware<R, F>(&self, footprint_lines: u32, mut body: F) -> Result<R, AttemptAbort>
+    where
+        F: FnMut(&mut RegionContext) -> Result<R, RegionAbort>,
+    {
+        self.stats.increment(Counter::Regions);
+        match self.attempt_once(footprint_lines, 0, &mut body) {
+            Ok(value) => Ok(value),
+            Err(reason) => {
+                self.stats.increment(reason.counter());
+                Err(AttemptAbort::from_reason(reason))
+            }
+        }
+    }
+
+    /// Lock elision with a fine-grained fallback: hardware attempts of
+    /// `body` under the retry policy of [`HtmConfig`], then `body` on the
+    /// fallback path **without** the instance's fallback lock. An explicit
+    /// abort returns to the caller on every path.
+    ///
+    /// The body must therefore be correct when run non-atomically (it takes
+    /// the fine-grained locks it needs); a hardware attempt reads those
+    /// locks and so aborts when a fallback execution takes one. This is how
+    /// DBX runs its commit's validate + install: the same code in hardware
+    /// and, after aborts, in software, with fallback executions of
+    /// different threads running in parallel. On `sim`, injected aborts
+    /// take exactly this retry and fallback path.
+    pub fn elide<R, F>(&self, footprint_lines: u32, mut body: F) -> Result<R, ExplicitAbort>
+    where
+        F: FnMut(&mut RegionContext) -> Result<R, RegionAbort>,
+    {
+        self.stats.increment(Counter::Regions);
+        let mut attempt = 0u32;
+        if self.config.backend != HtmBackendKind::None {
+            let mut budget = RetryBudget::default();
+            loop {
+                let reason = match self.attempt_once(footprint_lines, attempt, &mut body) {
+                    Ok(value) => return Ok(value),
+                    Err(reason) => reason,
+                };
+                attempt = attempt.saturating_add(1);
+                match self.after_abort(&mut budget, reason) {
+                    NextStep::Retry => {}
+                    NextStep::Fallback => break,
+                    NextStep::Return(abort) => {
+                        self.stats.increment(Counter::ExplicitRegionAborts);
+                        return Err(abort);
+                    }
+                }
+            }
+        }
+        loop {
+            let mut context = RegionContext { path: RegionPath::Fallback, attempt, simulated_hardware: false };
+            match body(&mut context) {
+                Ok(value) => {
+                    self.stats.increment(Counter::FallbackExecutions);
+                    return Ok(value);
+                }
+                Err(RegionAbort::Explicit(code)) => {
+                    self.stats.increment(Counter::FallbackExecutions);
+                    self.stats.increment(Counter::ExplicitRegionAborts);
+                    return Err(ExplicitAbort::new(code));
+                }
+                Err(RegionAbort::Retry) => {
+                    self.stats.increment(Counter::FallbackRetries);
+                    attempt = attempt.saturating_add(1);
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+
+    /// One attempt on this backend (see [`Htm::attempt_hardware`]);
+    /// counts commits and injected aborts, not the abort's reason.
+    fn attempt_once<R, F>(&self, footprint_lines: u32, attempt: u32, body: &mut F) -> Result<R, AbortReason>
+    where
+        F: FnMut(&mut RegionContext) -> Result<R, RegionAbort>,
+    {
+        match self.config.backend {
+            HtmBackendKind::Rtm => {
+                // SAFETY: an `Htm` with the `rtm` backend exists only if
+                // `rtm_support()` returned `Available` in `Htm::new`. Every
+                // path below ends the transaction (xend or xabort).
+                let status = unsafe { rtm::begin() };
+                if status != rtm::STARTED {
+                    return Err(AbortReason::from_status(status));
+                }
+                let mut context = RegionContext { path: RegionPath::Hardware, attempt, simulated_hardware: false };
+                match body(&mut context) {
+                    Ok(value) => {
+                        // SAFETY: RTM is present and the transaction started
+                        // above is active (an abort resumes at `begin`).
+                        unsafe { rtm::end() };
+                        self.stats.increment(Counter::HardwareCommits);
+                        Ok(value)
+                    }
+                    // SAFETY (both arms): RTM is present and the transaction
+                    // started above is active; its effects are discarded.
+                    Err(RegionAbort::Retry) => unsafe { rtm::abort::<RETRY_ABORT_CODE>() },
+                    Err(RegionAbort::Explicit(code)) => unsafe { rtm::abort_with_code(clamp_code(code)) },
+                }
+            }
+            HtmBackendKind::Sim => {
+                if let Some(injected) = self.draw_injected_abort(footprint_lines) {
+                    return Err(match injected {
+                        InjectedAbort::Begin => {
+                            self.stats.increment(Counter::SimBeginAborts);
+                            AbortReason::Conflict
+                        }
+                        InjectedAbort::Commit => {
+                            self.stats.increment(Counter::SimCommitAborts);
+                            AbortReason::Conflict
+                        }
+                        InjectedAbort::Capacity => {
+                            self.stats.increment(Counter::SimCapacityAborts);
+                            AbortReason::Capacity
+                        }
+                    });
+                }
+                let mut context = RegionContext { path: RegionPath::Fallback, attempt, simulated_hardware: true };
+                let value = body(&mut context).map_err(AbortReason::from_region_abort)?;
+                self.stats.increment(Counter::HardwareCommits);
+                Ok(value)
+            }
+            HtmBackendKind::None => {
+                let mut context = RegionContext { path: RegionPath::Fallback, attempt, simulated_hardware: false };
+                let value = body(&mut context).map_err(AbortReason::from_region_abort)?;
+                self.stats.increment(Counter::FallbackExecutions);
+                Ok(value)
+            }
+        }
+    }
+
+    /// Decides whether the next simulated attempt aborts. The generator is
+    /// behind its own mutex, so the draws of concurrent threads are
     /// serialised (and a single thread's draws are reproducible).
     fn draw_injected_abort(&self, footprint_lines: u32) -> Option<InjectedAbort> {
         let sim = &self.config.sim;
@@ -559,5 +732,61 @@ mod tests {
         assert_eq!(ExplicitAbort::new(0xff).code, MAX_EXPLICIT_ABORT_CODE);
         assert_eq!(ExplicitAbort::new(3).code, 3);
         assert_eq!(AbortReason::from_region_abort(RegionAbort::Explicit(0xfe)), AbortReason::Explicit(0xfd));
+    }
+
+    #[test]
+    fn elide_falls_back_to_the_same_body_without_the_lock() {
+        let config = HtmConfig { max_conflict_retries: 3, ..HtmConfig::sim(1, PER_MILLION) };
+        let htm = Htm::new(config).expect("valid");
+        let mut runs = Vec::new();
+        let value = htm.elide(0, |context| {
+            runs.push((context.path(), context.is_simulated_hardware()));
+            // No global lock on the fallback path of an elided region.
+            assert!(!htm.lock.is_locked());
+            Ok::<_, RegionAbort>(7)
+        });
+        assert_eq!(value, Ok(7));
+        assert_eq!(runs, vec![(RegionPath::Fallback, false)], "every hardware attempt was injected away");
+        let stats = htm.stats().snapshot();
+        assert_eq!(stats.conflict_aborts, 4, "three retries, then the fallback");
+        assert_eq!(stats.fallback_executions, 1);
+        assert_eq!(stats.hardware_commits, 0);
+    }
+
+    #[test]
+    fn elide_returns_explicit_aborts_and_commits_simulated_attempts() {
+        let htm = Htm::new(HtmConfig::sim(1, 0)).expect("valid");
+        assert_eq!(htm.elide(0, |context| Ok::<_, RegionAbort>(context.is_simulated_hardware())), Ok(true));
+        assert_eq!(htm.elide(0, |_| Err::<(), _>(RegionAbort::Explicit(9))), Err(ExplicitAbort { code: 9 }));
+        let stats = htm.stats().snapshot();
+        assert_eq!(stats.hardware_commits, 1);
+        assert_eq!(stats.explicit_region_aborts, 1);
+        let none = Htm::software();
+        assert_eq!(none.elide(0, |context| Ok::<_, RegionAbort>(context.path())), Ok(RegionPath::Fallback));
+    }
+
+    #[test]
+    fn one_attempt_reports_why_it_aborted() {
+        let config = HtmConfig::sim(1, 0);
+        let capacity = config.sim.capacity_footprint_lines;
+        let htm = Htm::new(config).expect("valid");
+        let mut ran = 0;
+        assert_eq!(
+            htm.attempt_hardware(capacity + 1, |_| {
+                ran += 1;
+                Ok::<_, RegionAbort>(())
+            }),
+            Err(AttemptAbort::Capacity)
+        );
+        assert_eq!(ran, 0, "a capacity abort is decided before the body runs");
+        assert_eq!(htm.attempt_hardware(capacity, |_| Ok::<_, RegionAbort>(1)), Ok(1));
+        assert_eq!(htm.attempt_hardware(0, |_| Err::<(), _>(RegionAbort::Retry)), Err(AttemptAbort::Transient));
+        assert_eq!(
+            htm.attempt_hardware(0, |_| Err::<(), _>(RegionAbort::Explicit(3))),
+            Err(AttemptAbort::Explicit(ExplicitAbort { code: 3 }))
+        );
+        let always = Htm::new(HtmConfig::sim(1, PER_MILLION)).expect("valid");
+        assert_eq!(always.attempt_hardware(0, |_| Ok::<_, RegionAbort>(())), Err(AttemptAbort::Transient));
+        assert_eq!(always.stats().snapshot().sim_injected_aborts(), 1);
     }
 }

@@ -72,6 +72,14 @@ pub trait Workload: Send + Sync {
     /// A per-thread client; `worker_index < threads`; all randomness comes
     /// from `seed` (a child seed is derived per worker).
     fn client(&self, worker_index: usize, threads: usize, seed: u64) -> Box<dyn Client>;
+    /// Whether the options allow a run with `threads` workers (each run of
+    /// a benchmark may have another count, so `by_name` cannot check it):
+    /// call before handing out clients. Only YCSB's `long_threads` depends
+    /// on it.
+    fn validate_threads(&self, threads: usize) -> Result<(), WorkloadError> {
+        let _ = threads;
+        Ok(())
+    }
     /// Consistency check of the current database (after load, after a run,
     /// after recovery). Reads in many small read-only transactions, so the
     /// database must be quiescent.
@@ -171,8 +179,18 @@ pub const WORKLOAD_NAMES: [&str; 9] =
 /// last five are the SP³ micro workloads of [`micro`]) with `options`
 /// (validated).
 pub fn by_name(name: &str, options: &WorkloadOptions) -> Result<Box<dyn Workload>, WorkloadError> {
-    match name.to_ascii_lowercase().as_str() {
-        "tpcc" | "tpc-c" => Ok(Box::new(tpcc::Tpcc::new(options)?)),
+    let lowercase = name.to_ascii_lowercase();
+    let canonical = if lowercase == "tpc-c" { "tpcc" } else { lowercase.as_str() };
+    // The other workloads would ignore it silently: a run that looks like
+    // PHyTM's mixed workload but is not.
+    if options.long_threads > 0 && canonical != "ycsb" && WORKLOAD_NAMES.contains(&canonical) {
+        return Err(WorkloadError::InvalidOption(format!(
+            "long_threads ({}) applies to ycsb with variant srq, lrq, sru or lru only, not {canonical}",
+            options.long_threads
+        )));
+    }
+    match canonical {
+        "tpcc" => Ok(Box::new(tpcc::Tpcc::new(options)?)),
         "smallbank" => Ok(Box::new(smallbank::Smallbank::new(options)?)),
         "ycsb" => Ok(Box::new(ycsb::Ycsb::new(options)?)),
         "queue" => Ok(Box::new(queue::Queue::new(options)?)),
@@ -203,6 +221,14 @@ pub struct WorkloadOptions {
     pub ycsb: YcsbVariant,
     /// YCSB and micro workloads: zipfian constant (0.99); 0 means uniform.
     pub theta: f64,
+    /// YCSB range variants (`srq`, `lrq`, `sru`, `lru`): workers with an
+    /// index below this run the long transaction of the pair (`lrq` or
+    /// `lru`), the others the short one (`srq` or `sru`), as in PHyTM's
+    /// mixed workload (its Fig. 5e); the transaction types are then
+    /// [`ycsb::MIXED_TRANSACTION_TYPES`] ("short", "long"). 0 (the default)
+    /// runs the variant on every worker. Must be below the thread count of
+    /// a run ([`Workload::validate_threads`]).
+    pub long_threads: usize,
     /// YCSB rows (default 100 000).
     pub records: u64,
     /// YCSB operations per transaction (16).
@@ -251,6 +277,7 @@ impl Default for WorkloadOptions {
             hotspot_probability: 0.9,
             ycsb: YcsbVariant::A,
             theta: 0.99,
+            long_threads: 0,
             records: 100_000,
             ops_per_txn: 16,
             field_size: 100,
@@ -352,6 +379,20 @@ impl YcsbVariant {
             YcsbVariant::LongRangeQuery => "lrq",
             YcsbVariant::ShortRangeUpdate => "sru",
             YcsbVariant::LongRangeUpdate => "lru",
+        }
+    }
+
+    /// For PHyTM's range variants, the (short, long) pair the variant
+    /// belongs to (`srq`/`lrq` or `sru`/`lru`); `None` for the others.
+    pub fn short_long_pair(self) -> Option<(YcsbVariant, YcsbVariant)> {
+        match self {
+            YcsbVariant::ShortRangeQuery | YcsbVariant::LongRangeQuery => {
+                Some((YcsbVariant::ShortRangeQuery, YcsbVariant::LongRangeQuery))
+            }
+            YcsbVariant::ShortRangeUpdate | YcsbVariant::LongRangeUpdate => {
+                Some((YcsbVariant::ShortRangeUpdate, YcsbVariant::LongRangeUpdate))
+            }
+            _ => None,
         }
     }
 

@@ -15,6 +15,14 @@
 //!
 //! Inserts (D, E) take keys from a counter shared by the clients of one
 //! [`Ycsb`] value, starting after the largest key in the database.
+//!
+//! PHyTM's mixed workload (its Fig. 5e: one thread runs long range queries
+//! while the others run short ones) is `long_threads` with a range variant:
+//! workers with an index below it run the long variant of the pair
+//! (`lrq`/`lru`), the others the short one (`srq`/`sru`), and transactions
+//! are typed by class ([`MIXED_TRANSACTION_TYPES`]) rather than by whether
+//! they write (a pair either never or always writes), so each class's
+//! throughput and latency are reported apart.
 
 use crate::common::{load_parallel, verify_tables, LOAD_BATCH_BYTES};
 use crate::gen::{child_seed, rng, WorkloadRng};
@@ -32,6 +40,17 @@ pub const TRANSACTION_TYPES: [&str; 2] = ["read_only", "read_write"];
 pub const READ_ONLY: usize = 0;
 /// Type index of transactions that write.
 pub const READ_WRITE: usize = 1;
+/// Transaction type names with `long_threads > 0`: the class of the
+/// transaction (each worker runs one class only).
+pub const MIXED_TRANSACTION_TYPES: [&str; 2] = ["short", "long"];
+/// Type index of short transactions (`srq`/`sru`) with `long_threads > 0`.
+pub const SHORT: usize = 0;
+/// Type index of long transactions (`lrq`/`lru`) with `long_threads > 0`.
+pub const LONG: usize = 1;
+/// Rows a short range transaction (`srq`, `sru`) scans or updates.
+pub const SHORT_RANGE_ROWS: usize = 16;
+/// Rows a long range transaction (`lrq`, `lru`) scans or updates.
+pub const LONG_RANGE_ROWS: usize = 256;
 /// Longest scan of workload E.
 pub const MAX_SCAN_LENGTH: usize = 100;
 
@@ -87,6 +106,9 @@ struct Shared {
     zipf: Zipfian,
     next_insert: AtomicU64,
     load_seed: u64,
+    /// Workers `0..long_threads` run the long variant of the pair (0: every
+    /// worker runs `variant`).
+    long_threads: usize,
 }
 
 impl Shared {
@@ -121,6 +143,12 @@ impl Ycsb {
         if !(options.theta >= 0.0 && options.theta.is_finite() && options.theta != 1.0) {
             return invalid(format!("theta must be >= 0 and != 1 (0 = uniform), got {}", options.theta));
         }
+        if options.long_threads > 0 && options.ycsb.short_long_pair().is_none() {
+            return invalid(format!(
+                "long_threads ({}) needs variant srq, lrq, sru or lru (a short/long pair), not {}",
+                options.long_threads, options.ycsb
+            ));
+        }
         Ok(Self {
             shared: Arc::new(Shared {
                 variant: options.ycsb,
@@ -131,6 +159,7 @@ impl Ycsb {
                 zipf: Zipfian::new(options.records, options.theta),
                 next_insert: AtomicU64::new(UNKNOWN),
                 load_seed: options.load_seed,
+                long_threads: options.long_threads,
             }),
         })
     }
@@ -140,12 +169,26 @@ impl Ycsb {
         self.shared.variant
     }
 
+    /// Workers `0..long_threads()` run long transactions (0: none, every
+    /// worker runs [`Ycsb::variant`]).
+    pub fn long_threads(&self) -> usize {
+        self.shared.long_threads
+    }
+
     /// A concrete client (what [`Workload::client`] boxes).
     pub fn ycsb_client(&self, worker_index: usize, seed: u64) -> YcsbClient {
         let mut rng = rng(child_seed(seed, worker_index as u64));
         let mut row = vec![0u8; self.shared.row_len()];
         rng.fill_bytes(&mut row);
+        let (variant, class) = match self.shared.variant.short_long_pair() {
+            Some((_, long)) if worker_index < self.shared.long_threads => (long, Some(LONG)),
+            Some((short, _)) if self.shared.long_threads > 0 => (short, Some(SHORT)),
+            _ => (self.shared.variant, None),
+        };
         YcsbClient {
+            variant,
+            class,
+            last_rows: 0,
             shared: Arc::clone(&self.shared),
             rng,
             zipf: self.shared.zipf.clone(),
@@ -171,7 +214,24 @@ impl Workload for Ycsb {
     }
 
     fn transaction_types(&self) -> &'static [&'static str] {
-        &TRANSACTION_TYPES
+        if self.shared.long_threads > 0 {
+            &MIXED_TRANSACTION_TYPES
+        } else {
+            &TRANSACTION_TYPES
+        }
+    }
+
+    fn validate_threads(&self, threads: usize) -> Result<(), WorkloadError> {
+        let long_threads = self.shared.long_threads;
+        if long_threads > 0 && long_threads >= threads {
+            // Without a short thread there is no short-transaction
+            // throughput to measure next to the long ones.
+            return Err(WorkloadError::InvalidOption(format!(
+                "ycsb: long_threads ({long_threads}) must be below the thread count ({threads}): at least one \
+                 thread runs short transactions"
+            )));
+        }
+        Ok(())
     }
 
     fn load(
@@ -272,6 +332,15 @@ enum Op {
 
 /// A YCSB client.
 pub struct YcsbClient {
+    /// What this client runs: the workload's variant, or with
+    /// `long_threads` the short or long variant of its pair.
+    variant: YcsbVariant,
+    /// With `long_threads`: [`SHORT`] or [`LONG`], the type of every
+    /// transaction of this client.
+    class: Option<usize>,
+    /// Rows the last committed transaction found (read, scanned, updated,
+    /// inserted).
+    last_rows: usize,
     shared: Arc<Shared>,
     rng: WorkloadRng,
     zipf: Zipfian,
@@ -282,6 +351,20 @@ pub struct YcsbClient {
 }
 
 impl YcsbClient {
+    /// The variant this client runs (with `long_threads`, the short or
+    /// long one of the pair, by worker index).
+    pub fn variant(&self) -> YcsbVariant {
+        self.variant
+    }
+
+    /// Rows the last committed transaction found: read, scanned (a scan
+    /// that reaches the end of the table finds fewer than asked for),
+    /// updated or inserted; 0 before the first commit and after a
+    /// rollback.
+    pub fn last_rows(&self) -> usize {
+        self.last_rows
+    }
+
     /// A key of `0..count` from the scrambled zipfian (or uniform).
     pub fn choose_key(&mut self, count: u64) -> u64 {
         self.zipf.resize(count.max(1));
@@ -354,18 +437,18 @@ impl YcsbClient {
 
     fn plan(&mut self, worker: &mut Worker) -> Result<(), DbError> {
         let shared = Arc::clone(&self.shared);
-        let variant = shared.variant;
+        let variant = self.variant;
         let mut used = 0;
         self.ops.clear();
         let count = if variant.inserts() { self.insert_point(worker)? } else { shared.records };
         match variant {
             YcsbVariant::ShortRangeQuery | YcsbVariant::LongRangeQuery => {
-                let len = if variant == YcsbVariant::ShortRangeQuery { 16 } else { 256 };
+                let len = if variant == YcsbVariant::ShortRangeQuery { SHORT_RANGE_ROWS } else { LONG_RANGE_ROWS };
                 let start = self.choose_key(count);
                 self.ops.push(Op::Scan(start, len));
             }
             YcsbVariant::ShortRangeUpdate | YcsbVariant::LongRangeUpdate => {
-                let len = if variant == YcsbVariant::ShortRangeUpdate { 16 } else { 256 };
+                let len = if variant == YcsbVariant::ShortRangeUpdate { SHORT_RANGE_ROWS } else { LONG_RANGE_ROWS };
                 for _ in 0..len {
                     let key = self.choose_key(count);
                     let (field, slot) = self.new_field(&mut used);
@@ -409,7 +492,7 @@ impl Client for YcsbClient {
     fn run_next(&mut self, worker: &mut Worker) -> Result<TxnSummary, DbError> {
         self.plan(worker)?;
         let read_only = self.ops.iter().all(|op| matches!(op, Op::Read(_) | Op::Scan(..)));
-        let type_index = if read_only { READ_ONLY } else { READ_WRITE };
+        let type_index = self.class.unwrap_or(if read_only { READ_ONLY } else { READ_WRITE });
         let Self { ops, values, shared, .. } = self;
         let field_size = shared.field_size;
         let (outcome, attempts) = worker.run_pipelined(type_index as u32, read_only, |tx| {
@@ -457,6 +540,10 @@ impl Client for YcsbClient {
             }
             Ok(found)
         })?;
+        self.last_rows = match outcome {
+            Outcome::Committed(found) => found,
+            Outcome::RolledBack => 0,
+        };
         Ok(TxnSummary { type_index, committed: matches!(outcome, Outcome::Committed(_)), attempts })
     }
 }

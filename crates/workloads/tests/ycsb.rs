@@ -3,9 +3,11 @@
 mod common;
 
 use common::{assert_consistent, open, run_clients};
-use pmtx_engine::EngineKind;
-use pmtx_workloads::ycsb::{Ycsb, READ_ONLY, READ_WRITE};
-use pmtx_workloads::{count_rows, Workload, WorkloadOptions, YcsbVariant};
+use pmtx_engine::{Database, EngineKind};
+use pmtx_workloads::ycsb::{table, Ycsb, LONG, LONG_RANGE_ROWS, READ_ONLY, READ_WRITE, SHORT, SHORT_RANGE_ROWS};
+use pmtx_workloads::{by_name, count_rows, Client, Workload, WorkloadError, WorkloadOptions, YcsbVariant};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 fn options(variant: YcsbVariant) -> WorkloadOptions {
     WorkloadOptions { ycsb: variant, records: 2000, ops_per_txn: 4, fields: 4, field_size: 25, ..Default::default() }
@@ -74,4 +76,114 @@ fn check_detects_bad_rows() {
     let report = workload.check(&db).unwrap();
     let failed: Vec<&str> = report.failures().map(|(name, _, _)| name.as_str()).collect();
     assert_eq!(failed, ["loaded rows", "row length"], "{report}");
+}
+
+/// PHyTM's mixed workload: `options(variant)` with `long_threads` and
+/// uniform keys (so a long update touches ~240 distinct rows of 2000).
+fn mixed(variant: YcsbVariant, long_threads: usize) -> WorkloadOptions {
+    WorkloadOptions { long_threads, theta: 0.0, ..options(variant) }
+}
+
+/// Every row's value, by key.
+fn snapshot(db: &Arc<Database>) -> HashMap<Vec<u8>, Vec<u8>> {
+    let mut rows = HashMap::new();
+    db.for_each_row(table::USERTABLE, |key, value| {
+        rows.insert(key.to_vec(), value.to_vec());
+    })
+    .unwrap();
+    rows
+}
+
+#[test]
+fn long_threads_give_worker_zero_long_and_the_others_short_transactions() {
+    use YcsbVariant::{LongRangeQuery, LongRangeUpdate, ShortRangeQuery, ShortRangeUpdate};
+    // Either variant of a pair names the pair.
+    for variant in [ShortRangeQuery, LongRangeQuery, ShortRangeUpdate, LongRangeUpdate] {
+        let (short, long) = variant.short_long_pair().unwrap();
+        let workload = Ycsb::new(&mixed(variant, 1)).unwrap();
+        assert_eq!(workload.transaction_types(), ["short", "long"], "{variant}");
+        assert_eq!(workload.transaction_types()[SHORT], "short");
+        assert_eq!(workload.transaction_types()[LONG], "long");
+        workload.validate_threads(2).unwrap();
+        let db = open(EngineKind::Silo, &workload);
+        workload.load(&db, 2, &|_, _| {}).unwrap();
+        for (index, class, expected, rows) in [(0, LONG, long, LONG_RANGE_ROWS), (1, SHORT, short, SHORT_RANGE_ROWS)] {
+            let mut client = workload.ycsb_client(index, 7);
+            assert_eq!(client.variant(), expected, "{variant}: worker {index}");
+            let mut worker = db.worker(index).unwrap();
+            let mut found = Vec::new();
+            for _ in 0..40 {
+                let before = (!variant.scans()).then(|| snapshot(&db));
+                let summary = client.run_next(&mut worker).unwrap();
+                assert!(summary.committed, "{variant}: worker {index}");
+                assert_eq!(summary.type_index, class, "{variant}: worker {index}");
+                found.push(client.last_rows());
+                if let Some(before) = before {
+                    // The data shows the class too: an update transaction
+                    // changes one field of each distinct row it draws.
+                    let after = snapshot(&db);
+                    let changed = after.iter().filter(|(key, value)| before[*key] != **value).count();
+                    if class == LONG {
+                        assert!(changed > 200, "{variant}: worker 0 changed only {changed} rows");
+                    } else {
+                        assert!((1..=SHORT_RANGE_ROWS).contains(&changed), "{variant}: worker 1 changed {changed}");
+                    }
+                }
+            }
+            pmtx_workloads::wait_all_acknowledged(&mut worker);
+            if variant.scans() {
+                // A scan that starts near the end of the table finds fewer.
+                assert!(found.iter().all(|&n| n <= rows), "{variant}: worker {index}: {found:?}");
+                assert!(found.contains(&rows), "{variant}: worker {index} never scanned {rows} rows: {found:?}");
+            } else {
+                assert!(found.iter().all(|&n| n == rows), "{variant}: worker {index}: {found:?}");
+            }
+        }
+        assert_consistent(&workload, &db, &format!("after mixed {variant}"));
+    }
+}
+
+#[test]
+fn long_threads_split_concurrent_clients_by_worker_index() {
+    let workload = Ycsb::new(&mixed(YcsbVariant::ShortRangeQuery, 2)).unwrap();
+    let db = open(EngineKind::GroupCommit, &workload);
+    workload.load(&db, 3, &|_, _| {}).unwrap();
+    let summaries = run_clients(&db, &workload, 3, 60, 5);
+    // run_clients returns worker 0's summaries, then worker 1's, then 2's.
+    let classes: Vec<usize> = summaries.iter().map(|s| s.type_index).collect();
+    assert!(classes[..120].iter().all(|&class| class == LONG), "workers 0 and 1 run long transactions");
+    assert!(classes[120..].iter().all(|&class| class == SHORT), "worker 2 runs short transactions");
+    assert_consistent(&workload, &db, "after a mixed run");
+}
+
+#[test]
+fn long_threads_reject_what_they_cannot_run() {
+    let invalid = |result: Result<(), WorkloadError>, needle: &str| match result {
+        Err(WorkloadError::InvalidOption(message)) => assert!(message.contains(needle), "{message}"),
+        other => panic!("expected an invalid-option error with {needle:?}, got {other:?}"),
+    };
+    for variant in [YcsbVariant::A, YcsbVariant::C, YcsbVariant::E, YcsbVariant::WriteHeavy] {
+        invalid(Ycsb::new(&mixed(variant, 1)).map(|_| ()), "srq, lrq, sru or lru");
+    }
+    for name in ["smallbank", "tpcc", "TPC-C", "queue", "hash"] {
+        let options = WorkloadOptions { long_threads: 1, ..Default::default() };
+        invalid(by_name(name, &options).map(|_| ()), "applies to ycsb");
+    }
+    // Thread counts: at least one short thread.
+    let one = Ycsb::new(&mixed(YcsbVariant::LongRangeUpdate, 1)).unwrap();
+    invalid(one.validate_threads(1), "below the thread count (1)");
+    one.validate_threads(2).unwrap();
+    let three = Ycsb::new(&mixed(YcsbVariant::ShortRangeQuery, 3)).unwrap();
+    for threads in [1, 2, 3] {
+        invalid(three.validate_threads(threads), "long_threads (3)");
+    }
+    three.validate_threads(4).unwrap();
+    // 0 keeps today's workload: the types say whether a transaction writes.
+    let plain = by_name("ycsb", &mixed(YcsbVariant::ShortRangeQuery, 0)).unwrap();
+    assert_eq!(plain.transaction_types(), ["read_only", "read_write"]);
+    plain.validate_threads(1).unwrap();
+    by_name("smallbank", &WorkloadOptions { accounts: 100, ..Default::default() })
+        .unwrap()
+        .validate_threads(1)
+        .unwrap();
 }

@@ -210,6 +210,14 @@ pub struct WorkloadArgs {
     /// YCSB variant: A..F, ro, rh, ba, wh, srq, lrq, sru, lru [default: A].
     #[arg(long, value_parser = parse_ycsb)]
     pub ycsb: Option<YcsbVariant>,
+    /// YCSB srq/lrq/sru/lru: PHyTM's mixed workload (its Fig. 5e). The
+    /// first N workers (index < N) run the long transaction of the pair (lrq
+    /// or lru: 256 rows) and the others the short one (srq or sru: 16 rows),
+    /// whichever of the pair --ycsb names; the per-type results are then "short" and "long"
+    /// (committed, tps, latency of each class). N must be below every
+    /// --threads count [default: 0: every worker runs --ycsb].
+    #[arg(long, value_name = "N", value_parser = parse_long_threads)]
+    pub long_threads: Option<usize>,
     /// YCSB and the micro workloads: zipfian constant, 0 = uniform [default: 0.99].
     #[arg(long, value_parser = parse_theta)]
     pub theta: Option<f64>,
@@ -281,6 +289,20 @@ impl WorkloadArgs {
         if let Some((flag, _)) = queue_flags.iter().find(|(_, given)| *given).filter(|_| workload != "queue") {
             return Err(CliError::usage(format!("{flag} applies to --workload queue only, not {workload}")));
         }
+        if let Some(long_threads) = self.long_threads.filter(|&n| n > 0) {
+            let variant = self.ycsb.unwrap_or_default();
+            if workload != "ycsb" {
+                return Err(CliError::usage(format!(
+                    "--long-threads applies to --workload ycsb (with --ycsb srq, lrq, sru or lru) only, not {workload}"
+                )));
+            }
+            if variant.short_long_pair().is_none() {
+                return Err(CliError::usage(format!(
+                    "--long-threads {long_threads} needs --ycsb srq, lrq, sru or lru (a short/long pair), not \
+                     --ycsb {variant}"
+                )));
+            }
+        }
         let micro_flags = [
             ("--micro-entries", self.micro_entries.is_some()),
             ("--entry-size", self.entry_size.is_some()),
@@ -295,6 +317,24 @@ impl WorkloadArgs {
         }
         Ok(())
     }
+
+    /// Checks the flags that depend on the thread count of a run
+    /// (`threads`: every count that will run).
+    pub fn validate_threads(&self, threads: &[usize]) -> Result<(), CliError> {
+        let long_threads = self.long_threads.unwrap_or(0);
+        let too_few: Vec<String> =
+            threads.iter().filter(|&&count| long_threads > 0 && count <= long_threads).map(usize::to_string).collect();
+        if !too_few.is_empty() {
+            return Err(CliError::usage(format!(
+                "--long-threads {long_threads} leaves no thread for short transactions at --threads {}: every thread \
+                 count must be at least {}",
+                too_few.join(","),
+                long_threads + 1
+            )));
+        }
+        Ok(())
+    }
+
     /// The workload options: defaults overridden by the flags given.
     pub fn options(&self) -> WorkloadOptions {
         let mut options = WorkloadOptions::default();
@@ -315,6 +355,9 @@ impl WorkloadArgs {
         }
         if let Some(value) = self.theta {
             options.theta = value;
+        }
+        if let Some(value) = self.long_threads {
+            options.long_threads = value;
         }
         if let Some(value) = self.records {
             options.records = value;
@@ -374,6 +417,7 @@ impl BenchArgs {
     pub fn validate(&self) -> Result<(), CliError> {
         self.pool_options.validate()?;
         self.workload_options.validate(&self.workload)?;
+        self.workload_options.validate_threads(&self.threads)?;
         if self.pmdk && !pmtx_workloads::micro::NAMES.contains(&self.workload.as_str()) {
             return Err(CliError::usage(format!(
                 "--pmdk applies to the micro workloads ({}) only, not {}: the PMDK baseline exists for them alone",
@@ -435,6 +479,14 @@ fn parse_theta(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(theta) if theta.is_finite() && theta >= 0.0 => Ok(theta),
         _ => Err(format!("invalid zipfian constant {text:?}: expected a number of at least 0 (0 = uniform)")),
+    }
+}
+
+fn parse_long_threads(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        // At least one short thread, and thread counts stop at 1024.
+        Ok(value) if value < 1024 => Ok(value),
+        _ => Err(format!("invalid long-thread count {text:?}: expected an integer from 0 to 1023")),
     }
 }
 
@@ -564,5 +616,38 @@ mod tests {
         assert!(error.contains("--micro-entries applies to the micro workloads"), "{error}");
         let error = WorkloadArgs { queue_length: Some(5), ..Default::default() }.validate("sp3-queue").unwrap_err();
         assert!(error.to_string().contains("--queue-length applies to --workload queue only"), "{error}");
+    }
+
+    #[test]
+    fn long_threads_need_a_ycsb_pair_and_a_short_thread() {
+        let args = |variant: &str, long_threads: usize| WorkloadArgs {
+            ycsb: Some(parse_ycsb(variant).unwrap()),
+            long_threads: Some(long_threads),
+            ..Default::default()
+        };
+        for variant in ["srq", "LRQ", "sru", "lru"] {
+            let given = args(variant, 2);
+            given.validate("ycsb").unwrap();
+            given.validate_threads(&[3, 8]).unwrap();
+            assert_eq!(given.options().long_threads, 2);
+            let error = given.validate_threads(&[3, 1, 2]).unwrap_err().to_string();
+            assert!(error.contains("--long-threads 2") && error.contains("at --threads 1,2:"), "{error}");
+            let error = given.validate("smallbank").unwrap_err().to_string();
+            assert!(error.contains("--long-threads applies to --workload ycsb"), "{error}");
+        }
+        for variant in ["A", "e", "ro", "wh"] {
+            let error = args(variant, 1).validate("ycsb").unwrap_err().to_string();
+            assert!(error.contains("needs --ycsb srq, lrq, sru or lru"), "{variant}: {error}");
+        }
+        // Unset, or 0: today's workload on any thread count.
+        let off = args("A", 0);
+        off.validate("tpcc").unwrap();
+        off.validate_threads(&[1]).unwrap();
+        assert_eq!(off.options().long_threads, 0);
+        assert_eq!(WorkloadArgs::default().options().long_threads, 0);
+        assert_eq!(parse_long_threads("3"), Ok(3));
+        for bad in ["-1", "1024", "x", ""] {
+            assert!(parse_long_threads(bad).unwrap_err().contains("from 0 to 1023"), "{bad:?}");
+        }
     }
 }

@@ -83,6 +83,9 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     if args.workload_options.non_standard_tpcc() && workload.name() == "tpcc" {
         println!("note: non-standard TPC-C scale (--tpcc-items/--tpcc-customers): results are not comparable");
     }
+    if let Some(note) = long_threads_note(&options) {
+        println!("note: {note}");
+    }
     if let Some(mix) = args.workload_options.non_standard_tpcc_mix() {
         println!("note: NON-STANDARD TPC-C mix {mix} (--tpcc-mix): results are not comparable to the standard mix");
     }
@@ -355,7 +358,7 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
         print!("{}", report::pmdk_ratio_lines(&report.runs, &report.pmdk_runs));
     }
     println!();
-    println!("per transaction type:");
+    println!("per transaction type (tps: commits of the type per second of the measured phase):");
     print!("{}", report::per_type_table(&report.runs, &report.pmdk_runs, type_order));
     println!();
     println!("memory (process resident set from /proc/self/statm, before and after the load; durable engines: pool pages included):");
@@ -422,8 +425,18 @@ fn workload_summary(report: &Report) -> String {
             }
         ),
         "ycsb" => format!(
-            "variant {}, {} records of {}x{} B, theta {}, {} ops/txn",
-            o.ycsb, o.records, o.fields, o.field_size, o.theta, o.ops_per_txn
+            "variant {}, {} records of {}x{} B, theta {}, {} ops/txn{}",
+            o.ycsb,
+            o.records,
+            o.fields,
+            o.field_size,
+            o.theta,
+            o.ops_per_txn,
+            if o.long_threads > 0 {
+                format!(", long transactions on {} worker(s)", o.long_threads)
+            } else {
+                String::new()
+            }
         ),
         "queue" => queue_summary(o),
         "sps" => {
@@ -445,6 +458,28 @@ fn workload_summary(report: &Report) -> String {
         ),
         _ => String::new(),
     }
+}
+
+/// What `--long-threads` makes each worker run (None when it is off).
+fn long_threads_note(options: &pmtx_workloads::WorkloadOptions) -> Option<String> {
+    let (short, long) = options.ycsb.short_long_pair().filter(|_| options.long_threads > 0)?;
+    let rows = |variant| {
+        if variant == short {
+            pmtx_workloads::ycsb::SHORT_RANGE_ROWS
+        } else {
+            pmtx_workloads::ycsb::LONG_RANGE_ROWS
+        }
+    };
+    let n = options.long_threads;
+    Some(format!(
+        "--long-threads {n}: worker{} {} run{} {long} ({} rows per transaction, type \"long\"), the others {short} \
+         ({} rows, type \"short\"); the per-type table gives each class's throughput",
+        if n == 1 { "" } else { "s" },
+        if n == 1 { "0".to_string() } else { format!("0 to {}", n - 1) },
+        if n == 1 { "s" } else { "" },
+        rows(long),
+        rows(short)
+    ))
 }
 
 /// The queue workload's options in one line (also used by `soak`).

@@ -150,6 +150,11 @@ pub struct WorkloadOptionsJson {
     pub ycsb: String,
     /// YCSB zipfian constant.
     pub theta: f64,
+    /// YCSB srq/lrq/sru/lru: workers 0..long_threads ran the long
+    /// transaction of the pair, the others the short one (`per_type`
+    /// "long" and "short"); 0: every worker ran `ycsb`.
+    #[serde(default)]
+    pub long_threads: usize,
     /// YCSB rows.
     pub records: u64,
     /// YCSB operations per transaction.
@@ -213,6 +218,7 @@ impl WorkloadOptionsJson {
             hotspot_probability: options.hotspot_probability,
             ycsb: options.ycsb.name().to_string(),
             theta: options.theta,
+            long_threads: options.long_threads,
             records: options.records,
             ops_per_txn: options.ops_per_txn,
             field_size: options.field_size,
@@ -421,6 +427,10 @@ impl LatencyJson {
 pub struct TypeJson {
     /// Acknowledged commits of this type.
     pub committed: u64,
+    /// `committed / duration_s` of the run: this type's share of
+    /// `throughput_tps` (with `--long-threads`, each class's throughput).
+    #[serde(default)]
+    pub throughput_tps: f64,
     /// Rollbacks of this type.
     pub rolled_back: u64,
     /// Mean latency (µs).
@@ -438,10 +448,11 @@ pub struct TypeJson {
 }
 
 impl TypeJson {
-    /// Builds from counts and a latency summary.
-    pub fn new(committed: u64, rolled_back: u64, latency: LatencyJson) -> Self {
+    /// Builds from counts, a latency summary and the measured seconds of the run.
+    pub fn new(committed: u64, rolled_back: u64, latency: LatencyJson, duration_s: f64) -> Self {
         Self {
             committed,
+            throughput_tps: committed as f64 / duration_s.max(f64::MIN_POSITIVE),
             rolled_back,
             mean: latency.mean,
             p50: latency.p50,
@@ -570,7 +581,7 @@ pub fn csv(report: &Report) -> String {
         let tpcc = run.workload == "tpcc";
         let _ = writeln!(
             out,
-            "{},{},{},{:.3},{},{},{},{},{:.1},{:.4},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.1},{:.3},{:.1},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{:.3},{},{},{},{},{:.1},{:.4},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.1},{:.3},{:.1},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&run.engine),
             csv_field(&run.workload),
             run.threads,
@@ -618,6 +629,8 @@ pub fn csv(report: &Report) -> String {
             run.bytes_per_loaded_row.map_or(String::new(), |v| format!("{v:.1}")),
             if tpcc { csv_field(&mix) } else { String::new() },
             if tpcc { options.tpcc_mix_standard.to_string() } else { String::new() },
+            if run.workload == "ycsb" { options.long_threads.to_string() } else { String::new() },
+            csv_field(&per_type_tps(run.per_type.iter().map(|(name, t)| (name, t.throughput_tps)))),
         );
     }
     // PMDK rows: the columns an engine run has and a PMDK run does not
@@ -643,10 +656,21 @@ pub fn csv(report: &Report) -> String {
         set("engine_name", csv_field(&run.engine));
         set("engine_options", format!("pmem_forced={}", run.pmem_forced));
         set("rows_loaded", run.items_loaded.to_string());
+        let duration_s = run.duration_s.max(f64::MIN_POSITIVE);
+        set(
+            "per_type_tps",
+            csv_field(&per_type_tps(run.per_type.iter().map(|(name, &count)| (name, count as f64 / duration_s)))),
+        );
         out.push_str(&cells.join(","));
         out.push('\n');
     }
     out
+}
+
+/// The `per_type_tps` cell: `type=tps` by type, `;`-separated (one cell
+/// whatever the workload's types).
+fn per_type_tps<'a>(types: impl Iterator<Item = (&'a String, f64)>) -> String {
+    types.map(|(name, tps)| format!("{name}={tps:.1}")).collect::<Vec<_>>().join(";")
 }
 
 /// The CSV header, without the line break.
@@ -657,7 +681,7 @@ const CSV_HEADER: &str = "engine,workload,threads,duration_s,committed,aborted,r
          engine_name,engine_options,htm_backend,htm_regions,htm_software_path_commits,\
          recovery_ms,recovery_engine_ms,recovery_pool_used_bytes_at_crash,recovery_pool_size_bytes,recovery_check_passed,\
          rss_before_load_bytes,rss_after_load_bytes,rss_load_delta_bytes,rows_loaded,bytes_per_loaded_row,\
-         tpcc_mix,tpcc_mix_standard";
+         tpcc_mix,tpcc_mix_standard,long_threads,per_type_tps";
 
 fn csv_header_columns() -> impl Iterator<Item = &'static str> {
     CSV_HEADER.split(',')
@@ -864,8 +888,8 @@ pub fn format_size(bytes: u64) -> String {
     }
 }
 
-/// Per-type latency lines of every run, in the workload's type order, then
-/// the PMDK runs' committed transactions by type.
+/// Per-type throughput and latency lines of every run, in the workload's
+/// type order, then the PMDK runs' committed transactions by type.
 pub fn per_type_table(runs: &[RunJson], pmdk_runs: &[PmdkRunJson], type_order: &[&str]) -> String {
     let mut table = Table::with_left_columns(
         &[
@@ -873,6 +897,7 @@ pub fn per_type_table(runs: &[RunJson], pmdk_runs: &[PmdkRunJson], type_order: &
             "threads",
             "type",
             "committed",
+            "tps",
             "rolled back",
             "mean µs",
             "p50 µs",
@@ -893,6 +918,7 @@ pub fn per_type_table(runs: &[RunJson], pmdk_runs: &[PmdkRunJson], type_order: &
                 run.threads.to_string(),
                 name.to_string(),
                 t.committed.to_string(),
+                format_tps(t.throughput_tps),
                 t.rolled_back.to_string(),
                 format_us(t.mean),
                 format_us(t.p50),
@@ -907,11 +933,13 @@ pub fn per_type_table(runs: &[RunJson], pmdk_runs: &[PmdkRunJson], type_order: &
         let mut names: Vec<&str> = type_order.iter().copied().filter(|name| run.per_type.contains_key(*name)).collect();
         names.extend(run.per_type.keys().map(String::as_str).filter(|name| !type_order.contains(name)));
         for name in names {
+            let committed = run.per_type[name];
             let mut row = vec![
                 run.engine.clone(),
                 run.threads.to_string(),
                 name.to_string(),
-                run.per_type[name].to_string(),
+                committed.to_string(),
+                format_tps(committed as f64 / run.duration_s.max(f64::MIN_POSITIVE)),
                 "-".to_string(),
             ];
             row.extend(std::iter::repeat_n("-".to_string(), 6));

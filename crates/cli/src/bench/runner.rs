@@ -474,6 +474,9 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     let engine = spec.engine;
     let label =
         format!("run {}/{}: {} {} x{}", spec.position.0, spec.position.1, workload.name(), engine, spec.threads);
+    // Before the pool is created: a thread count the workload cannot run
+    // with (YCSB's long_threads) is a usage error, not a failed run.
+    workload.validate_threads(spec.threads).map_err(workload_error)?;
     let durable = engine.kind.is_durable();
     let recover = spec.recover && durable;
     let FreshDatabase { database, options, backend_info, probe: pool_probe, guard } =
@@ -647,7 +650,8 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         .iter()
         .zip(&total.per_type)
         .map(|(name, (committed, rolled_back, histogram))| {
-            (name.to_string(), TypeJson::new(*committed, *rolled_back, LatencyJson::from_nanoseconds(histogram)))
+            let latency = LatencyJson::from_nanoseconds(histogram);
+            (name.to_string(), TypeJson::new(*committed, *rolled_back, latency, duration_s))
         })
         .collect();
     let (backend, latency_model, durability) = match &backend_info {

@@ -47,6 +47,9 @@ const DBXN_KEYS: &[OptionKey] = &[
     },
 ];
 
+/// Options of the PHyTM family: the HTM backend of its hardware paths.
+const HYBRID_KEYS: &[OptionKey] = DBXN_KEYS.split_at(3).1;
+
 /// Options of the Zen engines (`zen`, `zen-naive-alloc`).
 const ZEN_KEYS: &[OptionKey] = &[OptionKey {
     name: "cache",
@@ -66,6 +69,7 @@ fn family_keys_of(kind: EngineKind) -> &'static [OptionKey] {
     match kind {
         EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => DBXN_KEYS,
         EngineKind::Zen | EngineKind::ZenNaiveAlloc => ZEN_KEYS,
+        kind if kind.is_hybrid() => HYBRID_KEYS,
         _ => &[],
     }
 }
@@ -118,7 +122,17 @@ pub const PRESETS: &[Preset] = &[
                       --insert-percent 50)",
         specs: sp3_micro,
     },
+    Preset {
+        name: "phytm-baselines",
+        description: "the engines of the PHyTM paper's figures with simulated HTM: phytm, phtm and 2pl (run with \
+                      --workload ycsb --ycsb srq --long-threads 1 for its long-transaction experiment, Fig. 5e)",
+        specs: phytm_engines,
+    },
 ];
+
+fn phytm_engines() -> Vec<String> {
+    ["phytm:htm=sim", "phtm:htm=sim", "2pl"].map(String::from).to_vec()
+}
 
 fn dbxn_ablation() -> Vec<String> {
     [
@@ -235,17 +249,21 @@ impl EngineSpec {
         let on_off = |value: bool| if value { "on" } else { "off" }.to_string();
         let mut options = BTreeMap::new();
         options.insert("cc".into(), self.cc.name().into());
+        let insert_htm = |options: &mut BTreeMap<String, String>| {
+            options.insert("htm".into(), self.htm.backend.name().into());
+            if self.htm.backend == HtmBackendKind::Sim {
+                let percent = f64::from(self.htm.abort_per_million) * 100.0 / f64::from(PER_MILLION);
+                options.insert("htm-abort".into(), format!("{percent}"));
+            }
+        };
         match self.kind {
             EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => {
                 options.insert("nt".into(), on_off(self.dbxn.non_temporal));
                 options.insert("pad64".into(), on_off(self.dbxn.pad_small_to_line));
                 options.insert("align256".into(), on_off(self.dbxn.align_large_to_256));
-                options.insert("htm".into(), self.htm.backend.name().into());
-                if self.htm.backend == HtmBackendKind::Sim {
-                    let percent = f64::from(self.htm.abort_per_million) * 100.0 / f64::from(PER_MILLION);
-                    options.insert("htm-abort".into(), format!("{percent}"));
-                }
+                insert_htm(&mut options);
             }
+            kind if kind.is_hybrid() => insert_htm(&mut options),
             EngineKind::Zen | EngineKind::ZenNaiveAlloc => {
                 let bytes = self.zen_cache_bytes.unwrap_or(pmtx_engine::ZenOptions::default().cache_bytes);
                 options.insert("cache".into(), bytes.to_string());
@@ -420,9 +438,12 @@ pub fn long_help() -> String {
          \"engine_options\" (every option in effect).\n",
         engine_names()
     );
-    for (engines, keys) in
-        [("every engine", COMMON_KEYS), ("dbxn, dbxn-nvm, dbx-naive", DBXN_KEYS), ("zen, zen-naive-alloc", ZEN_KEYS)]
-    {
+    for (engines, keys) in [
+        ("every engine", COMMON_KEYS),
+        ("dbxn, dbxn-nvm, dbx-naive", DBXN_KEYS),
+        ("phytm, phytm-paper, phtm, 2pl", HYBRID_KEYS),
+        ("zen, zen-naive-alloc", ZEN_KEYS),
+    ] {
         help.push_str(&format!("\nOptions of {engines}:\n"));
         for key in keys {
             help.push_str(&format!("  {}={}: {}\n", key.name, key.values, key.description));

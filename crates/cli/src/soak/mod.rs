@@ -96,6 +96,7 @@ impl SoakArgs {
     fn validate(&self) -> Result<(), CliError> {
         self.pool_options.validate()?;
         self.workload_options.validate(&self.workload)?;
+        self.workload_options.validate_threads(&[self.threads])?;
         if self.pm.pm == BenchPm::Sim {
             return Err(CliError::usage(
                 "--pm sim: the crash simulator tracks every store and grows without bound; soak on direct or emulated",
@@ -462,6 +463,7 @@ pub fn run(args: SoakArgs) -> Result<(), CliError> {
     let (backend, pm) = args.pm.resolve()?;
     let options = args.workload_options.options();
     let workload = pmtx_workloads::by_name(&args.workload, &options).map_err(workload_error)?;
+    workload.validate_threads(args.threads).map_err(workload_error)?;
     let engine = &args.engine;
     let duration = args.duration();
     let probe = probe_type(workload.as_ref());

@@ -4,6 +4,7 @@
 //! timestamps, the multi-version protocols' older versions, and `hstore`'s
 //! partitions.
 
+use crate::cc::hybrid::Hybrid;
 use crate::cc::lock_table::LockTable;
 use crate::cc::protocol::CcProtocol;
 use crate::cc::tictoc::ReadTimestamps;
@@ -23,6 +24,8 @@ pub(crate) struct Concurrency {
     versions: Option<VersionStore>,
     /// `hstore`'s partition count.
     partitions: usize,
+    /// The PHyTM family's paths and their shared state.
+    hybrid: Option<Hybrid>,
 }
 
 impl Concurrency {
@@ -34,7 +37,31 @@ impl Concurrency {
         let read_timestamps =
             matches!(protocol, CcProtocol::TicToc | CcProtocol::Mvcc | CcProtocol::Cicada).then(ReadTimestamps::new);
         let versions = protocol.is_multiversion().then(|| VersionStore::new(workers));
-        Self { protocol, serial: Mutex::new(()), locks, read_timestamps, versions, partitions: workers.max(1) }
+        Self {
+            protocol,
+            serial: Mutex::new(()),
+            locks,
+            read_timestamps,
+            versions,
+            partitions: workers.max(1),
+            hybrid: None,
+        }
+    }
+
+    /// The same state running the hybrid paths of `hybrid` (the PHyTM
+    /// family), whose every path writes through a no-wait lock table.
+    pub(crate) fn with_hybrid(mut self, hybrid: Option<Hybrid>, workers: usize) -> Self {
+        if hybrid.is_some() && self.locks.is_none() {
+            self.locks = Some(LockTable::new(CcProtocol::NoWait, workers));
+        }
+        self.hybrid = hybrid;
+        self
+    }
+
+    /// The hybrid paths' shared state (the PHyTM family only).
+    #[inline]
+    pub(crate) fn hybrid(&self) -> Option<&Hybrid> {
+        self.hybrid.as_ref()
     }
 
     /// The state of `protocol` over tables that recovery filled: snapshots

@@ -119,6 +119,14 @@ impl LockTable {
         self.words[stripe_of(address)].load(Ordering::SeqCst) != 0
     }
 
+    /// Whether another worker than `held`'s holds the stripe of `address`
+    /// exclusively (PHyTM's Slow HTM read check).
+    #[inline]
+    pub(crate) fn is_exclusive_by_other(&self, held: &HeldLocks, address: usize) -> bool {
+        let word = self.words[stripe_of(address)].load(Ordering::Acquire);
+        word & EXCLUSIVE != 0 && word & (1u64 << held.worker) == 0
+    }
+
     /// Takes the lock of `address` in shared or exclusive mode (a held
     /// shared lock is upgraded), waiting as the protocol says.
     pub(crate) fn acquire(&self, held: &mut HeldLocks, address: usize, exclusive: bool) -> Result<(), AbortReason> {

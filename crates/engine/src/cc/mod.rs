@@ -7,6 +7,7 @@
 //! The engines compose a protocol with a storage and a durability scheme.
 
 pub(crate) mod concurrency;
+pub mod hybrid;
 pub(crate) mod lock_table;
 pub(crate) mod position_index;
 pub mod protocol;

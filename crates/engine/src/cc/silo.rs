@@ -47,6 +47,7 @@
 //! durable and the bit is cleared.
 
 use crate::cc::concurrency::Concurrency;
+use crate::cc::hybrid::{Hybrid, PathState, TxPath, LINES_PER_ACCESS};
 use crate::cc::lock_table::HeldLocks;
 use crate::cc::position_index::PositionIndex;
 use crate::cc::protocol::CcProtocol;
@@ -291,6 +292,8 @@ pub(crate) struct OccTx<R: RowKind> {
     scratch: Vec<u8>,
     /// This worker's reclamation of absent rows and replaced values.
     pub(crate) reclaimer: RowReclaimer<R>,
+    /// The hybrid engines' path of this attempt (unused elsewhere).
+    pub(crate) path: PathState,
 }
 
 // SAFETY: the raw row pointers refer to rows owned by tables that outlive
@@ -314,6 +317,7 @@ impl<R: RowKind> OccTx<R> {
             created: Vec::new(),
             scratch: Vec::new(),
             reclaimer: RowReclaimer::default(),
+            path: PathState::default(),
         }
     }
 }
@@ -331,6 +335,9 @@ impl<R: RowKind> OccTx<R> {
         self.clear();
         if let Some(locks) = self.cc.locks() {
             locks.begin(&self.held, attempt <= 1);
+        }
+        if let Some(hybrid) = self.cc.hybrid() {
+            hybrid.begin(&mut self.path, attempt);
         }
         if let Some(versions) = self.cc.versions() {
             self.snapshot = if self.cc.protocol().is_timestamp_ordered() {
@@ -365,6 +372,9 @@ impl<R: RowKind> OccTx<R> {
         if let Some(locks) = self.cc.locks() {
             locks.release_all(&mut self.held);
         }
+        if let Some(hybrid) = self.cc.hybrid() {
+            hybrid.end(&mut self.path);
+        }
         if let Some(versions) = self.cc.versions() {
             versions.end(self.worker);
             versions.collect(&mut self.version_queue);
@@ -374,6 +384,14 @@ impl<R: RowKind> OccTx<R> {
         self.writes.clear();
         self.leaves.clear();
         self.created.clear();
+    }
+
+    /// Releases the attempt's lock-table locks now (a broken variant of
+    /// the crash harness's self-test releases them before its log).
+    pub(crate) fn release_locks(&mut self) {
+        if let Some(locks) = self.cc.locks() {
+            locks.release_all(&mut self.held);
+        }
     }
 
     /// Queues the rows this attempt left absent for reclamation, then
@@ -462,6 +480,9 @@ impl<R: RowKind> OccTx<R> {
             // 2PL: the shared lock comes first, so the value read stays the
             // committed one until the attempt ends.
             locks.acquire(&mut self.held, row as *const R as usize, false).map_err(TxError::Abort)?;
+        }
+        if self.cc.hybrid().is_some() {
+            self.hybrid_access(row as *const R as usize, false).map_err(TxError::Abort)?;
         }
         if self.cc.protocol() == CcProtocol::Mvcc {
             // Timestamp ordering: the read timestamp first, then the read; a
@@ -661,15 +682,63 @@ impl<R: RowKind> OccTx<R> {
                 return Err(TxError::Abort(AbortReason::TimestampOrder));
             }
         }
+        if self.cc.hybrid().is_some() {
+            return self.hybrid_access(row as *const R as usize, true).map_err(TxError::Abort);
+        }
         match self.cc.row_locks() {
             Some(locks) => locks.acquire(&mut self.held, row as *const R as usize, true).map_err(TxError::Abort),
             None => Ok(()),
         }
     }
 
+    /// The hybrid engines' rule for an access to the row at `address`
+    /// (`cc::hybrid`): every write takes the row's lock exclusively; a read
+    /// takes it shared on the STM path, checks it on Slow HTM, and checks
+    /// the write-back subscription on Fast HTM; a hardware attempt aborts
+    /// once its footprint overflows the capacity.
+    #[cold]
+    fn hybrid_access(&mut self, address: usize, write: bool) -> Result<(), AbortReason> {
+        let hybrid = self.cc.hybrid().expect("hybrid engines only");
+        let locks = self.cc.locks().expect("hybrid engines keep a lock table");
+        Hybrid::check_entered(&self.path)?;
+        let path = self.path.path;
+        if path.is_hardware() {
+            let lines = (self.reads.len() + self.writes.len() + 1) as u64 * u64::from(LINES_PER_ACCESS);
+            if hybrid.over_capacity(u32::try_from(lines).unwrap_or(u32::MAX)) {
+                self.path.capacity = true;
+                return Err(AbortReason::HtmCapacity);
+            }
+        }
+        if write {
+            return locks.acquire(&mut self.held, address, true);
+        }
+        match path {
+            TxPath::Stm | TxPath::StmExclusive => locks.acquire(&mut self.held, address, false),
+            TxPath::SlowHtm if locks.is_exclusive_by_other(&self.held, address) => Err(AbortReason::Region),
+            TxPath::FastHtm => hybrid.check_read(&self.path),
+            TxPath::SlowHtm | TxPath::GlobalLock => Ok(()),
+        }
+    }
+
+    /// Whether every row read is still share-locked (2PL, and the hybrid
+    /// engines' STM path), so the read set needs no validation.
+    fn reads_locked(&self) -> bool {
+        self.cc.row_locks().is_some() || (self.cc.hybrid().is_some() && self.path.path.locks_reads())
+    }
+
+    /// Lines of cache a hardware attempt of this transaction touches (the
+    /// footprint hint of its commit region).
+    pub(crate) fn footprint_lines(&self) -> u32 {
+        let lines = (self.reads.len() + self.writes.len()) as u64 * u64::from(LINES_PER_ACCESS);
+        u32::try_from(lines).unwrap_or(u32::MAX)
+    }
+
     /// `hstore`: the exclusive lock of the partition of `key` in `table`.
     #[inline]
     fn lock_partition(&mut self, table: &Table<R>, table_id: TableId, key: &[u8]) -> TxResult<()> {
+        // The hybrid engines: an attempt that could not take its path's
+        // lock touches nothing (not even an index placeholder).
+        Hybrid::check_entered(&self.path).map_err(TxError::Abort)?;
         if self.cc.protocol() != CcProtocol::HStore {
             return Ok(());
         }
@@ -682,6 +751,7 @@ impl<R: RowKind> OccTx<R> {
     /// bounds share when both lie in one partition of a primary index that
     /// names partitions by a key prefix, else every partition.
     fn lock_partitions_for_scan(&mut self, table: &Table<R>, request: &ScanRequest<'_>) -> TxResult<()> {
+        Hybrid::check_entered(&self.path).map_err(TxError::Abort)?;
         if self.cc.protocol() != CcProtocol::HStore {
             return Ok(());
         }
@@ -1026,7 +1096,7 @@ impl<R: RowKind> OccTx<R> {
         }
         // Under 2PL every row read is still share-locked (and reclamation
         // leaves locked rows alone): only the node set needs checking.
-        let reads: &[ReadEntry<R>] = if self.cc.row_locks().is_some() { &[] } else { &self.reads };
+        let reads: &[ReadEntry<R>] = if self.reads_locked() { &[] } else { &self.reads };
         for read in reads {
             // SAFETY: see WriteEntry::row.
             let row = unsafe { &*read.row };

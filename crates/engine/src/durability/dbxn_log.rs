@@ -60,13 +60,13 @@ use crate::durability::EnginePolicy;
 use crate::durability::{CommitLog, CommitStage};
 use crate::engine::{CommitTicket, EngineKind, EngineStats};
 use crate::epoch::Epochs;
-use crate::error::{AbortReason, DbError, DbResult};
+use crate::error::{DbError, DbResult};
 use crate::options::DbOptions;
 use crate::storage::record::Record;
 use crate::storage::table::Table;
 use parking_lot::Mutex;
 use pmtx_htm::Htm;
-use pmtx_htm::{HtmBackendKind, RegionAbort};
+use pmtx_htm::HtmBackendKind;
 use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError};
 use std::sync::{Arc, OnceLock};
 
@@ -76,8 +76,6 @@ const VALUE_CHUNK_MAGIC: u64 = u64::from_le_bytes(*b"PMTXVAL1");
 const VALUE_CHUNK_HEADER: u64 = 64;
 /// Per value: u32 length, u32 table, u64 tid, then the bytes, 8-aligned.
 const VALUE_ENTRY_HEADER: u64 = 16;
-/// The explicit abort code of the gate's second attempt.
-const GATE_ABORT_CODE: u8 = 1;
 
 /// The log layout the DBXN options select (§3.4's NVM-friendly writes).
 pub(crate) fn layout_of(options: &crate::options::DbxnOptions) -> LogLayout {
@@ -215,7 +213,14 @@ impl<B: PmBackend, const PARITY: bool> DbxnLog<B, PARITY> {
     pub(crate) fn open(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Self> {
         let kind = options.engine;
         debug_assert_eq!(PARITY, kind != EngineKind::DbxNaive);
+        debug_assert!(
+            kind.is_hybrid() || matches!(kind, EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive)
+        );
+        // The hybrid engines keep their HTM with their paths (`cc::hybrid`);
+        // dbx-naive's log sits inside its commit region, which would abort
+        // every hardware attempt, so it runs the software path only.
         let htm = match options.htm.backend {
+            _ if !matches!(kind, EngineKind::Dbxn | EngineKind::DbxnNvm) => None,
             HtmBackendKind::None => None,
             HtmBackendKind::Sim | HtmBackendKind::Rtm => Some(
                 Htm::new(options.htm)
@@ -311,21 +316,8 @@ impl<B: PmBackend, const PARITY: bool> CommitLog for DbxnLog<B, PARITY> {
         Ok(())
     }
 
-    fn region_gate(&self) -> Result<(), AbortReason> {
-        let Some(htm) = &self.htm else { return Ok(()) };
-        // The first attempt commits (an empty region); any later attempt
-        // means the first one aborted (an injected abort on `sim`), and the
-        // transaction attempt aborts before touching anything.
-        htm.try_atomic(
-            |context| {
-                if context.attempt() == 0 {
-                    Ok(())
-                } else {
-                    Err(RegionAbort::Explicit(GATE_ABORT_CODE))
-                }
-            },
-        )
-        .map_err(|_| AbortReason::Region)
+    fn commit_region(&self) -> Option<&Htm> {
+        self.htm.as_ref()
     }
 
     fn append(&self, worker: &mut DbxnWorker<B>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {

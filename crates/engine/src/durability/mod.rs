@@ -15,7 +15,7 @@ pub(crate) mod sp3_log;
 use crate::cc::silo::WriteSet;
 use crate::engine::{CommitTicket, EngineKind, EngineStats};
 use crate::epoch::Epochs;
-use crate::error::{AbortReason, DbResult};
+use crate::error::DbResult;
 use crate::storage::record::Record;
 use crate::storage::table::Table;
 use std::sync::Arc;
@@ -57,11 +57,12 @@ pub trait CommitLog: Send + Sync + 'static {
     fn prepare(&self, _worker: &mut Self::Worker, _writes: &WriteSet<Record>) -> DbResult<()> {
         Ok(())
     }
-    /// Called before each commit region (validation, and install for
-    /// writers): the HTM abort-injection gate. `Err` aborts the attempt
-    /// before anything is locked or installed.
-    fn region_gate(&self) -> Result<(), AbortReason> {
-        Ok(())
+    /// The HTM instance whose elided region runs each commit's validation
+    /// and install (DBX's commit region; `None`: the software path alone).
+    /// Used only by the stages whose log follows the install
+    /// (`LogAfterInstallParity`, `LogAfterUnlock`).
+    fn commit_region(&self) -> Option<&pmtx_htm::Htm> {
+        None
     }
     /// Appends the redo record of `tid` at the point [`CommitLog::STAGE`]
     /// says. Returns the ticket of the commit.

@@ -5,6 +5,7 @@
 //! engine = one composition of these; [`OccWorker`] runs transactions.
 
 use crate::cc::concurrency::Concurrency;
+use crate::cc::hybrid::{Hybrid, PathState};
 use crate::cc::silo::{OccTx, RowStore};
 use crate::durability::{CommitLog, CommitStage, EnginePolicy};
 use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, ScanRequest, WriteOp};
@@ -15,6 +16,7 @@ use crate::schema::TableId;
 use crate::storage::record::{self, Record, RetiredValue, ABSENT, UNPERSISTED};
 use crate::storage::table::{ReclaimPolicy, RowReclaimer, Table};
 use parking_lot::Mutex;
+use pmtx_htm::{AttemptAbort, ExplicitAbort, Htm, RegionAbort};
 use pmtx_pm::PmCounters;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -48,7 +50,10 @@ impl<L: EnginePolicy> OccEngine<L> {
             policy.recover(&tables, &epochs)?;
         }
         let shared = Arc::new(OccShared {
-            cc: Arc::new(Concurrency::after_recovery(options.cc, options.workers, &tables)),
+            cc: Arc::new(
+                Concurrency::after_recovery(options.cc, options.workers, &tables)
+                    .with_hybrid(Hybrid::for_options(options)?, options.workers),
+            ),
             tables,
             epochs,
             log: policy,
@@ -193,6 +198,10 @@ impl<L: EnginePolicy> Engine for OccEngine<L> {
         stats.rows_indexed = self.shared.tables.iter().map(|table| table.indexed_rows() as u64).sum();
         stats.rows_unlinked = self.shared.rows_unlinked.load(Ordering::Relaxed);
         stats.background_pm = *self.background_pm.lock();
+        if let Some(hybrid) = self.shared.cc.hybrid() {
+            stats.path_commits = hybrid.path_commits();
+            stats.htm = hybrid.htm().map(|htm| htm.stats().snapshot());
+        }
         stats
     }
 
@@ -230,6 +239,44 @@ impl RowStore<Record> for DramStore {
     #[inline]
     fn read(&self, row: &Record, out: &mut Vec<u8>) -> Result<u64, AbortReason> {
         row.read_stable(out).map(|snapshot| snapshot.word).ok_or(AbortReason::UnstableRead)
+    }
+}
+
+/// Where a commit's validation and install run.
+#[derive(Clone, Copy)]
+enum Region<'a> {
+    /// In software.
+    Software,
+    /// DBX's elided region: hardware attempts, then the same body in
+    /// software (`Htm::elide`); the attempt aborts only for the body's own
+    /// reasons.
+    Elide(&'a Htm),
+    /// One hardware attempt (the hybrid engines' hardware paths): any abort
+    /// aborts the transaction attempt.
+    Attempt(&'a Htm),
+}
+
+impl Region<'_> {
+    /// Runs `body` here; its abort reason travels as the region's explicit
+    /// abort code, since a hardware abort discards every store of the body.
+    fn run<T>(self, footprint_lines: u32, mut body: impl FnMut() -> Result<T, AbortReason>) -> Result<T, AbortReason> {
+        fn encode(reason: AbortReason) -> RegionAbort {
+            RegionAbort::Explicit(reason.index() as u8)
+        }
+        fn decode(abort: ExplicitAbort) -> AbortReason {
+            AbortReason::from_index(usize::from(abort.code)).unwrap_or(AbortReason::Region)
+        }
+        match self {
+            Region::Software => body(),
+            Region::Elide(htm) => htm.elide(footprint_lines, |_| body().map_err(encode)).map_err(decode),
+            Region::Attempt(htm) => {
+                htm.attempt_hardware(footprint_lines, |_| body().map_err(encode)).map_err(|abort| match abort {
+                    AttemptAbort::Transient => AbortReason::Region,
+                    AttemptAbort::Capacity => AbortReason::HtmCapacity,
+                    AttemptAbort::Explicit(explicit) => decode(explicit),
+                })
+            }
+        }
     }
 }
 
@@ -329,14 +376,34 @@ impl<L: CommitLog> OccWorker<L> {
     }
 
     fn commit_inner(&mut self) -> TxResult<CommitTicket> {
-        let shared = &*self.shared;
         // `occ`: validation and write phase in one critical section.
-        let cc = Arc::clone(&shared.cc);
+        let cc = Arc::clone(&self.shared.cc);
         let _serial = cc.serial_section();
+        let shared = &*self.shared;
+        let hybrid = cc.hybrid();
+        let path = self.tx.path.path;
+        // Where validation and install run: one hardware attempt for the
+        // hybrid engines' hardware paths (their retry policy moves the whole
+        // transaction from path to path), DBX's elided commit region, or
+        // plain software.
+        if hybrid.is_some() {
+            Hybrid::check_entered(&self.tx.path).map_err(TxError::Abort)?;
+        }
+        let region = match hybrid {
+            Some(hybrid) if path.is_hardware() => {
+                hybrid.enter_hardware_commit(&mut self.tx.path).map_err(TxError::Abort)?;
+                Region::Attempt(hybrid.htm().expect("hardware paths run only with an HTM"))
+            }
+            Some(_) => Region::Software,
+            None => shared.log.commit_region().map_or(Region::Software, Region::Elide),
+        };
+        let footprint = self.tx.footprint_lines();
         if self.tx.is_read_only() {
-            shared.log.region_gate().map_err(TxError::Abort)?;
-            if L::VALIDATES {
-                self.tx.validate(&shared.tables).map_err(TxError::Abort)?;
+            let tx = &self.tx;
+            let validated = region.run(footprint, || if L::VALIDATES { tx.validate(&shared.tables) } else { Ok(()) });
+            Self::note_region_abort(&mut self.tx.path, validated).map_err(TxError::Abort)?;
+            if let Some(hybrid) = hybrid {
+                hybrid.committed(path);
             }
             if L::TRACKS_DEPENDENCIES {
                 Self::collect_dependencies(&shared.log, self.id, &self.tx, &mut self.dependencies);
@@ -344,10 +411,125 @@ impl<L: CommitLog> OccWorker<L> {
             }
             return Ok(shared.log.read_only_ticket(self.tx.max_read_tid()));
         }
-        // 0. Reserve the log record (may fail; nothing is locked yet), then
-        //    the HTM gate of the commit region.
+        // 0. Reserve the log record (may fail; nothing is locked yet).
         shared.log.prepare(&mut self.log, &self.tx.writes)?;
-        shared.log.region_gate().map_err(TxError::Abort)?;
+        let tid = match L::STAGE {
+            CommitStage::LogAfterInstallParity | CommitStage::LogAfterUnlock => {
+                // 1.-6. in the commit region: lock, validate, install,
+                // unlock; the log follows outside it.
+                let parity = match (L::STAGE, hybrid) {
+                    (CommitStage::LogAfterInstallParity, Some(hybrid))
+                        if hybrid.visible_before_log(path) || hybrid.unlocks_before_log() =>
+                    {
+                        0
+                    }
+                    (CommitStage::LogAfterInstallParity, _) => UNPERSISTED,
+                    _ => 0,
+                };
+                let writeback = hybrid.filter(|_| path.writes_back());
+                let (id, last_tid) = (self.id, self.last_tid);
+                let (tx, retired, dependencies) = (&mut self.tx, &mut self.retired, &mut self.dependencies);
+                let installed = region.run(footprint, || {
+                    Self::validate_and_install(shared, tx, retired, dependencies, id, last_tid, parity, writeback)
+                });
+                let tid = Self::note_region_abort(&mut self.tx.path, installed).map_err(TxError::Abort)?;
+                if hybrid.is_some_and(Hybrid::unlocks_before_log) {
+                    self.tx.release_locks();
+                }
+                tid
+            }
+            CommitStage::LogBeforeInstall | CommitStage::LogAfterInstallLocked => {
+                return self.commit_logging_under_locks();
+            }
+        };
+        let ticket = if L::STAGE == CommitStage::LogAfterInstallParity {
+            // DBXN's logging and commit phases: outside the region, the
+            // record is written and made durable, then each written version
+            // turns even (a later writer's version is never clobbered).
+            let ticket = self.append_after_install(tid);
+            for entry in self.tx.writes.entries() {
+                entry.row().clear_unpersisted(tid);
+            }
+            ticket
+        } else {
+            // SP^3's persist and pending steps, with every lock released.
+            match self.shared.log.append_with_dependencies(&mut self.log, tid, &self.tx.writes, &self.dependencies) {
+                Ok(ticket) => ticket,
+                Err(error) => panic!("log append failed after install (the policy's prepare must prevent it): {error}"),
+            }
+        };
+        if let Some(hybrid) = hybrid {
+            if path.writes_back() {
+                // The STM write-back phase ends once its writes are durable.
+                hybrid.end_writeback();
+            }
+            hybrid.committed(path);
+        }
+        self.last_tid = tid;
+        Ok(ticket)
+    }
+
+    /// Remembers a capacity abort of a hardware commit for the hybrid
+    /// engines' path choice.
+    fn note_region_abort<T>(path: &mut PathState, result: Result<T, AbortReason>) -> Result<T, AbortReason> {
+        if let Err(AbortReason::HtmCapacity) = result {
+            path.capacity = true;
+        }
+        result
+    }
+
+    /// Steps 1.-6. of a commit whose log follows the install: lock the
+    /// write set in address order, validate, pick the TID, install, and
+    /// store the new version words (with `parity`), which unlocks. Returns
+    /// the TID, or the abort reason with nothing left locked. The body of
+    /// the commit region: it runs in a hardware transaction or in software,
+    /// and starts `writeback`'s STM write-back phase before installing.
+    #[allow(clippy::too_many_arguments)]
+    fn validate_and_install(
+        shared: &OccShared<L>,
+        tx: &mut OccTx<Record>,
+        retired: &mut Vec<RetiredValue>,
+        dependencies: &mut Vec<u64>,
+        id: usize,
+        last_tid: u64,
+        parity: u64,
+        writeback: Option<&Hybrid>,
+    ) -> Result<u64, AbortReason> {
+        let max_locked = tx.lock_writes()?;
+        let epoch = shared.epochs.global();
+        let tid = if L::VALIDATES {
+            match tx.validate_and_stamp(&shared.tables, max_locked, last_tid, epoch) {
+                Ok(tid) => tid,
+                Err(reason) => {
+                    tx.release(tx.writes.len());
+                    return Err(reason);
+                }
+            }
+        } else {
+            // `nvm-ideal`: no read validation at all.
+            tx.commit_tid(max_locked, last_tid, epoch)
+        };
+        let tid = shared.log.stamp_tid(tid, id);
+        debug_assert!(record::epoch_of_tid(tid) >= epoch);
+        if L::TRACKS_DEPENDENCIES {
+            Self::collect_dependencies(&shared.log, id, tx, dependencies);
+        }
+        if let Some(hybrid) = writeback {
+            hybrid.begin_writeback();
+        }
+        Self::install(shared, tx, retired, tid);
+        for entry in tx.writes.entries() {
+            let flags = if entry.is_delete() { ABSENT } else { 0 };
+            entry.row().store_word(record::word_of(tid, flags | parity));
+        }
+        Ok(tid)
+    }
+
+    /// The commit of the stages that log with the write set locked
+    /// (`LogBeforeInstall`, `LogAfterInstallLocked`): no commit region, since
+    /// a flush inside one would abort every hardware attempt.
+    fn commit_logging_under_locks(&mut self) -> TxResult<CommitTicket> {
+        let shared = &*self.shared;
         // 1. Lock the write set in address order.
         let max_locked = self.tx.lock_writes().map_err(TxError::Abort)?;
         // 2. Serialization point.
@@ -363,14 +545,11 @@ impl<L: CommitLog> OccWorker<L> {
                 }
             }
         } else {
-            // `nvm-ideal`: no read validation at all.
             self.tx.commit_tid(max_locked, self.last_tid, epoch)
         };
         let tid = shared.log.stamp_tid(tid, self.id);
         debug_assert!(record::epoch_of_tid(tid) >= epoch);
-        if L::TRACKS_DEPENDENCIES {
-            Self::collect_dependencies(&shared.log, self.id, &self.tx, &mut self.dependencies);
-        }
+        debug_assert!(!L::TRACKS_DEPENDENCIES, "dependency tracking logs after unlocking");
         // 5. Log, where the policy's stage says, and 6. install and unlock.
         let mut ticket = None;
         if L::STAGE == CommitStage::LogBeforeInstall {
@@ -382,52 +561,27 @@ impl<L: CommitLog> OccWorker<L> {
                 }
             }
         }
-        self.install(tid);
+        Self::install(shared, &mut self.tx, &mut self.retired, tid);
         if L::STAGE == CommitStage::LogAfterInstallLocked {
             ticket = Some(self.append_after_install(tid));
         }
-        let parity = if L::STAGE == CommitStage::LogAfterInstallParity { UNPERSISTED } else { 0 };
         for entry in self.tx.writes.entries() {
             let flags = if entry.is_delete() { ABSENT } else { 0 };
-            entry.row().store_word(record::word_of(tid, flags | parity));
+            entry.row().store_word(record::word_of(tid, flags));
         }
-        if L::STAGE == CommitStage::LogAfterInstallParity {
-            // DBXN's logging and commit phases: outside the region, the
-            // record is written and made durable, then each written version
-            // turns even (a later writer's version is never clobbered).
-            ticket = Some(self.append_after_install(tid));
-            for entry in self.tx.writes.entries() {
-                entry.row().clear_unpersisted(tid);
-            }
-        }
-        if L::STAGE == CommitStage::LogAfterUnlock {
-            // SP^3's persist and pending steps, with every lock released.
-            ticket = Some(
-                match self.shared.log.append_with_dependencies(&mut self.log, tid, &self.tx.writes, &self.dependencies)
-                {
-                    Ok(ticket) => ticket,
-                    Err(error) => {
-                        panic!("log append failed after install (the policy's prepare must prevent it): {error}")
-                    }
-                },
-            );
-        }
-        let ticket = ticket.expect("every stage appends");
         self.last_tid = tid;
-        Ok(ticket)
+        Ok(ticket.expect("both stages append"))
     }
 
     /// Installs every write in place (rows locked) and maintains the
     /// secondary indexes while the rows are still locked, so a secondary
     /// scan that misses an entry sees the leaf version change (a phantom)
     /// or meets the locked row; never a committed row it cannot find.
-    fn install(&mut self, tid: u64) {
-        let shared = &*self.shared;
-        let retired = &mut self.retired;
+    fn install(shared: &OccShared<L>, tx: &mut OccTx<Record>, retired: &mut Vec<RetiredValue>, tid: u64) {
         let mut old = Vec::new();
-        let keeps_versions = self.tx.keeps_versions();
-        for index in 0..self.tx.writes.len() {
-            let entry = &self.tx.writes.entries()[index];
+        let keeps_versions = tx.keeps_versions();
+        for index in 0..tx.writes.len() {
+            let entry = &tx.writes.entries()[index];
             // SAFETY: see `WriteEntry::row`; the reference does not borrow
             // the transaction state, which keeps the replaced version.
             let row: &Record = unsafe { &*(entry.row() as *const Record) };
@@ -441,10 +595,10 @@ impl<L: CommitLog> OccWorker<L> {
                 None
             };
             if has_secondaries {
-                self.tx.maintain_secondaries(&shared.tables, index, current);
+                tx.maintain_secondaries(&shared.tables, index, current);
             }
-            self.tx.preserve_version(row, locked_word, current, tid);
-            row.set_value_locked(self.tx.writes.value(index), &mut |value| retired.push(value));
+            tx.preserve_version(row, locked_word, current, tid);
+            row.set_value_locked(tx.writes.value(index), &mut |value| retired.push(value));
         }
     }
 

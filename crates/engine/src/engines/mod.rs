@@ -3,6 +3,7 @@
 
 pub(crate) mod dbxn;
 pub(crate) mod dram;
+pub(crate) mod phytm;
 pub(crate) mod silo;
 pub(crate) mod sp3;
 pub(crate) mod zen;
@@ -58,5 +59,6 @@ pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>
         EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => dbxn::open(options, pool),
         EngineKind::Zen | EngineKind::ZenNaiveAlloc => zen::open(options, pool),
         EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal => sp3::open(options, pool),
+        EngineKind::Phytm | EngineKind::PhytmPaper | EngineKind::Phtm | EngineKind::TwoPl => phytm::open(options, pool),
     }
 }
