@@ -119,6 +119,9 @@ pub struct Pool<B: PmBackend> {
     geometry: PoolGeometry,
     label: PathBuf,
     was_clean_shutdown: bool,
+    /// Engine sessions begun on this pool object
+    /// ([`Pool::begin_engine_session`]).
+    engine_sessions: std::sync::atomic::AtomicU64,
     /// Serialises allocation decisions; the persistent state is the table.
     allocation: Mutex<AllocationHint>,
     /// Serialises root-slot creation.
@@ -226,6 +229,7 @@ impl<B: PmBackend> Pool<B> {
             geometry,
             label,
             was_clean_shutdown: true,
+            engine_sessions: Default::default(),
             allocation: Mutex::new(AllocationHint { next: 0 }),
             roots_lock: Mutex::new(()),
             prefault: Prefault::new(chunk_count),
@@ -270,6 +274,7 @@ impl<B: PmBackend> Pool<B> {
             geometry,
             label: label.to_path_buf(),
             was_clean_shutdown: false,
+            engine_sessions: Default::default(),
             allocation: Mutex::new(AllocationHint { next: 0 }),
             roots_lock: Mutex::new(()),
             prefault,
@@ -309,6 +314,24 @@ impl<B: PmBackend> Pool<B> {
     /// Whether the previous close was clean (fast-path recovery allowed).
     pub fn was_clean_shutdown(&self) -> bool {
         self.was_clean_shutdown
+    }
+
+    /// Starts an engine's use of this pool object and says whether the
+    /// engine before it shut down cleanly: for the first engine, the state
+    /// found when the pool was opened ([`Pool::was_clean_shutdown`]); for an
+    /// engine reopened on the same object, whether the previous one called
+    /// [`Pool::mark_clean_shutdown`]. The flag is cleared durably, so a crash
+    /// of this engine is never taken for a clean shutdown.
+    pub fn begin_engine_session(&self) -> bool {
+        if self.engine_sessions.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            return self.was_clean_shutdown;
+        }
+        let clean = self.backend.load_u64(layout::CLEAN_SHUTDOWN_OFFSET) == layout::CLEAN_SHUTDOWN_MAGIC;
+        if clean {
+            self.backend.store_u64(layout::CLEAN_SHUTDOWN_OFFSET, 0);
+            self.backend.persist(layout::CLEAN_SHUTDOWN_OFFSET, 8);
+        }
+        clean
     }
 
     /// Byte offset of `chunk`.

@@ -274,3 +274,16 @@ fn prefault_populates_the_next_free_chunks_and_changes_no_byte() {
     drop(pool);
     Pool::<Direct>::open(&path, &options()).expect("the pool file is free after drop");
 }
+
+/// An engine reopened on the same pool object learns how the engine before
+/// it ended, not how the pool was found when it was opened.
+#[test]
+fn each_engine_session_sees_how_the_previous_one_ended() {
+    let pool = Pool::<Direct>::create_in_memory(8 << 20, 1 << 20, &options()).unwrap();
+    assert!(pool.begin_engine_session(), "a new pool holds nothing to recover");
+    // That engine went away without marking a clean shutdown.
+    assert!(!pool.begin_engine_session(), "a dropped engine is a crash");
+    pool.mark_clean_shutdown();
+    assert!(pool.begin_engine_session(), "a cleanly closed engine");
+    assert!(!pool.begin_engine_session(), "the session cleared the flag");
+}

@@ -504,13 +504,15 @@ impl PmJson {
 
 /// HTM region counters of the measured phase.
 ///
-/// Only the DBXN engines run HTM regions, and only with the engine option
-/// `htm=sim` or `htm=rtm`: then each commit region (validation, plus the
-/// install for writers) first passes an HTM region of the engine's
-/// `pmtx_htm::Htm` instance, and the counters below are that instance's.
-/// With `htm=none` (the default) and for every other engine there is no
-/// HTM instance: the hardware counters are 0 and every commit ran the
-/// software path (`software_path_commits` = `committed`).
+/// The DBXN engines (`dbxn`, `dbxn-nvm`) and the PHyTM family (`phytm`,
+/// `phytm-paper`, `phtm`) run HTM regions with the engine option `htm=sim`
+/// or `htm=rtm`: DBXN's commit region (validation plus install) is elided
+/// (hardware attempts, then the same body in software: `fallbacks`), and
+/// each commit of a PHyTM hardware path is one hardware attempt. The
+/// counters below are the engine's `pmtx_htm::Htm` instance's. With
+/// `htm=none` (the default) and for every other engine there is no HTM
+/// instance: the hardware counters are 0 and every commit ran the software
+/// path (`software_path_commits` = `committed`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct HtmJson {
     /// Regions committed in (real or simulated) hardware.
@@ -534,6 +536,11 @@ pub struct HtmJson {
     /// commit without an HTM instance, else the fallback executions.
     #[serde(default)]
     pub software_path_commits: u64,
+    /// The PHyTM family: commits of the measured phase by path
+    /// (`fast_htm`, `slow_htm`, `stm`, `stm_exclusive`, `global_lock`);
+    /// empty for other engines.
+    #[serde(default)]
+    pub path_commits: BTreeMap<String, u64>,
 }
 
 impl HtmJson {
@@ -549,9 +556,16 @@ impl HtmJson {
                 regions: stats.regions,
                 explicit_region_aborts: stats.explicit_region_aborts,
                 software_path_commits: stats.fallback_executions,
+                path_commits: BTreeMap::new(),
             },
             None => Self { backend: backend.to_string(), software_path_commits: committed, ..Self::default() },
         }
+    }
+
+    /// The same counters with the commits by path (`EngineStats::path_commits`).
+    pub fn with_paths(mut self, paths: BTreeMap<String, u64>) -> Self {
+        self.path_commits = paths;
+        self
     }
 }
 
@@ -1027,6 +1041,17 @@ pub fn htm_lines(runs: &[RunJson]) -> String {
             h.fallbacks,
             h.explicit_region_aborts
         );
+    }
+    for run in runs.iter().filter(|run| run.htm.path_commits.values().any(|&commits| commits > 0)) {
+        let total: u64 = run.htm.path_commits.values().sum();
+        let paths: Vec<String> = run
+            .htm
+            .path_commits
+            .iter()
+            .filter(|(_, &commits)| commits > 0)
+            .map(|(path, commits)| format!("{path} {commits} ({:.1} %)", *commits as f64 * 100.0 / total as f64))
+            .collect();
+        let _ = writeln!(out, "  {} x{}: commits by path: {}", run.engine, run.threads, paths.join(", "));
     }
     out
 }

@@ -521,7 +521,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     };
     let mut spawn_error = None;
     let mut background = pmtx_pm::PmCounters::default();
-    let mut htm = None;
+    let mut htm = HtmDelta::default();
     let mut crash: Option<(PoolUsage, Result<(), DbError>)> = None;
     let (results, measured) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..spec.threads)
@@ -689,7 +689,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         latency_us: LatencyJson::from_nanoseconds(&total.total),
         per_type,
         pm: PmJson::new(&total.pm, total.committed, "worker threads plus the engine's background threads"),
-        htm: HtmJson::new(engine.htm_backend(), htm.as_ref(), total.committed),
+        htm: HtmJson::new(engine.htm_backend(), htm.stats.as_ref(), total.committed).with_paths(htm.paths),
         aborts_by_reason: AbortReason::ALL
             .iter()
             .map(|reason| (reason.name().to_string(), total.aborts[reason.index()]))
@@ -805,13 +805,26 @@ fn recover_and_check(
 
 /// The HTM counters between two statistics snapshots (None: the engine has
 /// no HTM instance).
-fn htm_delta(
-    before: &pmtx_engine::EngineStats,
-    after: &pmtx_engine::EngineStats,
-) -> Option<pmtx_htm::HtmStatsSnapshot> {
-    let after = after.htm?;
-    Some(match &before.htm {
+/// The HTM counters and (PHyTM family) commits by path of the measured
+/// phase.
+#[derive(Default)]
+struct HtmDelta {
+    stats: Option<pmtx_htm::HtmStatsSnapshot>,
+    paths: std::collections::BTreeMap<String, u64>,
+}
+
+fn htm_delta(before: &pmtx_engine::EngineStats, after: &pmtx_engine::EngineStats) -> HtmDelta {
+    let stats = after.htm.map(|after| match &before.htm {
         Some(before) => after.since(before),
         None => after,
-    })
+    });
+    let paths = after
+        .path_commits
+        .iter()
+        .map(|(path, commits)| {
+            let earlier = before.path_commits.iter().find(|(name, _)| name == path).map_or(0, |(_, c)| *c);
+            (path.to_string(), commits - earlier)
+        })
+        .collect();
+    HtmDelta { stats, paths }
 }

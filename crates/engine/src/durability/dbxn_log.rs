@@ -35,14 +35,15 @@
 //!
 //! **HTM.** [`pmtx_htm::HtmConfig`] in `DbOptions::htm`: with `none` (the
 //! default) commits run the software path directly, with no global lock.
-//! With `sim`, every commit region (validation, plus install for writers)
-//! first passes the abort-injection gate of the engine's [`Htm`] instance: an
-//! empty region whose first attempt commits, so an injected abort (or the
-//! sim's fallback) ends it with an explicit abort, and the transaction
-//! attempt aborts with [`AbortReason::Region`] before anything is locked or
-//! installed (the worker retries it). The `rtm` backend uses the same gate
-//! (a real, empty hardware transaction); running the validate + install
-//! body itself inside `xbegin`/`xend` is future work.
+//! With `sim` or `rtm`, `dbxn` and `dbxn-nvm` hand the policy's [`Htm`]
+//! instance to the commit (`CommitLog::commit_region`), which runs its
+//! lock + validate + install body in an elided region (`Htm::elide`): in a
+//! hardware transaction under `rtm`, retried by the DBX/DrTM budget, then
+//! the same body in software, taking the row locks itself; `sim`'s injected
+//! aborts take exactly that retry and fallback path. `dbx-naive` gets no
+//! instance: its log inside the region would abort every hardware attempt.
+//! The PHyTM family shares this policy but keeps its HTM with its paths
+//! (`cc::hybrid`).
 //!
 //! **Recovery** is the shared checkpoint + log replay of `durability::group_commit`
 //! in its synchronous mode: every valid record (epoch at or above the

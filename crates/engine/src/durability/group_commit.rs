@@ -523,7 +523,7 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         debug_assert_eq!(epochs.capacity(), self.logs.len());
         let started = Instant::now();
         let pool = &*self.pool;
-        let mut report = RecoveryReport { clean_shutdown: pool.was_clean_shutdown(), ..Default::default() };
+        let mut report = RecoveryReport { clean_shutdown: pool.begin_engine_session(), ..Default::default() };
         let (segments, broken) = log::find_segments(pool);
         for chunk in broken {
             pool.free_chunk(chunk);

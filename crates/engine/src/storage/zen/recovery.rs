@@ -255,7 +255,7 @@ pub(crate) fn recover<B: PmBackend>(
             .collect();
         handles.into_iter().map(|handle| handle.join().expect("recovery scan thread panicked")).collect()
     });
-    let mut report = RecoveryReport { clean_shutdown: pool.was_clean_shutdown(), ..Default::default() };
+    let mut report = RecoveryReport { clean_shutdown: pool.begin_engine_session(), ..Default::default() };
     let mut max_cts = 0;
     let mut max_tuple_id = vec![0u64; tables.len()];
     for (index, scan) in scans.into_iter().enumerate() {
