@@ -129,28 +129,19 @@ fn honest_acknowledgement_passes() {
     assert_eq!(report.violation_count, 0, "{:?}", report.violations.first());
 }
 
-/// The control of the sp3 case below: the same contended run with four
-/// threads and the honest wait for dependencies has no violation.
+/// The controls of the sp3 and phytm cases below: the same contended runs
+/// with four threads, honest (sp3 waits for its dependencies, phytm holds
+/// its locks until its log is durable), have no violation.
 #[test]
-fn sp3_waiting_for_dependencies_passes_where_the_broken_variant_fails() {
-    let mut config = config(EngineKind::Sp3, WorkloadKind::Smallbank, 300);
-    config.scale.accounts = 8;
-    config.recovery_check_every = 0;
-    config.threads = 4;
-    let report = run_sim(&config, &|_| {}).unwrap();
-    assert_eq!(report.violation_count, 0, "seed {:#x}: {:?}", seed(), report.violations.first());
-}
-
-/// The control of the phytm case below: the same contended run with four
-/// threads, locks held until the log is durable, has no violation.
-#[test]
-fn phytm_holding_locks_until_the_log_is_durable_passes_where_the_broken_variant_fails() {
-    let mut config = config(EngineKind::Phytm, WorkloadKind::Smallbank, 300);
-    config.scale.accounts = 8;
-    config.recovery_check_every = 0;
-    config.threads = 4;
-    let report = run_sim(&config, &|_| {}).unwrap();
-    assert_eq!(report.violation_count, 0, "seed {:#x}: {:?}", seed(), report.violations.first());
+fn contended_controls_pass_where_the_broken_variants_fail() {
+    for engine in [EngineKind::Sp3, EngineKind::Phytm] {
+        let mut config = config(engine, WorkloadKind::Smallbank, 300);
+        config.scale.accounts = 8;
+        config.recovery_check_every = 0;
+        config.threads = 4;
+        let report = run_sim(&config, &|_| {}).unwrap();
+        assert_eq!(report.violation_count, 0, "{engine} seed {:#x}: {:?}", seed(), report.violations.first());
+    }
 }
 
 /// One deliberately broken step per durable engine family: the harness

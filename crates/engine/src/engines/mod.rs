@@ -6,6 +6,8 @@ pub(crate) mod dram;
 pub(crate) mod phytm;
 pub(crate) mod silo;
 pub(crate) mod sp3;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub(crate) mod zen;
 
 use crate::engine::{Engine, EngineKind};

@@ -22,16 +22,15 @@ pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbR
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{CommitTicket, Engine as _, EngineKind, EngineWorker, WriteOp};
+    use crate::engine::{CommitTicket, Engine as _, EngineKind, WriteOp};
+    use crate::engines::test_support::{pause_worker_0, put, put_on_thread, Pause, T};
     use crate::error::{AbortReason, TxError};
-    use crate::schema::{TableId, TableSchema};
+    use crate::schema::TableSchema;
     use crate::storage::record::UNPERSISTED;
-    use parking_lot::Mutex;
+
     use pmtx_htm::HtmConfig;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::mpsc;
-
-    const T: TableId = TableId(0);
 
     type Engine = Arc<OccEngine<DbxnLog<pmtx_pm::Direct, true>>>;
 
@@ -46,24 +45,9 @@ mod tests {
         options.htm = htm;
         let pool = Arc::new(Pool::<pmtx_pm::Direct>::create_in_memory(16 << 20, 256 << 10, &options.pm).expect("pool"));
         let mut log = DbxnLog::<_, true>::open(&options, pool).expect("open");
-        let armed = Arc::new(AtomicBool::new(false));
-        let (installed_tx, installed_rx) = mpsc::channel();
-        let (go_tx, go_rx) = mpsc::channel::<()>();
-        let go_rx = Mutex::new(go_rx);
-        let hook_armed = Arc::clone(&armed);
-        log.set_before_log_hook(Arc::new(move |worker| {
-            if worker == 0 && hook_armed.load(Ordering::SeqCst) {
-                installed_tx.send(()).expect("test alive");
-                go_rx.lock().recv().expect("test alive");
-            }
-        }));
+        let (hook, Pause { armed, installed: installed_rx, go: go_tx }) = pause_worker_0();
+        log.set_before_log_hook(hook);
         (OccEngine::open(&options, log).expect("engine"), armed, installed_rx, go_tx)
-    }
-
-    fn put(worker: &mut dyn EngineWorker, key: &[u8], value: &[u8]) -> Result<CommitTicket, TxError> {
-        worker.begin(false, 1);
-        worker.write(T, key, WriteOp::Put(value))?;
-        worker.commit()
     }
 
     fn path_commits(engine: &Engine, path: &str) -> u64 {
@@ -192,10 +176,7 @@ mod tests {
         let mut writer = Arc::clone(&engine).worker(0);
         put(writer.as_mut(), b"x", b"1").expect("load");
         armed.store(true, Ordering::SeqCst);
-        let paused = std::thread::spawn(move || {
-            let ticket = put(writer.as_mut(), b"x", b"2");
-            (writer, ticket)
-        });
+        let paused = put_on_thread(writer, b"x", b"2");
         installed.recv().expect("writer installed");
         // The writer holds the global lock: no other transaction gets in
         // (each attempt gives up after a bounded wait and retries).

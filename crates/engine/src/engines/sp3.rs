@@ -24,17 +24,16 @@ pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbR
 mod tests {
     use super::*;
     use crate::durability::CommitLog;
-    use crate::engine::{CommitTicket, EngineWorker, WriteOp};
+    use crate::engine::{CommitTicket, WriteOp};
+    use crate::engines::test_support::{pause_worker_0, put, put_on_thread, Pause, T};
     use crate::error::{AbortReason, TxError};
-    use crate::schema::{TableId, TableSchema};
+    use crate::schema::TableSchema;
     use crate::storage::record::{self, LOCKED};
-    use parking_lot::Mutex;
+
     use pmtx_pm::{Direct, Sim};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::mpsc;
     use std::time::Duration;
-
-    const T: TableId = TableId(0);
 
     fn options(kind: EngineKind) -> DbOptions {
         let mut options = DbOptions::in_memory(kind, vec![TableSchema::hashed("t")]);
@@ -53,24 +52,9 @@ mod tests {
         let options = options(kind);
         let pool = Arc::new(Pool::<Sim>::create_in_memory(16 << 20, 256 << 10, &options.pm).expect("pool"));
         let mut log = Sp3Log::<_, MODE>::open(&options, Arc::clone(&pool)).expect("open");
-        let armed = Arc::new(AtomicBool::new(false));
-        let (installed_tx, installed_rx) = mpsc::channel();
-        let (go_tx, go_rx) = mpsc::channel::<()>();
-        let go_rx = Mutex::new(go_rx);
-        let hook_armed = Arc::clone(&armed);
-        log.set_before_log_hook(Arc::new(move |worker| {
-            if worker == 0 && hook_armed.load(Ordering::SeqCst) {
-                installed_tx.send(()).expect("test alive");
-                go_rx.lock().recv().expect("test alive");
-            }
-        }));
+        let (hook, Pause { armed, installed: installed_rx, go: go_tx }) = pause_worker_0();
+        log.set_before_log_hook(hook);
         (OccEngine::open(&options, log).expect("engine"), pool, armed, installed_rx, go_tx)
-    }
-
-    fn put(worker: &mut dyn EngineWorker, key: &[u8], value: &[u8]) -> Result<CommitTicket, TxError> {
-        worker.begin(false, 1);
-        worker.write(T, key, WriteOp::Put(value))?;
-        worker.commit()
     }
 
     /// The value of `key` after recovering `image` on a direct pool, and
@@ -103,10 +87,7 @@ mod tests {
         let mut reader = Arc::clone(&engine).worker(1);
         put(writer.as_mut(), b"x", b"1").expect("load");
         armed.store(true, Ordering::SeqCst);
-        let paused = std::thread::spawn(move || {
-            let ticket = put(writer.as_mut(), b"x", b"2");
-            (writer, ticket)
-        });
+        let paused = put_on_thread(writer, b"x", b"2");
         installed.recv().expect("writer installed");
         let record = engine.tables()[0].lookup(b"x").expect("row");
         assert_eq!(record.word() & LOCKED, 0, "sp3 unlocks before its log is written");
