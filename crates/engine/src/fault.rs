@@ -23,7 +23,8 @@ pub enum Fault {
     Sp3AckBeforeDependencies,
     /// phytm family: release the row locks and leave the versions even
     /// before the log record is durable, so a reader on any path can commit
-    /// on a write a crash then loses.
+    /// on a write a crash then loses (the committer also sleeps 200 µs in
+    /// that window, as a descheduled one would).
     HybridUnlockBeforeLog,
 }
 
