@@ -12,6 +12,9 @@ use std::sync::{Arc, Barrier};
 
 const ACCOUNTS: u64 = 64;
 const INITIAL: u64 = 1_000;
+/// How long transfer threads go on, past their quota, waiting for a first
+/// audit to complete beside them.
+const AUDIT_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// An engine, the HTM configuration it runs with (`none` unless a test
 /// module asks for simulated aborts) and its concurrency-control protocol.
@@ -100,12 +103,19 @@ fn transfers_and_audits(engine: impl Into<Setup>) {
     let barrier = Arc::new(Barrier::new(4));
     let mut handles = Vec::new();
     for id in 0..3usize {
-        let (db, stop, transfers, barrier) = (db.clone(), stop.clone(), transfers.clone(), barrier.clone());
+        let (db, transfers, audits, barrier) = (db.clone(), transfers.clone(), audits.clone(), barrier.clone());
         handles.push(std::thread::spawn(move || {
             let mut worker = db.worker(id).unwrap();
             let mut state = 0x9E3779B97F4A7C15u64 ^ id as u64;
             barrier.wait();
-            for _ in 0..1500 {
+            let start = std::time::Instant::now();
+            // 1500 transfers, and more until an audit has completed beside
+            // them: on two loaded cores the auditor may not be scheduled at
+            // all while the first 1500 run.
+            for done in 0u64.. {
+                if done >= 1500 && (audits.load(Ordering::Relaxed) > 0 || start.elapsed() > AUDIT_WAIT) {
+                    break;
+                }
                 state ^= state << 13;
                 state ^= state >> 7;
                 state ^= state << 17;
@@ -128,7 +138,6 @@ fn transfers_and_audits(engine: impl Into<Setup>) {
                     transfers.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            drop(stop);
         }));
     }
     {

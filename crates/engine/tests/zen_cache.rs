@@ -207,11 +207,19 @@ fn audits_are_serializable_with_a_tiny_cache() {
     std::thread::scope(|scope| {
         let mut writers = Vec::new();
         for id in 0..3usize {
-            let db = &db;
+            let (db, audits) = (&db, &audits);
             writers.push(scope.spawn(move || {
                 let mut worker = db.worker(id).unwrap();
                 let mut state = splitmix(id as u64 + 11);
-                for _ in 0..2_000 {
+                let start = std::time::Instant::now();
+                // 2000 transfers, and more until an audit has completed
+                // beside them (the auditor may not be scheduled before).
+                for done in 0u64.. {
+                    if done >= 2_000
+                        && (audits.load(Ordering::Relaxed) > 0 || start.elapsed() > Duration::from_secs(60))
+                    {
+                        break;
+                    }
                     state = splitmix(state);
                     let (from, to) = (state % ACCOUNTS, (state >> 16) % ACCOUNTS);
                     worker
@@ -254,6 +262,23 @@ fn audits_are_serializable_with_a_tiny_cache() {
         auditor.join().unwrap();
     });
     assert!(audits.load(Ordering::Relaxed) > 0, "no audit completed");
-    let stats = db.stats();
-    assert!(stats.cache_misses > stats.cache_hits, "the tiny cache should miss mostly: {stats:?}");
+    let during = db.stats();
+    assert!(during.cache_evictions > 0, "the writers never filled the tiny cache: {during:?}");
+    // The cache's pressure, measured where scheduling cannot move it: one
+    // audit alone reads all 256 balances, and a 2 KiB cache holds few.
+    let total: u64 = db
+        .worker(3)
+        .unwrap()
+        .run_read_only(|tx| {
+            let rows = tx.scan(accounts, (Bound::Unbounded, Bound::Unbounded), ScanDirection::Forward, 1000)?;
+            Ok(rows.iter().map(|(_, v)| u64::from_le_bytes(v.as_slice().try_into().unwrap())).sum())
+        })
+        .unwrap()
+        .committed()
+        .unwrap();
+    assert_eq!(total, ACCOUNTS * 100);
+    let after = db.stats();
+    let (hits, misses) = (after.cache_hits - during.cache_hits, after.cache_misses - during.cache_misses);
+    assert_eq!(hits + misses, ACCOUNTS, "one audit reads every balance once");
+    assert!(misses > hits, "the tiny cache should miss mostly: {hits} hits, {misses} misses");
 }

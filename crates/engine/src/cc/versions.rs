@@ -115,8 +115,20 @@ impl VersionStore {
         // Announce a lower bound first, so a collector that misses the
         // final value still keeps what this transaction reads.
         let snapshot = self.begin(worker);
-        let timestamp = (self.clock.fetch_add(1, Ordering::SeqCst) + 1).max(floor);
-        self.clock.fetch_max(timestamp, Ordering::SeqCst);
+        // IMPORTANT: one compare-exchange takes the timestamp and raises
+        // the clock to it, so no two transactions share a timestamp. (An
+        // increment followed by raising the clock to the floor let two
+        // workers that crossed an epoch's floor together both take the
+        // floor; equal timestamps pass each other's read-timestamp checks,
+        // and a reader then saw half of a writer's commit.)
+        let mut clock = self.clock.load(Ordering::SeqCst);
+        let timestamp = loop {
+            let timestamp = (clock + 1).max(floor);
+            match self.clock.compare_exchange_weak(clock, timestamp, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => break timestamp,
+                Err(actual) => clock = actual,
+            }
+        };
         debug_assert!(timestamp > snapshot);
         self.snapshots[worker].store(timestamp, Ordering::SeqCst);
         timestamp
@@ -261,5 +273,50 @@ mod tests {
         assert_eq!(first, 10);
         assert_eq!(store.commit_tid(3), 11, "above every earlier commit");
         assert_eq!(store.begin(0), 11);
+    }
+}
+
+#[cfg(test)]
+mod timestamp_tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    /// Timestamp ordering needs every transaction's timestamp to be its
+    /// own: a reader and a writer at the same timestamp each pass the
+    /// other's check (`rts > ts` is false for equal values), so the reader
+    /// can see half of the writer's commit. The floor (the first TID of the
+    /// current epoch) jumps above the clock at every epoch; two workers
+    /// taking timestamps across such jumps must still get distinct ones.
+    #[test]
+    fn timestamps_stay_unique_when_the_floor_jumps_above_the_clock() {
+        const TAKEN_PER_WORKER: u64 = 400_000;
+        let store = VersionStore::new(2);
+        // The floor both workers see; worker 0 raises it far above the
+        // clock every 16 timestamps, as a new epoch does.
+        let floor = AtomicU64::new(0);
+        let taken: Vec<Vec<u64>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..2)
+                .map(|worker| {
+                    let (store, floor) = (&store, &floor);
+                    scope.spawn(move || {
+                        let mut taken = Vec::with_capacity(TAKEN_PER_WORKER as usize);
+                        for n in 0..TAKEN_PER_WORKER {
+                            if worker == 0 && n % 16 == 0 {
+                                floor.store((n + 1) << 24, Ordering::SeqCst);
+                            }
+                            taken.push(store.begin_timestamp(worker, floor.load(Ordering::SeqCst)));
+                            store.end(worker);
+                        }
+                        taken
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|worker| worker.join().unwrap()).collect()
+        });
+        let mut all: Vec<u64> = taken.concat();
+        let count = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), count, "{} timestamps were handed out twice", count - all.len());
     }
 }
