@@ -879,3 +879,50 @@ fn long_threads_refuse_other_workloads_variants_and_too_few_threads() {
     let help = text(&pmtx(dir.path(), &["bench", "--help"]).stdout);
     assert!(help.contains("--long-threads <N>") && help.contains("Fig. 5e"), "{help}");
 }
+
+/// `--provision auto` populates free chunks at the end of the warm-up of a
+/// durable run (at least the prefault window) and reports what the measured
+/// phase allocated; `off` provisions nothing; engines without a pool report
+/// no pool figures.
+#[test]
+fn provision_populates_free_chunks_before_the_measured_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |provision: &str, json: &str| {
+        let stdout = assert_ok(&pmtx(
+            dir.path(),
+            &[
+                "bench",
+                "--workload",
+                "smallbank",
+                "--accounts",
+                "500",
+                "--engine",
+                "silo,dbxn",
+                "--duration",
+                "0.3",
+                "--warmup",
+                "0.2",
+                "--pool-size",
+                "256MiB",
+                "--provision",
+                provision,
+                "--json",
+                json,
+            ],
+        ));
+        (stdout, read_json(&dir.path().join(json)))
+    };
+    let (stdout, report) = run("auto", "auto.json");
+    let runs = report["runs"].as_array().unwrap();
+    assert!(runs[0]["pool_allocated_measured_bytes"].is_null(), "silo has no pool: {}", runs[0]);
+    assert_eq!(number(&runs[0], "pool_provisioned_bytes"), 0.0);
+    // At least the prefault window (8 chunks of 2 MiB) is provisioned.
+    assert!(number(&runs[1], "pool_provisioned_bytes") >= (16u64 << 20) as f64, "{}", runs[1]);
+    assert!(runs[1]["pool_provision_error"].is_null(), "{}", runs[1]);
+    assert!(number(&runs[1], "pool_allocated_measured_bytes") >= 0.0);
+    assert!(stdout.contains("of free chunks provisioned before it"), "{stdout}");
+    let (stdout, report) = run("off", "off.json");
+    assert_eq!(number(&report["runs"][1], "pool_provisioned_bytes"), 0.0, "{}", report["runs"][1]);
+    assert!(stdout.contains("not provisioned"), "{stdout}");
+    assert_fails(&pmtx(dir.path(), &["bench", "--workload", "smallbank", "--provision", "always"]), 2);
+}

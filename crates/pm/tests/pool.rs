@@ -275,6 +275,34 @@ fn prefault_populates_the_next_free_chunks_and_changes_no_byte() {
     Pool::<Direct>::open(&path, &options()).expect("the pool file is free after drop");
 }
 
+/// Provisioning populates the lowest free chunks in the caller's thread,
+/// skips owned and already populated ones, stops at the free end of the
+/// pool, and changes no byte.
+#[test]
+fn populate_free_chunks_provisions_the_next_free_chunks_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("provision.pool");
+    let pool = Pool::<Direct>::create(&path, 64 << 20, CHUNK, &options()).unwrap();
+    let owner = ChunkOwner::new(5).unwrap();
+    let mut first = pool.allocate_chunk(owner, false).unwrap();
+    for _ in 1..40 {
+        first = pool.allocate_chunk(owner, false).unwrap();
+    }
+    let chunk_pages = (CHUNK / 4096) as usize;
+    let resident = |index: u64| resident_pages(&path, pool.chunk_offset(pmtx_pm::ChunkId(index)), CHUNK);
+    assert_eq!(pool.populate_free_chunks(3).unwrap(), 3);
+    for index in first.0 + 1..=first.0 + 3 {
+        assert_eq!(resident(index), chunk_pages, "free chunk {index} is populated");
+    }
+    // The three are populated already: the next call moves on.
+    assert_eq!(pool.populate_free_chunks(4).unwrap(), 1, "one more within the four lowest free chunks");
+    let free = pool.free_chunks();
+    assert_eq!(pool.populate_free_chunks(u64::MAX).unwrap(), free - 4, "stops at the end of the pool");
+    let mut bytes = vec![1u8; CHUNK as usize];
+    pool.backend().read(pool.chunk_offset(pmtx_pm::ChunkId(first.0 + 1)), &mut bytes);
+    assert!(bytes.iter().all(|byte| *byte == 0), "populating changes no byte");
+}
+
 /// An engine reopened on the same pool object learns how the engine before
 /// it ended, not how the pool was found when it was opened.
 #[test]

@@ -56,6 +56,19 @@ pub struct BenchArgs {
     /// crash). Reported as "recovery" in the table and JSON.
     #[arg(long, help_heading = "Engine and pool")]
     pub recover: bool,
+    /// Whether the measured phase runs on provisioned pool chunks. `auto`:
+    /// at the end of the warm-up, the free chunks the measured phase is
+    /// expected to allocate (twice the warm-up's rate, over the measured
+    /// duration, plus --prefault-chunks) are populated before the phase
+    /// starts, as a long-lived pool has them: a log engine reuses the chunks
+    /// its checkpoints free, while the pages of a new pool file are
+    /// allocated and zeroed by the kernel at first touch, on the cores the
+    /// workers need (on a two-core machine that costs a durable engine a
+    /// third of its two-thread throughput). `off`: the phase measures a
+    /// fresh pool's first seconds. Needs a warm-up; durable engines only.
+    /// The report gives what was provisioned and what the phase allocated.
+    #[arg(long, value_enum, default_value_t = Provision::Auto, help_heading = "Engine and pool")]
+    pub provision: Provision,
     /// Also run the PMDK (libpmemobj) baseline of the micro workload at each
     /// thread count, after the engines (sps, sp3-queue, hash, rbtree, btree
     /// only).
@@ -82,6 +95,15 @@ pub struct BenchArgs {
     pub pm: BenchPmArgs,
     #[command(flatten)]
     pub workload_options: WorkloadArgs,
+}
+
+/// `--provision`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Provision {
+    /// Populate the chunks the measured phase is expected to allocate.
+    Auto,
+    /// Measure on the pool as the warm-up left it.
+    Off,
 }
 
 /// The pool and engine-timing flags of a run (`bench` and `soak`).

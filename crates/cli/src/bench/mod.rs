@@ -137,6 +137,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 git_revision: &git_revision,
                 position: (position, runs_total),
                 recover: args.recover,
+                provision: args.provision == args::Provision::Auto,
             };
             let mut run = runner::run(workload.as_ref(), &spec)?;
             if let Some(first) = runs.first().map(|first: &report::RunJson| first.throughput_tps) {
@@ -165,6 +166,22 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 run.rows_loaded,
                 run.bytes_per_loaded_row.map_or("n/a".to_string(), |bytes| format!("{bytes:.0}"))
             );
+            if let Some(allocated) = run.pool_allocated_measured_bytes {
+                let provisioned = match (&run.pool_provision_error, run.pool_provisioned_bytes) {
+                    (Some(error), _) => format!("provisioning failed ({error})"),
+                    (None, 0) => "not provisioned".to_string(),
+                    (None, bytes) => format!("{} of free chunks provisioned before it", format_bytes(bytes)),
+                };
+                let outran = if run.pool_provisioned_bytes > 0 && allocated > run.pool_provisioned_bytes {
+                    " (more than provisioned: the rest was populated during the phase)"
+                } else {
+                    ""
+                };
+                println!(
+                    "  pool: the measured phase allocated {} of chunks; {provisioned}{outran}",
+                    format_bytes(allocated)
+                );
+            }
             if let Some(recovery) = &run.recovery {
                 println!(
                     "  crashed {:.2} s after the measured phase; recovery {:.1} ms (engine: {:.1} ms) with {} of {} \

@@ -328,6 +328,19 @@ pub struct RunJson {
     /// (None without `--recover` and for non-durable engines).
     #[serde(default)]
     pub recovery: Option<RecoveryJson>,
+    /// `--provision auto`: bytes of the lowest free pool chunks made sure
+    /// to be populated before the measured phase (0: not provisioned).
+    #[serde(default)]
+    pub pool_provisioned_bytes: u64,
+    /// Why provisioning failed, if it did (the run went on without it).
+    #[serde(default)]
+    pub pool_provision_error: Option<String>,
+    /// Growth of the pool's allocated chunks over the measured phase
+    /// (bytes; None without a pool). More than provisioned: the rest was
+    /// populated during the phase. Chunks a checkpoint freed and the phase
+    /// reused do not count.
+    #[serde(default)]
+    pub pool_allocated_measured_bytes: Option<u64>,
 }
 
 /// A crash after the measured phase and the recovery that followed.

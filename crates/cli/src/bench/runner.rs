@@ -89,6 +89,9 @@ pub struct RunSpec<'a> {
     pub position: (usize, usize),
     /// Crash after the measured phase and time the recovery.
     pub recover: bool,
+    /// Populate the pool chunks the measured phase is expected to allocate
+    /// before it starts (`--provision`).
+    pub provision: bool,
 }
 
 /// Converts engine errors: bad configuration is a usage error (exit 2).
@@ -159,28 +162,52 @@ pub struct PoolUsage {
     pub size_bytes: u64,
 }
 
-/// Reads the usage of a pool while the database holds it (None once the
-/// pool is gone: the probe does not keep it open).
-pub type PoolProbe = Box<dyn Fn() -> Option<PoolUsage> + Send + Sync>;
+/// A run's pool while the database holds it. It does not keep the pool
+/// open: once the pool is gone, every call answers `None`.
+pub trait PoolProbe: Send + Sync {
+    /// The pool's space.
+    fn usage(&self) -> Option<PoolUsage>;
+    /// Makes sure the `chunks` lowest free chunks are populated
+    /// ([`Pool::populate_free_chunks`]); the chunks it had to populate.
+    fn populate_free_chunks(&self, chunks: u64) -> Option<Result<u64, pmtx_pm::PoolError>>;
+    /// The pool's chunk size.
+    fn chunk_size(&self) -> u64;
+}
 
-fn probe<B: PmBackend>(pool: &Arc<Pool<B>>) -> PoolProbe {
-    let weak: Weak<Pool<B>> = Arc::downgrade(pool);
-    Box::new(move || {
-        weak.upgrade().map(|pool| {
+struct WeakPool<B: PmBackend> {
+    pool: Weak<Pool<B>>,
+    chunk_size: u64,
+}
+
+impl<B: PmBackend> PoolProbe for WeakPool<B> {
+    fn usage(&self) -> Option<PoolUsage> {
+        self.pool.upgrade().map(|pool| {
             let geometry = pool.geometry();
             PoolUsage {
                 used_bytes: (geometry.chunk_count - pool.free_chunks()) * geometry.chunk_size,
                 size_bytes: geometry.size,
             }
         })
-    })
+    }
+
+    fn populate_free_chunks(&self, chunks: u64) -> Option<Result<u64, pmtx_pm::PoolError>> {
+        self.pool.upgrade().map(|pool| pool.populate_free_chunks(chunks))
+    }
+
+    fn chunk_size(&self) -> u64 {
+        self.chunk_size
+    }
+}
+
+fn probe<B: PmBackend>(pool: &Arc<Pool<B>>) -> Box<dyn PoolProbe> {
+    Box::new(WeakPool { pool: Arc::downgrade(pool), chunk_size: pool.geometry().chunk_size })
 }
 
 fn create_and_open<B: PmBackend>(
     options: DbOptions,
     path: &Path,
     size: u64,
-) -> Result<(Database, BackendInfo, PoolProbe), CliError> {
+) -> Result<(Database, BackendInfo, Box<dyn PoolProbe>), CliError> {
     let pool = Arc::new(Pool::<B>::create(path, size, options.chunk_size, &options.pm).map_err(CliError::from)?);
     let info = pool.info().backend;
     let probe = probe(&pool);
@@ -189,7 +216,7 @@ fn create_and_open<B: PmBackend>(
 }
 
 /// Opens the existing pool at `path` and the database over it (recovery).
-fn reopen<B: PmBackend>(options: DbOptions, path: &Path) -> Result<(Database, PoolProbe), CliError> {
+fn reopen<B: PmBackend>(options: DbOptions, path: &Path) -> Result<(Database, Box<dyn PoolProbe>), CliError> {
     let pool = Arc::new(Pool::<B>::open(path, &options.pm).map_err(CliError::from)?);
     let probe = probe(&pool);
     let database = Database::open_on_pool(options, pool).map_err(db_error)?;
@@ -430,8 +457,8 @@ pub struct FreshDatabase {
     pub options: DbOptions,
     /// The pool's backend (durable engines).
     pub backend_info: Option<BackendInfo>,
-    /// Reads the pool's usage (durable engines).
-    pub probe: Option<PoolProbe>,
+    /// Reads the pool's usage and provisions it (durable engines).
+    pub probe: Option<Box<dyn PoolProbe>>,
     /// Deletes a temporary pool file when dropped.
     pub guard: PoolFileGuard,
 }
@@ -523,6 +550,9 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     let mut background = pmtx_pm::PmCounters::default();
     let mut htm = HtmDelta::default();
     let mut crash: Option<(PoolUsage, Result<(), DbError>)> = None;
+    let mut provisioned = Provisioned::default();
+    let mut used_before_measure = None;
+    let mut used_after_measure = None;
     let (results, measured) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..spec.threads)
             .map(|index| {
@@ -554,16 +584,24 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         }
         if !spec.warmup.is_zero() {
             progress.phase(1, &phase_name(1));
+            let used_before_warmup = pool_probe.as_ref().and_then(|probe| probe.usage());
             timed_phase(&mut progress, 1, &phase_name(1), spec.warmup, &control);
+            if let (true, Some(probe), Some(before)) = (spec.provision, pool_probe.as_deref(), used_before_warmup) {
+                let name = format!("{} (provisioning the pool)", phase_name(1));
+                progress.update(1, &name, 1.0);
+                provisioned = provision(probe, before.used_bytes, spec);
+            }
             control.phase.store(PHASE_MEASURE, Ordering::Release);
         }
         progress.phase(2, &phase_name(2));
+        used_before_measure = pool_probe.as_ref().and_then(|probe| probe.usage());
         let before = database.stats();
         let start = Instant::now();
         timed_phase(&mut progress, 2, &phase_name(2), spec.duration, &control);
         let measured = if recover {
             control.phase.store(PHASE_AFTER, Ordering::Release);
             let measured = start.elapsed();
+            used_after_measure = pool_probe.as_ref().and_then(|probe| probe.usage());
             // Every worker waits for its acknowledgements and reports.
             while control.reported.load(Ordering::Acquire) < spawned.len() && !control.failed.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(1));
@@ -574,7 +612,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
             progress.phase(3, &phase_name(3));
             timed_phase(&mut progress, 3, &phase_name(3), CRASH_AFTER, &control);
             if !control.failed.load(Ordering::Relaxed) {
-                let usage = pool_probe.as_ref().and_then(|probe| probe()).unwrap_or_default();
+                let usage = pool_probe.as_ref().and_then(|probe| probe.usage()).unwrap_or_default();
                 control.crashed.store(true, Ordering::Release);
                 crash = Some((usage, database.crash()));
             }
@@ -582,6 +620,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
             measured
         } else {
             control.phase.store(PHASE_STOP, Ordering::Release);
+            used_after_measure = pool_probe.as_ref().and_then(|probe| probe.usage());
             start.elapsed()
         };
         let results: Vec<_> = spawned.into_iter().map(|handle| handle.join()).collect();
@@ -705,7 +744,47 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         check_failures,
         engine_stats,
         recovery,
+        pool_provisioned_bytes: provisioned.bytes,
+        pool_provision_error: provisioned.error,
+        pool_allocated_measured_bytes: used_before_measure
+            .zip(used_after_measure)
+            .map(|(before, after)| after.used_bytes.saturating_sub(before.used_bytes)),
     })
+}
+
+/// What `--provision` did before a measured phase.
+#[derive(Debug, Default)]
+struct Provisioned {
+    /// Bytes of the lowest free chunks made sure to be populated.
+    bytes: u64,
+    /// Why provisioning stopped short (the run goes on without it).
+    error: Option<String>,
+}
+
+/// How much more the measured phase is expected to allocate than the
+/// warm-up's rate says: a warm-up on a fresh pool runs slower than the
+/// phase will (it faults its pages in), and over-provisioning costs only
+/// memory the phase would likely touch anyway.
+const PROVISION_MARGIN: f64 = 2.0;
+
+/// `--provision auto`: populates the free chunks the measured phase is
+/// expected to allocate (`PROVISION_MARGIN` times the warm-up's rate of
+/// new chunks over the measured duration, plus the prefault window), so
+/// the phase measures the engine on a pool whose pages exist, as a
+/// long-lived pool's do, and not the kernel zeroing a new file's pages.
+fn provision(probe: &dyn PoolProbe, used_before_warmup: u64, spec: &RunSpec<'_>) -> Provisioned {
+    let Some(usage) = probe.usage() else { return Provisioned::default() };
+    let chunk_size = probe.chunk_size();
+    let warmup_chunks = usage.used_bytes.saturating_sub(used_before_warmup) / chunk_size;
+    let rate = warmup_chunks as f64 / spec.warmup.as_secs_f64();
+    let free = (usage.size_bytes - usage.used_bytes) / chunk_size;
+    let chunks =
+        ((rate * spec.duration.as_secs_f64() * PROVISION_MARGIN).ceil() as u64 + spec.prefault_chunks).min(free);
+    match probe.populate_free_chunks(chunks) {
+        Some(Ok(_)) => Provisioned { bytes: chunks * chunk_size, error: None },
+        Some(Err(error)) => Provisioned { bytes: 0, error: Some(error.to_string()) },
+        None => Provisioned::default(),
+    }
 }
 
 /// The workload's consistency check: (passed, failures).
@@ -773,7 +852,7 @@ fn recover_and_check(
         }
     };
     let database = Arc::new(database);
-    if let Some(usage) = probe() {
+    if let Some(usage) = probe.usage() {
         json.pool_used_bytes = usage.used_bytes;
         json.pool_size_bytes = usage.size_bytes;
     }

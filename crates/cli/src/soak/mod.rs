@@ -30,7 +30,7 @@ mod summary;
 use crate::bench::args::{parse_threads, parse_workload, BenchPm, BenchPmArgs, PoolRunArgs, WorkloadArgs};
 use crate::bench::memory::{resident_bytes, resident_kinds};
 use crate::bench::report::{format_size, format_us, LatencyJson, WorkloadOptionsJson};
-use crate::bench::runner::{db_error, open_fresh, workload_error, DatabasePlan, FreshDatabase, PoolUsage};
+use crate::bench::runner::{db_error, open_fresh, workload_error, DatabasePlan, FreshDatabase, PoolProbe};
 use crate::bench::spec::{self, parse_entry, EngineSpec};
 use crate::progress::Progress;
 use crate::units::format_bytes;
@@ -388,7 +388,7 @@ fn print_interval(interval: &IntervalJson) {
 struct Collector<'a> {
     database: &'a Database,
     workload: &'a dyn Workload,
-    probe: Option<&'a (dyn Fn() -> Option<PoolUsage> + Send + Sync)>,
+    probe: Option<&'a dyn PoolProbe>,
     shared: &'a Shared,
     aborts_before: Vec<u64>,
     histogram: Histogram<u64>,
@@ -451,7 +451,7 @@ impl Collector<'_> {
         interval.log_bytes = stats.log_bytes;
         interval.cache_bytes = stats.cache_bytes;
         interval.heap_chunks = stats.heap_chunks;
-        interval.pool_used_bytes = self.probe.and_then(|probe| probe()).map(|usage| usage.used_bytes);
+        interval.pool_used_bytes = self.probe.and_then(|probe| probe.usage()).map(|usage| usage.used_bytes);
         interval.load_average = load_average();
         interval
     }

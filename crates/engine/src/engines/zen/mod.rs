@@ -51,6 +51,16 @@ pub(crate) struct WorkerCounters {
     pub(crate) commits: AtomicU64,
 }
 
+impl WorkerCounters {
+    /// Adds `amount` to one of these counters. Only the owning worker
+    /// writes them, so a load and a store suffice; a locked add would drain
+    /// the store buffer on every cached read.
+    #[inline]
+    pub(crate) fn add(counter: &AtomicU64, amount: u64) {
+        counter.store(counter.load(Ordering::Relaxed).wrapping_add(amount), Ordering::Relaxed);
+    }
+}
+
 /// State shared by the engine and its workers.
 pub(crate) struct ZenShared<B: PmBackend> {
     /// The concurrency-control protocol's shared state.

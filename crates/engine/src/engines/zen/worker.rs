@@ -22,7 +22,7 @@
 //!    the tombstones the last sweep made safe; unlock the region; run a sweep
 //!    if enough tombstones wait; reclaim absent rows (`storage::table`).
 
-use super::ZenShared;
+use super::{WorkerCounters, ZenShared};
 use crate::cc::concurrency::Concurrency;
 use crate::cc::silo::{OccTx, RowStore};
 use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
@@ -44,6 +44,11 @@ pub(crate) struct ZenWorker<B: PmBackend> {
     tx: OccTx<Row>,
     encoded: Vec<Vec<u8>>,
     reserved: Vec<Reserved>,
+    /// Reused per commit: the write-set positions in persist order, the
+    /// superseded slots, and the tombstones written (position, slot).
+    persist_order: Vec<usize>,
+    retired: Vec<Garbage>,
+    tombstones: Vec<(usize, u64)>,
     old_value: Vec<u8>,
     batch: PersistBatch,
     active: bool,
@@ -101,9 +106,9 @@ impl<B: PmBackend> RowStore<Row> for ZenStore<'_, B> {
             let counters = &self.shared.counters[self.id];
             if hit {
                 row.touch();
-                counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+                WorkerCounters::add(&counters.cache_hits, 1);
             } else {
-                counters.cache_misses.fetch_add(1, Ordering::Relaxed);
+                WorkerCounters::add(&counters.cache_misses, 1);
                 self.fill(row, cached, before, out);
             }
             return Ok(before);
@@ -123,7 +128,7 @@ impl<B: PmBackend> ZenStore<'_, B> {
         }
         let cost = ClockRing::cost(value.len());
         let Some(evicted) = ring.make_room(cost, epochs) else { return };
-        self.shared.counters[self.id].cache_evictions.fetch_add(evicted, Ordering::Relaxed);
+        WorkerCounters::add(&self.shared.counters[self.id].cache_evictions, evicted);
         let new = Cached::allocate(record::tid_of(seen_word), value, self.id);
         if !row.replace_cached(seen, new.as_ptr()) {
             // SAFETY: `new` was never published.
@@ -190,6 +195,9 @@ impl<B: PmBackend> ZenWorker<B> {
             tx,
             encoded: Vec::new(),
             reserved: Vec::new(),
+            persist_order: Vec::new(),
+            retired: Vec::new(),
+            tombstones: Vec::new(),
             old_value: Vec::new(),
             batch: PersistBatch::new(),
             active: false,
@@ -198,7 +206,7 @@ impl<B: PmBackend> ZenWorker<B> {
 
     fn count_abort<T>(&self, result: TxResult<T>) -> TxResult<T> {
         if let Err(TxError::Abort(_)) = &result {
-            self.shared.counters[self.id].aborts.fetch_add(1, Ordering::Relaxed);
+            WorkerCounters::add(&self.shared.counters[self.id].aborts, 1);
         }
         result
     }
@@ -283,8 +291,8 @@ impl<B: PmBackend> ZenWorker<B> {
         // 4. Persist (Algorithm 1).
         let lp_slot = self.persist(&shared, &mut state, cts);
         // 5. Install, stamp, hand over garbage, unlock.
-        let mut retired: Vec<Garbage> = Vec::new();
-        let mut tombstones: Vec<(usize, u64)> = Vec::new();
+        let mut retired = std::mem::take(&mut self.retired);
+        let mut tombstones = std::mem::take(&mut self.tombstones);
         for index in 0..self.tx.writes.len() {
             let entry = &self.tx.writes.entries()[index];
             let (table, locked_word) = (entry.table, entry.locked_word);
@@ -327,11 +335,11 @@ impl<B: PmBackend> ZenWorker<B> {
         // slot (reader safety) and before the rows are unlocked (so stamps of
         // one key's versions grow, which the tombstone sweep relies on).
         let stamp = heap::horizon_stamp(&shared.epochs);
-        for mut garbage in retired {
+        for mut garbage in retired.drain(..) {
             garbage.stamp = stamp;
             heap.retire(self.id, &mut state, garbage);
         }
-        for (index, slot) in tombstones {
+        for (index, slot) in tombstones.drain(..) {
             let entry = &self.tx.writes.entries()[index];
             state.push_tombstone(Tombstone::new(
                 entry.table.0,
@@ -342,6 +350,7 @@ impl<B: PmBackend> ZenWorker<B> {
                 stamp,
             ));
         }
+        (self.retired, self.tombstones) = (retired, tombstones);
         for entry in self.tx.writes.entries() {
             let flags = if entry.is_delete() { ABSENT } else { 0 };
             entry.row().store_word(record::word_of(cts, flags));
@@ -375,7 +384,8 @@ impl<B: PmBackend> ZenWorker<B> {
         if self.encoded.len() < writes.len() {
             self.encoded.resize_with(writes.len(), Vec::new);
         }
-        let mut order: Vec<usize> = Vec::with_capacity(writes.len());
+        let mut order = std::mem::take(&mut self.persist_order);
+        order.clear();
         for index in 0..writes.len() {
             let entry = &writes.entries()[index];
             let row = entry.row();
@@ -402,6 +412,7 @@ impl<B: PmBackend> ZenWorker<B> {
             order.push(index);
         }
         if order.is_empty() {
+            self.persist_order = order;
             return 0;
         }
         // §3.3.4: the LP tuple belongs to the table first in the LP order.
@@ -410,9 +421,15 @@ impl<B: PmBackend> ZenWorker<B> {
             .expect("non-empty");
         let lp = order.remove(lp_position);
         order.push(lp);
-        let tuples: Vec<(u64, &[u8])> =
-            order.iter().map(|&index| (self.reserved[index].slot, self.encoded[index].as_slice())).collect();
-        persist_tuples(shared.pool.backend(), &mut self.batch, &tuples, shared.faults);
+        let (reserved, encoded) = (&self.reserved, &self.encoded);
+        persist_tuples(
+            shared.pool.backend(),
+            &mut self.batch,
+            order.len(),
+            |position| (reserved[order[position]].slot, encoded[order[position]].as_slice()),
+            shared.faults,
+        );
+        self.persist_order = order;
         self.reserved[lp].slot
     }
 
@@ -431,7 +448,7 @@ impl<B: PmBackend> ZenWorker<B> {
                 let mut ring = shared.caches[self.id].lock();
                 let installed = ring.enabled().then(|| ClockRing::cost(value.len())).and_then(|cost| {
                     let evicted = ring.make_room(cost, &shared.epochs)?;
-                    shared.counters[self.id].cache_evictions.fetch_add(evicted, Ordering::Relaxed);
+                    WorkerCounters::add(&shared.counters[self.id].cache_evictions, evicted);
                     let new = Cached::allocate(cts, value, self.id);
                     let old = row.install_cached(new.as_ptr());
                     ring.admit(row, new, cost);
@@ -533,7 +550,7 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
         self.after_attempt();
         let result = self.count_abort(result);
         if result.is_ok() {
-            self.shared.counters[self.id].commits.fetch_add(1, Ordering::Relaxed);
+            WorkerCounters::add(&self.shared.counters[self.id].commits, 1);
         }
         result
     }
