@@ -182,6 +182,26 @@ impl MemoryState {
         self.names.values().filter_map(|id| self.written.get(id)).map(|bytes| bytes.len() as u64).sum()
     }
 
+    /// Gives every file a fresh id above `floor`, so handles opened before
+    /// (a crashed process's) reach none of them.
+    fn renumber_from(&mut self, floor: u64) {
+        let mut names = BTreeMap::new();
+        let mut written = BTreeMap::new();
+        let mut synced = BTreeMap::new();
+        let mut next = floor;
+        for (name, id) in &self.names {
+            next += 1;
+            names.insert(name.clone(), next);
+            written.insert(next, self.written.get(id).cloned().unwrap_or_default());
+            synced.insert(next, self.synced.get(id).cloned().unwrap_or_default());
+        }
+        self.durable_names = names.clone();
+        self.names = names;
+        self.written = written;
+        self.synced = synced;
+        self.next_id = next;
+    }
+
     /// Drops contents no name (live or durable) can reach any more.
     fn collect(&mut self) {
         let reachable: std::collections::BTreeSet<u64> =
@@ -215,37 +235,51 @@ impl MemoryLogStorage {
     /// A power failure: every file keeps exactly what its last
     /// `sync_data` made durable, and the directory what its last
     /// `sync_directory` made durable (an unsynced creation is lost, an
-    /// unsynced removal undone).
+    /// unsynced removal undone). Files opened before are cut off (their
+    /// writes and syncs go nowhere), as a dead process's are.
     pub fn crash(&self) {
+        let image = self.crash_image();
         let mut state = self.state.lock();
-        let state = &mut *state;
-        state.names = state.durable_names.clone();
-        state.written =
-            state.names.values().map(|id| (*id, state.synced.get(id).cloned().unwrap_or_default())).collect();
-        state.collect();
+        let next_id = state.next_id;
+        *state = std::mem::take(&mut *image.state.lock());
+        state.renumber_from(next_id);
+    }
+
+    /// What [`MemoryLogStorage::crash`] would leave, as new storage; this
+    /// one goes on unchanged (a snapshot of the durable state while
+    /// writers run).
+    pub fn crash_image(&self) -> MemoryLogStorage {
+        let state = self.state.lock();
+        let mut image = MemoryState { capacity: state.capacity, ..MemoryState::default() };
+        for (name, id) in &state.durable_names {
+            image.next_id += 1;
+            image.names.insert(name.clone(), image.next_id);
+            image.written.insert(image.next_id, state.synced.get(id).cloned().unwrap_or_default());
+        }
+        image.durable_names = image.names.clone();
+        image.synced = image.written.clone();
+        MemoryLogStorage { state: Arc::new(Mutex::new(image)) }
     }
 
     /// A power failure that also keeps a random part of what was written
     /// but not synced: each unsynced 512-byte sector of each file is kept
     /// or lost on its own, and each unsynced creation or removal happened
     /// or not, all drawn from `seed` (so a torn record can end a file).
-    pub fn crash_torn(&self, seed: u64) {
+    /// Returns the result as new storage; this one goes on unchanged.
+    pub fn crash_image_torn(&self, seed: u64) -> MemoryLogStorage {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-        let mut state = self.state.lock();
-        let state = &mut *state;
-        let mut names = BTreeMap::new();
+        let state = self.state.lock();
+        let mut image = MemoryState { capacity: state.capacity, ..MemoryState::default() };
+        let mut seen = std::collections::BTreeSet::new();
         for (name, id) in state.names.iter().chain(state.durable_names.iter()) {
-            if names.contains_key(name) {
+            if !seen.insert(name.clone()) {
                 continue;
             }
             let live = state.names.get(name) == Some(id);
             let durable = state.durable_names.get(name) == Some(id);
-            if (live && durable) || rng.gen_bool(0.5) {
-                names.insert(name.clone(), *id);
+            if !(live && durable) && !rng.gen_bool(0.5) {
+                continue;
             }
-        }
-        let mut written = BTreeMap::new();
-        for id in names.values() {
             let synced = state.synced.get(id).cloned().unwrap_or_default();
             let latest = state.written.get(id).cloned().unwrap_or_default();
             let mut kept = synced.clone();
@@ -257,13 +291,23 @@ impl MemoryLogStorage {
                     kept[start..end].copy_from_slice(&latest[start..end]);
                 }
             }
-            written.insert(*id, kept);
+            image.next_id += 1;
+            image.names.insert(name.clone(), image.next_id);
+            image.written.insert(image.next_id, kept);
         }
-        state.names = names;
-        state.durable_names = state.names.clone();
-        state.synced = written.clone();
-        state.written = written;
-        state.collect();
+        image.durable_names = image.names.clone();
+        image.synced = image.written.clone();
+        MemoryLogStorage { state: Arc::new(Mutex::new(image)) }
+    }
+
+    /// [`MemoryLogStorage::crash_image_torn`] in place: files opened before
+    /// are cut off.
+    pub fn crash_torn(&self, seed: u64) {
+        let image = self.crash_image_torn(seed);
+        let mut state = self.state.lock();
+        let next_id = state.next_id;
+        *state = std::mem::take(&mut *image.state.lock());
+        state.renumber_from(next_id);
     }
 
     /// Makes every later sync fail with `EIO` (`true`) or work again.

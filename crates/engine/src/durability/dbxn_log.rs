@@ -383,6 +383,10 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> CommitLog for DbxnLog<B,
     fn is_durable(&self, ticket: CommitTicket) -> bool {
         self.inner.is_durable(ticket)
     }
+
+    fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
 }
 
 impl<B: PmBackend, const PARITY: bool, S: SegmentStore> EnginePolicy for DbxnLog<B, PARITY, S> {
