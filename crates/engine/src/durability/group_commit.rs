@@ -505,6 +505,8 @@ impl<B: PmBackend, S: SegmentStore> CommitLog for GroupCommitLog<B, S> {
         }
         let sequence = {
             let mut next = self.next_sequence.lock();
+            // Above what an earlier writer of the slot rolled to.
+            next[id] = next[id].max(shared.last_sequence.load(Ordering::Acquire));
             // Recovery bounds every sequence read from the pool, so this
             // overflows only after 2^32 segments in one life.
             next[id] = next[id].checked_add(1).ok_or_else(|| {

@@ -168,6 +168,11 @@ pub struct LogShared {
     pub flushed: AtomicU64,
     /// The worker's segments, oldest first; the last is current.
     pub segments: parking_lot::Mutex<Vec<SegmentInfo>>,
+    /// The highest segment sequence any writer of this slot started (a
+    /// writer rolls to the next sequence on its own, so the next writer of
+    /// the slot must start above it: sequences never repeat, and a file
+    /// log names its files by them).
+    pub last_sequence: AtomicU64,
 }
 
 /// A worker's log appender, over the segments of store `S` (the pool by
@@ -265,6 +270,7 @@ impl<S: SegmentStore> LogWriter<S> {
         self.segment_offset = offset;
         self.sequence = sequence;
         self.position = SEGMENT_HEADER;
+        self.shared.last_sequence.fetch_max(sequence, Ordering::AcqRel);
         self.shared.segments.lock().push(SegmentInfo { id: segment.id, sequence, max_epoch: 0 });
         self.shared.tail.store(offset + SEGMENT_HEADER, Ordering::Release);
         self.shared.flushed.store(offset + SEGMENT_HEADER, Ordering::Release);
