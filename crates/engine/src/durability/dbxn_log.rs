@@ -337,6 +337,7 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> CommitLog for DbxnLog<B,
         if !worker.log.fits_prepared(writes) {
             self.inner.admit_new_segment()?;
         }
+        self.inner.admit_file_record()?;
         worker.log.prepare(writes)?;
         if let Some(values) = &mut worker.values {
             values.prepare(writes, || self.inner.admit_new_segment())?;

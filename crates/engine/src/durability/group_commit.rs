@@ -429,6 +429,27 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
         Ok(())
     }
 
+    /// Refuses a record of a log kept in files once the pool could not hold
+    /// the next checkpoint beside the current one: the log takes no pool
+    /// chunk, but every row it adds must fit the checkpoint that recovery
+    /// writes before it may drop the log, or the pool could not be
+    /// reopened. (A log in the pool is held back per segment instead, by
+    /// [`GroupCommitLog::admit_new_segment`].)
+    pub(crate) fn admit_file_record(&self) -> DbResult<()> {
+        if S::IN_POOL {
+            return Ok(());
+        }
+        let reserve = self.checkpoint_reserve();
+        let free = self.pool.free_chunks();
+        if free <= reserve {
+            return Err(DbError::OutOfSpace(format!(
+                "the pool could not hold the next checkpoint of the database ({reserve} chunks, {free} free): the \
+                 redo log is in files, but recovery must checkpoint everything it logs into the pool"
+            )));
+        }
+        Ok(())
+    }
+
     /// Accounts a record of `writes` logged by `worker` (for the reserve).
     pub(crate) fn note_logged(&self, worker: usize, writes: &WriteSet<Record>) {
         self.logged_row_bytes[worker].fetch_add(row_bytes(writes), Ordering::Relaxed);
@@ -525,6 +546,7 @@ impl<B: PmBackend, S: SegmentStore> CommitLog for GroupCommitLog<B, S> {
             // This record starts a new segment: keep the checkpoint's reserve.
             self.admit_new_segment()?;
         }
+        self.admit_file_record()?;
         worker.append(tid, writes)?;
         self.logged_row_bytes[worker.worker() as usize].fetch_add(row_bytes(writes), Ordering::Relaxed);
         Ok(CommitTicket::Epoch(record::epoch_of_tid(tid)))
