@@ -135,9 +135,22 @@ impl Drop for PoolFileGuard {
 /// `<pool>.log`) so the run starts fresh; refuses to delete a directory
 /// holding anything but a pmtx log (`pool-id` and `*.seg` files).
 pub fn remove_stale_log_directory(path: &Path) -> Result<(), CliError> {
+    let Some(files) = stale_log_files(path)? else {
+        return Ok(());
+    };
+    for file in files {
+        std::fs::remove_file(&file)
+            .map_err(|error| CliError::runtime(format!("{}: cannot remove: {error}", file.display())))?;
+    }
+    std::fs::remove_dir(path).map_err(|error| CliError::runtime(format!("{}: cannot remove: {error}", path.display())))
+}
+
+/// The files of the redo log directory `path` (`None`: no directory), or
+/// an error when it holds anything but a pmtx log.
+fn stale_log_files(path: &Path) -> Result<Option<Vec<PathBuf>>, CliError> {
     let entries = match std::fs::read_dir(path) {
         Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(CliError::runtime(format!("{}: {error}", path.display()))),
     };
     let mut files = Vec::new();
@@ -156,11 +169,7 @@ pub fn remove_stale_log_directory(path: &Path) -> Result<(), CliError> {
         }
         files.push(entry.path());
     }
-    for file in files {
-        std::fs::remove_file(&file)
-            .map_err(|error| CliError::runtime(format!("{}: cannot remove: {error}", file.display())))?;
-    }
-    std::fs::remove_dir(path).map_err(|error| CliError::runtime(format!("{}: cannot remove: {error}", path.display())))
+    Ok(Some(files))
 }
 
 /// Removes a pool file left by an earlier run so the run starts fresh;
@@ -521,8 +530,12 @@ pub fn open_fresh(workload: &dyn Workload, plan: &DatabasePlan<'_>) -> Result<Fr
         let database = Database::open(options.clone()).map_err(db_error)?;
         return Ok(FreshDatabase { database, options, backend_info: None, probe: None, guard });
     }
-    remove_stale_pool(&plan.pool_path)?;
+    // Both checked before either is removed: a refusal leaves both.
     let log_directory = options.log_directory_path();
+    if let Some(directory) = &log_directory {
+        stale_log_files(directory)?;
+    }
+    remove_stale_pool(&plan.pool_path)?;
     if let Some(directory) = &log_directory {
         remove_stale_log_directory(directory)?;
     }
