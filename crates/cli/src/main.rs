@@ -12,6 +12,7 @@
 mod bench;
 mod crashtest;
 mod error;
+mod media_cmd;
 mod plot;
 mod pm_args;
 mod pool_cmd;
@@ -48,6 +49,8 @@ enum Command {
     Crashtest(Box<crashtest::CrashtestArgs>),
     /// Run one engine on a workload (default: a queue) for minutes and report per interval whether memory and scan latency stay flat.
     Soak(Box<soak::SoakArgs>),
+    /// The emulated backend's media model: its figures beside the published Optane measurements, and its curves.
+    Media(media_cmd::MediaArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Plot(args) => plot::run(args),
         Command::Crashtest(args) => crashtest::run(*args),
         Command::Soak(args) => soak::run(*args),
+        Command::Media(args) => media_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

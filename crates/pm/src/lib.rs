@@ -19,6 +19,7 @@ pub mod cpu;
 mod error;
 pub mod layout;
 mod mapping;
+pub mod media;
 mod persist_batch;
 mod pool;
 mod prefault;

@@ -169,8 +169,7 @@ impl<B: PmBackend> GroupCommitLog<B> {
             if tail == 0 {
                 continue;
             }
-            // The 8 zero bytes after the tail terminate recovery's scan.
-            let end = tail + 8;
+            let end = tail;
             let chunk_start = (tail - 1) / chunk_size * chunk_size;
             let start = if flushed >= chunk_start && flushed <= tail { flushed } else { chunk_start };
             if end > start {
