@@ -17,6 +17,7 @@ mod plot;
 mod pm_args;
 mod pool_cmd;
 mod progress;
+mod reproduce;
 mod smoke;
 mod soak;
 mod timing;
@@ -51,6 +52,8 @@ enum Command {
     Soak(Box<soak::SoakArgs>),
     /// The emulated backend's media model: its figures beside the published Optane measurements, and its curves.
     Media(media_cmd::MediaArgs),
+    /// Reproduce a figure of one of the papers, scaled to this machine: runs, the paper's claims beside ours, verdicts.
+    Reproduce(reproduce::ReproduceArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::Crashtest(args) => crashtest::run(*args),
         Command::Soak(args) => soak::run(*args),
         Command::Media(args) => media_cmd::run(args),
+        Command::Reproduce(args) => reproduce::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
