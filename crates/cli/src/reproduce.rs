@@ -681,7 +681,7 @@ fn read_report(path: &Path) -> Result<Report, CliError> {
     serde_json::from_str(&text).map_err(|error| CliError::runtime(format!("{}: {error}", path.display())))
 }
 
-fn find<'r>(reports: &'r [Report], pick: Pick) -> Option<&'r RunJson> {
+fn find(reports: &[Report], pick: Pick) -> Option<&RunJson> {
     let runs = reports.get(pick.bench)?.runs.iter().filter(|run| run.engine == pick.engine);
     match pick.threads {
         Some(threads) => runs.into_iter().find(|run| run.threads == threads),
