@@ -52,6 +52,15 @@ pub struct MediaArgs {
     /// least 256 bytes, e.g. 4KiB [default: 4KiB].
     #[arg(long = "pm-interleave", value_parser = crate::units::parse_size)]
     pub interleave: Option<u64>,
+    /// Emulated NUMA nodes of the `optane` media model, the DIMMs split
+    /// evenly over them; an access to another node's memory pays
+    /// --pm-remote-ns more [default: 1].
+    #[arg(long = "pm-numa-nodes", value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub numa_nodes: Option<u32>,
+    /// Extra latency of a remote NUMA access in the `optane` media model,
+    /// in ns (an assumption: one socket hop) [default: 150].
+    #[arg(long = "pm-remote-ns", value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub remote_ns: Option<u64>,
 }
 
 /// The latency model chosen by `--pm`, `--pm-model` and the media flags.
@@ -63,15 +72,24 @@ pub fn latency_model(emulated: bool, model: Option<ModelArg>, media: MediaArgs) 
         (_, Some(ModelArg::Simple)) => LatencyModel::SIMPLE,
         (_, Some(ModelArg::Sp3500ns)) => LatencyModel::SP3_500NS,
     };
-    if media.dimms.is_none() && media.interleave.is_none() {
+    if media.dimms.is_none() && media.interleave.is_none() && media.numa_nodes.is_none() && media.remote_ns.is_none() {
         return Ok(latency);
     }
     if !emulated || latency.media.is_none() {
-        return Err(CliError::usage("--pm-dimms and --pm-interleave apply only to --pm emulated --pm-model optane"));
+        return Err(CliError::usage(
+            "--pm-dimms, --pm-interleave, --pm-numa-nodes and --pm-remote-ns apply only to --pm emulated --pm-model \
+             optane",
+        ));
     }
     let defaults = pmtx_pm::media::MediaParams::OPTANE;
     latency
         .with_dimms(media.dimms.unwrap_or(defaults.dimms), media.interleave.unwrap_or(defaults.interleave_bytes))
+        .and_then(|latency| {
+            latency.with_numa(
+                media.numa_nodes.unwrap_or(defaults.nodes),
+                media.remote_ns.unwrap_or(defaults.remote_latency_ns),
+            )
+        })
         .map_err(|error| CliError::usage(error.to_string()))
 }
 

@@ -36,7 +36,9 @@ fn validate_reproduces_the_published_figures() {
 #[test]
 fn media_flags_are_checked() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [&[&str]; 4] = [
+    let cases: [&[&str]; 6] = [
+        &["smoke", "--pm", "emulated", "--pm-numa-nodes", "4"],
+        &["smoke", "--pm", "direct", "--pm-remote-ns", "100"],
         &["smoke", "--pm", "direct", "--pm-dimms", "2"],
         &["smoke", "--pm", "emulated", "--pm-model", "simple", "--pm-dimms", "2"],
         &["smoke", "--pm", "emulated", "--pm-interleave", "1000"],
@@ -67,6 +69,24 @@ fn media_flags_are_checked() {
     assert!(output.status.success(), "{}", text(&output.stderr));
     let stdout = text(&output.stdout);
     assert!(stdout.contains("2 DIMMs interleaved every 8192 B"), "{stdout}");
+    let output = pmtx(
+        dir.path(),
+        &[
+            "smoke",
+            "--pm",
+            "emulated",
+            "--pm-numa-nodes",
+            "2",
+            "--pm-remote-ns",
+            "200",
+            "--seconds",
+            "0.2",
+            "--pool",
+            "n.pool",
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("2 NUMA nodes, remote access +200 ns"), "{}", text(&output.stdout));
     let output = pmtx(
         dir.path(),
         &["smoke", "--pm", "emulated", "--pm-model", "simple", "--seconds", "0.2", "--pool", "s.pool"],

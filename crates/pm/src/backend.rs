@@ -153,10 +153,25 @@ impl LatencyModel {
     /// The same model over `dimms` DIMMs interleaved every
     /// `interleave_bytes` (media models only; the per-line models have no
     /// DIMMs and are returned unchanged).
-    pub fn with_dimms(mut self, dimms: u32, interleave_bytes: u64) -> PoolResult<Self> {
-        if let Some(media) = &mut self.media {
+    pub fn with_dimms(self, dimms: u32, interleave_bytes: u64) -> PoolResult<Self> {
+        self.with_media(|media| {
             media.dimms = dimms;
             media.interleave_bytes = interleave_bytes;
+        })
+    }
+
+    /// The same model with its DIMMs split over `nodes` emulated NUMA nodes,
+    /// a remote access costing `remote_latency_ns` more (media models only).
+    pub fn with_numa(self, nodes: u32, remote_latency_ns: u64) -> PoolResult<Self> {
+        self.with_media(|media| {
+            media.nodes = nodes;
+            media.remote_latency_ns = remote_latency_ns;
+        })
+    }
+
+    fn with_media(mut self, change: impl FnOnce(&mut MediaParams)) -> PoolResult<Self> {
+        if let Some(media) = &mut self.media {
+            change(media);
             media.validate().map_err(|reason| PoolError::InvalidOption(format!("media model: {reason}")))?;
         }
         Ok(self)
@@ -165,7 +180,8 @@ impl LatencyModel {
     /// One line on what the model charges, for reports.
     pub fn describe(&self) -> String {
         match &self.media {
-            Some(media) => format!(
+            Some(media) => {
+                format!(
                 "{}: media model, {} DIMMs interleaved every {} B, {} KiB write-combining buffer each; persist {} ns \
                  (+{} ns read for ownership), read {}/{} ns random/sequential, {}/{} MB/s write/read per DIMM",
                 self.name,
@@ -178,7 +194,12 @@ impl LatencyModel {
                 media.read_latency_sequential_ns,
                 media.write_bandwidth_mb_s,
                 media.read_bandwidth_mb_s
-            ),
+            ) + &if media.nodes > 1 {
+                    format!("; {} NUMA nodes, remote access +{} ns", media.nodes, media.remote_latency_ns)
+                } else {
+                    String::new()
+                }
+            }
             None => format!(
                 "{}: {} ns per sequential line, {} ns per random line, {} ns per fence, {} ns per read line",
                 self.name, self.sequential_line_ns, self.random_line_ns, self.fence_ns, self.read_line_ns
@@ -320,6 +341,17 @@ pub trait PmBackend: Send + Sync + Sized + 'static {
     /// commit-marking store). Only the simulator acts on it.
     #[inline(always)]
     fn crash_point(&self, _label: &'static str) {}
+    /// NUMA nodes the pool's memory is split over: 1 unless the backend
+    /// emulates several (`emulated` with `--pm-numa-nodes`).
+    fn numa_nodes(&self) -> u32 {
+        1
+    }
+
+    /// The NUMA node of the byte at `offset` (0 with one node).
+    fn numa_node_of(&self, _offset: u64) -> u32 {
+        0
+    }
+
     /// Writes `len` zero bytes at `offset`.
     fn write_zeros(&self, offset: u64, len: u64) {
         const ZEROS: [u8; 4096] = [0; 4096];
@@ -565,8 +597,30 @@ struct EmulatedThread {
 }
 
 thread_local! {
-    static EMULATED: RefCell<EmulatedThread> =
-        const { RefCell::new(EmulatedThread { media: 0, pending: Vec::new(), stream: ThreadStream { last_written_xpline: u64::MAX, last_read_xpline: u64::MAX } }) };
+    static EMULATED: RefCell<EmulatedThread> = const {
+        RefCell::new(EmulatedThread {
+            media: 0,
+            pending: Vec::new(),
+            stream: ThreadStream { last_written_xpline: u64::MAX, last_read_xpline: u64::MAX, node: 0 },
+        })
+    };
+    /// The NUMA node the calling thread runs on, for the media model's
+    /// emulated nodes ([`set_thread_numa_node`]).
+    static THREAD_NODE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Declares that the calling thread runs on NUMA node `node`: the
+/// `emulated` backend charges its accesses to other nodes' memory the
+/// remote latency. (On a machine with several real nodes the thread should
+/// also be bound there; this only informs the latency model.)
+pub fn set_thread_numa_node(node: u32) {
+    THREAD_NODE.with(|cell| cell.set(node));
+}
+
+/// The node [`set_thread_numa_node`] declared for the calling thread (0 by
+/// default).
+pub fn thread_numa_node() -> u32 {
+    THREAD_NODE.with(std::cell::Cell::get)
 }
 
 impl Emulated {
@@ -583,6 +637,7 @@ impl Emulated {
             if state.media != key {
                 *state = EmulatedThread { media: key, pending: Vec::new(), stream: ThreadStream::default() };
             }
+            state.stream.node = thread_numa_node();
             f(&mut state)
         })
     }
@@ -641,6 +696,14 @@ impl PmBackend for Emulated {
 
     fn mapping(&self) -> &Mapping {
         &self.direct.mapping
+    }
+
+    fn numa_nodes(&self) -> u32 {
+        self.media.as_ref().map_or(1, |media| media.params().nodes)
+    }
+
+    fn numa_node_of(&self, offset: u64) -> u32 {
+        self.media.as_ref().map_or(0, |media| media.node_of(offset))
     }
 
     #[inline(always)]

@@ -25,7 +25,10 @@ mod pool;
 mod prefault;
 pub mod sim;
 
-pub use backend::{BackendInfo, BackendKind, Direct, Emulated, LatencyModel, PersistenceDomain, PmBackend, PmOptions};
+pub use backend::{
+    set_thread_numa_node, thread_numa_node, BackendInfo, BackendKind, Direct, Emulated, LatencyModel,
+    PersistenceDomain, PmBackend, PmOptions,
+};
 pub use counters::{reset_thread_counters, thread_counters, PmCounters};
 pub use cpu::{CpuFeatures, FlushInstruction, CACHE_LINE};
 pub use error::{PoolError, PoolResult};

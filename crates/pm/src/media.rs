@@ -73,6 +73,16 @@ pub struct MediaParams {
     pub write_bandwidth_mb_s: u64,
     /// Media read bandwidth per DIMM (MB/s).
     pub read_bandwidth_mb_s: u64,
+    /// Emulated NUMA nodes (sockets) the DIMMs are split over, `dimms /
+    /// nodes` each; 1 on this machine's kind.
+    pub nodes: u32,
+    /// Address stripe of the nodes: offsets `[k·stripe, (k+1)·stripe)`
+    /// belong to node `k mod nodes` (a power of two; the default is the
+    /// pool's default chunk size, so a chunk lies on one node).
+    pub node_stripe_bytes: u64,
+    /// Extra latency of a fence or read that touches another node's DIMMs
+    /// (one socket hop; an assumption, not a published Optane figure).
+    pub remote_latency_ns: u64,
 }
 
 /// Bytes of an XPLine, the medium's access unit.
@@ -97,6 +107,9 @@ impl MediaParams {
         read_latency_sequential_ns: 169,
         write_bandwidth_mb_s: 2300,
         read_bandwidth_mb_s: 6600,
+        nodes: 1,
+        node_stripe_bytes: 2 << 20,
+        remote_latency_ns: 150,
     };
 
     /// Nanoseconds of media time to write one XPLine.
@@ -142,6 +155,15 @@ impl MediaParams {
         }
         if self.write_bandwidth_mb_s == 0 || self.read_bandwidth_mb_s == 0 {
             return Err("bandwidths must be positive".to_string());
+        }
+        if self.nodes == 0 || !self.dimms.is_multiple_of(self.nodes) {
+            return Err(format!("{} NUMA nodes: at least 1, dividing the {} DIMMs", self.nodes, self.dimms));
+        }
+        if !self.node_stripe_bytes.is_power_of_two() || self.node_stripe_bytes < self.interleave_bytes {
+            return Err(format!(
+                "node stripe of {} bytes: a power of two of at least the interleave ({} bytes)",
+                self.node_stripe_bytes, self.interleave_bytes
+            ));
         }
         Ok(())
     }
@@ -263,11 +285,13 @@ pub struct ThreadStream {
     pub last_written_xpline: u64,
     /// XPLine of the thread's previous read (`u64::MAX`: none).
     pub last_read_xpline: u64,
+    /// The NUMA node the thread runs on.
+    pub node: u32,
 }
 
 impl Default for ThreadStream {
     fn default() -> Self {
-        Self { last_written_xpline: u64::MAX, last_read_xpline: u64::MAX }
+        Self { last_written_xpline: u64::MAX, last_read_xpline: u64::MAX, node: 0 }
     }
 }
 
@@ -307,8 +331,15 @@ impl Media {
         &self.params
     }
 
+    /// The NUMA node the byte at pool offset `offset` lives on.
+    pub fn node_of(&self, offset: u64) -> u32 {
+        ((offset / self.params.node_stripe_bytes) % u64::from(self.params.nodes)) as u32
+    }
+
     fn dimm_of(&self, xpline: u64) -> usize {
-        ((xpline * XPLINE / self.params.interleave_bytes) % self.params.dimms as u64) as usize
+        let offset = xpline * XPLINE;
+        let per_node = u64::from(self.params.dimms / self.params.nodes);
+        (u64::from(self.node_of(offset)) * per_node + (offset / self.params.interleave_bytes) % per_node) as usize
     }
 
     /// A fence at time `now_ns` after `lines` (in the order persisted):
@@ -323,6 +354,7 @@ impl Media {
         let mut work = [0u64; 64];
         let mut touched = 0u64;
         let mut rfo = false;
+        let mut remote = false;
         let mut index = 0;
         while index < lines.len() {
             // The lines of one XPLine persisted in a row form one access.
@@ -342,6 +374,7 @@ impl Media {
             let sequential =
                 xpline == stream.last_written_xpline || xpline == stream.last_written_xpline.wrapping_add(1);
             stream.last_written_xpline = xpline;
+            remote |= self.node_of(xpline * XPLINE) != stream.node;
             let dimm = self.dimm_of(xpline);
             let cost = self.dimms[dimm].lock().write(params, xpline, full, partial & !full, cached);
             if cost.eviction_ns > 0 {
@@ -370,7 +403,10 @@ impl Media {
             state.busy_until_ns = state.busy_until_ns.max(now_ns) + dimm_work;
             backlog_excess = backlog_excess.max((state.busy_until_ns - now_ns).saturating_sub(params.queue_ns()));
         }
-        charge.stall_ns = params.persist_latency_ns + if rfo { params.rfo_latency_ns } else { 0 } + backlog_excess;
+        charge.stall_ns = params.persist_latency_ns
+            + if rfo { params.rfo_latency_ns } else { 0 }
+            + if remote { params.remote_latency_ns } else { 0 }
+            + backlog_excess;
         charge
     }
 
@@ -383,6 +419,7 @@ impl Media {
         let mut charge = Charge::default();
         let (first, last) = (offset / XPLINE, (offset + len - 1) / XPLINE);
         let mut latency = 0;
+        let remote = (first..=last).any(|xpline| self.node_of(xpline * XPLINE) != stream.node);
         for xpline in first..=last {
             let sequential = xpline == stream.last_read_xpline.wrapping_add(1) || xpline == stream.last_read_xpline;
             stream.last_read_xpline = xpline;
@@ -413,7 +450,7 @@ impl Media {
             }
             .max(excess);
         }
-        charge.stall_ns = latency;
+        charge.stall_ns = latency + if remote { params.remote_latency_ns } else { 0 };
         charge
     }
 }
@@ -537,6 +574,29 @@ mod tests {
         // A partial line in an XPLine the buffer holds only other lines of.
         let other = media.fence(3000, &partial((2 << 20) + 128), &mut stream);
         assert_eq!((other.stall_ns, other.media_reads), (510, 1));
+    }
+
+    /// With emulated NUMA nodes, an access to another node's DIMMs pays the
+    /// remote latency once, and each node's DIMMs serve only its stripes.
+    #[test]
+    fn remote_nodes_cost_a_hop() {
+        let params = MediaParams { nodes: 2, ..MediaParams::OPTANE };
+        params.validate().unwrap();
+        assert!(MediaParams { nodes: 4, ..MediaParams::OPTANE }.validate().is_err(), "6 DIMMs over 4 nodes");
+        let media = Media::new(params);
+        let stripe = params.node_stripe_bytes;
+        assert_eq!((media.node_of(0), media.node_of(stripe), media.node_of(2 * stripe)), (0, 1, 0));
+        let per_node = (params.dimms / params.nodes) as usize;
+        for offset in [0, 4096, 8192, 12288] {
+            assert!(media.dimm_of(offset / XPLINE) < per_node, "node 0's offsets on node 0's DIMMs");
+            assert!(media.dimm_of((stripe + offset) / XPLINE) >= per_node);
+        }
+        let mut local = ThreadStream::default();
+        let mut remote = ThreadStream { node: 1, ..ThreadStream::default() };
+        assert_eq!(media.fence(0, &lines([64], true), &mut local).stall_ns, 171);
+        assert_eq!(media.fence(0, &lines([4096], true), &mut remote).stall_ns, 171 + 150);
+        assert_eq!(media.read(0, 1 << 20, 64, &mut local).stall_ns, 305);
+        assert_eq!(media.read(0, 3 << 20, 64, &mut local).stall_ns, 305 + 150, "offset 3 MiB is node 1's");
     }
 
     /// A read pays the random or sequential latency for its first XPLine
