@@ -101,6 +101,10 @@ pub struct ConfigJson {
     pub backend: String,
     /// Latency model ("none" unless emulated).
     pub latency_model: String,
+    /// What the latency model charges, with its parameters (empty unless
+    /// emulated).
+    #[serde(default)]
+    pub latency_model_description: String,
     /// Persistence domain (adr, eadr).
     pub persistence_domain: String,
     /// Whether fences also msync.
@@ -498,6 +502,12 @@ pub struct PmJson {
     pub stall_ns_per_txn: f64,
     /// msync calls.
     pub msyncs_per_txn: f64,
+    /// XPLines the media model wrote to the medium.
+    #[serde(default)]
+    pub media_xplines_written_per_txn: f64,
+    /// XPLines the media model read from the medium.
+    #[serde(default)]
+    pub media_xplines_read_per_txn: f64,
     /// Which threads the counters cover.
     pub scope: String,
 }
@@ -514,6 +524,8 @@ impl PmJson {
             nt_bytes_per_txn: per(counters.non_temporal_bytes),
             stall_ns_per_txn: per(counters.stall_ns),
             msyncs_per_txn: per(counters.msyncs),
+            media_xplines_written_per_txn: per(counters.media_xplines_written),
+            media_xplines_read_per_txn: per(counters.media_xplines_read),
             scope: scope.to_string(),
         }
     }
@@ -1179,6 +1191,7 @@ mod tests {
             warmup_s: 0.0,
             backend: "direct".into(),
             latency_model: "none".into(),
+            latency_model_description: String::new(),
             persistence_domain: "adr".into(),
             msync: false,
             epoch_ms: 40,

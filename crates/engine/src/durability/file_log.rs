@@ -289,8 +289,8 @@ impl SegmentStore for FileSegments {
                 Some((worker.parse::<u16>().ok()?, u64::from_str_radix(sequence, 16).ok()?))
             });
             match (log::parse_segment_header(&bytes), named) {
-                (Some(header), Some(named)) if header == named => {
-                    found.push(FoundSegment { worker: header.0, id: SegmentId(number), sequence: header.1 })
+                (Some((worker, sequence, format)), Some(named)) if (worker, sequence) == named => {
+                    found.push(FoundSegment { worker, id: SegmentId(number), sequence, format })
                 }
                 _ => broken.push(SegmentId(number)),
             }
@@ -311,7 +311,7 @@ impl SegmentStore for FileSegments {
         // slot: only the segment's bytes are records.
         let size = self.segment_size.min(bytes.len() as u64);
         log::scan_records(
-            segment.sequence,
+            segment,
             size,
             |position, out| match bytes.get(position as usize..position as usize + out.len()) {
                 Some(source) => {

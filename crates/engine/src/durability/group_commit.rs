@@ -240,15 +240,13 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
             if tail == 0 {
                 continue;
             }
-            // The 8 zero bytes after the tail terminate recovery's scan.
-            let end = tail + 8;
+            let end = tail;
             let segment_start = (tail - 1) / segment_size * segment_size;
             let start = if flushed >= segment_start && flushed <= tail { flushed } else { segment_start };
             // Nothing new since the last flush (or since a synchronous
-            // writer made its own record durable, terminator included):
-            // no flush, and for a file no fdatasync.
-            let unchanged = start == flushed && tail == flushed;
-            if end > start && !unchanged {
+            // writer made its own record durable) gives an empty range: no
+            // flush, and for a file no fdatasync.
+            if end > start {
                 ranges.push((start, end));
             }
             // Only advance `flushed` within the segment it points into: if
@@ -520,7 +518,7 @@ impl<B: PmBackend, S: SegmentStore> CommitLog for GroupCommitLog<B, S> {
             let tail = shared.tail.load(Ordering::Acquire);
             let flushed = shared.flushed.load(Ordering::Acquire);
             if tail > flushed {
-                self.store.sync(&[(flushed, tail + 8)], LogStoreMode::Cached).map_err(Into::into)?;
+                self.store.sync(&[(flushed, tail)], LogStoreMode::Cached).map_err(Into::into)?;
                 shared.flushed.store(tail, Ordering::Release);
             }
         }
