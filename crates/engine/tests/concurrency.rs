@@ -23,12 +23,14 @@ struct Setup {
     engine: EngineKind,
     htm: HtmConfig,
     cc: CcProtocol,
+    /// Where dbx-naive's log goes (memory log files for `Disk`).
+    medium: pmtx_engine::LogMedium,
 }
 
 impl Setup {
     /// `engine` with `sim` HTM injecting `per_million` aborts per region.
     fn sim(engine: EngineKind, per_million: u32) -> Self {
-        Setup { engine, htm: HtmConfig::sim(0xD8C5 ^ per_million as u64, per_million), cc: CcProtocol::Silo }
+        Setup { htm: HtmConfig::sim(0xD8C5 ^ per_million as u64, per_million), ..Setup::from(engine) }
     }
 
     /// `engine` running protocol `cc`.
@@ -57,13 +59,19 @@ impl Setup {
         let mut options = DbOptions::in_memory(self.engine, tables);
         options.htm = self.htm;
         options.cc = self.cc;
+        options.dbxn.medium = self.medium;
         options
+    }
+
+    /// `engine` with its synchronous log on (memory) files.
+    fn disk(engine: EngineKind) -> Self {
+        Setup { medium: pmtx_engine::LogMedium::Disk, ..Setup::from(engine) }
     }
 }
 
 impl From<EngineKind> for Setup {
     fn from(engine: EngineKind) -> Self {
-        Setup { engine, htm: HtmConfig::software(), cc: CcProtocol::Silo }
+        Setup { engine, htm: HtmConfig::software(), cc: CcProtocol::Silo, medium: pmtx_engine::LogMedium::Pm }
     }
 }
 
@@ -506,6 +514,14 @@ macro_rules! for_each_engine {
         }
         mod dbx_naive {
             $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::DbxNaive) })*
+        }
+        // The DBXN paper's disk rows: group commit and dbx-naive with their
+        // logs on files (the in-memory preset's memory log files).
+        mod dbx_disk {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::DbxDisk) })*
+        }
+        mod dbx_naive_disk {
+            $(#[test] fn $test() { super::$test(super::Setup::disk(pmtx_engine::EngineKind::DbxNaive)) })*
         }
         // SP^3 and its serializable baseline (nvm-ideal is not serializable).
         mod sp3 {

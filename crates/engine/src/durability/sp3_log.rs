@@ -54,6 +54,7 @@
 use crate::cc::silo::WriteSet;
 use crate::durability::group_commit::GroupCommitLog;
 use crate::durability::log::{LogLayout, LogWriter};
+use crate::durability::segments::PoolSegments;
 use crate::durability::{CommitLog, CommitStage, EnginePolicy};
 use crate::engine::{sp3_writer_of, CommitTicket, EngineKind, EngineStats, SP3_MAX_WORKERS, SP3_WORKER_BITS};
 use crate::epoch::Epochs;
@@ -80,7 +81,7 @@ const NEVER_DURABLE: CommitTicket = CommitTicket::Epoch(u64::MAX);
 /// A worker's log writer.
 pub(crate) struct Sp3Worker<B: PmBackend> {
     id: usize,
-    log: LogWriter<B>,
+    log: LogWriter<PoolSegments<B>>,
 }
 
 /// Test-only: runs in the committing thread after the install (and, for
@@ -178,8 +179,10 @@ impl<B: PmBackend, const MODE: u8> Sp3Log<B, MODE> {
         }
         let backend = self.inner.pool().backend();
         backend.crash_point("sp3: installed, log record not yet written");
-        let range = worker.log.append_prepared_with_dependencies(tid, writes, dependencies);
-        worker.log.make_durable(range);
+        // Stores into the pool cannot fail (the store's error type is
+        // uninhabited).
+        let Ok(range) = worker.log.append_prepared_with_dependencies(tid, writes, dependencies);
+        let Ok(()) = worker.log.make_durable(range);
         backend.crash_point("sp3: log record durable");
         self.inner.note_logged(worker.id, writes);
     }
