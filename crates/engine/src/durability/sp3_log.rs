@@ -165,6 +165,17 @@ impl<B: PmBackend, const MODE: u8> Sp3Log<B, MODE> {
 
     /// Publishes that worker `id`'s commit `tid` is durable with its
     /// dependencies.
+    /// The broken variant's committer is descheduled between its unlock
+    /// and its log (as one is now and then), so that the harness's bounded
+    /// run meets a reader that depends on it inside that window whatever
+    /// the machine's load: without the pause the window is microseconds,
+    /// and a loaded two-core run could miss the variant.
+    fn broken_window(&self) {
+        if self.faults.ack_before_dependencies() {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+
     fn publish(&self, id: usize, tid: u64) {
         debug_assert_eq!(sp3_writer_of(tid), id);
         debug_assert!(self.committed[id].load(Ordering::Relaxed) < tid, "a worker's TIDs grow");
@@ -227,6 +238,7 @@ impl<B: PmBackend, const MODE: u8> CommitLog for Sp3Log<B, MODE> {
     }
 
     fn append(&self, worker: &mut Sp3Worker<B>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
+        self.broken_window();
         self.persist(worker, tid, writes, &[]);
         self.publish(worker.id, tid);
         Ok(CommitTicket::Durable)
@@ -239,6 +251,7 @@ impl<B: PmBackend, const MODE: u8> CommitLog for Sp3Log<B, MODE> {
         writes: &WriteSet<Record>,
         dependencies: &[u64],
     ) -> DbResult<CommitTicket> {
+        self.broken_window();
         self.persist(worker, tid, writes, dependencies);
         // Step 5 (pending): acknowledge only once every predecessor is
         // durable; the deliberately broken variant skips the wait.
