@@ -61,11 +61,18 @@ pub enum EngineKind {
     /// PHyTM's 2PL baseline: its STM path alone (try-locks in encounter
     /// order), with the same log.
     TwoPl,
+    /// The Zen paper's "MMDB with NVM capacity" baseline (its WAL in PM):
+    /// tables and indexes in DRAM, one redo record per transaction written
+    /// with ordinary stores, `clwb` and one `sfence` before the commit is
+    /// acknowledged, checkpoints, recovery by checkpoint + log replay. The
+    /// same engine as `dbx-naive` with the DBXN log-write options off
+    /// (ARCHITECTURE.md §7).
+    Mmdb,
 }
 
 impl EngineKind {
     /// Every engine, for `--help` and tests.
-    pub const ALL: [EngineKind; 14] = [
+    pub const ALL: [EngineKind; 15] = [
         EngineKind::Silo,
         EngineKind::GroupCommit,
         EngineKind::Dbxn,
@@ -80,6 +87,7 @@ impl EngineKind {
         EngineKind::PhytmPaper,
         EngineKind::Phtm,
         EngineKind::TwoPl,
+        EngineKind::Mmdb,
     ];
 
     /// Parses an engine name.
@@ -104,6 +112,7 @@ impl EngineKind {
             EngineKind::PhytmPaper => "phytm-paper",
             EngineKind::Phtm => "phtm",
             EngineKind::TwoPl => "2pl",
+            EngineKind::Mmdb => "mmdb",
         }
     }
 

@@ -26,18 +26,22 @@ pub enum Fault {
     /// on a write a crash then loses (the committer also sleeps 200 µs in
     /// that window, as a descheduled one would).
     HybridUnlockBeforeLog,
+    /// mmdb: acknowledge before the log record's fence (the record is
+    /// written and `clwb`'d, never fenced before the acknowledgement).
+    MmdbAckBeforeFence,
 }
 
 #[cfg(feature = "fault-injection")]
 impl Fault {
     /// Every fault, for tests and `--help`.
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 7] = [
         Fault::DbxnAckBeforeFence,
         Fault::ZenSkipFirstFence,
         Fault::ZenLpOnFirstTuple,
         Fault::GroupCommitEpochBeforeLog,
         Fault::Sp3AckBeforeDependencies,
         Fault::HybridUnlockBeforeLog,
+        Fault::MmdbAckBeforeFence,
     ];
 
     /// Stable name.
@@ -49,6 +53,7 @@ impl Fault {
             Fault::GroupCommitEpochBeforeLog => "group-commit-epoch-before-log",
             Fault::Sp3AckBeforeDependencies => "sp3-ack-before-dependencies",
             Fault::HybridUnlockBeforeLog => "hybrid-unlock-before-log",
+            Fault::MmdbAckBeforeFence => "mmdb-ack-before-fence",
         }
     }
 
@@ -72,10 +77,10 @@ impl Faults {
         Faults { fault }
     }
 
-    /// dbxn: no fence before the acknowledgement.
+    /// dbxn, mmdb: no fence before the acknowledgement.
     #[inline(always)]
     pub(crate) fn ack_before_fence(&self) -> bool {
-        self.is(|f| matches!(f, FaultKind::DbxnAckBeforeFence))
+        self.is(|f| matches!(f, FaultKind::DbxnAckBeforeFence | FaultKind::MmdbAckBeforeFence))
     }
 
     /// zen: no fence between the tuples and the LP bit.
@@ -137,4 +142,5 @@ enum FaultKind {
     GroupCommitEpochBeforeLog,
     Sp3AckBeforeDependencies,
     HybridUnlockBeforeLog,
+    MmdbAckBeforeFence,
 }

@@ -120,6 +120,7 @@ per_engine! {
     dbx_naive: pmtx_engine::EngineKind::DbxNaive;
     sp3: pmtx_engine::EngineKind::Sp3;
     nvm_tx: pmtx_engine::EngineKind::NvmTx;
+    mmdb: pmtx_engine::EngineKind::Mmdb;
     zen: pmtx_engine::EngineKind::Zen;
     zen_naive_alloc: pmtx_engine::EngineKind::ZenNaiveAlloc;
 }

@@ -299,6 +299,9 @@ per_engine! {
     dbx_naive: EngineKind::DbxNaive;
     sp3: EngineKind::Sp3;
     nvm_tx: EngineKind::NvmTx;
+    mmdb: EngineKind::Mmdb;
+    // The Zen paper runs MMDB over Cicada.
+    cicada_mmdb: Case(EngineKind::Mmdb, CcProtocol::Cicada);
     zen: EngineKind::Zen;
     zen_naive_alloc: EngineKind::ZenNaiveAlloc;
     // Every other protocol on DRAM records, a durable DRAM engine and Zen.
