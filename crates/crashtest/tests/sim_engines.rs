@@ -132,10 +132,12 @@ fn honest_acknowledgement_passes() {
 /// The controls of the broken variants below: the same contended runs,
 /// honest, have no violation (sp3 waits for its dependencies and phytm
 /// holds its locks until its log is durable, with four threads as their
-/// cases; mmdb fences its record before acknowledging, with two).
+/// cases; mmdb fences its record before acknowledging, and wbl waits for
+/// its window's record and discards the dirty window, with two).
 #[test]
 fn contended_controls_pass_where_the_broken_variants_fail() {
-    for (engine, threads) in [(EngineKind::Sp3, 4), (EngineKind::Phytm, 4), (EngineKind::Mmdb, 2)] {
+    for (engine, threads) in [(EngineKind::Sp3, 4), (EngineKind::Phytm, 4), (EngineKind::Mmdb, 2), (EngineKind::Wbl, 2)]
+    {
         let mut config = config(engine, WorkloadKind::Smallbank, 300);
         config.scale.accounts = 8;
         config.recovery_check_every = 0;
@@ -159,6 +161,8 @@ fn every_broken_engine_is_caught() {
         (EngineKind::Sp3, Fault::Sp3AckBeforeDependencies),
         (EngineKind::Phytm, Fault::HybridUnlockBeforeLog),
         (EngineKind::Mmdb, Fault::MmdbAckBeforeFence),
+        (EngineKind::Wbl, Fault::WblAckBeforeWindow),
+        (EngineKind::Wbl, Fault::WblKeepDirtyWindow),
     ];
     let mut missed = Vec::new();
     for (engine, fault) in cases {

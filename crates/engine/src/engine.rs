@@ -68,11 +68,18 @@ pub enum EngineKind {
     /// same engine as `dbx-naive` with the DBXN log-write options off
     /// (ARCHITECTURE.md §7).
     Mmdb,
+    /// Write-behind logging (Arulraj et al., as the Zen paper runs it):
+    /// every version in a PM tuple heap (Zen's), persisted at commit, no
+    /// redo log of values; a record (c_p, c_d) per group-commit window;
+    /// a commit is acknowledged once a record with c_p at or above its
+    /// timestamp is durable, and recovery discards every version in
+    /// (c_p, c_d].
+    Wbl,
 }
 
 impl EngineKind {
     /// Every engine, for `--help` and tests.
-    pub const ALL: [EngineKind; 15] = [
+    pub const ALL: [EngineKind; 16] = [
         EngineKind::Silo,
         EngineKind::GroupCommit,
         EngineKind::Dbxn,
@@ -88,6 +95,7 @@ impl EngineKind {
         EngineKind::Phtm,
         EngineKind::TwoPl,
         EngineKind::Mmdb,
+        EngineKind::Wbl,
     ];
 
     /// Parses an engine name.
@@ -113,6 +121,7 @@ impl EngineKind {
             EngineKind::Phtm => "phtm",
             EngineKind::TwoPl => "2pl",
             EngineKind::Mmdb => "mmdb",
+            EngineKind::Wbl => "wbl",
         }
     }
 
@@ -131,6 +140,13 @@ impl EngineKind {
     /// transactions over the shared lock table.
     pub fn is_hybrid(self) -> bool {
         matches!(self, EngineKind::Phytm | EngineKind::PhytmPaper | EngineKind::Phtm | EngineKind::TwoPl)
+    }
+
+    /// The engines over Zen's PM tuple heap (`zen`, `zen-naive-alloc`,
+    /// `wbl`): their rows live in the heap and a DRAM Met-Cache, and they
+    /// take `DbOptions::zen`.
+    pub fn uses_tuple_heap(self) -> bool {
+        matches!(self, EngineKind::Zen | EngineKind::ZenNaiveAlloc | EngineKind::Wbl)
     }
 
     /// Why crash-consistency claims exclude the engine, if they do: a

@@ -29,12 +29,18 @@ pub enum Fault {
     /// mmdb: acknowledge before the log record's fence (the record is
     /// written and `clwb`'d, never fenced before the acknowledgement).
     MmdbAckBeforeFence,
+    /// wbl: acknowledge a commit when its versions are durable, before a
+    /// group-commit record covers its timestamp.
+    WblAckBeforeWindow,
+    /// wbl: recovery keeps the versions in (c_p, c_d] instead of
+    /// discarding them (it takes c_d for c_p).
+    WblKeepDirtyWindow,
 }
 
 #[cfg(feature = "fault-injection")]
 impl Fault {
     /// Every fault, for tests and `--help`.
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 9] = [
         Fault::DbxnAckBeforeFence,
         Fault::ZenSkipFirstFence,
         Fault::ZenLpOnFirstTuple,
@@ -42,6 +48,8 @@ impl Fault {
         Fault::Sp3AckBeforeDependencies,
         Fault::HybridUnlockBeforeLog,
         Fault::MmdbAckBeforeFence,
+        Fault::WblAckBeforeWindow,
+        Fault::WblKeepDirtyWindow,
     ];
 
     /// Stable name.
@@ -54,6 +62,8 @@ impl Fault {
             Fault::Sp3AckBeforeDependencies => "sp3-ack-before-dependencies",
             Fault::HybridUnlockBeforeLog => "hybrid-unlock-before-log",
             Fault::MmdbAckBeforeFence => "mmdb-ack-before-fence",
+            Fault::WblAckBeforeWindow => "wbl-ack-before-window",
+            Fault::WblKeepDirtyWindow => "wbl-keep-dirty-window",
         }
     }
 
@@ -113,6 +123,18 @@ impl Faults {
         self.is(|f| matches!(f, FaultKind::HybridUnlockBeforeLog))
     }
 
+    /// wbl: acknowledge before the window's record.
+    #[inline(always)]
+    pub(crate) fn ack_before_window(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::WblAckBeforeWindow))
+    }
+
+    /// wbl: recovery keeps the dirty window.
+    #[inline(always)]
+    pub(crate) fn keep_dirty_window(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::WblKeepDirtyWindow))
+    }
+
     #[inline(always)]
     fn is(&self, test: impl Fn(FaultKind) -> bool) -> bool {
         #[cfg(feature = "fault-injection")]
@@ -143,4 +165,6 @@ enum FaultKind {
     Sp3AckBeforeDependencies,
     HybridUnlockBeforeLog,
     MmdbAckBeforeFence,
+    WblAckBeforeWindow,
+    WblKeepDirtyWindow,
 }
