@@ -52,6 +52,8 @@ pub struct DbOptions {
     /// (`pmtx_pm::Pool::start_prefault`; pool files only). 0 disables it.
     pub prefault_chunks: u64,
     /// Epoch length (group commit and TID epochs); 40 ms as in Silo/DBX.
+    /// `wbl` ignores it: its epochs are its group-commit windows
+    /// (`DbOptions::wbl`).
     pub epoch_interval: Duration,
     /// Periodic checkpoint interval; `None` disables periodic checkpoints.
     pub checkpoint_interval: Option<Duration>,
