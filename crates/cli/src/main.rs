@@ -12,10 +12,12 @@
 mod bench;
 mod crashtest;
 mod error;
+mod media_cmd;
 mod plot;
 mod pm_args;
 mod pool_cmd;
 mod progress;
+mod reproduce;
 mod smoke;
 mod soak;
 mod timing;
@@ -48,6 +50,10 @@ enum Command {
     Crashtest(Box<crashtest::CrashtestArgs>),
     /// Run one engine on a workload (default: a queue) for minutes and report per interval whether memory and scan latency stay flat.
     Soak(Box<soak::SoakArgs>),
+    /// The emulated backend's media model: its figures beside the published Optane measurements, and its curves.
+    Media(media_cmd::MediaArgs),
+    /// Reproduce a figure of one of the papers, scaled to this machine: runs, the paper's claims beside ours, verdicts.
+    Reproduce(reproduce::ReproduceArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +65,8 @@ fn main() -> ExitCode {
         Command::Plot(args) => plot::run(args),
         Command::Crashtest(args) => crashtest::run(*args),
         Command::Soak(args) => soak::run(*args),
+        Command::Media(args) => media_cmd::run(args),
+        Command::Reproduce(args) => reproduce::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -20,8 +20,12 @@ pub enum PmKind {
 pub enum ModelArg {
     /// No injected latency.
     Dram,
-    /// Optane DC PMem: ~170 ns per sequential line, ~510 ns per random line.
+    /// Optane DC PMem as a medium: XPLines, write-combining buffers,
+    /// interleaved DIMMs sharing their bandwidth (ARCHITECTURE.md §4).
     Optane,
+    /// The first model: 170 ns per sequential and 510 ns per random
+    /// persisted line, charged at the fence with no overlap.
+    Simple,
     /// The SP^3 paper's emulation: 500 ns per flushed line.
     #[value(name = "sp3-500ns")]
     Sp3500ns,
@@ -38,6 +42,57 @@ pub enum FlushArg {
     Clflush,
 }
 
+/// The media model's DIMM layout (`--pm-model optane`).
+#[derive(Args, Clone, Copy, Debug, Default)]
+pub struct MediaArgs {
+    /// Interleaved PM DIMMs of the `optane` media model [default: 6].
+    #[arg(long = "pm-dimms", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub dimms: Option<u32>,
+    /// Interleave stripe of the `optane` media model, a power of two of at
+    /// least 256 bytes, e.g. 4KiB [default: 4KiB].
+    #[arg(long = "pm-interleave", value_parser = crate::units::parse_size)]
+    pub interleave: Option<u64>,
+    /// Emulated NUMA nodes of the `optane` media model, the DIMMs split
+    /// evenly over them; an access to another node's memory pays
+    /// --pm-remote-ns more [default: 1].
+    #[arg(long = "pm-numa-nodes", value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub numa_nodes: Option<u32>,
+    /// Extra latency of a remote NUMA access in the `optane` media model,
+    /// in ns (an assumption: one socket hop) [default: 150].
+    #[arg(long = "pm-remote-ns", value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub remote_ns: Option<u64>,
+}
+
+/// The latency model chosen by `--pm`, `--pm-model` and the media flags.
+pub fn latency_model(emulated: bool, model: Option<ModelArg>, media: MediaArgs) -> Result<LatencyModel, CliError> {
+    let latency = match (emulated, model) {
+        (false, Some(_)) => return Err(CliError::usage("--pm-model applies only to --pm emulated")),
+        (_, Some(ModelArg::Dram)) => LatencyModel::DRAM,
+        (_, Some(ModelArg::Optane)) | (_, None) => LatencyModel::OPTANE,
+        (_, Some(ModelArg::Simple)) => LatencyModel::SIMPLE,
+        (_, Some(ModelArg::Sp3500ns)) => LatencyModel::SP3_500NS,
+    };
+    if media.dimms.is_none() && media.interleave.is_none() && media.numa_nodes.is_none() && media.remote_ns.is_none() {
+        return Ok(latency);
+    }
+    if !emulated || latency.media.is_none() {
+        return Err(CliError::usage(
+            "--pm-dimms, --pm-interleave, --pm-numa-nodes and --pm-remote-ns apply only to --pm emulated --pm-model \
+             optane",
+        ));
+    }
+    let defaults = pmtx_pm::media::MediaParams::OPTANE;
+    latency
+        .with_dimms(media.dimms.unwrap_or(defaults.dimms), media.interleave.unwrap_or(defaults.interleave_bytes))
+        .and_then(|latency| {
+            latency.with_numa(
+                media.numa_nodes.unwrap_or(defaults.nodes),
+                media.remote_ns.unwrap_or(defaults.remote_latency_ns),
+            )
+        })
+        .map_err(|error| CliError::usage(error.to_string()))
+}
+
 /// The backend flags.
 #[derive(Args, Clone, Debug)]
 pub struct PmArgs {
@@ -47,6 +102,8 @@ pub struct PmArgs {
     /// Latency model of the emulated backend [default: optane; only with --pm emulated].
     #[arg(long = "pm-model", value_enum)]
     pub pm_model: Option<ModelArg>,
+    #[command(flatten)]
+    pub media: MediaArgs,
     /// Also msync the flushed ranges at every fence (power-failure durability
     /// on a non-DAX file; one synchronous write per fence).
     #[arg(long)]
@@ -64,14 +121,7 @@ pub struct PmArgs {
 impl PmArgs {
     /// Validates the combination and builds the pool options.
     pub fn options(&self) -> Result<PmOptions, CliError> {
-        let latency = match (self.pm, self.pm_model) {
-            (PmKind::Direct, Some(_)) => {
-                return Err(CliError::usage("--pm-model applies only to --pm emulated"));
-            }
-            (_, Some(ModelArg::Dram)) => LatencyModel::DRAM,
-            (_, Some(ModelArg::Optane)) | (_, None) => LatencyModel::OPTANE,
-            (_, Some(ModelArg::Sp3500ns)) => LatencyModel::SP3_500NS,
-        };
+        let latency = latency_model(self.pm == PmKind::Emulated, self.pm_model, self.media)?;
         let flush_instruction = match self.flush {
             None => None,
             Some(flush) => {

@@ -132,10 +132,25 @@ struct Report {
 #[derive(Serialize)]
 struct LatencyJson {
     name: &'static str,
+    description: String,
+    media: Option<MediaJson>,
     sequential_line_ns: u64,
     random_line_ns: u64,
     fence_ns: u64,
     read_line_ns: u64,
+}
+
+#[derive(Serialize)]
+struct MediaJson {
+    dimms: u32,
+    interleave_bytes: u64,
+    xpbuffer_bytes: u64,
+    persist_latency_ns: u64,
+    rfo_latency_ns: u64,
+    read_latency_random_ns: u64,
+    read_latency_sequential_ns: u64,
+    write_bandwidth_mb_s: u64,
+    read_bandwidth_mb_s: u64,
 }
 
 /// Runs `pmtx smoke`.
@@ -193,10 +208,7 @@ fn run_on<B: PmBackend>(args: &SmokeArgs, options: &PmOptions) -> Result<(), Cli
             if b.msync { "every fence" } else { "off" }
         );
         if let Some(model) = b.latency {
-            println!(
-                "latency model: {} ({} ns per sequential line, {} ns per random line, {} ns per fence, {} ns per read line)",
-                model.name, model.sequential_line_ns, model.random_line_ns, model.fence_ns, model.read_line_ns
-            );
+            println!("latency model: {}", model.describe());
         }
         println!("durability: {}", b.durability());
     }
@@ -289,6 +301,18 @@ fn run_on<B: PmBackend>(args: &SmokeArgs, options: &PmOptions) -> Result<(), Cli
         backend: BackendJson::new(&info.backend),
         latency_model: info.backend.latency.map(|m| LatencyJson {
             name: m.name,
+            description: m.describe(),
+            media: m.media.map(|media| MediaJson {
+                dimms: media.dimms,
+                interleave_bytes: media.interleave_bytes,
+                xpbuffer_bytes: media.xpbuffer_bytes,
+                persist_latency_ns: media.persist_latency_ns,
+                rfo_latency_ns: media.rfo_latency_ns,
+                read_latency_random_ns: media.read_latency_random_ns,
+                read_latency_sequential_ns: media.read_latency_sequential_ns,
+                write_bandwidth_mb_s: media.write_bandwidth_mb_s,
+                read_bandwidth_mb_s: media.read_bandwidth_mb_s,
+            }),
             sequential_line_ns: m.sequential_line_ns,
             random_line_ns: m.random_line_ns,
             fence_ns: m.fence_ns,

@@ -61,6 +61,11 @@ pub enum EngineKind {
     /// PHyTM's 2PL baseline: its STM path alone (try-locks in encounter
     /// order), with the same log.
     TwoPl,
+    /// DBX-Disk (DBXN §2.2, Fig. 3 and 9): `group-commit` with its redo log
+    /// on an ordinary file system, made durable with one `fdatasync` per
+    /// file and epoch before the durable epoch is published
+    /// ([`crate::DbOptions::log_directory`]; checkpoints stay in the pool).
+    DbxDisk,
     /// The Zen paper's "MMDB with NVM capacity" baseline (its WAL in PM):
     /// tables and indexes in DRAM, one redo record per transaction written
     /// with ordinary stores, `clwb` and one `sfence` before the commit is
@@ -79,7 +84,7 @@ pub enum EngineKind {
 
 impl EngineKind {
     /// Every engine, for `--help` and tests.
-    pub const ALL: [EngineKind; 16] = [
+    pub const ALL: [EngineKind; 17] = [
         EngineKind::Silo,
         EngineKind::GroupCommit,
         EngineKind::Dbxn,
@@ -94,6 +99,7 @@ impl EngineKind {
         EngineKind::PhytmPaper,
         EngineKind::Phtm,
         EngineKind::TwoPl,
+        EngineKind::DbxDisk,
         EngineKind::Mmdb,
         EngineKind::Wbl,
     ];
@@ -120,6 +126,7 @@ impl EngineKind {
             EngineKind::PhytmPaper => "phytm-paper",
             EngineKind::Phtm => "phtm",
             EngineKind::TwoPl => "2pl",
+            EngineKind::DbxDisk => "dbx-disk",
             EngineKind::Mmdb => "mmdb",
             EngineKind::Wbl => "wbl",
         }

@@ -23,12 +23,14 @@ struct Setup {
     engine: EngineKind,
     htm: HtmConfig,
     cc: CcProtocol,
+    /// Where dbx-naive's log goes (memory log files for `Disk`).
+    medium: pmtx_engine::LogMedium,
 }
 
 impl Setup {
     /// `engine` with `sim` HTM injecting `per_million` aborts per region.
     fn sim(engine: EngineKind, per_million: u32) -> Self {
-        Setup { engine, htm: HtmConfig::sim(0xD8C5 ^ per_million as u64, per_million), cc: CcProtocol::Silo }
+        Setup { htm: HtmConfig::sim(0xD8C5 ^ per_million as u64, per_million), ..Setup::from(engine) }
     }
 
     /// `engine` running protocol `cc`.
@@ -57,13 +59,19 @@ impl Setup {
         let mut options = DbOptions::in_memory(self.engine, tables);
         options.htm = self.htm;
         options.cc = self.cc;
+        options.dbxn.medium = self.medium;
         options
+    }
+
+    /// `engine` with its synchronous log on (memory) files.
+    fn disk(engine: EngineKind) -> Self {
+        Setup { medium: pmtx_engine::LogMedium::Disk, ..Setup::from(engine) }
     }
 }
 
 impl From<EngineKind> for Setup {
     fn from(engine: EngineKind) -> Self {
-        Setup { engine, htm: HtmConfig::software(), cc: CcProtocol::Silo }
+        Setup { engine, htm: HtmConfig::software(), cc: CcProtocol::Silo, medium: pmtx_engine::LogMedium::Pm }
     }
 }
 
@@ -100,10 +108,12 @@ fn transfers_and_audits(engine: impl Into<Setup>) {
     let stop = Arc::new(AtomicBool::new(false));
     let audits = Arc::new(AtomicU64::new(0));
     let transfers = Arc::new(AtomicU64::new(0));
+    let gave_up = Arc::new(AtomicU64::new(0));
     let barrier = Arc::new(Barrier::new(4));
     let mut handles = Vec::new();
     for id in 0..3usize {
-        let (db, transfers, audits, barrier) = (db.clone(), transfers.clone(), audits.clone(), barrier.clone());
+        let (db, transfers, audits, gave_up, barrier) =
+            (db.clone(), transfers.clone(), audits.clone(), gave_up.clone(), barrier.clone());
         handles.push(std::thread::spawn(move || {
             let mut worker = db.worker(id).unwrap();
             let mut state = 0x9E3779B97F4A7C15u64 ^ id as u64;
@@ -122,40 +132,53 @@ fn transfers_and_audits(engine: impl Into<Setup>) {
                 let from = state % ACCOUNTS;
                 let to = (state >> 20) % ACCOUNTS;
                 let amount = (state >> 40) % 50;
-                let outcome = worker
-                    .run(|tx| {
-                        let a = balance(&tx.get(accounts, &key(from))?.unwrap());
-                        if a < amount || from == to {
-                            return Err(tx.rollback());
-                        }
-                        let b = balance(&tx.get(accounts, &key(to))?.unwrap());
-                        tx.put(accounts, &key(from), &(a - amount).to_le_bytes())?;
-                        tx.put(accounts, &key(to), &(b + amount).to_le_bytes())?;
-                        Ok(())
-                    })
-                    .unwrap();
-                if matches!(outcome.outcome, Outcome::Committed(())) {
-                    transfers.fetch_add(1, Ordering::Relaxed);
+                let outcome = worker.run(|tx| {
+                    let a = balance(&tx.get(accounts, &key(from))?.unwrap());
+                    if a < amount || from == to {
+                        return Err(tx.rollback());
+                    }
+                    let b = balance(&tx.get(accounts, &key(to))?.unwrap());
+                    tx.put(accounts, &key(from), &(a - amount).to_le_bytes())?;
+                    tx.put(accounts, &key(to), &(b + amount).to_le_bytes())?;
+                    Ok(())
+                });
+                match outcome {
+                    Ok(outcome) if matches!(outcome.outcome, Outcome::Committed(())) => {
+                        transfers.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(_) => {}
+                    // A worker gives a transaction up after its attempt
+                    // budget; on two loaded cores that happens when the
+                    // holder it keeps meeting is descheduled for a while.
+                    // Counted, and bounded below.
+                    Err(DbError::TooManyAborts { .. }) => {
+                        gave_up.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(error) => panic!("transfer failed: {error}"),
                 }
             }
         }));
     }
     {
-        let (db, stop, audits, barrier) = (db.clone(), stop.clone(), audits.clone(), barrier.clone());
+        let (db, stop, audits, gave_up, barrier) =
+            (db.clone(), stop.clone(), audits.clone(), gave_up.clone(), barrier.clone());
         handles.push(std::thread::spawn(move || {
             let mut worker = db.worker(3).unwrap();
             barrier.wait();
             while !stop.load(Ordering::Relaxed) {
-                let total = worker
-                    .run_read_only(|tx| {
-                        let rows =
-                            tx.scan(accounts, (Bound::Unbounded, Bound::Unbounded), ScanDirection::Forward, 1000)?;
-                        assert_eq!(rows.len() as u64, ACCOUNTS);
-                        Ok(rows.iter().map(|(_, v)| balance(v)).sum::<u64>())
-                    })
-                    .unwrap()
-                    .committed()
-                    .unwrap();
+                let audit = worker.run_read_only(|tx| {
+                    let rows = tx.scan(accounts, (Bound::Unbounded, Bound::Unbounded), ScanDirection::Forward, 1000)?;
+                    assert_eq!(rows.len() as u64, ACCOUNTS);
+                    Ok(rows.iter().map(|(_, v)| balance(v)).sum::<u64>())
+                });
+                let total = match audit {
+                    Ok(finished) => finished.committed().unwrap(),
+                    Err(DbError::TooManyAborts { .. }) => {
+                        gave_up.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    Err(error) => panic!("audit failed: {error}"),
+                };
                 assert_eq!(total, ACCOUNTS * INITIAL, "an audit saw a non-serializable state");
                 audits.fetch_add(1, Ordering::Relaxed);
             }
@@ -167,7 +190,9 @@ fn transfers_and_audits(engine: impl Into<Setup>) {
     }
     stop.store(true, Ordering::Relaxed);
     auditor.join().unwrap();
-    assert!(transfers.load(Ordering::Relaxed) > 100, "too few transfers committed");
+    let (transfers, gave_up) = (transfers.load(Ordering::Relaxed), gave_up.load(Ordering::Relaxed));
+    assert!(transfers > 100, "too few transfers committed");
+    assert!(gave_up * 20 < transfers, "{gave_up} transactions gave up against {transfers} transfers committed");
     assert!(audits.load(Ordering::Relaxed) > 0, "no audit completed");
     let mut worker = db.worker(0).unwrap();
     let total = worker
@@ -489,6 +514,14 @@ macro_rules! for_each_engine {
         }
         mod dbx_naive {
             $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::DbxNaive) })*
+        }
+        // The DBXN paper's disk rows: group commit and dbx-naive with their
+        // logs on files (the in-memory preset's memory log files).
+        mod dbx_disk {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::DbxDisk) })*
+        }
+        mod dbx_naive_disk {
+            $(#[test] fn $test() { super::$test(super::Setup::disk(pmtx_engine::EngineKind::DbxNaive)) })*
         }
         // SP^3 and its serializable baseline (nvm-ideal is not serializable).
         mod sp3 {

@@ -374,14 +374,15 @@ fn group_commit_lives_after_a_crash_never_resurrect_lost_commits() {
 // Recovery frees every old log segment, and chunks are reused without being
 // zeroed. Records of a crashed life that lie *after* a torn record are never
 // seen by recovery, so their epoch can be as high as the first epoch of the
-// next life. If a later segment in the same chunk has the same sequence number
-// (the record CRC covers the segment sequence), a scan that runs past a
-// non-durable record whose terminator was lost reads the stale record as a
-// valid one of an epoch that is now durable, and replays a transaction that
-// was never acknowledged. The crash images below are crafted so that exactly
-// this happens: life 1 leaves a torn record R2 followed by a complete R3;
-// life 2's first segment lands in R3's chunk and its last record ends where
-// R3 begins.
+// next life. If a later segment in the same chunk validated the stale record
+// (the record CRC covers the segment's sequence and worker), a scan that runs
+// past the last record written reads it as a valid one of an epoch that is
+// now durable, and replays a transaction that was never acknowledged. The
+// crash images below are crafted so that exactly this would happen: life 1
+// leaves a torn record R2 followed by a complete R3; life 2's first segment
+// (another worker's) lands in R3's chunk and its last record, not durable,
+// ends where R3 begins. Every life takes new sequence numbers, so R3 never
+// validates there.
 
 const STALE_EPOCH: Duration = Duration::from_millis(200);
 
@@ -402,19 +403,23 @@ fn read_key(db: &Database, key: &[u8]) -> Option<u64> {
     (!snapshot.is_absent()).then(|| u64::from_le_bytes(value.as_slice().try_into().unwrap()))
 }
 
-/// Record start offsets of the log segment in `chunk` (as found in `bytes`).
-fn record_offsets(bytes: &[u8], chunk_offset: u64) -> Vec<u64> {
+/// Start offsets of the first `count` records of the log segment in
+/// `chunk` (as found in `bytes`), fewer if a zero length comes first.
+/// (Records carry no terminator: in a reused chunk, the bytes after the
+/// last one are the chunk's older records.)
+fn record_offsets(bytes: &[u8], chunk_offset: u64, count: u64) -> Vec<u64> {
     let mut offsets = Vec::new();
     let mut position = chunk_offset + 64;
-    loop {
+    while (offsets.len() as u64) < count {
         let at = position as usize;
         let length = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as u64;
         if length == 0 {
-            return offsets;
+            break;
         }
         offsets.push(position);
         position += length;
     }
+    offsets
 }
 
 /// The first log segment's chunk.
@@ -472,7 +477,7 @@ fn stale_life_one(seed: u64, n: u64) -> Option<(Vec<u8>, u64)> {
     }
     let segment = log_segment(&pool);
     assert_eq!(segment, pmtx_pm::ChunkId(1), "the scenario needs the log in chunk 1");
-    let offsets = record_offsets(&pool.backend().live_image(), pool.chunk_offset(segment));
+    let offsets = record_offsets(&pool.backend().live_image(), pool.chunk_offset(segment), n + 2);
     assert_eq!(offsets.len() as u64, n + 2);
     let (r2, r3) = (offsets[n as usize], offsets[n as usize + 1]);
     // R2's first line is lost (its header with it); everything else,
@@ -490,7 +495,7 @@ fn stale_life_one(seed: u64, n: u64) -> Option<(Vec<u8>, u64)> {
 }
 
 /// Life 2 from `image`: worker 1 fills its first segment up to R3's offset,
-/// the last record non-durable with its terminator lost. `None` if the
+/// the last record non-durable (its tail lost). `None` if the
 /// ticker interfered.
 fn stale_life_two(seed: u64, image: &[u8], n: u64, r3_in_chunk: u64) -> Option<Vec<u8>> {
     let pm = PmOptions { sim_seed: seed, ..PmOptions::default() };
@@ -513,7 +518,7 @@ fn stale_life_two(seed: u64, image: &[u8], n: u64, r3_in_chunk: u64) -> Option<V
     if db.stats().durable_epoch != durable {
         return None;
     }
-    let offsets = record_offsets(&pool.backend().live_image(), pool.chunk_offset(segment));
+    let offsets = record_offsets(&pool.backend().live_image(), pool.chunk_offset(segment), n + 1);
     assert_eq!(offsets.len() as u64, n + 1);
     let end = pool.chunk_offset(segment) + r3_in_chunk;
     assert_eq!(offsets[n as usize] + 56, end, "records must line up with life 1's");

@@ -8,8 +8,9 @@
 //! * `non_temporal/<size>`: non-temporal copy of 64 B, 256 B, 4 KiB + fence,
 //!   and 8 x 64 B non-temporal lines under one fence;
 //! * `fence_alone`: one fence with nothing pending;
-//! * `emulated_optane/<pattern>`: one line persisted on the emulated backend
-//!   with the Optane model, at consecutive lines versus random lines.
+//! * `emulated_optane/<pattern>`, `emulated_simple/<pattern>`: one line
+//!   persisted on the emulated backend with the `optane` media model and
+//!   with the per-line `simple` model, at consecutive versus random lines.
 //!
 //! Pools live in anonymous memory (the costs are those of DRAM behind the
 //! cache; there is no persistent memory here). Each benchmark measures for
@@ -145,10 +146,19 @@ fn fence_alone(c: &mut Criterion) {
 }
 
 fn emulated_optane(c: &mut Criterion) {
-    let mut group = c.benchmark_group("emulated_optane");
+    emulated(c, "emulated_optane", LatencyModel::OPTANE);
+}
+
+fn emulated_simple(c: &mut Criterion) {
+    emulated(c, "emulated_simple", LatencyModel::SIMPLE);
+}
+
+/// One persisted line, sequential and random, under `model`.
+fn emulated(c: &mut Criterion, name: &str, model: LatencyModel) {
+    let mut group = c.benchmark_group(name);
     configure(&mut group);
     group.throughput(Throughput::Elements(1));
-    let options = PmOptions { latency: LatencyModel::OPTANE, ..PmOptions::default() };
+    let options = PmOptions { latency: model, ..PmOptions::default() };
     let (pool, base) = pool::<Emulated>(&options);
     let backend = pool.backend();
     let data = [0x77u8; LINE as usize];
@@ -177,5 +187,13 @@ fn emulated_optane(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, persist_single_line, batched_lines, non_temporal, fence_alone, emulated_optane);
+criterion_group!(
+    benches,
+    persist_single_line,
+    batched_lines,
+    non_temporal,
+    fence_alone,
+    emulated_optane,
+    emulated_simple
+);
 criterion_main!(benches);

@@ -15,6 +15,8 @@ use crate::counters::{bump, note_persisted_line, COUNTERS};
 use crate::cpu::{self, FlushInstruction, TscCalibration, CACHE_LINE};
 use crate::error::{PoolError, PoolResult};
 use crate::mapping::{Mapping, MappingKind};
+use crate::media::{Media, MediaParams, PendingLine, ThreadStream};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Which backend a pool runs on.
@@ -72,11 +74,20 @@ impl std::fmt::Display for PersistenceDomain {
     }
 }
 
-/// The latency model of the `emulated` backend, charged at fence time.
+/// The latency model of the `emulated` backend, charged at fence time (and
+/// at `read` calls).
+///
+/// Two kinds: per-line costs (`simple`, `sp3-500ns`: each persisted line
+/// costs a fixed time at the next fence, as the papers' emulations did), and
+/// the media model of [`crate::media`] (`optane`: XPLines, write-combining
+/// buffers, interleaved DIMMs whose bandwidth the threads share), whose
+/// per-line costs are zero.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LatencyModel {
     /// Preset name, for reports.
     pub name: &'static str,
+    /// The media model, for `optane`; `None` for the per-line models.
+    pub media: Option<MediaParams>,
     /// Cost of a persisted 64 B line continuing a sequential stream (same or
     /// next 256 B block as the previous persisted line).
     pub sequential_line_ns: u64,
@@ -90,25 +101,113 @@ pub struct LatencyModel {
 
 impl LatencyModel {
     /// DRAM: no injected cost.
-    pub const DRAM: LatencyModel =
-        LatencyModel { name: "dram", sequential_line_ns: 0, random_line_ns: 0, fence_ns: 0, read_line_ns: 0 };
-    /// Optane DC PMem (first generation), from FAST'20 "An Empirical Guide to
-    /// the Behavior and Use of Scalable Persistent Memory" and DBXN Table 2:
-    /// ~170 ns per sequential persistent 64 B write, ~510 ns per random one,
-    /// 256 B internal write unit, ~300 ns read miss.
-    pub const OPTANE: LatencyModel =
-        LatencyModel { name: "optane", sequential_line_ns: 170, random_line_ns: 510, fence_ns: 0, read_line_ns: 300 };
+    pub const DRAM: LatencyModel = LatencyModel {
+        name: "dram",
+        media: None,
+        sequential_line_ns: 0,
+        random_line_ns: 0,
+        fence_ns: 0,
+        read_line_ns: 0,
+    };
+    /// Optane DC PMem (first generation) as a medium: the model of
+    /// [`crate::media`] with [`MediaParams::OPTANE`] (six interleaved DIMMs;
+    /// FAST'20 "An Empirical Guide to the Behavior and Use of Scalable
+    /// Persistent Memory", Izraelevitz et al. 2019, DBXN Table 2).
+    pub const OPTANE: LatencyModel = LatencyModel {
+        name: "optane",
+        media: Some(MediaParams::OPTANE),
+        sequential_line_ns: 0,
+        random_line_ns: 0,
+        fence_ns: 0,
+        read_line_ns: 0,
+    };
+    /// The first model (the default before the media model): every
+    /// persisted 64 B line costs 170 ns at the next fence when it continues
+    /// a sequential stream and 510 ns when it starts one (DBXN Table 2's
+    /// lone durable writes, charged per line with no overlap), a `read`
+    /// 300 ns per line.
+    pub const SIMPLE: LatencyModel = LatencyModel {
+        name: "simple",
+        media: None,
+        sequential_line_ns: 170,
+        random_line_ns: 510,
+        fence_ns: 0,
+        read_line_ns: 300,
+    };
 
     /// The SP^3 paper's emulation (sp3.txt §IV-A): a fixed 500 ns of extra
     /// write latency after each flushed line, sequential or not, and no
     /// read cost.
-    pub const SP3_500NS: LatencyModel =
-        LatencyModel { name: "sp3-500ns", sequential_line_ns: 500, random_line_ns: 500, fence_ns: 0, read_line_ns: 0 };
+    pub const SP3_500NS: LatencyModel = LatencyModel {
+        name: "sp3-500ns",
+        media: None,
+        sequential_line_ns: 500,
+        random_line_ns: 500,
+        fence_ns: 0,
+        read_line_ns: 0,
+    };
 
     /// Every preset.
-    pub const PRESETS: [LatencyModel; 3] = [Self::DRAM, Self::OPTANE, Self::SP3_500NS];
+    pub const PRESETS: [LatencyModel; 4] = [Self::DRAM, Self::OPTANE, Self::SIMPLE, Self::SP3_500NS];
 
-    /// Looks a preset up by name (`dram`, `optane`, `sp3-500ns`).
+    /// The same model over `dimms` DIMMs interleaved every
+    /// `interleave_bytes` (media models only; the per-line models have no
+    /// DIMMs and are returned unchanged).
+    pub fn with_dimms(self, dimms: u32, interleave_bytes: u64) -> PoolResult<Self> {
+        self.with_media(|media| {
+            media.dimms = dimms;
+            media.interleave_bytes = interleave_bytes;
+        })
+    }
+
+    /// The same model with its DIMMs split over `nodes` emulated NUMA nodes,
+    /// a remote access costing `remote_latency_ns` more (media models only).
+    pub fn with_numa(self, nodes: u32, remote_latency_ns: u64) -> PoolResult<Self> {
+        self.with_media(|media| {
+            media.nodes = nodes;
+            media.remote_latency_ns = remote_latency_ns;
+        })
+    }
+
+    fn with_media(mut self, change: impl FnOnce(&mut MediaParams)) -> PoolResult<Self> {
+        if let Some(media) = &mut self.media {
+            change(media);
+            media.validate().map_err(|reason| PoolError::InvalidOption(format!("media model: {reason}")))?;
+        }
+        Ok(self)
+    }
+
+    /// One line on what the model charges, for reports.
+    pub fn describe(&self) -> String {
+        match &self.media {
+            Some(media) => {
+                format!(
+                "{}: media model, {} DIMMs interleaved every {} B, {} KiB write-combining buffer each; persist {} ns \
+                 (+{} ns read for ownership), read {}/{} ns random/sequential, {}/{} MB/s write/read per DIMM",
+                self.name,
+                media.dimms,
+                media.interleave_bytes,
+                media.xpbuffer_bytes >> 10,
+                media.persist_latency_ns,
+                media.rfo_latency_ns,
+                media.read_latency_random_ns,
+                media.read_latency_sequential_ns,
+                media.write_bandwidth_mb_s,
+                media.read_bandwidth_mb_s
+            ) + &if media.nodes > 1 {
+                    format!("; {} NUMA nodes, remote access +{} ns", media.nodes, media.remote_latency_ns)
+                } else {
+                    String::new()
+                }
+            }
+            None => format!(
+                "{}: {} ns per sequential line, {} ns per random line, {} ns per fence, {} ns per read line",
+                self.name, self.sequential_line_ns, self.random_line_ns, self.fence_ns, self.read_line_ns
+            ),
+        }
+    }
+
+    /// Looks a preset up by name (`dram`, `optane`, `simple`, `sp3-500ns`).
     pub fn preset(name: &str) -> PoolResult<Self> {
         Self::PRESETS.into_iter().find(|model| model.name == name).ok_or_else(|| {
             let names: Vec<&str> = Self::PRESETS.iter().map(|model| model.name).collect();
@@ -242,6 +341,17 @@ pub trait PmBackend: Send + Sync + Sized + 'static {
     /// commit-marking store). Only the simulator acts on it.
     #[inline(always)]
     fn crash_point(&self, _label: &'static str) {}
+    /// NUMA nodes the pool's memory is split over: 1 unless the backend
+    /// emulates several (`emulated` with `--pm-numa-nodes`).
+    fn numa_nodes(&self) -> u32 {
+        1
+    }
+
+    /// The NUMA node of the byte at `offset` (0 with one node).
+    fn numa_node_of(&self, _offset: u64) -> u32 {
+        0
+    }
+
     /// Writes `len` zero bytes at `offset`.
     fn write_zeros(&self, offset: u64, len: u64) {
         const ZEROS: [u8; 4096] = [0; 4096];
@@ -473,12 +583,92 @@ pub struct Emulated {
     direct: Direct,
     model: LatencyModel,
     tsc: TscCalibration,
+    /// The medium's shared state (media models only).
+    media: Option<Media>,
+}
+
+/// A thread's lines persisted since its last fence and its streams, for
+/// the media model. Keyed by the medium's address: a thread that moves to
+/// another pool starts afresh there.
+struct EmulatedThread {
+    media: usize,
+    pending: Vec<PendingLine>,
+    stream: ThreadStream,
+}
+
+thread_local! {
+    static EMULATED: RefCell<EmulatedThread> = const {
+        RefCell::new(EmulatedThread {
+            media: 0,
+            pending: Vec::new(),
+            stream: ThreadStream { last_written_xpline: u64::MAX, last_read_xpline: u64::MAX, node: 0 },
+        })
+    };
+    /// The NUMA node the calling thread runs on, for the media model's
+    /// emulated nodes ([`set_thread_numa_node`]).
+    static THREAD_NODE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Declares that the calling thread runs on NUMA node `node`: the
+/// `emulated` backend charges its accesses to other nodes' memory the
+/// remote latency. (On a machine with several real nodes the thread should
+/// also be bound there; this only informs the latency model.)
+pub fn set_thread_numa_node(node: u32) {
+    THREAD_NODE.with(|cell| cell.set(node));
+}
+
+/// The node [`set_thread_numa_node`] declared for the calling thread (0 by
+/// default).
+pub fn thread_numa_node() -> u32 {
+    THREAD_NODE.with(std::cell::Cell::get)
 }
 
 impl Emulated {
     /// The model in force.
     pub fn model(&self) -> LatencyModel {
         self.model
+    }
+
+    /// Runs `f` on this thread's state for `media`.
+    fn with_thread<T>(media: &Media, f: impl FnOnce(&mut EmulatedThread) -> T) -> T {
+        EMULATED.with(|state| {
+            let mut state = state.borrow_mut();
+            let key = media as *const Media as usize;
+            if state.media != key {
+                *state = EmulatedThread { media: key, pending: Vec::new(), stream: ThreadStream::default() };
+            }
+            state.stream.node = thread_numa_node();
+            f(&mut state)
+        })
+    }
+
+    /// Records the persisted lines of `[offset, offset + len)`.
+    fn note_lines(&self, offset: u64, len: u64, non_temporal: bool) {
+        let Some(media) = &self.media else { return };
+        if len == 0 {
+            return;
+        }
+        let end = offset + len;
+        Self::with_thread(media, |state| {
+            let mut line = offset & !(CACHE_LINE - 1);
+            while line < end {
+                // Only a non-temporal store can leave a line partly written:
+                // a cached line is whole in the cache when it is flushed.
+                let partial = non_temporal && (line < offset || line + CACHE_LINE > end);
+                state.pending.push(PendingLine { offset: line, non_temporal, partial });
+                line += CACHE_LINE;
+            }
+        });
+    }
+
+    /// Spins for what `charge` says and counts it.
+    fn pay(&self, charge: crate::media::Charge) {
+        let waited = self.tsc.spin(charge.stall_ns);
+        COUNTERS.with(|c| {
+            bump(&c.stall_ns, waited);
+            bump(&c.media_xplines_written, charge.media_writes);
+            bump(&c.media_xplines_read, charge.media_reads);
+        });
     }
 
     /// Nanoseconds the model charges for the lines pending at a fence.
@@ -489,10 +679,14 @@ impl Emulated {
 
 impl PmBackend for Emulated {
     fn from_mapping(mapping: Mapping, options: &PmOptions) -> PoolResult<Self> {
+        if let Some(media) = &options.latency.media {
+            media.validate().map_err(|reason| PoolError::InvalidOption(format!("media model: {reason}")))?;
+        }
         Ok(Self {
             direct: Direct::from_mapping(mapping, options)?,
             model: options.latency,
             tsc: TscCalibration::measure(),
+            media: options.latency.media.map(Media::new),
         })
     }
 
@@ -504,9 +698,24 @@ impl PmBackend for Emulated {
         &self.direct.mapping
     }
 
+    fn numa_nodes(&self) -> u32 {
+        self.media.as_ref().map_or(1, |media| media.params().nodes)
+    }
+
+    fn numa_node_of(&self, offset: u64) -> u32 {
+        self.media.as_ref().map_or(0, |media| media.node_of(offset))
+    }
+
     #[inline(always)]
     fn read(&self, offset: u64, destination: &mut [u8]) {
         self.direct.read(offset, destination);
+        if let Some(media) = &self.media {
+            let now = self.tsc.now_ns();
+            let charge =
+                Self::with_thread(media, |state| media.read(now, offset, destination.len() as u64, &mut state.stream));
+            self.pay(charge);
+            return;
+        }
         if self.model.read_line_ns > 0 && !destination.is_empty() {
             let first = offset / CACHE_LINE;
             let last = (offset + destination.len() as u64 - 1) / CACHE_LINE;
@@ -537,16 +746,31 @@ impl PmBackend for Emulated {
 
     #[inline(always)]
     fn write_non_temporal(&self, offset: u64, source: &[u8]) {
-        self.direct.write_non_temporal(offset, source)
+        self.direct.write_non_temporal(offset, source);
+        self.note_lines(offset, source.len() as u64, true);
     }
 
     #[inline(always)]
     fn flush(&self, offset: u64, len: u64) {
-        self.direct.flush(offset, len)
+        self.direct.flush(offset, len);
+        if self.direct.flush_instruction != FlushInstruction::None {
+            self.note_lines(offset, len, false);
+        }
     }
 
     #[inline(always)]
     fn fence(&self) {
+        if let Some(media) = &self.media {
+            self.direct.fence_inner();
+            let now = self.tsc.now_ns();
+            let charge = Self::with_thread(media, |state| {
+                let charge = media.fence(now, &state.pending, &mut state.stream);
+                state.pending.clear();
+                charge
+            });
+            self.pay(charge);
+            return;
+        }
         let (sequential, random) = COUNTERS.with(|c| (c.pending_sequential_lines.get(), c.pending_random_lines.get()));
         self.direct.fence_inner();
         let cost = Self::fence_cost_ns(&self.model, sequential, random);

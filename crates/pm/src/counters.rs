@@ -26,6 +26,12 @@ pub struct PmCounters {
     pub stall_ns: u64,
     /// `msync` calls made to reach power-failure durability on non-DAX files.
     pub msyncs: u64,
+    /// 256-byte XPLines the `emulated` media model wrote to the medium
+    /// (write-backs from its write-combining buffers).
+    pub media_xplines_written: u64,
+    /// XPLines the media model read from the medium (reads, reads for
+    /// ownership, read-modify-writes).
+    pub media_xplines_read: u64,
 }
 
 impl PmCounters {
@@ -38,6 +44,8 @@ impl PmCounters {
         self.blocks_256_written += other.blocks_256_written;
         self.stall_ns += other.stall_ns;
         self.msyncs += other.msyncs;
+        self.media_xplines_written += other.media_xplines_written;
+        self.media_xplines_read += other.media_xplines_read;
     }
 
     /// Field-wise difference `self - earlier` (saturating).
@@ -50,6 +58,8 @@ impl PmCounters {
             blocks_256_written: self.blocks_256_written.saturating_sub(earlier.blocks_256_written),
             stall_ns: self.stall_ns.saturating_sub(earlier.stall_ns),
             msyncs: self.msyncs.saturating_sub(earlier.msyncs),
+            media_xplines_written: self.media_xplines_written.saturating_sub(earlier.media_xplines_written),
+            media_xplines_read: self.media_xplines_read.saturating_sub(earlier.media_xplines_read),
         }
     }
 }
@@ -65,6 +75,8 @@ pub(crate) struct ThreadCounters {
     pub blocks_256_written: Cell<u64>,
     pub stall_ns: Cell<u64>,
     pub msyncs: Cell<u64>,
+    pub media_xplines_written: Cell<u64>,
+    pub media_xplines_read: Cell<u64>,
     /// Absolute address / 256 of the last persisted line, `u64::MAX` if none.
     pub last_block: Cell<u64>,
     /// Lines since the last fence that continued a sequential stream.
@@ -83,6 +95,8 @@ thread_local! {
             blocks_256_written: Cell::new(0),
             stall_ns: Cell::new(0),
             msyncs: Cell::new(0),
+            media_xplines_written: Cell::new(0),
+            media_xplines_read: Cell::new(0),
             last_block: Cell::new(u64::MAX),
             pending_sequential_lines: Cell::new(0),
             pending_random_lines: Cell::new(0),
@@ -122,6 +136,8 @@ pub fn thread_counters() -> PmCounters {
         blocks_256_written: c.blocks_256_written.get(),
         stall_ns: c.stall_ns.get(),
         msyncs: c.msyncs.get(),
+        media_xplines_written: c.media_xplines_written.get(),
+        media_xplines_read: c.media_xplines_read.get(),
     })
 }
 
@@ -136,6 +152,8 @@ pub fn reset_thread_counters() {
             &c.blocks_256_written,
             &c.stall_ns,
             &c.msyncs,
+            &c.media_xplines_written,
+            &c.media_xplines_read,
             &c.pending_sequential_lines,
             &c.pending_random_lines,
         ] {

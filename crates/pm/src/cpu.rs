@@ -230,6 +230,13 @@ impl TscCalibration {
         Self { ticks_per_ns }
     }
 
+    /// The TSC as nanoseconds (a clock shared by the threads of one
+    /// calibration: the TSC is synchronised across cores).
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        (read_tsc() as f64 / self.ticks_per_ns) as u64
+    }
+
     /// Spins for `nanoseconds` and returns the nanoseconds actually waited.
     #[inline]
     pub fn spin(&self, nanoseconds: u64) -> u64 {

@@ -19,12 +19,16 @@ pub mod cpu;
 mod error;
 pub mod layout;
 mod mapping;
+pub mod media;
 mod persist_batch;
 mod pool;
 mod prefault;
 pub mod sim;
 
-pub use backend::{BackendInfo, BackendKind, Direct, Emulated, LatencyModel, PersistenceDomain, PmBackend, PmOptions};
+pub use backend::{
+    set_thread_numa_node, thread_numa_node, BackendInfo, BackendKind, Direct, Emulated, LatencyModel,
+    PersistenceDomain, PmBackend, PmOptions,
+};
 pub use counters::{reset_thread_counters, thread_counters, PmCounters};
 pub use cpu::{CpuFeatures, FlushInstruction, CACHE_LINE};
 pub use error::{PoolError, PoolResult};

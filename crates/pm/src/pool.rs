@@ -356,13 +356,40 @@ impl<B: PmBackend> Pool<B> {
     /// zero and durable before the allocation is. The table entry is durable
     /// when this returns, so after a crash the chunk is found by its owner.
     pub fn allocate_chunk(&self, owner: ChunkOwner, zeroed: bool) -> PoolResult<ChunkId> {
+        self.allocate_chunk_where(owner, zeroed, |_| true)
+    }
+
+    /// As [`Pool::allocate_chunk`], a chunk on (emulated) NUMA node `node`
+    /// ([`PmBackend::numa_node_of`]): the lowest free chunk of that node.
+    /// On a pool with one node, any chunk.
+    pub fn allocate_chunk_on_node(&self, owner: ChunkOwner, zeroed: bool, node: u32) -> PoolResult<ChunkId> {
+        if self.backend.numa_nodes() <= 1 {
+            return self.allocate_chunk(owner, zeroed);
+        }
+        self.allocate_chunk_where(owner, zeroed, |chunk| self.backend.numa_node_of(self.chunk_offset(chunk)) == node)
+    }
+
+    /// The lowest free chunk that `fits`, allocated for `owner`.
+    fn allocate_chunk_where(
+        &self,
+        owner: ChunkOwner,
+        zeroed: bool,
+        fits: impl Fn(ChunkId) -> bool,
+    ) -> PoolResult<ChunkId> {
         let mut hint = self.allocation.lock();
         let count = self.geometry.chunk_count;
+        // The lowest free chunk passed over (another node's): the hint may
+        // not move beyond it.
+        let mut skipped = None;
         for index in hint.next.min(count)..count {
             let chunk = ChunkId(index);
             let entry_offset = self.entry_offset(chunk);
             let entry = self.backend.load_u64(entry_offset);
             if entry != layout::CHUNK_FREE_ZERO && entry != layout::CHUNK_FREE_DIRTY {
+                continue;
+            }
+            if !fits(chunk) {
+                skipped.get_or_insert(index);
                 continue;
             }
             if zeroed && entry == layout::CHUNK_FREE_DIRTY {
@@ -375,12 +402,12 @@ impl<B: PmBackend> Pool<B> {
             // One fence covers the zeroing and the entry: the entry's line is
             // flushed after the zeroes, and both are durable at the fence.
             self.backend.persist(entry_offset, 8);
-            hint.next = chunk.0 + 1;
+            hint.next = skipped.unwrap_or(chunk.0 + 1);
             drop(hint);
             self.prefault.allocated(chunk.0);
             return Ok(chunk);
         }
-        hint.next = count;
+        hint.next = skipped.unwrap_or(count);
         Err(PoolError::Full { chunks: count, chunk_size: self.geometry.chunk_size })
     }
 

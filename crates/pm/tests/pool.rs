@@ -315,3 +315,31 @@ fn each_engine_session_sees_how_the_previous_one_ended() {
     assert!(pool.begin_engine_session(), "a cleanly closed engine");
     assert!(!pool.begin_engine_session(), "the session cleared the flag");
 }
+
+/// With emulated NUMA nodes, a chunk is allocated on the node asked for
+/// (the lowest free one there), and chunks passed over stay the lowest
+/// free ones for the next allocation.
+#[test]
+fn chunks_are_allocated_on_the_node_asked_for() {
+    use pmtx_pm::{Emulated, LatencyModel};
+    let latency = LatencyModel::OPTANE.with_numa(2, 150).unwrap();
+    let options = PmOptions { latency, ..PmOptions::default() };
+    let chunk = 2 << 20;
+    let pool = Pool::<Emulated>::create_in_memory(64 << 20, chunk, &options).unwrap();
+    let backend = pool.backend();
+    assert_eq!(backend.numa_nodes(), 2);
+    let owner = ChunkOwner::new(5).unwrap();
+    let first = pmtx_pm::ChunkId(0);
+    let first_node = backend.numa_node_of(pool.chunk_offset(first));
+    let other_node = 1 - first_node;
+    let on_other = pool.allocate_chunk_on_node(owner, false, other_node).unwrap();
+    assert_eq!(backend.numa_node_of(pool.chunk_offset(on_other)), other_node);
+    assert_eq!(on_other.0, 1, "the first chunk of the other node");
+    let passed_over = pool.allocate_chunk_on_node(owner, false, first_node).unwrap();
+    assert_eq!(passed_over, first, "the chunk passed over is still the lowest free one");
+    assert_eq!(pool.allocate_chunk(owner, false).unwrap().0, 2, "the hint did not skip free chunks");
+    // One node only: any chunk.
+    let single = Pool::<Direct>::create_in_memory(16 << 20, chunk, &options).unwrap();
+    assert_eq!(single.backend().numa_nodes(), 1);
+    single.allocate_chunk_on_node(owner, false, 3).unwrap();
+}

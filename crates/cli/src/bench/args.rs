@@ -6,7 +6,7 @@
 //! new engines show up here without touching the CLI.
 
 use super::spec::{self, parse_entry, EngineEntry, EngineSpec};
-use crate::pm_args::{FlushArg, ModelArg, PmArgs, PmKind};
+use crate::pm_args::{FlushArg, MediaArgs, ModelArg, PmArgs, PmKind};
 use crate::units::{format_bytes, parse_seconds, parse_size};
 use crate::CliError;
 use clap::{Args, ValueEnum};
@@ -183,6 +183,8 @@ pub struct BenchPmArgs {
     /// Latency model of the emulated backend [default: optane; only with --pm emulated].
     #[arg(long = "pm-model", value_enum)]
     pub pm_model: Option<ModelArg>,
+    #[command(flatten)]
+    pub media: MediaArgs,
     /// Also msync the flushed ranges at every fence (power-failure durability
     /// on a non-DAX file; one synchronous write per fence).
     #[arg(long)]
@@ -205,7 +207,14 @@ impl BenchPmArgs {
             // The simulator takes no latency model: validate like `direct`.
             BenchPm::Sim => (BackendKind::Sim, PmKind::Direct),
         };
-        let shared = PmArgs { pm, pm_model: self.pm_model, msync: self.msync, eadr: self.eadr, flush: self.flush };
+        let shared = PmArgs {
+            pm,
+            pm_model: self.pm_model,
+            media: self.media,
+            msync: self.msync,
+            eadr: self.eadr,
+            flush: self.flush,
+        };
         let options = shared.options().map_err(|error| match self.pm {
             BenchPm::Sim => CliError::usage(error.to_string().replace("--pm emulated", "--pm emulated (not sim)")),
             _ => error,

@@ -248,6 +248,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         warmup_s: args.warmup.as_secs_f64(),
         backend: backend.to_string(),
         latency_model: if backend == BackendKind::Emulated { pm.latency.name } else { "none" }.to_string(),
+        latency_model_description: if backend == BackendKind::Emulated { pm.latency.describe() } else { String::new() },
         persistence_domain: match pm.domain {
             pmtx_pm::PersistenceDomain::Adr => "adr",
             pmtx_pm::PersistenceDomain::Eadr => "eadr",
@@ -328,6 +329,9 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
         c.persistence_domain,
         if c.msync { "every fence" } else { "off" }
     );
+    if !c.latency_model_description.is_empty() {
+        println!("latency model: {}", c.latency_model_description);
+    }
     println!(
         "threads:       {} | {:.2} s measured after {:.2} s warm-up | epoch {} ms | checkpoints: {}",
         c.threads.iter().map(usize::to_string).collect::<Vec<_>>().join(", "),
@@ -388,6 +392,12 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
         println!();
         println!("HTM regions (measured phase):");
         print!("{htm}");
+    }
+    let log_files = report::log_file_lines(&report.runs);
+    if !log_files.is_empty() {
+        println!();
+        println!("redo log on files (measured phase; the latency above includes each commit's wait for its sync):");
+        print!("{log_files}");
     }
     if report.runs.iter().any(|run| run.recovery.is_some()) {
         println!();

@@ -101,6 +101,10 @@ pub struct ConfigJson {
     pub backend: String,
     /// Latency model ("none" unless emulated).
     pub latency_model: String,
+    /// What the latency model charges, with its parameters (empty unless
+    /// emulated).
+    #[serde(default)]
+    pub latency_model_description: String,
     /// Persistence domain (adr, eadr).
     pub persistence_domain: String,
     /// Whether fences also msync.
@@ -341,6 +345,10 @@ pub struct RunJson {
     /// reused do not count.
     #[serde(default)]
     pub pool_allocated_measured_bytes: Option<u64>,
+    /// The redo log files of the measured phase (None unless the engine
+    /// keeps its log on a file system).
+    #[serde(default)]
+    pub log_file: Option<LogFileJson>,
 }
 
 /// A crash after the measured phase and the recovery that followed.
@@ -494,6 +502,12 @@ pub struct PmJson {
     pub stall_ns_per_txn: f64,
     /// msync calls.
     pub msyncs_per_txn: f64,
+    /// XPLines the media model wrote to the medium.
+    #[serde(default)]
+    pub media_xplines_written_per_txn: f64,
+    /// XPLines the media model read from the medium.
+    #[serde(default)]
+    pub media_xplines_read_per_txn: f64,
     /// Which threads the counters cover.
     pub scope: String,
 }
@@ -510,6 +524,8 @@ impl PmJson {
             nt_bytes_per_txn: per(counters.non_temporal_bytes),
             stall_ns_per_txn: per(counters.stall_ns),
             msyncs_per_txn: per(counters.msyncs),
+            media_xplines_written_per_txn: per(counters.media_xplines_written),
+            media_xplines_read_per_txn: per(counters.media_xplines_read),
             scope: scope.to_string(),
         }
     }
@@ -580,6 +596,48 @@ impl HtmJson {
         self.path_commits = paths;
         self
     }
+}
+
+/// The redo log files of an engine that keeps its log on a file system
+/// (`dbx-disk`, `dbx-naive:medium=disk`), over the measured phase.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LogFileJson {
+    /// The directory of the log files.
+    pub directory: String,
+    /// `fdatasync` calls on log files.
+    pub fdatasyncs: u64,
+    /// `fdatasync` calls per committed transaction.
+    pub fdatasyncs_per_txn: f64,
+    /// `fsync` calls on the directory (new segment files, removals).
+    pub directory_syncs: u64,
+}
+
+impl LogFileJson {
+    /// The counts `(fdatasyncs, directory syncs)` of a run of `committed`
+    /// transactions with its log in `directory`.
+    pub fn new(directory: std::path::PathBuf, (fdatasyncs, directory_syncs): (u64, u64), committed: u64) -> Self {
+        Self {
+            directory: directory.display().to_string(),
+            fdatasyncs,
+            fdatasyncs_per_txn: if committed == 0 { 0.0 } else { fdatasyncs as f64 / committed as f64 },
+            directory_syncs,
+        }
+    }
+}
+
+/// One line per run whose redo log is on files: its syncs.
+pub fn log_file_lines(runs: &[RunJson]) -> String {
+    let mut out = String::new();
+    for run in runs {
+        if let Some(log) = &run.log_file {
+            let _ = writeln!(
+                out,
+                "  {} x{}: redo log in {}: {} fdatasyncs ({:.3} per transaction), {} directory syncs",
+                run.engine, run.threads, log.directory, log.fdatasyncs, log.fdatasyncs_per_txn, log.directory_syncs
+            );
+        }
+    }
+    out
 }
 
 /// Engine-wide statistics at the end of a run.
@@ -1133,6 +1191,7 @@ mod tests {
             warmup_s: 0.0,
             backend: "direct".into(),
             latency_model: "none".into(),
+            latency_model_description: String::new(),
             persistence_domain: "adr".into(),
             msync: false,
             epoch_ms: 40,

@@ -87,6 +87,13 @@ impl Format {
     }
 }
 
+impl PlotArgs {
+    /// Plots `input` (a `pmtx bench --json` report) into `output`.
+    pub fn new(input: PathBuf, output: PathBuf) -> Self {
+        Self { input, output: Some(output) }
+    }
+}
+
 /// Runs `pmtx plot`.
 pub fn run(args: PlotArgs) -> Result<(), CliError> {
     let output = args.output.clone().unwrap_or_else(|| args.input.with_extension("svg"));

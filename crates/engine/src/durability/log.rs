@@ -5,11 +5,12 @@
 //! chunk owned by `ChunkOwner::compose(LOG_CHUNK_KIND, worker, 0)`:
 //!
 //! ```text
-//! segment:  [0..64)   header: magic u64 "PMTXLOG1", sequence u64, worker u64,
+//! segment:  [0..64)   header: magic u64 "PMTXLOG2", sequence u64, worker u64,
 //!                     reserved, crc32 of bytes 0..28 at 28
 //!           [64..)    records, 8-byte aligned, until the first invalid one
 //! record:   0  u32 total length (multiple of 8, >= 24)
-//!           4  u32 crc32 of (segment sequence LE ++ bytes 8..total)
+//!           4  u32 crc32 of (segment sequence LE ++ worker u16 LE ++
+//!                  bytes 8..total)
 //!           8  u64 tid (epoch = tid >> 32)
 //!           16 u32 write count
 //!           20 u32 dependency count n (0 but for the SP^3 family; "FILL"
@@ -26,20 +27,60 @@
 //! record (no writes, reserved word "FILL") before a record so that it
 //! starts on a 256-byte boundary; scans skip fillers.
 //!
-//! The CRC covers the segment's sequence number, so stale records left in a
-//! reused chunk never validate. Recovery reads each segment's records in
-//! order and stops at the first record whose length or CRC is wrong: a torn
-//! record (and anything after it) was never acknowledged.
+//! The CRC covers the segment's sequence number and its worker, so stale
+//! records left in a reused chunk never validate: a (worker, sequence) pair
+//! names one segment in the pool's whole life (sequences grow per worker,
+//! and every open starts a new incarnation above all earlier ones). Recovery
+//! reads each segment's records in order and stops at the first record
+//! whose length or CRC is wrong: a torn record (and anything after it) was
+//! never acknowledged, and the bytes after the last record (whatever a
+//! reused chunk held there) never validate either, so a record needs no
+//! terminator after it.
+//!
+//! Format 1 ("PMTXLOG1", written before the worker was sealed in) sealed
+//! over the sequence alone; two workers' chains share sequence numbers, so
+//! its writers followed every record with 8 zero bytes. Recovery still
+//! reads it.
 
 use crate::cc::silo::WriteSet;
+use crate::durability::segments::{PoolSegments, SegmentId, SegmentStore};
 use crate::error::{DbError, DbResult};
-use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError};
+use pmtx_pm::{ChunkId, PmBackend, Pool};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Chunk-owner kind of log segments.
 pub const LOG_CHUNK_KIND: u16 = 0x10;
-const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"PMTXLOG1");
+const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"PMTXLOG2");
+const SEGMENT_MAGIC_V1: u64 = u64::from_le_bytes(*b"PMTXLOG1");
+
+/// How a segment's records are sealed (module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentFormat {
+    /// "PMTXLOG1": the CRC covers the sequence.
+    V1,
+    /// "PMTXLOG2": the CRC covers the sequence and the worker.
+    V2,
+}
+
+/// What a record's CRC covers besides its bytes: its segment's identity.
+#[derive(Clone, Copy, Debug)]
+struct SealKey {
+    sequence: u64,
+    /// `None` in format 1.
+    worker: Option<u16>,
+}
+
+impl SealKey {
+    fn hasher(&self) -> crc32fast::Hasher {
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&self.sequence.to_le_bytes());
+        if let Some(worker) = self.worker {
+            hasher.update(&worker.to_le_bytes());
+        }
+        hasher
+    }
+}
 /// Bytes of the segment header.
 pub const SEGMENT_HEADER: u64 = 64;
 const RECORD_HEADER: usize = 24;
@@ -137,10 +178,9 @@ fn is_filler(bytes: &[u8]) -> bool {
         && u32::from_le_bytes(bytes[20..24].try_into().expect("4")) == FILLER_MARK
 }
 
-fn seal(buffer: &mut [u8], sequence: u64, tid: u64) {
+fn seal(buffer: &mut [u8], key: SealKey, tid: u64) {
     buffer[8..16].copy_from_slice(&tid.to_le_bytes());
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&sequence.to_le_bytes());
+    let mut hasher = key.hasher();
     hasher.update(&buffer[8..]);
     let crc = hasher.finalize();
     buffer[4..8].copy_from_slice(&crc.to_le_bytes());
@@ -149,8 +189,8 @@ fn seal(buffer: &mut [u8], sequence: u64, tid: u64) {
 /// A segment in a worker's chain.
 #[derive(Clone, Copy, Debug)]
 pub struct SegmentInfo {
-    /// Chunk.
-    pub chunk: ChunkId,
+    /// The segment in its store.
+    pub id: SegmentId,
     /// Sequence within the worker's chain.
     pub sequence: u64,
     /// Highest epoch of a record in it (0 if none).
@@ -160,21 +200,31 @@ pub struct SegmentInfo {
 /// What the logger thread and truncation see of a worker's log.
 #[derive(Default)]
 pub struct LogShared {
-    /// Absolute pool offset just past the last complete record.
+    /// Address (see `durability::segments`) just past the last complete
+    /// record.
     pub tail: AtomicU64,
-    /// Absolute offset up to which the group-commit logger has flushed.
+    /// Address up to which the group-commit logger has made the log durable.
     pub flushed: AtomicU64,
     /// The worker's segments, oldest first; the last is current.
     pub segments: parking_lot::Mutex<Vec<SegmentInfo>>,
+    /// The highest segment sequence any writer of this slot started (a
+    /// writer rolls to the next sequence on its own, so the next writer of
+    /// the slot must start above it: sequences never repeat, and a file
+    /// log names its files by them).
+    pub last_sequence: AtomicU64,
 }
 
-/// A worker's log appender.
-pub struct LogWriter<B: PmBackend> {
-    pool: Arc<Pool<B>>,
+/// A worker's log appender, over the segments of store `S` (the pool by
+/// default).
+pub struct LogWriter<S: SegmentStore> {
+    store: Arc<S>,
     worker: u16,
     mode: LogStoreMode,
     shared: Arc<LogShared>,
+    /// The current segment's handle (`None` only while none was started).
+    handle: Option<S::Handle>,
     segment_offset: u64,
+    segment_size: u64,
     sequence: u64,
     position: u64,
     buffer: Vec<u8>,
@@ -184,19 +234,9 @@ pub struct LogWriter<B: PmBackend> {
     prepared: Option<Prepared>,
 }
 
-fn owner(worker: u16) -> ChunkOwner {
-    ChunkOwner::compose(LOG_CHUNK_KIND, worker as u32, 0)
-}
-
-fn out_of_space(error: PoolError) -> DbError {
-    match error {
-        PoolError::Full { .. } => DbError::OutOfSpace(format!("no chunk left for a log segment: {error}")),
-        other => DbError::Pool(other),
-    }
-}
-
-impl<B: PmBackend> LogWriter<B> {
-    /// A writer for `worker` starting a fresh segment numbered `sequence`.
+impl<B: PmBackend> LogWriter<PoolSegments<B>> {
+    /// A writer for `worker` in `pool`, starting a fresh segment numbered
+    /// `sequence`.
     pub fn new(
         pool: Arc<Pool<B>>,
         worker: u16,
@@ -204,12 +244,63 @@ impl<B: PmBackend> LogWriter<B> {
         shared: Arc<LogShared>,
         sequence: u64,
     ) -> DbResult<Self> {
+        Self::in_store(Arc::new(PoolSegments::new(pool)), worker, mode, shared, sequence)
+    }
+}
+
+/// The 64-byte header of segment `sequence` of `worker`.
+fn segment_header(worker: u16, sequence: u64) -> [u8; SEGMENT_HEADER as usize] {
+    let mut header = [0u8; SEGMENT_HEADER as usize];
+    header[0..8].copy_from_slice(&SEGMENT_MAGIC.to_le_bytes());
+    header[8..16].copy_from_slice(&sequence.to_le_bytes());
+    header[16..24].copy_from_slice(&(worker as u64).to_le_bytes());
+    let crc = crc32fast::hash(&header[0..28]);
+    header[28..32].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+/// The worker, sequence and format of a segment header, or `None` when the
+/// header is damaged (bad magic or CRC, or a worker beyond the u16 writers).
+pub fn parse_segment_header(header: &[u8]) -> Option<(u16, u64, SegmentFormat)> {
+    let header = header.get(0..32)?;
+    let magic = u64::from_le_bytes(header[0..8].try_into().ok()?);
+    let format = match magic {
+        SEGMENT_MAGIC => SegmentFormat::V2,
+        SEGMENT_MAGIC_V1 => SegmentFormat::V1,
+        _ => return None,
+    };
+    let crc = u32::from_le_bytes(header[28..32].try_into().ok()?);
+    let worker = u64::from_le_bytes(header[16..24].try_into().ok()?);
+    if crc != crc32fast::hash(&header[0..28]) || worker > u64::from(u16::MAX) {
+        return None;
+    }
+    Some((worker as u16, u64::from_le_bytes(header[8..16].try_into().ok()?), format))
+}
+
+impl<S: SegmentStore> LogWriter<S> {
+    /// What this writer's records are sealed with (format 2).
+    fn seal_key(&self) -> SealKey {
+        SealKey { sequence: self.sequence, worker: Some(self.worker) }
+    }
+
+    /// A writer for `worker` in `store`, starting a fresh segment numbered
+    /// `sequence`.
+    pub fn in_store(
+        store: Arc<S>,
+        worker: u16,
+        mode: LogStoreMode,
+        shared: Arc<LogShared>,
+        sequence: u64,
+    ) -> DbResult<Self> {
+        let segment_size = store.segment_size();
         let mut writer = Self {
-            pool,
+            store,
             worker,
             mode,
             shared,
+            handle: None,
             segment_offset: 0,
+            segment_size,
             sequence,
             position: 0,
             buffer: Vec::new(),
@@ -221,80 +312,69 @@ impl<B: PmBackend> LogWriter<B> {
     }
 
     fn start_segment(&mut self, sequence: u64) -> DbResult<()> {
-        let chunk = self.pool.allocate_chunk(owner(self.worker), false).map_err(out_of_space)?;
-        let offset = self.pool.chunk_offset(chunk);
-        let mut header = [0u8; SEGMENT_HEADER as usize];
-        header[0..8].copy_from_slice(&SEGMENT_MAGIC.to_le_bytes());
-        header[8..16].copy_from_slice(&sequence.to_le_bytes());
-        header[16..24].copy_from_slice(&(self.worker as u64).to_le_bytes());
-        let crc = crc32fast::hash(&header[0..28]);
-        header[28..32].copy_from_slice(&crc.to_le_bytes());
-        // Zero the first record slot so a reused chunk's old bytes right
-        // after the header cannot be mistaken for a record header length.
-        let backend = self.pool.backend();
-        backend.write(offset, &header);
-        backend.write_zeros(offset + SEGMENT_HEADER, 8);
-        backend.persist(offset, SEGMENT_HEADER + 8);
+        let header = segment_header(self.worker, sequence);
+        let segment = self.store.create_segment(self.worker, sequence, &header)?;
+        let offset = segment.base;
+        self.handle = Some(segment.handle);
         self.segment_offset = offset;
         self.sequence = sequence;
         self.position = SEGMENT_HEADER;
-        self.shared.segments.lock().push(SegmentInfo { chunk, sequence, max_epoch: 0 });
+        self.shared.last_sequence.fetch_max(sequence, Ordering::AcqRel);
+        self.shared.segments.lock().push(SegmentInfo { id: segment.id, sequence, max_epoch: 0 });
         self.shared.tail.store(offset + SEGMENT_HEADER, Ordering::Release);
         self.shared.flushed.store(offset + SEGMENT_HEADER, Ordering::Release);
         Ok(())
     }
 
-    /// Appends the redo record of `tid`; returns its absolute byte range.
-    /// With `Cached` mode nothing is flushed; with `NonTemporal` the caller
-    /// fences.
+    fn store_bytes(&self, start: u64) -> Result<(), S::Error> {
+        let handle = self.handle.as_ref().expect("a writer always has a segment");
+        self.store.write(handle, start, &self.buffer, self.mode)
+    }
+
+    /// Appends the redo record of `tid`; returns its byte range. With
+    /// `Cached` mode nothing is flushed; with `NonTemporal` the caller
+    /// fences. An error of the store (a file log's failed write) leaves the
+    /// writer where it was: the next record overwrites whatever part of
+    /// this one reached the file.
     pub fn append<R>(&mut self, tid: u64, writes: &WriteSet<R>) -> DbResult<(u64, u64)> {
         self.buffer.clear();
         encode_unsealed(&mut self.buffer, writes, &[]);
         let length = self.buffer.len() as u64;
         debug_assert_eq!(length, record_length(writes));
-        let chunk_size = self.pool.geometry().chunk_size;
-        if SEGMENT_HEADER + length + 8 > chunk_size {
+        let segment_size = self.segment_size;
+        if SEGMENT_HEADER + length > segment_size {
             return Err(DbError::OutOfSpace(format!(
-                "a redo record of {length} bytes does not fit a log segment of {chunk_size} bytes"
+                "a redo record of {length} bytes does not fit a log segment of {segment_size} bytes"
             )));
         }
-        if self.position + length + 8 > chunk_size {
+        if self.position + length > segment_size {
             self.roll_segment()?;
         }
-        // Sealed for the segment it lands in (the CRC covers the sequence).
-        seal(&mut self.buffer, self.sequence, tid);
+        // Sealed for the segment it lands in (the CRC covers the sequence
+        // and the worker).
+        let key = self.seal_key();
+        seal(&mut self.buffer, key, tid);
         let start = self.segment_offset + self.position;
-        let backend = self.pool.backend();
-        // The 8 zero bytes after the record terminate the scan even when the
-        // chunk held older data there.
-        self.buffer.extend_from_slice(&[0u8; 8]);
-        match self.mode {
-            LogStoreMode::Cached => backend.write(start, &self.buffer),
-            LogStoreMode::NonTemporal => backend.write_non_temporal(start, &self.buffer),
-        }
+        self.store_bytes(start).map_err(Into::into)?;
         self.position += length;
         let end = start + length;
         if let Some(last) = self.shared.segments.lock().last_mut() {
             last.max_epoch = last.max_epoch.max(crate::storage::record::epoch_of_tid(tid));
         }
         self.shared.tail.store(end, Ordering::Release);
-        Ok((start, end + 8))
+        Ok((start, end))
     }
 
     /// Closes the current segment durably and opens the next one.
     fn roll_segment(&mut self) -> DbResult<()> {
-        let backend = self.pool.backend();
-        let end = self.segment_offset + self.position + 8;
+        let end = self.segment_offset + self.position;
         // `flushed` may still point into an older segment (the group-commit
         // flusher stores the tail it flushed, which can race with a roll), so
         // trust it only inside this segment: an older segment at a higher
         // address would otherwise skip flushing this one entirely.
         let flushed = self.shared.flushed.load(Ordering::Acquire);
         let start = if flushed >= self.segment_offset && flushed <= end { flushed } else { self.segment_offset };
-        if self.mode == LogStoreMode::Cached && end > start {
-            backend.flush(start, end - start);
-        }
-        backend.fence();
+        self.store.sync(&[(start, end)], self.mode).map_err(Into::into)?;
         self.start_segment(self.sequence + 1)
     }
 
@@ -317,16 +397,15 @@ impl<B: PmBackend> LogWriter<B> {
     pub fn fits_prepared_reserving<R>(&self, writes: &WriteSet<R>, max_dependencies: usize) -> bool {
         let layout = self.layout.unwrap_or(LogLayout::PLAIN);
         let raw = record_length_with(writes, max_dependencies.min(MAX_DEPENDENCIES));
-        self.position + layout.filler_before(self.position, raw) + layout.padded_len(raw) + 8
-            <= self.pool.geometry().chunk_size
+        self.position + layout.filler_before(self.position, raw) + layout.padded_len(raw) <= self.segment_size
     }
 
     /// Encodes the redo record of `writes` (its TID is filled in by
     /// [`LogWriter::append_prepared`]) with the layout's padding and makes
     /// sure the current segment has room for it, starting the next segment
-    /// if not. After `Ok`, `append_prepared` cannot fail: a synchronous
-    /// engine prepares before its commit region so nothing can fail after it
-    /// installed.
+    /// if not. After `Ok`, `append_prepared` can fail only where the store
+    /// can (never for the pool): a synchronous engine prepares before its
+    /// commit region so nothing can fail after it installed.
     pub fn prepare<R>(&mut self, writes: &WriteSet<R>) -> DbResult<()> {
         self.prepare_reserving(writes, 0)
     }
@@ -339,13 +418,13 @@ impl<B: PmBackend> LogWriter<B> {
         let max_dependencies = max_dependencies.min(MAX_DEPENDENCIES);
         let raw = record_length_with(writes, max_dependencies);
         let len = layout.padded_len(raw);
-        let chunk_size = self.pool.geometry().chunk_size;
+        let segment_size = self.segment_size;
         let filler = layout.filler_before(self.position, raw);
-        if self.position + filler + len + 8 > chunk_size {
+        if self.position + filler + len > segment_size {
             let fresh = layout.filler_before(SEGMENT_HEADER, raw);
-            if SEGMENT_HEADER + fresh + len + 8 > chunk_size {
+            if SEGMENT_HEADER + fresh + len > segment_size {
                 return Err(DbError::OutOfSpace(format!(
-                    "a redo record of {len} bytes does not fit a log segment of {chunk_size} bytes"
+                    "a redo record of {len} bytes does not fit a log segment of {segment_size} bytes"
                 )));
             }
             self.roll_segment()?;
@@ -361,7 +440,7 @@ impl<B: PmBackend> LogWriter<B> {
         let raw = record_length_with(writes, dependencies.len());
         let len = layout.padded_len(raw);
         let filler = layout.filler_before(self.position, raw);
-        debug_assert!(self.position + filler + len + 8 <= self.pool.geometry().chunk_size);
+        debug_assert!(self.position + filler + len <= self.segment_size);
         self.buffer.clear();
         if filler > 0 {
             self.buffer.resize(filler as usize, 0);
@@ -372,8 +451,6 @@ impl<B: PmBackend> LogWriter<B> {
         debug_assert_eq!((self.buffer.len() - start) as u64, raw);
         self.buffer.resize(start + len as usize, 0);
         self.buffer[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
-        // The 8 zero bytes after the record terminate the scan.
-        self.buffer.extend_from_slice(&[0u8; 8]);
         self.prepared = Some(Prepared { filler: filler as usize, len: len as usize });
     }
 
@@ -385,7 +462,7 @@ impl<B: PmBackend> LogWriter<B> {
         tid: u64,
         writes: &WriteSet<R>,
         dependencies: &[u64],
-    ) -> (u64, u64) {
+    ) -> Result<(u64, u64), S::Error> {
         debug_assert!(self.prepared.is_some(), "append without prepare");
         if !dependencies.is_empty() {
             // Never longer than the reserved record, so it fits where that
@@ -397,39 +474,35 @@ impl<B: PmBackend> LogWriter<B> {
 
     /// Writes the record of the last [`LogWriter::prepare`] with `tid`
     /// (non-temporally in `NonTemporal` mode), without a fence; returns the
-    /// absolute range written, terminator included. Panics without a
-    /// prepared record (a caller bug).
-    pub fn append_prepared(&mut self, tid: u64) -> (u64, u64) {
+    /// range written. Panics without a prepared record
+    /// (a caller bug). On an error of the store the record counts as not
+    /// written (the writer stays where it was).
+    pub fn append_prepared(&mut self, tid: u64) -> Result<(u64, u64), S::Error> {
         let Prepared { filler, len } = self.prepared.take().expect("append_prepared without prepare");
+        let key = self.seal_key();
         if filler > 0 {
-            seal(&mut self.buffer[..filler], self.sequence, tid);
+            seal(&mut self.buffer[..filler], key, tid);
         }
-        seal(&mut self.buffer[filler..filler + len], self.sequence, tid);
+        seal(&mut self.buffer[filler..filler + len], key, tid);
         let start = self.segment_offset + self.position;
-        let backend = self.pool.backend();
-        match self.mode {
-            LogStoreMode::Cached => backend.write(start, &self.buffer),
-            LogStoreMode::NonTemporal => backend.write_non_temporal(start, &self.buffer),
-        }
+        self.store_bytes(start)?;
         self.position += (filler + len) as u64;
         let end = start + (filler + len) as u64;
         if let Some(last) = self.shared.segments.lock().last_mut() {
             last.max_epoch = last.max_epoch.max(crate::storage::record::epoch_of_tid(tid));
         }
         self.shared.tail.store(end, Ordering::Release);
-        (start, end + 8)
+        Ok((start, end))
     }
 
-    /// Makes `range` (from [`LogWriter::append_prepared`]) durable: flush its
-    /// lines unless written non-temporally, then fence. Other non-temporal
-    /// stores of this thread made before are durable too.
-    pub fn make_durable(&self, range: (u64, u64)) {
-        let backend = self.pool.backend();
-        if self.mode == LogStoreMode::Cached {
-            backend.flush(range.0, range.1 - range.0);
-        }
-        backend.fence();
-        self.shared.flushed.store(range.1 - 8, Ordering::Release);
+    /// Makes `range` (from [`LogWriter::append_prepared`]) durable: for the
+    /// pool, flush its lines unless written non-temporally, then fence
+    /// (other non-temporal stores of this thread made before are durable
+    /// too); for a file, `fdatasync`.
+    pub fn make_durable(&self, range: (u64, u64)) -> Result<(), S::Error> {
+        self.store.sync(&[range], self.mode)?;
+        self.shared.flushed.store(range.1, Ordering::Release);
+        Ok(())
     }
 
     /// The shared view of this log.
@@ -445,7 +518,7 @@ impl<B: PmBackend> LogWriter<B> {
     /// Whether the record of `writes` fits the current segment (else the
     /// next [`LogWriter::append`] starts a new segment first).
     pub fn fits<R>(&self, writes: &WriteSet<R>) -> bool {
-        self.position + record_length(writes) + 8 <= self.pool.geometry().chunk_size
+        self.position + record_length(writes) <= self.segment_size
     }
 }
 
@@ -491,12 +564,12 @@ fn encode_unsealed<R>(buffer: &mut Vec<u8>, writes: &WriteSet<R>, dependencies: 
 }
 
 /// The whole record of `writes` with `tid`, sealed for segment `sequence`
-/// (tests).
+/// of `worker` (tests).
 #[cfg(test)]
-fn encode_record<R>(buffer: &mut Vec<u8>, sequence: u64, tid: u64, writes: &WriteSet<R>) {
+fn encode_record<R>(buffer: &mut Vec<u8>, sequence: u64, worker: u16, tid: u64, writes: &WriteSet<R>) {
     buffer.clear();
     encode_unsealed(buffer, writes, &[]);
-    seal(buffer, sequence, tid);
+    seal(buffer, SealKey { sequence, worker: Some(worker) }, tid);
 }
 
 /// One write of a decoded record.
@@ -521,21 +594,35 @@ pub struct LogRecord {
     pub dependencies: Vec<u64>,
 }
 
-/// A segment found in the pool at recovery.
+/// A segment found at recovery.
 #[derive(Clone, Copy, Debug)]
 pub struct FoundSegment {
     /// Owning worker.
     pub worker: u16,
-    /// Chunk.
-    pub chunk: ChunkId,
+    /// The segment in its store.
+    pub id: SegmentId,
     /// Sequence.
     pub sequence: u64,
+    /// How its records are sealed.
+    pub format: SegmentFormat,
+}
+
+impl FoundSegment {
+    fn seal_key(&self) -> SealKey {
+        SealKey {
+            sequence: self.sequence,
+            worker: match self.format {
+                SegmentFormat::V1 => None,
+                SegmentFormat::V2 => Some(self.worker),
+            },
+        }
+    }
 }
 
 /// Every log segment in the pool with a valid header, grouped by worker and
 /// ordered by sequence. Segments with a damaged header (a crash while one
 /// was being started) are returned separately for freeing.
-pub fn find_segments<B: PmBackend>(pool: &Pool<B>) -> (Vec<FoundSegment>, Vec<ChunkId>) {
+pub fn find_segments<B: PmBackend>(pool: &Pool<B>) -> (Vec<FoundSegment>, Vec<SegmentId>) {
     let mut found = Vec::new();
     let mut broken = Vec::new();
     for (chunk, chunk_owner) in pool.owned_chunks() {
@@ -544,43 +631,59 @@ pub fn find_segments<B: PmBackend>(pool: &Pool<B>) -> (Vec<FoundSegment>, Vec<Ch
         }
         let mut header = [0u8; 32];
         pool.backend().read(pool.chunk_offset(chunk), &mut header);
-        let magic = u64::from_le_bytes(header[0..8].try_into().expect("8"));
-        let crc = u32::from_le_bytes(header[28..32].try_into().expect("4"));
-        let worker = u64::from_le_bytes(header[16..24].try_into().expect("8"));
-        // Writers are numbered by u16 (`owner`): a larger owner group or
-        // worker field is damage, not another worker's chain.
-        if magic != SEGMENT_MAGIC
-            || crc != crc32fast::hash(&header[0..28])
-            || worker != chunk_owner.group() as u64
-            || worker > u64::from(u16::MAX)
-        {
-            broken.push(chunk);
-            continue;
+        // Writers are numbered by u16 (the chunk owner's group): a larger
+        // owner group or worker field is damage, not another worker's chain.
+        match parse_segment_header(&header) {
+            Some((worker, sequence, format)) if u64::from(worker) == chunk_owner.group() as u64 => {
+                found.push(FoundSegment { worker, id: SegmentId(chunk.0), sequence, format });
+            }
+            _ => broken.push(SegmentId(chunk.0)),
         }
-        let sequence = u64::from_le_bytes(header[8..16].try_into().expect("8"));
-        found.push(FoundSegment { worker: worker as u16, chunk, sequence });
     }
     found.sort_by_key(|s| (s.worker, s.sequence));
     (found, broken)
 }
 
-/// Visits the valid records of `segment` in order.
-pub fn scan_segment<B: PmBackend>(pool: &Pool<B>, segment: &FoundSegment, mut visit: impl FnMut(LogRecord)) {
-    let base = pool.chunk_offset(segment.chunk);
+/// Visits the valid records of `segment` of the pool in order.
+pub fn scan_segment<B: PmBackend>(pool: &Pool<B>, segment: &FoundSegment, visit: impl FnMut(LogRecord)) {
+    let base = pool.chunk_offset(ChunkId(segment.id.0));
     let size = pool.geometry().chunk_size;
+    scan_records(
+        segment,
+        size,
+        |position, bytes| {
+            pool.backend().read(base + position, bytes);
+            true
+        },
+        visit,
+    );
+}
+
+/// Visits the valid records of `segment`, of `size` bytes, in order; `read(position, bytes)` fills `bytes` from the segment, or
+/// returns false when they lie beyond its end (a file shorter than a
+/// segment). Stops at the first record whose length or CRC is wrong.
+pub fn scan_records(
+    segment: &FoundSegment,
+    size: u64,
+    mut read: impl FnMut(u64, &mut [u8]) -> bool,
+    mut visit: impl FnMut(LogRecord),
+) {
     let mut position = SEGMENT_HEADER;
     let mut bytes = Vec::new();
     while position + RECORD_HEADER as u64 <= size {
         let mut head = [0u8; 8];
-        pool.backend().read(base + position, &mut head);
+        if !read(position, &mut head) {
+            return;
+        }
         let total = u32::from_le_bytes(head[0..4].try_into().expect("4")) as u64;
         if total < RECORD_HEADER as u64 || !total.is_multiple_of(8) || position + total > size {
             return;
         }
         bytes.resize(total as usize, 0);
-        pool.backend().read(base + position, &mut bytes);
-        let mut hasher = crc32fast::Hasher::new();
-        hasher.update(&segment.sequence.to_le_bytes());
+        if !read(position, &mut bytes) {
+            return;
+        }
+        let mut hasher = segment.seal_key().hasher();
         hasher.update(&bytes[8..]);
         if hasher.finalize() != u32::from_le_bytes(head[4..8].try_into().expect("4")) {
             return;
@@ -634,16 +737,98 @@ fn decode_record(bytes: &[u8]) -> Option<LogRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::record::{Record, RowKind};
+    use pmtx_pm::{Direct, PmOptions};
+
+    /// A write set of one write of `key` = `value` into table 1 (the row is
+    /// leaked: tests only).
+    fn one_write(key: &'static [u8], value: &'static [u8]) -> WriteSet<Record> {
+        let row = Record::allocate(key, 0);
+        let mut writes = WriteSet::default();
+        // SAFETY: the row is never freed.
+        writes.push(crate::schema::TableId(1), unsafe { row.as_ref() }, key, Some(value), false);
+        writes
+    }
+
+    fn records_of<B: PmBackend>(pool: &Pool<B>, worker: u16) -> Vec<LogRecord> {
+        let (segments, broken) = find_segments(pool);
+        assert!(broken.is_empty());
+        let mut records = Vec::new();
+        for segment in segments.iter().filter(|segment| segment.worker == worker) {
+            scan_segment(pool, segment, |record| records.push(record));
+        }
+        records
+    }
+
+    /// The case the old 8-byte terminator guarded: a chunk freed by one
+    /// worker's chain and reused by another worker's segment of the same
+    /// sequence. Without a terminator, the first worker's records after
+    /// the new tail must not validate in the new segment.
+    #[test]
+    fn stale_records_of_another_worker_with_the_same_sequence_never_validate() {
+        let pool = Arc::new(Pool::<Direct>::create_in_memory(8 << 20, 1 << 20, &PmOptions::default()).unwrap());
+        let sequence = 5 << 32;
+        let mut first =
+            LogWriter::new(Arc::clone(&pool), 0, LogStoreMode::NonTemporal, Default::default(), sequence).unwrap();
+        for n in 0..4u64 {
+            let range = first.append(n + 1, &one_write(b"stale", b"from worker 0")).unwrap();
+            let Ok(()) = first.make_durable(range);
+        }
+        let chunk = ChunkId(first.shared().segments.lock()[0].id.0);
+        drop(first);
+        pool.free_chunk(chunk);
+        let mut second =
+            LogWriter::new(Arc::clone(&pool), 1, LogStoreMode::NonTemporal, Default::default(), sequence).unwrap();
+        assert_eq!(ChunkId(second.shared().segments.lock()[0].id.0), chunk, "the lowest free chunk is reused");
+        // The same length as the stale records, so the scan lands exactly on
+        // the next of them.
+        let range = second.append(9, &one_write(b"fresh", b"from worker 1")).unwrap();
+        let Ok(()) = second.make_durable(range);
+        let records = records_of(&*pool, 1);
+        assert_eq!(records.len(), 1, "only the new segment's own record: {records:?}");
+        assert_eq!(records[0].tid, 9);
+    }
+
+    /// Pools written before format 2 still recover: a format-1 segment
+    /// (records sealed over the sequence alone, each followed by 8 zero
+    /// bytes) is found and scanned.
+    #[test]
+    fn format_one_segments_are_still_read() {
+        let pool = Pool::<Direct>::create_in_memory(8 << 20, 1 << 20, &PmOptions::default()).unwrap();
+        let chunk = pool.allocate_chunk(pmtx_pm::ChunkOwner::compose(LOG_CHUNK_KIND, 2, 0), false).unwrap();
+        let offset = pool.chunk_offset(chunk);
+        let sequence: u64 = 3 << 32;
+        let mut header = [0u8; SEGMENT_HEADER as usize];
+        header[0..8].copy_from_slice(&SEGMENT_MAGIC_V1.to_le_bytes());
+        header[8..16].copy_from_slice(&sequence.to_le_bytes());
+        header[16..24].copy_from_slice(&2u64.to_le_bytes());
+        let crc = crc32fast::hash(&header[0..28]);
+        header[28..32].copy_from_slice(&crc.to_le_bytes());
+        pool.backend().write(offset, &header);
+        let mut position = offset + SEGMENT_HEADER;
+        for tid in [11u64, 12] {
+            let mut record = Vec::new();
+            encode_unsealed(&mut record, &one_write(b"old", b"format one"), &[]);
+            seal(&mut record, SealKey { sequence, worker: None }, tid);
+            record.extend_from_slice(&[0u8; 8]);
+            pool.backend().write(position, &record);
+            position += record.len() as u64 - 8;
+        }
+        let (segments, broken) = find_segments(&pool);
+        assert!(broken.is_empty());
+        assert_eq!(segments[0].format, SegmentFormat::V1);
+        let tids: Vec<u64> = records_of(&pool, 2).iter().map(|record| record.tid).collect();
+        assert_eq!(tids, [11, 12]);
+    }
 
     #[test]
     fn decode_rejects_truncated_records_without_panicking() {
-        use crate::storage::record::{Record, RowKind};
         let mut buffer = Vec::new();
         let row = Record::allocate(b"key", 0);
         let mut writes = WriteSet::default();
         // SAFETY: the record lives until the end of the test.
         writes.push(crate::schema::TableId(3), unsafe { row.as_ref() }, b"key", Some(b"value"), false);
-        encode_record(&mut buffer, 7, 99, &writes);
+        encode_record(&mut buffer, 7, 3, 99, &writes);
         drop(writes);
         // SAFETY: nothing references the record any more.
         unsafe { Record::free(row) };
