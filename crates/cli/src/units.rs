@@ -49,6 +49,28 @@ pub fn parse_seconds(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// Parses a duration with a unit: `us` (or `µs`), `ms` or `s` after a
+/// (possibly fractional) number, e.g. `100us`, `0.5ms`; more than 0 and at
+/// most 60 s.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let trimmed = text.trim();
+    let hint = "expected a number with us, ms or s, e.g. 100us or 2ms";
+    let split = trimmed.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let number: f64 = number.parse().map_err(|_| format!("invalid duration {text:?}: {hint}"))?;
+    let seconds_per_unit = match unit.trim().to_ascii_lowercase().as_str() {
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        _ => return Err(format!("invalid duration {text:?}: {hint}")),
+    };
+    let seconds = number * seconds_per_unit;
+    if !seconds.is_finite() || seconds <= 0.0 || seconds > 60.0 {
+        return Err(format!("invalid duration {text:?}: must be more than 0 and at most 60 s"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
 /// `1073741824` -> `1 GiB`, `1536` -> `1.5 KiB`, `100` -> `100 B`.
 pub fn format_bytes(bytes: u64) -> String {
     let (name, unit) = UNITS.iter().rev().find(|(_, unit)| bytes >= *unit).copied().unwrap_or(("b", 1));

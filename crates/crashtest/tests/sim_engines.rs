@@ -129,16 +129,19 @@ fn honest_acknowledgement_passes() {
     assert_eq!(report.violation_count, 0, "{:?}", report.violations.first());
 }
 
-/// The controls of the sp3 and phytm cases below: the same contended runs
-/// with four threads, honest (sp3 waits for its dependencies, phytm holds
-/// its locks until its log is durable), have no violation.
+/// The controls of the broken variants below: the same contended runs,
+/// honest, have no violation (sp3 waits for its dependencies and phytm
+/// holds its locks until its log is durable, with four threads as their
+/// cases; mmdb fences its record before acknowledging, and wbl waits for
+/// its window's record and discards the dirty window, with two).
 #[test]
 fn contended_controls_pass_where_the_broken_variants_fail() {
-    for engine in [EngineKind::Sp3, EngineKind::Phytm] {
+    for (engine, threads) in [(EngineKind::Sp3, 4), (EngineKind::Phytm, 4), (EngineKind::Mmdb, 2), (EngineKind::Wbl, 2)]
+    {
         let mut config = config(engine, WorkloadKind::Smallbank, 300);
         config.scale.accounts = 8;
         config.recovery_check_every = 0;
-        config.threads = 4;
+        config.threads = threads;
         let report = run_sim(&config, &|_| {}).unwrap();
         assert_eq!(report.violation_count, 0, "{engine} seed {:#x}: {:?}", seed(), report.violations.first());
     }
@@ -157,6 +160,9 @@ fn every_broken_engine_is_caught() {
         (EngineKind::GroupCommit, Fault::GroupCommitEpochBeforeLog),
         (EngineKind::Sp3, Fault::Sp3AckBeforeDependencies),
         (EngineKind::Phytm, Fault::HybridUnlockBeforeLog),
+        (EngineKind::Mmdb, Fault::MmdbAckBeforeFence),
+        (EngineKind::Wbl, Fault::WblAckBeforeWindow),
+        (EngineKind::Wbl, Fault::WblKeepDirtyWindow),
     ];
     let mut missed = Vec::new();
     for (engine, fault) in cases {

@@ -66,11 +66,25 @@ pub enum EngineKind {
     /// file and epoch before the durable epoch is published
     /// ([`crate::DbOptions::log_directory`]; checkpoints stay in the pool).
     DbxDisk,
+    /// The Zen paper's "MMDB with NVM capacity" baseline (its WAL in PM):
+    /// tables and indexes in DRAM, one redo record per transaction written
+    /// with ordinary stores, `clwb` and one `sfence` before the commit is
+    /// acknowledged, checkpoints, recovery by checkpoint + log replay. The
+    /// same engine as `dbx-naive` with the DBXN log-write options off
+    /// (ARCHITECTURE.md §7).
+    Mmdb,
+    /// Write-behind logging (Arulraj et al., as the Zen paper runs it):
+    /// every version in a PM tuple heap (Zen's), persisted at commit, no
+    /// redo log of values; a record (c_p, c_d) per group-commit window;
+    /// a commit is acknowledged once a record with c_p at or above its
+    /// timestamp is durable, and recovery discards every version in
+    /// (c_p, c_d].
+    Wbl,
 }
 
 impl EngineKind {
     /// Every engine, for `--help` and tests.
-    pub const ALL: [EngineKind; 15] = [
+    pub const ALL: [EngineKind; 17] = [
         EngineKind::Silo,
         EngineKind::GroupCommit,
         EngineKind::Dbxn,
@@ -86,6 +100,8 @@ impl EngineKind {
         EngineKind::Phtm,
         EngineKind::TwoPl,
         EngineKind::DbxDisk,
+        EngineKind::Mmdb,
+        EngineKind::Wbl,
     ];
 
     /// Parses an engine name.
@@ -111,6 +127,8 @@ impl EngineKind {
             EngineKind::Phtm => "phtm",
             EngineKind::TwoPl => "2pl",
             EngineKind::DbxDisk => "dbx-disk",
+            EngineKind::Mmdb => "mmdb",
+            EngineKind::Wbl => "wbl",
         }
     }
 
@@ -129,6 +147,13 @@ impl EngineKind {
     /// transactions over the shared lock table.
     pub fn is_hybrid(self) -> bool {
         matches!(self, EngineKind::Phytm | EngineKind::PhytmPaper | EngineKind::Phtm | EngineKind::TwoPl)
+    }
+
+    /// The engines over Zen's PM tuple heap (`zen`, `zen-naive-alloc`,
+    /// `wbl`): their rows live in the heap and a DRAM Met-Cache, and they
+    /// take `DbOptions::zen`.
+    pub fn uses_tuple_heap(self) -> bool {
+        matches!(self, EngineKind::Zen | EngineKind::ZenNaiveAlloc | EngineKind::Wbl)
     }
 
     /// Why crash-consistency claims exclude the engine, if they do: a

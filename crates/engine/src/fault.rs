@@ -27,18 +27,30 @@ pub enum Fault {
     /// on a write a crash then loses (the committer also sleeps 200 µs in
     /// that window, as a descheduled one would).
     HybridUnlockBeforeLog,
+    /// mmdb: acknowledge before the log record's fence (the record is
+    /// written and `clwb`'d, never fenced before the acknowledgement).
+    MmdbAckBeforeFence,
+    /// wbl: acknowledge a commit when its versions are durable, before a
+    /// group-commit record covers its timestamp.
+    WblAckBeforeWindow,
+    /// wbl: recovery keeps the versions in (c_p, c_d] instead of
+    /// discarding them (it takes c_d for c_p).
+    WblKeepDirtyWindow,
 }
 
 #[cfg(feature = "fault-injection")]
 impl Fault {
     /// Every fault, for tests and `--help`.
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 9] = [
         Fault::DbxnAckBeforeFence,
         Fault::ZenSkipFirstFence,
         Fault::ZenLpOnFirstTuple,
         Fault::GroupCommitEpochBeforeLog,
         Fault::Sp3AckBeforeDependencies,
         Fault::HybridUnlockBeforeLog,
+        Fault::MmdbAckBeforeFence,
+        Fault::WblAckBeforeWindow,
+        Fault::WblKeepDirtyWindow,
     ];
 
     /// Stable name.
@@ -50,6 +62,9 @@ impl Fault {
             Fault::GroupCommitEpochBeforeLog => "group-commit-epoch-before-log",
             Fault::Sp3AckBeforeDependencies => "sp3-ack-before-dependencies",
             Fault::HybridUnlockBeforeLog => "hybrid-unlock-before-log",
+            Fault::MmdbAckBeforeFence => "mmdb-ack-before-fence",
+            Fault::WblAckBeforeWindow => "wbl-ack-before-window",
+            Fault::WblKeepDirtyWindow => "wbl-keep-dirty-window",
         }
     }
 
@@ -73,10 +88,10 @@ impl Faults {
         Faults { fault }
     }
 
-    /// dbxn: no fence before the acknowledgement.
+    /// dbxn, mmdb: no fence before the acknowledgement.
     #[inline(always)]
     pub(crate) fn ack_before_fence(&self) -> bool {
-        self.is(|f| matches!(f, FaultKind::DbxnAckBeforeFence))
+        self.is(|f| matches!(f, FaultKind::DbxnAckBeforeFence | FaultKind::MmdbAckBeforeFence))
     }
 
     /// zen: no fence between the tuples and the LP bit.
@@ -109,6 +124,18 @@ impl Faults {
         self.is(|f| matches!(f, FaultKind::HybridUnlockBeforeLog))
     }
 
+    /// wbl: acknowledge before the window's record.
+    #[inline(always)]
+    pub(crate) fn ack_before_window(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::WblAckBeforeWindow))
+    }
+
+    /// wbl: recovery keeps the dirty window.
+    #[inline(always)]
+    pub(crate) fn keep_dirty_window(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::WblKeepDirtyWindow))
+    }
+
     #[inline(always)]
     fn is(&self, test: impl Fn(FaultKind) -> bool) -> bool {
         #[cfg(feature = "fault-injection")]
@@ -138,4 +165,7 @@ enum FaultKind {
     GroupCommitEpochBeforeLog,
     Sp3AckBeforeDependencies,
     HybridUnlockBeforeLog,
+    MmdbAckBeforeFence,
+    WblAckBeforeWindow,
+    WblKeepDirtyWindow,
 }

@@ -110,6 +110,8 @@ pub struct DbOptions {
     /// (`pmtx_pm::Pool::start_prefault`; pool files only). 0 disables it.
     pub prefault_chunks: u64,
     /// Epoch length (group commit and TID epochs); 40 ms as in Silo/DBX.
+    /// `wbl` ignores it: its epochs are its group-commit windows
+    /// (`DbOptions::wbl`).
     pub epoch_interval: Duration,
     /// Periodic checkpoint interval; `None` disables periodic checkpoints.
     pub checkpoint_interval: Option<Duration>,
@@ -123,8 +125,12 @@ pub struct DbOptions {
     pub htm: pmtx_htm::HtmConfig,
     /// NVM-friendly log writes of the DBXN engines.
     pub dbxn: crate::options::DbxnOptions,
-    /// Options of the `zen` engines (Met-Cache budget, LP table order).
+    /// Options of the engines over Zen's tuple heap, `zen`,
+    /// `zen-naive-alloc` and `wbl` (Met-Cache budget, LP table order, heap
+    /// reclamation).
     pub zen: crate::options::ZenOptions,
+    /// Options of `wbl` (its group-commit window).
+    pub wbl: crate::options::WblOptions,
     /// Where a redo log kept in files lives (`dbx-disk`, `dbx-naive` with
     /// `medium=disk`; ignored by every other engine).
     pub log_directory: LogDirectory,
@@ -155,6 +161,7 @@ impl DbOptions {
             htm: pmtx_htm::HtmConfig::software(),
             dbxn: crate::options::DbxnOptions::default(),
             zen: crate::options::ZenOptions::default(),
+            wbl: crate::options::WblOptions::default(),
             log_directory: LogDirectory::BesidePool,
             #[cfg(feature = "fault-injection")]
             fault: None,
@@ -278,6 +285,9 @@ impl DbOptions {
         if self.epoch_interval.is_zero() {
             return Err(DbError::InvalidConfig("epoch_interval must be positive".into()));
         }
+        if self.wbl.window.is_zero() {
+            return Err(DbError::InvalidConfig("wbl window must be positive".into()));
+        }
         let mut names = std::collections::HashSet::new();
         for table in &self.tables {
             if !names.insert(table.name.as_str()) {
@@ -332,5 +342,23 @@ pub struct ZenOptions {
 impl Default for ZenOptions {
     fn default() -> Self {
         Self { cache_bytes: 256 << 20, lp_table_order: Vec::new(), gc_batch: 64, sweep_threshold: 256 }
+    }
+}
+
+/// Options of `wbl` (`DbOptions::wbl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WblOptions {
+    /// Length of a group-commit window: once per window a record (c_p,
+    /// c_d) is made durable, which acknowledges every commit of the windows
+    /// before it. The window is also `wbl`'s epoch (TIDs, reclamation), in
+    /// place of `DbOptions::epoch_interval`. 100 µs by default, the Zen
+    /// paper's WBL setting. TIDs hold 2^29 epochs, so a pool runs for
+    /// 2^29 windows (about 15 hours of windows at 100 µs) in all.
+    pub window: Duration,
+}
+
+impl Default for WblOptions {
+    fn default() -> Self {
+        Self { window: Duration::from_micros(100) }
     }
 }

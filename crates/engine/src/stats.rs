@@ -55,6 +55,8 @@ pub struct EngineStats {
     /// Absent rows (deleted, or placeholders of reads of missing keys)
     /// unlinked from the indexes by reclamation since open.
     pub rows_unlinked: u64,
+    /// Group-commit records (c_p, c_d) made durable since open (wbl).
+    pub window_records: u64,
 }
 
 impl EngineStats {
@@ -87,6 +89,9 @@ pub struct RecoveryReport {
     pub heap_slots_scanned: u64,
     /// Live tuples recovered from the heap (zen).
     pub heap_tuples_recovered: u64,
-    /// Tuples of unfinished transactions or torn slots discarded (zen).
+    /// Tuples of unfinished transactions or torn slots discarded (zen);
+    /// for wbl, also every version in (c_p, c_d].
     pub heap_tuples_discarded: u64,
+    /// The (c_p, c_d) of the group-commit record recovery went by (wbl).
+    pub wbl_window: Option<(u64, u64)>,
 }

@@ -530,6 +530,12 @@ macro_rules! for_each_engine {
         mod nvm_tx {
             $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::NvmTx) })*
         }
+        mod mmdb {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::Mmdb) })*
+        }
+        mod wbl {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::Wbl) })*
+        }
         // DBXN with simulated HTM aborts in each commit region (an abort
         // retries, then runs the same body in software).
         mod dbxn_sim_htm_1pct {
@@ -618,6 +624,9 @@ macro_rules! for_each_protocol {
             mod cicada_durable { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::GroupCommit, pmtx_engine::CcProtocol::Cicada)) })* }
             mod cicada_dbxn { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Dbxn, pmtx_engine::CcProtocol::Cicada)) })* }
             mod cicada_zen { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Zen, pmtx_engine::CcProtocol::Cicada)) })* }
+            // The Zen paper runs its MMDB and WBL baselines over Cicada.
+            mod cicada_mmdb { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Mmdb, pmtx_engine::CcProtocol::Cicada)) })* }
+            mod cicada_wbl { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Wbl, pmtx_engine::CcProtocol::Cicada)) })* }
             mod hstore_dram { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Silo, pmtx_engine::CcProtocol::HStore)) })* }
             mod hstore_durable { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::GroupCommit, pmtx_engine::CcProtocol::HStore)) })* }
             mod hstore_dbxn { $(#[test] fn $test() { super::super::$test(super::super::Setup::cc(pmtx_engine::EngineKind::Dbxn, pmtx_engine::CcProtocol::HStore)) })* }

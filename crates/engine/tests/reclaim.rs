@@ -120,6 +120,8 @@ per_engine! {
     dbx_naive: pmtx_engine::EngineKind::DbxNaive;
     sp3: pmtx_engine::EngineKind::Sp3;
     nvm_tx: pmtx_engine::EngineKind::NvmTx;
+    mmdb: pmtx_engine::EngineKind::Mmdb;
+    wbl: pmtx_engine::EngineKind::Wbl;
     zen: pmtx_engine::EngineKind::Zen;
     zen_naive_alloc: pmtx_engine::EngineKind::ZenNaiveAlloc;
 }

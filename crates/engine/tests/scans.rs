@@ -225,6 +225,7 @@ fn scans_agree_with_a_maintained_count(engine: Case) {
 fn waiting_calls_end_when_crashed(engine: Case) {
     let mut opts = options(engine);
     opts.epoch_interval = Duration::from_secs(30);
+    opts.wbl.window = Duration::from_secs(30);
     let db = Arc::new(Database::open(opts).unwrap());
     let items = db.table_id("items").unwrap();
     let ran = Arc::new(AtomicBool::new(false));
@@ -245,7 +246,8 @@ fn waiting_calls_end_when_crashed(engine: Case) {
     db.crash().unwrap();
     let (result, _) = waiter.join().unwrap();
     assert!(crashed_at.elapsed() < Duration::from_secs(5), "{engine}: the waiter returned promptly");
-    if engine.0 == EngineKind::GroupCommit {
+    if matches!(engine.0, EngineKind::GroupCommit | EngineKind::Wbl) {
+        // Its epoch (wbl: window) never closed before the crash.
         assert!(matches!(result, Err(DbError::Closed)), "{engine}: {result:?}");
     } else {
         // Synchronous and log-free engines acknowledge at commit.
@@ -270,6 +272,7 @@ fn wait_until_committing(ran: &AtomicBool) {
 fn waiting_calls_end_when_closed(engine: Case) {
     let mut opts = options(engine);
     opts.epoch_interval = Duration::from_secs(30);
+    opts.wbl.window = Duration::from_secs(30);
     let db = Database::open(opts).unwrap();
     let items = db.table_id("items").unwrap();
     let mut worker = db.worker(0).unwrap();
@@ -325,6 +328,12 @@ per_engine! {
     dbx_naive: EngineKind::DbxNaive;
     sp3: EngineKind::Sp3;
     nvm_tx: EngineKind::NvmTx;
+    mmdb: EngineKind::Mmdb;
+    // The Zen paper runs MMDB over Cicada.
+    cicada_mmdb: Case(EngineKind::Mmdb, CcProtocol::Cicada);
+    wbl: EngineKind::Wbl;
+    // ... and WBL.
+    cicada_wbl: Case(EngineKind::Wbl, CcProtocol::Cicada);
     zen: EngineKind::Zen;
     zen_naive_alloc: EngineKind::ZenNaiveAlloc;
     // Every other protocol on DRAM records, a durable DRAM engine and Zen.

@@ -1,4 +1,6 @@
-//! Crash consistency of the `zen` engine under the `sim` backend.
+//! Crash consistency of the engines over Zen's tuple heap (`zen`,
+//! `zen-naive-alloc`, and `wbl` with its group-commit windows) under the
+//! `sim` backend.
 //!
 //! Two workers run transfers over 32 accounts (worker `w` owns accounts
 //! `16w..16w+16`, so its effect is a deterministic function of how many of
@@ -80,7 +82,20 @@ fn options(engine: EngineKind, cc: CcProtocol, seed: u64) -> DbOptions {
         gc_batch: 8,
         sweep_threshold: 2,
     };
+    // wbl: windows as long as the other engines' epochs here, so a run's
+    // records do not crowd out its other crash points.
+    options.wbl.window = Duration::from_millis(1);
     options
+}
+
+/// Whether a crash state's label is one of `engine`'s commit points: Zen's
+/// "before LP", wbl's versions before their fence and window records.
+fn is_commit_point(engine: EngineKind, label: &str) -> bool {
+    if engine == EngineKind::Wbl {
+        label.starts_with("wbl:")
+    } else {
+        label.contains("before LP")
+    }
 }
 
 fn seq_key(worker: usize) -> Vec<u8> {
@@ -170,7 +185,8 @@ fn run_workload(
                 })
                 .unwrap();
             assert_eq!(finished.outcome, Outcome::Committed(()));
-            // Acknowledged: `run` returned after the LP fence.
+            // Acknowledged: `run` returned after the LP fence (wbl: after
+            // the window's record).
             acked.push(pool.backend().event_count());
         }
         acked
@@ -189,10 +205,10 @@ fn crash_images_recover_acknowledged_prefixes(engine: EngineKind, cc: CcProtocol
     let (states, acks, final_image, stats) = run_workload(engine, cc, seed);
     let captured = states.len();
     assert!(stats.heap_sweeps > 0, "seed {seed:#x}: no tombstone sweep ran: {stats:?}");
-    assert!(states.iter().any(|s| s.label.contains("before LP")), "no LP crash point captured");
+    assert!(states.iter().any(|s| is_commit_point(engine, s.label)), "no commit crash point captured");
     let run_time = started.elapsed();
-    // Every "before LP" label is a prime candidate.
-    let picked = support::pick_states(seed, states, STATES_CHECKED, |state| state.label.contains("before LP"));
+    // Every commit point is a prime candidate.
+    let picked = support::pick_states(seed, states, STATES_CHECKED, |state| is_commit_point(engine, state.label));
     let during = DuringRecovery {
         every: (picked.len() / RECOVERY_CRASH_STATES).max(1),
         states: 6,
@@ -266,4 +282,15 @@ fn zen_under_hstore_crash_images_recover_acknowledged_prefixes() {
 #[test]
 fn zen_under_dl_detect_crash_images_recover_acknowledged_prefixes() {
     crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::DlDetect, 0x2E40_0D1D);
+}
+
+#[test]
+fn wbl_crash_images_recover_acknowledged_prefixes() {
+    crash_images_recover_acknowledged_prefixes(EngineKind::Wbl, CcProtocol::Silo, 0x2E40_0B1E);
+}
+
+#[test]
+fn wbl_under_cicada_crash_images_recover_acknowledged_prefixes() {
+    // The Zen paper runs its WBL baseline over Cicada.
+    crash_images_recover_acknowledged_prefixes(EngineKind::Wbl, CcProtocol::Cicada, 0x2E40_0B1C);
 }

@@ -121,7 +121,8 @@ pub struct PoolRunArgs {
     /// needs room for seconds of log besides the data.
     #[arg(long, default_value = "8GiB", value_parser = parse_size, help_heading = "Engine and pool")]
     pub pool_size: u64,
-    /// Epoch length in milliseconds (group commit and TID epochs).
+    /// Epoch length in milliseconds (group commit and TID epochs; wbl runs
+    /// its own windows, `--engine wbl:window=`).
     #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=60_000), help_heading = "Engine and pool")]
     pub epoch_ms: u64,
     /// Periodic checkpoint interval in seconds (0 = off).

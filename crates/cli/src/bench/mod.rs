@@ -404,7 +404,8 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
         println!("recovery (crash after the measured phase, reopen with the same engine and options):");
         print!("{}", report::recovery_table(&report.runs));
         println!("  recovery ms: pool open + engine open until it accepts transactions; engine ms: as the engine");
-        println!("  reports it. ckpt rows, log scanned/applied: group-commit and DBXN; heap slots/tuples: zen.");
+        println!("  reports it. ckpt rows, log scanned/applied: the log engines (group-commit, the DBXN and SP^3");
+        println!("  families, phytm's, mmdb); heap slots/tuples/discarded: the heap engines (zen, wbl).");
     }
     println!();
     let passed = report.runs.iter().filter(|run| run.check_passed).count();

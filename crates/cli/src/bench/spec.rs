@@ -10,12 +10,13 @@
 //! the table, the JSON and the CSV; [`EngineSpec::file_label`] is the same
 //! label made safe for a file name.
 
-use crate::units::parse_size;
+use crate::units::{parse_duration, parse_size};
 use pmtx_engine::{CcProtocol, DbOptions, DbxnOptions, EngineKind, LogMedium};
 use pmtx_htm::{HtmBackendKind, HtmConfig, PER_MILLION};
 use std::collections::BTreeMap;
 
 /// One option key an engine accepts.
+#[derive(Clone, Copy)]
 struct OptionKey {
     name: &'static str,
     values: &'static str,
@@ -65,6 +66,16 @@ const ZEN_KEYS: &[OptionKey] = &[OptionKey {
     description: "Met-Cache DRAM budget, e.g. 64MiB; 0 caches nothing [256MiB]",
 }];
 
+/// Options of `wbl`: the Met-Cache (its tuple cache) and its window.
+const WBL_KEYS: &[OptionKey] = &[
+    ZEN_KEYS[0],
+    OptionKey {
+        name: "window",
+        values: "<duration>",
+        description: "group-commit window: one (c_p, c_d) record per window, e.g. 100us or 1ms [100us]",
+    },
+];
+
 /// Options every engine accepts (listed after the family's own keys).
 const COMMON_KEYS: &[OptionKey] = &[OptionKey {
     name: "cc",
@@ -77,6 +88,7 @@ fn family_keys_of(kind: EngineKind) -> &'static [OptionKey] {
     match kind {
         EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => DBXN_KEYS,
         EngineKind::Zen | EngineKind::ZenNaiveAlloc => ZEN_KEYS,
+        EngineKind::Wbl => WBL_KEYS,
         kind if kind.is_hybrid() => HYBRID_KEYS,
         _ => &[],
     }
@@ -125,6 +137,11 @@ pub const PRESETS: &[Preset] = &[
         description: "the rows of the Zen paper's Fig. 22: Zen's heap under each of the ten concurrency-control \
                       protocols",
         specs: zen_cc_matrix,
+    },
+    Preset {
+        name: "zen-designs",
+        description: "the OLTP engine designs the Zen paper compares (§5.1; FOEDUS is not built): mmdb, wbl, zen",
+        specs: zen_designs,
     },
     Preset {
         name: "cc-matrix",
@@ -190,6 +207,10 @@ fn zen_cc_matrix() -> Vec<String> {
     cc_matrix(EngineKind::Zen)
 }
 
+fn zen_designs() -> Vec<String> {
+    ["mmdb", "wbl", "zen"].map(String::from).to_vec()
+}
+
 fn silo_cc_matrix() -> Vec<String> {
     cc_matrix(EngineKind::Silo)
 }
@@ -216,6 +237,8 @@ pub struct EngineSpec {
     pub htm: HtmChoice,
     /// Zen Met-Cache budget, if given.
     pub zen_cache_bytes: Option<u64>,
+    /// wbl group-commit window, if given.
+    pub wbl_window: Option<std::time::Duration>,
     /// Concurrency-control protocol.
     pub cc: CcProtocol,
 }
@@ -229,6 +252,7 @@ impl EngineSpec {
             dbxn: DbxnOptions::default(),
             htm: HtmChoice { backend: HtmBackendKind::None, abort_per_million: 0 },
             zen_cache_bytes: None,
+            wbl_window: None,
             cc: CcProtocol::default(),
         }
     }
@@ -284,9 +308,13 @@ impl EngineSpec {
                 insert_htm(&mut options);
             }
             kind if kind.is_hybrid() => insert_htm(&mut options),
-            EngineKind::Zen | EngineKind::ZenNaiveAlloc => {
+            kind if kind.uses_tuple_heap() => {
                 let bytes = self.zen_cache_bytes.unwrap_or(pmtx_engine::ZenOptions::default().cache_bytes);
                 options.insert("cache".into(), bytes.to_string());
+                if kind == EngineKind::Wbl {
+                    let window = self.wbl_window.unwrap_or(pmtx_engine::WblOptions::default().window);
+                    options.insert("window".into(), format!("{}us", window.as_micros()));
+                }
             }
             _ => {}
         }
@@ -303,6 +331,9 @@ impl EngineSpec {
         };
         if let Some(bytes) = self.zen_cache_bytes {
             options.zen.cache_bytes = bytes;
+        }
+        if let Some(window) = self.wbl_window {
+            options.wbl.window = window;
         }
         options.cc = self.cc;
     }
@@ -438,6 +469,11 @@ pub fn parse_spec(text: &str) -> Result<EngineSpec, String> {
                     Some(parse_size(value).map_err(|error| format!("engine option cache: {error}"))?);
                 value.to_string()
             }
+            "window" => {
+                spec.wbl_window =
+                    Some(parse_duration(value).map_err(|error| format!("engine option window: {error}"))?);
+                value.to_string()
+            }
             "cc" => {
                 spec.cc = parse_cc(value).map_err(|error| format!("engine option cc: {error}"))?;
                 spec.cc.name().to_string()
@@ -470,6 +506,7 @@ pub fn long_help() -> String {
         ("dbx-naive", DBX_NAIVE_KEYS),
         ("phytm, phytm-paper, phtm, 2pl", HYBRID_KEYS),
         ("zen, zen-naive-alloc", ZEN_KEYS),
+        ("wbl", WBL_KEYS),
     ] {
         help.push_str(&format!("\nOptions of {engines}:\n"));
         for key in keys {
@@ -564,6 +601,33 @@ mod tests {
         assert_eq!(spec.zen_cache_bytes, Some(64 << 20));
         assert_eq!(spec.effective_options()["cache"], (64u64 << 20).to_string());
         assert_eq!(spec.file_label(), "zen.cache-64MiB");
+    }
+
+    #[test]
+    fn wbl_cache_and_window() {
+        let spec = parse_spec("wbl:cache=32MiB:window=2ms").unwrap();
+        assert_eq!(
+            (spec.zen_cache_bytes, spec.wbl_window),
+            (Some(32 << 20), Some(std::time::Duration::from_millis(2)))
+        );
+        let options = spec.effective_options();
+        assert_eq!((options["cache"].as_str(), options["window"].as_str()), ("33554432", "2000us"));
+        let mut db = DbOptions::in_memory(EngineKind::Wbl, Vec::new());
+        spec.apply(&mut db, 1);
+        assert_eq!((db.zen.cache_bytes, db.wbl.window), (32 << 20, std::time::Duration::from_millis(2)));
+        assert_eq!(EngineSpec::plain(EngineKind::Wbl).effective_options()["window"], "100us");
+        for (text, needle) in [
+            ("wbl:window=fast", "expected a number with us, ms or s"),
+            ("wbl:window=0us", "more than 0"),
+            ("wbl:window=100", "expected a number with us, ms or s"),
+            ("zen:window=1ms", "valid keys of zen: cache=<size>"),
+            ("mmdb:nt=off", "valid keys of mmdb: cc=<protocol>"),
+        ] {
+            let error = parse_spec(text).unwrap_err();
+            assert!(error.contains(needle), "{text}: {error}");
+        }
+        let EngineEntry(specs) = parse_entry("zen-designs").unwrap();
+        assert_eq!(specs.iter().map(EngineSpec::label).collect::<Vec<_>>(), ["mmdb", "wbl", "zen"]);
     }
 
     #[test]

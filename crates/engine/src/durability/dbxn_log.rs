@@ -37,6 +37,17 @@
 //!   fences. A failed write or sync there comes after the install: the
 //!   policy poisons the log first (no commit logs, no ticket becomes
 //!   durable, read-only ones included), then returns the error.
+//! * `mmdb`: the Zen paper's "MMDB with NVM capacity" baseline (zen-plus.txt
+//!   §2.3, §5.1) is this `dbx-naive` policy with every §3.4 option off
+//!   ([`LogLayout::PLAIN`], whatever `DbOptions::dbxn` says): the
+//!   transaction's redo record is combined in the worker's buffer, written
+//!   with ordinary sequential stores into the worker's own segment, each line
+//!   `clwb`'d, and one `sfence` issued before the locks are released and the
+//!   commit is acknowledged — the paper's "sequential NVM writes, `clwb`s
+//!   and a single `sfence`" with "decentralized logs". Checkpoints and
+//!   recovery are the shared ones below. It is the same engine as
+//!   `dbx-naive:nt=off:pad64=off:align256=off` under the name the Zen paper
+//!   gives it.
 //!
 //! **HTM.** [`pmtx_htm::HtmConfig`] in `DbOptions::htm`: with `none` (the
 //! default) commits run the software path directly, with no global lock.
@@ -232,9 +243,10 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> DbxnLog<B, PARITY, S> {
     /// The policy with its log's segments in `store`.
     pub(crate) fn open_in(options: &DbOptions, pool: Arc<Pool<B>>, store: S) -> DbResult<Self> {
         let kind = options.engine;
-        debug_assert_eq!(PARITY, kind != EngineKind::DbxNaive);
+        debug_assert_eq!(PARITY, !matches!(kind, EngineKind::DbxNaive | EngineKind::Mmdb));
         debug_assert!(
-            kind.is_hybrid() || matches!(kind, EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive)
+            kind.is_hybrid()
+                || matches!(kind, EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive | EngineKind::Mmdb)
         );
         // The hybrid engines keep their HTM with their paths (`cc::hybrid`);
         // dbx-naive's log sits inside its commit region, which would abort
@@ -254,7 +266,8 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> DbxnLog<B, PARITY, S> {
             inner,
             pool,
             kind,
-            layout: layout_of(&options.dbxn),
+            // mmdb is the Zen paper's plain WAL: ordinary stores + clwb.
+            layout: if kind == EngineKind::Mmdb { LogLayout::PLAIN } else { layout_of(&options.dbxn) },
             htm,
             values,
             faults: options.faults(),
@@ -360,7 +373,8 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> CommitLog for DbxnLog<B,
             self.pool.backend().flush(start, end - start);
         }
         // One fence for the record (and the values): the logging phase (an
-        // fdatasync for a log on a file).
+        // fdatasync for a log on a file). The broken variants (dbxn, mmdb)
+        // acknowledge without it.
         if !self.faults.ack_before_fence() {
             worker.log.make_durable(range).map_err(|error| self.poison(error.into()))?;
         }

@@ -1,6 +1,7 @@
-//! The DBXN family (`dbxn`, `dbxn-nvm`, `dbx-naive`): the DRAM engine
-//! shell with DBXN's synchronous log policy (`durability::dbxn_log`, which
-//! documents the protocol).
+//! The DBXN family (`dbxn`, `dbxn-nvm`, `dbx-naive`) and the Zen paper's
+//! `mmdb` (`dbx-naive` with plain log writes): the DRAM engine shell with
+//! DBXN's synchronous log policy (`durability::dbxn_log`, which documents
+//! the protocol).
 
 use crate::durability::dbxn_log::DbxnLog;
 use crate::durability::file_log::open_file_segments;
@@ -12,14 +13,15 @@ use crate::options::LogMedium;
 use pmtx_pm::{PmBackend, Pool};
 use std::sync::Arc;
 
-/// Opens a DBXN-family engine over `pool`.
+/// Opens a DBXN-family engine (or `mmdb`) over `pool`.
 pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
     Ok(match options.engine {
         EngineKind::DbxNaive if options.dbxn.medium == LogMedium::Disk => {
             let store = open_file_segments(options, &pool)?;
             OccEngine::open(options, DbxnLog::<B, false, _>::open_in(options, pool, store)?)?
         }
-        EngineKind::DbxNaive => OccEngine::open(options, DbxnLog::<B, false>::open(options, pool)?)?,
+        // mmdb's log is always in PM (the Zen paper's MMDB).
+        EngineKind::DbxNaive | EngineKind::Mmdb => OccEngine::open(options, DbxnLog::<B, false>::open(options, pool)?)?,
         EngineKind::Dbxn | EngineKind::DbxnNvm => OccEngine::open(options, DbxnLog::<B, true>::open(options, pool)?)?,
         other => unreachable!("{other} is not a DBXN engine"),
     })
@@ -121,5 +123,50 @@ mod tests {
         reader.commit().expect("read-only");
         drop(reader);
         engine.close().expect("close");
+    }
+
+    /// mmdb is the Zen paper's WAL in PM: each writing commit writes its
+    /// record with ordinary stores, `clwb`s it and issues exactly one fence
+    /// before it returns durable, whatever `DbOptions::dbxn` asks for; a
+    /// read-only commit issues none. `dbx-naive` with the same options
+    /// writes non-temporally, so the counters tell the two layouts apart.
+    #[test]
+    fn mmdb_logs_each_commit_with_clwb_and_one_fence() {
+        const COMMITS: u64 = 20;
+        for kind in [EngineKind::Mmdb, EngineKind::DbxNaive] {
+            let mut options = DbOptions::in_memory(kind, vec![TableSchema::hashed("t")]);
+            options.workers = 1;
+            options.dbxn = crate::options::DbxnOptions::default();
+            assert!(options.dbxn.non_temporal, "the options ask for non-temporal log stores");
+            let engine = crate::engines::open(&options).expect("open");
+            let mut worker = Arc::clone(&engine).worker(0);
+            // The first commit allocates the worker's log segment.
+            put(worker.as_mut(), b"warm-up", b"0").expect("commit");
+            let before = pmtx_pm::thread_counters();
+            for round in 0..COMMITS {
+                let ticket = put(worker.as_mut(), &round.to_be_bytes(), b"value").expect("commit");
+                assert_eq!(ticket, CommitTicket::Durable, "{kind}: synchronous log");
+            }
+            let writing = pmtx_pm::thread_counters().since(&before);
+            assert_eq!(writing.fences, COMMITS, "{kind}: one fence per writing commit");
+            if kind == EngineKind::Mmdb {
+                assert_eq!(writing.non_temporal_bytes, 0, "mmdb writes its log with ordinary stores");
+                assert!(writing.lines_flushed >= COMMITS, "mmdb clwbs every record: {writing:?}");
+            } else {
+                assert!(writing.non_temporal_bytes > 0, "dbx-naive follows the options: {writing:?}");
+            }
+            let before = pmtx_pm::thread_counters();
+            let mut value = Vec::new();
+            worker.begin(true, 1);
+            assert!(worker.get(T, &0u64.to_be_bytes(), &mut value).expect("read"));
+            assert_eq!(worker.commit().expect("read-only"), CommitTicket::Durable);
+            assert_eq!(
+                pmtx_pm::thread_counters().since(&before).fences,
+                0,
+                "{kind}: read-only commits persist nothing"
+            );
+            drop(worker);
+            engine.close().expect("close");
+        }
     }
 }

@@ -15,6 +15,14 @@
 //! There is no log and no checkpoint: a clean close only marks the pool;
 //! every open rebuilds the DRAM state by scanning the heap.
 //!
+//! `wbl` (write-behind logging) is the same engine with another commit
+//! rule (`heap::CommitRule::Window`): a commit persists its versions with
+//! one fence and no LP bit, and is acknowledged once the group-commit record
+//! of its window is durable (`storage::zen::window`, which documents the
+//! protocol); recovery discards the versions of the windows that never
+//! became durable. The record log drives the epochs (each window is one),
+//! in place of Zen's ticker.
+//!
 //! `Engine::tables()` returns the schema tables (names, limits, key checks);
 //! their DRAM records stay empty because Zen's rows live in its own tables
 //! here. Read Zen data through transactions.
@@ -31,6 +39,7 @@ use crate::storage::table::RowReclaimer;
 use crate::storage::table::Table;
 use crate::storage::zen::cache::{self, ClockRing};
 use crate::storage::zen::meta::ZenTableMeta;
+use crate::storage::zen::window::WriteBehindLog;
 use crate::storage::zen::{heap, recovery};
 use crossbeam_utils::CachePadded;
 use heap::Heap;
@@ -85,6 +94,20 @@ pub(crate) struct ZenShared<B: PmBackend> {
     pub(crate) rows_unlinked: AtomicU64,
     /// Deliberately broken steps (crash-harness self-tests).
     pub(crate) faults: crate::fault::Faults,
+    /// `wbl`: the group-commit record log, which also advances the epochs.
+    pub(crate) window: Option<WriteBehindLog<B>>,
+}
+
+impl<B: PmBackend> ZenShared<B> {
+    /// Advances the global epoch the engine's way (`wbl`: only behind a
+    /// record that covers the new epoch); `None` once that is impossible
+    /// (a closed `wbl`).
+    pub(crate) fn advance_epoch(&self) -> Option<u64> {
+        match &self.window {
+            Some(window) => window.advance_epoch(),
+            None => Some(self.epochs.advance()),
+        }
+    }
 }
 
 impl<B: PmBackend> Drop for ZenShared<B> {
@@ -134,7 +157,7 @@ pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbR
 impl<B: PmBackend> ZenEngine<B> {
     fn open(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<Self>> {
         let kind = options.engine;
-        debug_assert!(matches!(kind, EngineKind::Zen | EngineKind::ZenNaiveAlloc));
+        debug_assert!(kind.uses_tuple_heap());
         if options.workers > u16::MAX as usize {
             return Err(DbError::InvalidConfig("zen supports at most 65535 workers".into()));
         }
@@ -159,17 +182,43 @@ impl<B: PmBackend> ZenEngine<B> {
             options.tables.iter().map(|schema| ZenTableMeta::new(schema, chunk_size)).collect::<DbResult<Vec<_>>>()?;
         let lp_rank = lp_ranks(options)?;
         let regions = options.workers.max(recovery::max_heap_thread(&pool).map_or(0, |t| t as usize + 1));
-        let heap =
-            Heap::new(&pool, metas.iter().map(|t| t.geometry).collect(), regions, kind == EngineKind::ZenNaiveAlloc);
+        let rule = if kind == EngineKind::Wbl { heap::CommitRule::Window } else { heap::CommitRule::LastPersisted };
+        let heap = Heap::new(
+            &pool,
+            metas.iter().map(|t| t.geometry).collect(),
+            regions,
+            kind == EngineKind::ZenNaiveAlloc,
+            rule,
+        );
+        let faults = options.faults();
+        let (window, horizon) = match rule {
+            heap::CommitRule::LastPersisted => (None, recovery::CommitHorizon::LastPersisted),
+            heap::CommitRule::Window => {
+                let (window, record) = WriteBehindLog::open(&pool, &epochs, options.workers)?;
+                // A fresh pool has no record: nothing committed, no version.
+                let (persisted, dirty) = record.map_or((0, 0), |record| (record.persisted, record.dirty));
+                // The broken variant keeps the dirty window as committed.
+                let persisted = if faults.keep_dirty_window() { dirty } else { persisted };
+                (Some(window), recovery::CommitHorizon::Window { persisted, dirty })
+            }
+        };
         // IMPORTANT: recovery rebuilds the indexes from several threads that
         // announce no epoch; the pin keeps every index array they retire
         // (hash-table growth) alive until all of them are done.
-        let recovered = {
+        let mut recovered = {
             let _rebuilding = epochs.pin_background();
-            recovery::recover(&pool, &tables, &metas, &heap, &lp_rank)?
+            recovery::recover(&pool, &tables, &metas, &heap, &lp_rank, horizon)?
         };
         let first_epoch = crate::storage::record::epoch_of_tid(recovered.max_cts) + 1;
-        epochs.raise(first_epoch);
+        match (&window, horizon) {
+            (Some(window), recovery::CommitHorizon::Window { persisted, dirty }) => {
+                recovered.report.wbl_window = Some((persisted, dirty));
+                // New TIDs start above the old window's c_d, as in WBL.
+                let first_epoch = first_epoch.max(crate::storage::record::epoch_of_tid(dirty) + 1);
+                window.start(first_epoch)?;
+            }
+            _ => epochs.raise(first_epoch),
+        }
         let region_budget = options.zen.cache_bytes / options.workers as u64;
         let shared = Arc::new(ZenShared {
             cc: Arc::new(Concurrency::after_recovery(options.cc, options.workers, &tables)),
@@ -186,17 +235,24 @@ impl<B: PmBackend> ZenEngine<B> {
             closed: AtomicBool::new(false),
             orphans: Mutex::new(RowReclaimer::default()),
             rows_unlinked: AtomicU64::new(0),
-            faults: options.faults(),
+            faults,
+            window,
         });
         let stop = Arc::new(AtomicBool::new(false));
-        let ticker = {
+        let ticker = if shared.window.is_some() {
+            let (shared, stop) = (Arc::clone(&shared), Arc::clone(&stop));
+            let interval = options.wbl.window;
+            std::thread::Builder::new()
+                .name("pmtx-wbl-window".into())
+                .spawn(move || window_loop(&shared, &stop, interval))
+        } else {
             let (epochs, stop) = (Arc::clone(&shared.epochs), Arc::clone(&stop));
             let interval = options.epoch_interval;
             std::thread::Builder::new()
                 .name("pmtx-zen-epoch".into())
                 .spawn(move || ticker_loop(&epochs, &stop, interval))
-                .map_err(|e| DbError::InvalidConfig(format!("cannot start epoch thread: {e}")))?
-        };
+        }
+        .map_err(|e| DbError::InvalidConfig(format!("cannot start epoch thread: {e}")))?;
         Ok(Arc::new(Self { kind, shared, report: recovered.report, stop, ticker: Mutex::new(Some(ticker)) }))
     }
 
@@ -223,6 +279,23 @@ fn ticker_loop(epochs: &Epochs, stop: &AtomicBool, interval: Duration) {
     }
 }
 
+/// `wbl`: one group commit per window (`WriteBehindLog::group_commit`,
+/// which also opens the next window); sleeps in short steps so close does
+/// not wait a whole interval.
+fn window_loop<B: PmBackend>(shared: &ZenShared<B>, stop: &AtomicBool, interval: Duration) {
+    let window = shared.window.as_ref().expect("wbl has a write-behind log");
+    let step = interval.min(Duration::from_millis(5));
+    let mut waited = Duration::ZERO;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(step);
+        waited += step;
+        if waited >= interval {
+            waited = Duration::ZERO;
+            window.group_commit(false);
+        }
+    }
+}
+
 impl<B: PmBackend> Engine for ZenEngine<B> {
     fn kind(&self) -> EngineKind {
         self.kind
@@ -236,8 +309,12 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
         Box::new(worker::ZenWorker::new(Arc::clone(&self.shared), id))
     }
 
-    fn is_durable(&self, _ticket: CommitTicket) -> bool {
-        true
+    fn is_durable(&self, ticket: CommitTicket) -> bool {
+        match ticket {
+            CommitTicket::Durable => true,
+            // Only wbl hands out epoch tickets.
+            CommitTicket::Epoch(epoch) => self.shared.epochs.durable() >= epoch,
+        }
     }
 
     fn stats(&self) -> EngineStats {
@@ -256,6 +333,10 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
         stats.heap_sweeps = self.shared.heap.counters.sweeps.load(Ordering::Relaxed);
         stats.rows_indexed = self.shared.tables.iter().map(|table| table.indexed_rows() as u64).sum();
         stats.rows_unlinked = self.shared.rows_unlinked.load(Ordering::Relaxed);
+        if let Some(window) = &self.shared.window {
+            stats.durable_epoch = self.shared.epochs.durable();
+            stats.window_records = window.records_written();
+        }
         stats
     }
 
@@ -268,7 +349,11 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
             return Ok(());
         }
         self.stop_ticker();
-        // Every acknowledged commit is durable already.
+        // zen: every commit is durable already. wbl: the last windows'
+        // records make every commit durable (no transaction runs).
+        if let Some(window) = &self.shared.window {
+            window.finish();
+        }
         self.shared.pool.mark_clean_shutdown();
         Ok(())
     }
@@ -315,6 +400,11 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
 
     fn close_on_drop(&self) -> DbResult<()> {
         self.shared.closed.store(true, Ordering::SeqCst);
+        // wbl: no record any more; a group commit waiting for workers gives
+        // up, and so do waits for durability.
+        if let Some(window) = &self.shared.window {
+            window.close();
+        }
         self.stop_ticker();
         Ok(())
     }
@@ -355,7 +445,7 @@ mod tests {
     /// put on a free list or listed twice.
     #[test]
     fn audit_finds_a_slot_both_live_and_free() {
-        for kind in [EngineKind::Zen, EngineKind::ZenNaiveAlloc] {
+        for kind in [EngineKind::Zen, EngineKind::ZenNaiveAlloc, EngineKind::Wbl] {
             let engine = engine(kind);
             let mut worker = Arc::clone(&engine).worker(0);
             for key in 0..40u64 {
@@ -411,5 +501,128 @@ mod tests {
             }
             engine.close().unwrap();
         }
+    }
+
+    /// A `wbl` engine on a sim pool whose windows never close by themselves
+    /// (the test drives the group commits), its pool and options.
+    fn wbl_on_sim() -> (Arc<ZenEngine<pmtx_pm::Sim>>, Arc<Pool<pmtx_pm::Sim>>, DbOptions) {
+        let mut options = DbOptions::in_memory(EngineKind::Wbl, vec![TableSchema::hashed("t").max_value_len(32)]);
+        options.workers = 2;
+        options.wbl.window = Duration::from_secs(3600);
+        let pool = Arc::new(
+            Pool::<pmtx_pm::Sim>::create_in_memory(16 << 20, pmtx_pm::layout::MIN_CHUNK_SIZE, &options.pm).unwrap(),
+        );
+        (ZenEngine::open(&options, Arc::clone(&pool)).unwrap(), pool, options)
+    }
+
+    /// Recovers `image` as `wbl` and reads `keys`; also returns the report.
+    fn recover_wbl(options: &DbOptions, image: &[u8], keys: &[u64]) -> (Vec<Option<Vec<u8>>>, RecoveryReport) {
+        let pool = Arc::new(Pool::<Direct>::open_image(image, &options.pm).unwrap());
+        let engine = crate::engines::open_on_pool(options, pool).unwrap();
+        let report = engine.stats().recovery.unwrap();
+        let mut worker = Arc::clone(&engine).worker(0);
+        worker.begin(true, 1);
+        let values = keys
+            .iter()
+            .map(|key| {
+                let mut value = Vec::new();
+                worker.get(TableId(0), &key.to_be_bytes(), &mut value).unwrap().then_some(value)
+            })
+            .collect();
+        worker.commit().unwrap();
+        drop(worker);
+        engine.close().unwrap();
+        (values, report)
+    }
+
+    fn write(worker: &mut dyn EngineWorker, key: u64, value: &[u8]) -> CommitTicket {
+        worker.begin(false, 1);
+        worker.write(TableId(0), &key.to_be_bytes(), WriteOp::Put(value)).unwrap();
+        let ticket = worker.commit().unwrap();
+        worker.idle();
+        ticket
+    }
+
+    /// A wbl commit's versions are durable when it returns (one fence, no
+    /// LP bit), but it is acknowledged only once its window's record is:
+    /// a crash before that record recovers the version it superseded (kept
+    /// intact meanwhile) and discards the new one, even though a reader
+    /// already saw it; a crash after recovers the new one.
+    #[test]
+    fn wbl_acknowledges_with_the_window_record_and_recovery_discards_the_dirty_window() {
+        let (engine, pool, options) = wbl_on_sim();
+        let window = engine.shared.window.as_ref().unwrap();
+        let mut writer = Arc::clone(&engine).worker(0);
+        let mut reader = Arc::clone(&engine).worker(1);
+        let first = write(writer.as_mut(), 1, b"first");
+        window.group_commit(true);
+        window.group_commit(true);
+        assert!(engine.is_durable(first), "two group commits cover a commit of the epoch before them");
+        let before = pmtx_pm::thread_counters();
+        let second = write(writer.as_mut(), 1, b"second");
+        let persisted = pmtx_pm::thread_counters().since(&before);
+        assert_eq!(persisted.fences, 1, "one fence per writing commit, no LP bit");
+        assert!(matches!(second, CommitTicket::Epoch(_)));
+        assert!(!engine.is_durable(second), "acknowledged before its window's record");
+        // A reader sees the new version and must wait for the same window.
+        let mut value = Vec::new();
+        reader.begin(true, 1);
+        assert!(reader.get(TableId(0), &1u64.to_be_bytes(), &mut value).unwrap());
+        assert_eq!(value, b"second");
+        let seen = reader.commit().unwrap();
+        reader.idle();
+        assert_eq!(seen, second, "a read-only commit waits for the window of what it read");
+        let dirty = pool.backend().persisted_image();
+        // The superseded version is still intact, garbage or not.
+        let (values, report) = recover_wbl(&options, &dirty, &[1]);
+        assert_eq!(values, vec![Some(b"first".to_vec())], "the dirty window was not discarded");
+        assert!(report.heap_tuples_discarded >= 1, "{report:?}");
+        let (persisted, dirty_bound) = report.wbl_window.unwrap();
+        let CommitTicket::Epoch(epoch) = second else { unreachable!() };
+        assert!(persisted < crate::storage::record::first_tid_of_epoch(epoch));
+        assert!(dirty_bound >= crate::storage::record::first_tid_of_epoch(epoch), "c_d covers every written TID");
+        window.group_commit(true);
+        window.group_commit(true);
+        assert!(engine.is_durable(second));
+        let committed = pool.backend().persisted_image();
+        let (values, report) = recover_wbl(&options, &committed, &[1]);
+        assert_eq!(values, vec![Some(b"second".to_vec())]);
+        assert_eq!(report.heap_tuples_discarded, 0, "{report:?}");
+        drop((writer, reader));
+        engine.close().unwrap();
+    }
+
+    /// Recovering a recovered image again gives the same state (the
+    /// discarded versions are erased before the new life's record), and a
+    /// commit of the new life is above the old window.
+    #[test]
+    fn wbl_recovery_is_idempotent_and_the_next_life_starts_above_the_old_window() {
+        let (engine, pool, options) = wbl_on_sim();
+        let window = engine.shared.window.as_ref().unwrap();
+        let mut worker = Arc::clone(&engine).worker(0);
+        write(worker.as_mut(), 1, b"kept");
+        window.group_commit(true);
+        window.group_commit(true);
+        write(worker.as_mut(), 2, b"lost");
+        let image = pool.backend().persisted_image();
+        drop(worker);
+        engine.close_on_drop().unwrap();
+
+        let recovered = Arc::new(Pool::<pmtx_pm::Sim>::open_image(&image, &options.pm).unwrap());
+        let again = crate::engines::open_on_pool(&options, Arc::clone(&recovered)).unwrap();
+        let (old_persisted, old_dirty) = again.stats().recovery.unwrap().wbl_window.unwrap();
+        let mut worker = Arc::clone(&again).worker(0);
+        let ticket = write(worker.as_mut(), 3, b"new life");
+        let CommitTicket::Epoch(epoch) = ticket else { panic!("wbl hands out epoch tickets") };
+        assert!(crate::storage::record::first_tid_of_epoch(epoch) > old_dirty, "a new TID inside the old window");
+        drop(worker);
+        again.close_on_drop().unwrap();
+        // Crash right after recovery (the new life's commit not durable).
+        let image = recovered.backend().persisted_image();
+        let (values, report) = recover_wbl(&options, &image, &[1, 2, 3]);
+        assert_eq!(values, vec![Some(b"kept".to_vec()), None, None]);
+        assert_eq!(report.heap_tuples_discarded, 1, "only the new life's unacknowledged commit");
+        let (persisted, _) = report.wbl_window.unwrap();
+        assert!(persisted >= old_dirty && old_dirty > old_persisted, "the new life's record covers the old window");
     }
 }

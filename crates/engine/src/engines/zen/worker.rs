@@ -21,6 +21,14 @@
 //! 6. move the region's LP pin; reclaim up to `gc_batch` garbage entries and
 //!    the tombstones the last sweep made safe; unlock the region; run a sweep
 //!    if enough tombstones wait; reclaim absent rows (`storage::table`).
+//!
+//! `wbl` takes the same steps with its commit rule: step 4 persists the
+//! versions with one fence and no LP bit (`heap::persist_versions`), step 5
+//! unlocks rows whose versions are durable but not yet committed, so the
+//! ticket of a writing commit is the epoch of its TID, and that of a
+//! read-only one the epoch of the newest TID it read; both are acknowledged
+//! once the window's record is durable (`storage::zen::window`); step 6
+//! moves no pin.
 
 use super::{WorkerCounters, ZenShared};
 use crate::cc::concurrency::Concurrency;
@@ -236,6 +244,10 @@ impl<B: PmBackend> ZenWorker<B> {
         let _serial = shared.cc.serial_section();
         if self.tx.is_read_only() {
             self.tx.validate(&shared.tables).map_err(TxError::Abort)?;
+            if shared.window.is_some() {
+                // wbl: what it read is committed once its window is.
+                return Ok(CommitTicket::Epoch(record::epoch_of_tid(self.tx.max_read_tid())));
+            }
             // Every version readable was durable before it was installed.
             return Ok(CommitTicket::Durable);
         }
@@ -245,6 +257,7 @@ impl<B: PmBackend> ZenWorker<B> {
         let heap = &shared.heap;
         let pool = &*shared.pool;
         let region = &heap.regions[self.id];
+        let advance = || shared.advance_epoch();
         let mut state = region.state.lock();
         // 2. Reserve slots (lock order of the write set first, so the
         //    reservation order matches).
@@ -252,7 +265,7 @@ impl<B: PmBackend> ZenWorker<B> {
         self.reserved.clear();
         for index in 0..self.tx.writes.len() {
             let table = self.tx.writes.entries()[index].table.0;
-            match state.reserve(heap, pool, &shared.epochs, self.id, table) {
+            match state.reserve(heap, pool, &shared.epochs, self.id, table, &advance) {
                 Ok(reserved) => self.reserved.push(reserved),
                 Err(error) => {
                     self.unreserve_all(&mut state);
@@ -288,7 +301,7 @@ impl<B: PmBackend> ZenWorker<B> {
             }
         };
         debug_assert!(cts > state.last_cts && cts & heap::LP_BIT == 0);
-        // 4. Persist (Algorithm 1).
+        // 4. Persist (Algorithm 1; wbl: the versions and one fence).
         let lp_slot = self.persist(&shared, &mut state, cts);
         // 5. Install, stamp, hand over garbage, unlock.
         let mut retired = std::mem::take(&mut self.retired);
@@ -335,6 +348,12 @@ impl<B: PmBackend> ZenWorker<B> {
         // slot (reader safety) and before the rows are unlocked (so stamps of
         // one key's versions grow, which the tombstone sweep relies on).
         let stamp = heap::horizon_stamp(&shared.epochs);
+        if let Some(window) = &shared.window {
+            // The windows up to this commit's, and up to the stamp of what
+            // it superseded (which is reused once that is durable), are
+            // wanted.
+            window.note_commit(self.id, record::epoch_of_tid(cts).max(stamp));
+        }
         for mut garbage in retired.drain(..) {
             garbage.stamp = stamp;
             heap.retire(self.id, &mut state, garbage);
@@ -362,7 +381,7 @@ impl<B: PmBackend> ZenWorker<B> {
         self.reserved.clear();
         // 6. Maintenance.
         state.drain_inbox_of(heap, self.id);
-        let horizon = heap::horizon(&shared.epochs);
+        let horizon = heap.horizon(&shared.epochs);
         state.reclaim(heap, pool, horizon, shared.options.gc_batch);
         state.reclaim_tombstones(heap, pool);
         let sweep = state.tombstones_awaiting_sweep(heap, horizon) >= shared.options.sweep_threshold.max(1);
@@ -371,7 +390,12 @@ impl<B: PmBackend> ZenWorker<B> {
             // A sweep waits for every region; this worker must not hold the
             // horizon back meanwhile (it reads nothing more).
             self.leave();
-            heap.sweep(pool, &shared.epochs);
+            heap.sweep(pool, &shared.epochs, &advance);
+        }
+        if shared.window.is_some() && !shared.faults.ack_before_window() {
+            // wbl: committed once the record of the TID's window is durable
+            // (the broken variant acknowledges now).
+            return Ok(CommitTicket::Epoch(record::epoch_of_tid(cts)));
         }
         Ok(CommitTicket::Durable)
     }
@@ -412,6 +436,15 @@ impl<B: PmBackend> ZenWorker<B> {
             order.push(index);
         }
         if order.is_empty() {
+            self.persist_order = order;
+            return 0;
+        }
+        if shared.window.is_some() {
+            // wbl: no LP bit, so no persist order and no pinned slot.
+            let (reserved, encoded) = (&self.reserved, &self.encoded);
+            heap::persist_versions(shared.pool.backend(), &mut self.batch, order.len(), |position| {
+                (reserved[order[position]].slot, encoded[order[position]].as_slice())
+            });
             self.persist_order = order;
             return 0;
         }
@@ -563,10 +596,15 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
         self.leave();
     }
 
-    fn wait_durable(&mut self, _ticket: CommitTicket) -> DbResult<()> {
-        // Every zen commit is durable when acknowledged.
+    fn wait_durable(&mut self, ticket: CommitTicket) -> DbResult<()> {
+        // Going idle first: a waiting worker must not hold back the window
+        // it waits for.
         self.leave();
-        Ok(())
+        match (ticket, &self.shared.window) {
+            // Every zen commit is durable when acknowledged.
+            (CommitTicket::Durable, _) | (CommitTicket::Epoch(_), None) => Ok(()),
+            (CommitTicket::Epoch(epoch), Some(window)) => window.wait_durable(self.id, epoch),
+        }
     }
 }
 

@@ -88,6 +88,14 @@
 //! the region has committed (`pinned`; the paper does not need this because
 //! it assumes the maximum LP tuple survives).
 //!
+//! *Under WBL's window rule* (`CommitRule::Window`, the `wbl` engine) a
+//! version is committed only once a group-commit record covers its
+//! timestamp (`storage::zen::window`), and until then recovery may have to
+//! fall back to the version it superseded. So the horizon is also at most
+//! the durable epoch + 1: a superseded slot (stamped at or above its
+//! successor's epoch) is reused, erased or released as a tombstone only
+//! once its successor's window is durable. There are no LP bits and no pin.
+//!
 //! *Tombstones.* A delete writes a tombstone version. Stale versions of the
 //! key may still sit intact in free slots, so a tombstone may be reused only
 //! after they are gone: a *sweep* advances the epoch, waits for every region
@@ -254,6 +262,60 @@ pub(crate) fn decode_slot<'a>(bytes: &'a [u8], geometry: &SlotGeometry) -> SlotC
     })
 }
 
+/// How a heap's transactions commit, which also decides when a superseded
+/// version may be reused (module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CommitRule {
+    /// Zen: committed once the LP bit of the transaction's last tuple is
+    /// durable (Algorithm 1).
+    LastPersisted,
+    /// WBL: committed once a group-commit record whose c_p covers the
+    /// transaction's timestamp is durable (`storage::zen::window`).
+    Window,
+}
+
+/// Stores the `count` tuples `tuple(0..count)` (slot, encoded bytes) into
+/// their slots, word 0 of each first; `word0` may change a word 0.
+fn store_tuples<'a, B: PmBackend>(
+    backend: &B,
+    count: usize,
+    tuple: &impl Fn(usize) -> (u64, &'a [u8]),
+    word0: impl Fn(usize, u64) -> u64,
+) {
+    for position in 0..count {
+        let (slot, bytes) = tuple(position);
+        debug_assert!(slot.is_multiple_of(16));
+        let first = word0(position, u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")));
+        // IMPORTANT: word 0 is the first store to the header line (see
+        // "torn reuse").
+        backend.store_u64(slot, first);
+        backend.write(slot + 8, &bytes[8..]);
+    }
+}
+
+/// WBL's persist at commit: stores the `count` versions `tuple(0..count)`
+/// (slot, encoded bytes) of one transaction into their free slots, flushes
+/// every line and issues **one fence**. No LP bit: the transaction commits
+/// with its window's record (`storage::zen::window`).
+pub(crate) fn persist_versions<'a, B: PmBackend>(
+    backend: &B,
+    batch: &mut PersistBatch,
+    count: usize,
+    tuple: impl Fn(usize) -> (u64, &'a [u8]),
+) {
+    if count == 0 {
+        return;
+    }
+    store_tuples(backend, count, &tuple, |_, word0| word0);
+    for position in 0..count {
+        let (slot, bytes) = tuple(position);
+        batch.add(slot, bytes.len() as u64);
+    }
+    batch.flush(backend);
+    backend.crash_point("wbl: versions written, before their fence");
+    backend.fence();
+}
+
 /// Algorithm 1 (see the module documentation): persists the `count` tuples
 /// `tuple(0..count)` (slot, encoded bytes) of one transaction; the last one
 /// gets the LP bit. Two fences.
@@ -268,18 +330,13 @@ pub(crate) fn persist_tuples<'a, B: PmBackend>(
         return;
     }
     let (last_slot, last_bytes) = tuple(count - 1);
-    for position in 0..count {
-        let (slot, bytes) = tuple(position);
-        debug_assert!(slot.is_multiple_of(16));
-        let mut word0 = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+    store_tuples(backend, count, &tuple, |position, word0| {
         if faults.lp_on_first_tuple() && position == 0 && count > 1 {
-            word0 |= LP_BIT; // broken on purpose: before the fence
+            word0 | LP_BIT // broken on purpose: before the fence
+        } else {
+            word0
         }
-        // IMPORTANT: word 0 is the first store to the header line (see
-        // "torn reuse").
-        backend.store_u64(slot, word0);
-        backend.write(slot + 8, &bytes[8..]);
-    }
+    });
     for position in 0..count - 1 {
         let (slot, bytes) = tuple(position);
         batch.add(slot, bytes.len() as u64);
@@ -458,6 +515,8 @@ pub(crate) struct Heap {
     data_offset: u64,
     chunk_size: u64,
     pub(crate) naive_alloc: bool,
+    /// How transactions commit (what the reclamation horizon waits for).
+    pub(crate) rule: CommitRule,
     sweep_lock: Mutex<()>,
     sweep: Mutex<SweepState>,
     /// `sweep.horizon`, readable without the lock (checked every commit).
@@ -471,6 +530,7 @@ impl Heap {
         geometries: Vec<SlotGeometry>,
         regions: usize,
         naive_alloc: bool,
+        rule: CommitRule,
     ) -> Self {
         let geometry = pool.geometry();
         let tables = geometries.len();
@@ -494,6 +554,7 @@ impl Heap {
             data_offset: geometry.data_offset,
             chunk_size: geometry.chunk_size,
             naive_alloc,
+            rule,
             sweep_lock: Mutex::new(()),
             sweep: Mutex::new(SweepState::default()),
             sweep_horizon: AtomicU64::new(0),
@@ -702,20 +763,25 @@ impl Heap {
     }
 
     /// The sweep (module documentation, "Tombstones"). Returns false if
-    /// another sweep was running. The caller holds no region lock and is not
-    /// announced in any epoch.
-    pub(crate) fn sweep<B: PmBackend>(&self, pool: &Pool<B>, epochs: &Epochs) -> bool {
+    /// another sweep was running or the epoch could not advance (`advance`,
+    /// the engine's way to advance its epoch, returned `None`: closed). The
+    /// caller holds no region lock and is not announced in any epoch.
+    pub(crate) fn sweep<B: PmBackend>(
+        &self,
+        pool: &Pool<B>,
+        epochs: &Epochs,
+        advance: &dyn Fn() -> Option<u64>,
+    ) -> bool {
         let Some(_sweeping) = self.sweep_lock.try_lock() else { return false };
         // Every commit that reads its stamp from now on reads >= `advanced`.
-        let advanced = epochs.advance();
+        let Some(advanced) = advance() else { return false };
         // IMPORTANT: barrier. A commit stamped below `advanced` held its
         // region lock from before the advance until it had handed over all
         // its garbage; taking every region lock once waits for all of them.
         for region in &self.regions {
             drop(region.state.lock());
         }
-        std::sync::atomic::fence(Ordering::SeqCst);
-        let horizon = epochs.min_active().min(advanced);
+        let horizon = self.horizon(epochs).min(advanced);
         let backend = pool.backend();
         // The tables whose tombstones this sweep can release. Every
         // tombstone stamped below the horizon is queued by now (the
@@ -785,6 +851,18 @@ impl Heap {
         (table, key)
     }
 
+    /// Current reclamation horizon: garbage stamped below it is unreachable
+    /// and, under the window rule, superseded by a durable commit.
+    pub(crate) fn horizon(&self, epochs: &Epochs) -> u64 {
+        // IMPORTANT: pairs with the reader's fence after announcing its epoch.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let active = epochs.min_active();
+        match self.rule {
+            CommitRule::LastPersisted => active,
+            CommitRule::Window => active.min(epochs.durable() + 1),
+        }
+    }
+
     /// Free slots, chunks and waiting garbage over all regions (for stats).
     pub(crate) fn space(&self) -> (u64, u64, u64) {
         let (mut free, mut chunks, mut garbage) = (0, 0, 0);
@@ -806,13 +884,6 @@ pub(crate) fn horizon_stamp(epochs: &Epochs) -> u64 {
     // IMPORTANT: pairs with the reader's fence after announcing its epoch.
     std::sync::atomic::fence(Ordering::SeqCst);
     epochs.global()
-}
-
-/// Current reclamation horizon: garbage stamped below it is unreachable.
-pub(crate) fn horizon(epochs: &Epochs) -> u64 {
-    // IMPORTANT: pairs with the reader's fence after announcing its epoch.
-    std::sync::atomic::fence(Ordering::SeqCst);
-    epochs.min_active()
 }
 
 impl RegionState {
@@ -986,7 +1057,8 @@ impl RegionState {
 
     /// Reserves a free slot of `table` for region `region` (worker `region`
     /// of `epochs`); allocates a chunk when the lists run dry, and when the
-    /// pool is full waits (bounded) for garbage to become reclaimable.
+    /// pool is full waits (bounded) for garbage to become reclaimable,
+    /// advancing the epoch with `advance` (the engine's way to advance it).
     pub(crate) fn reserve<B: PmBackend>(
         &mut self,
         heap: &Heap,
@@ -994,6 +1066,7 @@ impl RegionState {
         epochs: &Epochs,
         region: usize,
         table: u32,
+        advance: &dyn Fn() -> Option<u64>,
     ) -> DbResult<Reserved> {
         let slot_size = heap.geometries[table as usize].slot_size;
         let mut waiting_since: Option<Instant> = None;
@@ -1002,10 +1075,18 @@ impl RegionState {
                 if heap.naive_alloc {
                     heap.persist_bitmap_bit(pool, slot, true);
                 }
+                if waiting_since.is_some() && region < epochs.capacity() {
+                    // IMPORTANT: announced again before the commit reads its
+                    // epoch and picks its TID: a group commit that saw this
+                    // worker idle must not miss a TID it picks below the
+                    // epoch it makes durable (`storage::zen::window`, I2).
+                    epochs.enter(region);
+                }
                 return Ok(Reserved { table, slot, kind });
             }
             self.drain_inbox(&heap.regions[region].inbox);
-            if self.reclaim(heap, pool, horizon(epochs), usize::MAX) > 0 || self.reclaim_tombstones(heap, pool) > 0 {
+            if self.reclaim(heap, pool, heap.horizon(epochs), usize::MAX) > 0 || self.reclaim_tombstones(heap, pool) > 0
+            {
                 continue;
             }
             let thread = heap.regions[region].thread;
@@ -1035,7 +1116,7 @@ impl RegionState {
             if region < epochs.capacity() {
                 epochs.leave(region);
             }
-            epochs.advance();
+            advance();
             std::thread::sleep(Duration::from_micros(50));
         }
     }
@@ -1079,7 +1160,7 @@ mod tests {
         table: u32,
     ) -> std::ptr::NonNull<Row> {
         let row = Row::allocate(b"k", 0);
-        let slot = state.reserve(heap, pool, epochs, 0, table).unwrap().slot;
+        let slot = state.reserve(heap, pool, epochs, 0, table, &|| Some(epochs.advance())).unwrap().slot;
         // SAFETY: `allocate` returned a valid row; the caller frees it.
         let deleted = unsafe { row.as_ref() };
         deleted.set_slot(slot, 0);
@@ -1098,10 +1179,12 @@ mod tests {
         let options = PmOptions::default();
         let pool = Pool::<Direct>::create_in_memory(16 << 20, pmtx_pm::layout::MIN_CHUNK_SIZE, &options).unwrap();
         let geometry = SlotGeometry::new("t", 8, 32, pool.geometry().chunk_size).unwrap();
-        let heap = Heap::new(&pool, vec![geometry], 1, false);
+        let heap = Heap::new(&pool, vec![geometry], 1, false, CommitRule::LastPersisted);
         let epochs = Epochs::new(1, 1);
+        let advance = || Some(epochs.advance());
         let mut state = heap.regions[0].state.lock();
-        let slots: Vec<u64> = (0..12).map(|_| state.reserve(&heap, &pool, &epochs, 0, 0).unwrap().slot).collect();
+        let slots: Vec<u64> =
+            (0..12).map(|_| state.reserve(&heap, &pool, &epochs, 0, 0, &advance).unwrap().slot).collect();
         let (blockers, old) = slots.split_at(10);
         for &slot in blockers {
             state.garbage.push_back(Garbage { slot, stamp: u64::MAX, kind: SlotKind::Stale });
@@ -1113,7 +1196,7 @@ mod tests {
         // The tombstone whose release relies on the erasure.
         let row = push_deleted_row(&heap, &pool, &epochs, &mut state, 0);
         drop(state);
-        assert!(heap.sweep(&pool, &epochs));
+        assert!(heap.sweep(&pool, &epochs, &advance));
         for &slot in old {
             assert_eq!(pool.backend().load_u64(slot), 0, "stale slot {slot:#x} was not erased");
         }
@@ -1138,12 +1221,13 @@ mod tests {
             SlotGeometry::new("updated", 8, 32, chunk_size).unwrap(),
             SlotGeometry::new("deleted", 8, 32, chunk_size).unwrap(),
         ];
-        let heap = Heap::new(&pool, geometries, 1, false);
+        let heap = Heap::new(&pool, geometries, 1, false, CommitRule::LastPersisted);
         let epochs = Epochs::new(1, 1);
+        let advance = || Some(epochs.advance());
         let mut state = heap.regions[0].state.lock();
         let stale_of = |table: u32, state: &mut RegionState| -> Vec<u64> {
             let slots: Vec<u64> =
-                (0..3).map(|_| state.reserve(&heap, &pool, &epochs, 0, table).unwrap().slot).collect();
+                (0..3).map(|_| state.reserve(&heap, &pool, &epochs, 0, table, &advance).unwrap().slot).collect();
             for &slot in &slots {
                 pool.backend().store_u64(slot, 0x1234);
                 state.garbage.push_back(Garbage { slot, stamp: 0, kind: SlotKind::Stale });
@@ -1154,7 +1238,7 @@ mod tests {
         let deleted = stale_of(1, &mut state);
         let row = push_deleted_row(&heap, &pool, &epochs, &mut state, 1);
         drop(state);
-        assert!(heap.sweep(&pool, &epochs));
+        assert!(heap.sweep(&pool, &epochs, &advance));
         for &slot in &deleted {
             assert_eq!(pool.backend().load_u64(slot), 0, "stale slot {slot:#x} of the deleting table was kept");
         }
@@ -1172,5 +1256,37 @@ mod tests {
         drop(state);
         // SAFETY: the tombstone that referred to the row is released.
         unsafe { Row::free(row) };
+    }
+
+    /// Under the window rule a superseded version stays out of the free
+    /// lists until its successor's epoch is durable, even with no reader
+    /// announced; under Zen's rule it is free once no reader can hold it.
+    #[test]
+    fn the_window_rule_frees_a_superseded_version_once_its_successor_is_durable() {
+        let options = PmOptions::default();
+        for rule in [CommitRule::Window, CommitRule::LastPersisted] {
+            let pool = Pool::<Direct>::create_in_memory(16 << 20, pmtx_pm::layout::MIN_CHUNK_SIZE, &options).unwrap();
+            let geometry = SlotGeometry::new("t", 8, 32, pool.geometry().chunk_size).unwrap();
+            let heap = Heap::new(&pool, vec![geometry], 1, false, rule);
+            let epochs = Epochs::new(1, 5);
+            let advance = || Some(epochs.advance());
+            assert_eq!(epochs.durable(), 4);
+            let mut state = heap.regions[0].state.lock();
+            let superseded = state.reserve(&heap, &pool, &epochs, 0, 0, &advance).unwrap().slot;
+            // Superseded by a commit of epoch 5, stamped 5; nobody reads.
+            heap.retire(0, &mut state, Garbage { slot: superseded, stamp: 5, kind: SlotKind::Stale });
+            epochs.advance();
+            assert_eq!(epochs.horizon(), crate::epoch::QUIESCENT);
+            let freed = state.reclaim(&heap, &pool, heap.horizon(&epochs), usize::MAX);
+            match rule {
+                CommitRule::Window => {
+                    assert_eq!(freed, 0, "reused while its successor's window (epoch 5) may still be lost");
+                    epochs.set_durable(5);
+                    assert_eq!(state.reclaim(&heap, &pool, heap.horizon(&epochs), usize::MAX), 1);
+                }
+                CommitRule::LastPersisted => assert_eq!(freed, 1),
+            }
+            assert!(state.heaps[0].stale.contains(&superseded));
+        }
     }
 }

@@ -2,12 +2,16 @@
 //! ([`heap`]: slots, per-thread regions, Algorithm 1, DRAM-only space
 //! management, tombstone sweeps), the Met-Cache rows and per-worker CLOCK
 //! regions in DRAM ([`cache`]), recovery by scanning the heap
-//! ([`recovery`], Algorithm 2) and per-table heap geometry ([`meta`]). The
-//! engine that runs transactions over it is `engines::zen`.
+//! ([`recovery`], Algorithm 2) and per-table heap geometry ([`meta`]); and
+//! write-behind logging's group-commit record log over the same heap
+//! ([`window`], the `wbl` engine). The engine that runs transactions over
+//! it is `engines::zen`.
 
 pub(crate) mod cache;
 pub(crate) mod heap;
 pub(crate) mod meta;
 pub(crate) mod recovery;
+pub(crate) mod window;
 
 pub use heap::HEAP_CHUNK_KIND;
+pub use window::WINDOW_CHUNK_KIND;

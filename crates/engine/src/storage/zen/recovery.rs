@@ -27,6 +27,16 @@
 //! recovery no discarded tuple remains, so a later crash cannot mistake it
 //! for a committed one once `ts_commit` has grown past it.
 //!
+//! # Under WBL's window rule (`wbl`)
+//!
+//! The commit horizon is not found in the heap but given: the latest
+//! durable group-commit record (`storage::zen::window`). A tuple at or
+//! below its `c_p` is committed (`update_index_gc` as above); one in
+//! (`c_p`, `c_d`] belongs to a window that never became durable and is
+//! erased like the LP rule's unfinished tuples (same idempotence); one above
+//! `c_d` cannot have been written by a correct engine and fails recovery as
+//! damage. LP bits play no part and nothing is pinned.
+//!
 //! Afterwards: tombstones that are their key's latest version are queued for
 //! the sweep, secondary indexes are rebuilt from live rows, tuple IDs resume
 //! above the largest seen, each region resumes above its largest Tx-CTS, and
@@ -44,6 +54,21 @@ use parking_lot::Mutex;
 use pmtx_pm::{ChunkId, PmBackend, Pool};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
+
+/// What decides that a tuple is committed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CommitHorizon {
+    /// Zen (Algorithm 2): per region, the largest Tx-CTS of an LP tuple.
+    LastPersisted,
+    /// WBL: the latest durable record's window; committed at or below
+    /// `persisted` (c_p), discarded in (`persisted`, `dirty`] (c_d).
+    Window {
+        /// c_p.
+        persisted: u64,
+        /// c_d.
+        dirty: u64,
+    },
+}
 
 /// What recovery found.
 pub(crate) struct Recovered {
@@ -128,13 +153,25 @@ impl<B: PmBackend> Context<'_, B> {
         Ok(())
     }
 
-    /// Algorithm 2's `scanRegion`.
-    fn scan_region(&self, mut chunks: Vec<(u32, ChunkId)>, lp_rank: &[u32]) -> DbResult<RegionScan> {
+    /// Algorithm 2's `scanRegion`, or its form under WBL's window.
+    fn scan_region(
+        &self,
+        mut chunks: Vec<(u32, ChunkId)>,
+        lp_rank: &[u32],
+        horizon: CommitHorizon,
+    ) -> DbResult<RegionScan> {
         chunks.sort_by_key(|&(table, chunk)| (lp_rank[table as usize], chunk));
         let backend = self.pool.backend();
         let chunk_size = self.pool.geometry().chunk_size;
         let mut buffer = vec![0u8; chunk_size as usize];
         let mut scan = RegionScan { max_tuple_id: vec![0; self.tables.len()], ..Default::default() };
+        let window = match horizon {
+            CommitHorizon::LastPersisted => None,
+            CommitHorizon::Window { persisted, dirty } => {
+                scan.ts_commit = persisted;
+                Some(dirty)
+            }
+        };
         let mut pending: Vec<Pending> = Vec::new();
         let mut erase: Vec<(u32, u64)> = Vec::new();
         for (table, chunk) in chunks {
@@ -159,7 +196,14 @@ impl<B: PmBackend> Context<'_, B> {
                 scan.max_cts = scan.max_cts.max(tuple.cts);
                 let max_id = &mut scan.max_tuple_id[table as usize];
                 *max_id = (*max_id).max(tuple.tuple_id);
-                if tuple.lp && tuple.cts > scan.ts_commit {
+                if let Some(dirty) = window {
+                    if tuple.cts > dirty {
+                        return Err(DbError::Corrupt(format!(
+                            "wbl heap slot {slot:#x} holds Tx-CTS {:#x}, above the durable window's c_d {dirty:#x}",
+                            tuple.cts
+                        )));
+                    }
+                } else if tuple.lp && tuple.cts > scan.ts_commit {
                     scan.ts_commit = tuple.cts;
                     scan.lp_slot = slot;
                 }
@@ -198,7 +242,8 @@ impl<B: PmBackend> Context<'_, B> {
                     tuple.slot,
                 )?;
             } else {
-                // The crash hit while this transaction was persisting.
+                // The crash hit while this transaction was persisting, or
+                // (window rule) before its window's record was durable.
                 erase.push((tuple.table, tuple.slot));
             }
         }
@@ -225,6 +270,7 @@ pub(crate) fn recover<B: PmBackend>(
     metas: &[ZenTableMeta],
     heap: &Heap,
     lp_rank: &[u32],
+    horizon: CommitHorizon,
 ) -> DbResult<Recovered> {
     let started = Instant::now();
     let regions = heap.regions.len();
@@ -250,7 +296,7 @@ pub(crate) fn recover<B: PmBackend>(
             .into_iter()
             .map(|region_chunks| {
                 let context = &context;
-                scope.spawn(move || context.scan_region(region_chunks, lp_rank))
+                scope.spawn(move || context.scan_region(region_chunks, lp_rank, horizon))
             })
             .collect();
         handles.into_iter().map(|handle| handle.join().expect("recovery scan thread panicked")).collect()
