@@ -26,18 +26,24 @@ pub enum Fault {
     /// on a write a crash then loses (the committer also sleeps 200 µs in
     /// that window, as a descheduled one would).
     HybridUnlockBeforeLog,
+    /// zen+: the exclusive stage's direct NVM writes (tuples written to the
+    /// heap before the commit, when the Met-Cache region is full) carry
+    /// the LP bit, as if each were a transaction of its own, instead of
+    /// waiting for the commit's LP tuple after the fence.
+    ZenPlusSpillWithLp,
 }
 
 #[cfg(feature = "fault-injection")]
 impl Fault {
     /// Every fault, for tests and `--help`.
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 7] = [
         Fault::DbxnAckBeforeFence,
         Fault::ZenSkipFirstFence,
         Fault::ZenLpOnFirstTuple,
         Fault::GroupCommitEpochBeforeLog,
         Fault::Sp3AckBeforeDependencies,
         Fault::HybridUnlockBeforeLog,
+        Fault::ZenPlusSpillWithLp,
     ];
 
     /// Stable name.
@@ -49,6 +55,7 @@ impl Fault {
             Fault::GroupCommitEpochBeforeLog => "group-commit-epoch-before-log",
             Fault::Sp3AckBeforeDependencies => "sp3-ack-before-dependencies",
             Fault::HybridUnlockBeforeLog => "hybrid-unlock-before-log",
+            Fault::ZenPlusSpillWithLp => "zen-plus-spill-with-lp",
         }
     }
 
@@ -108,6 +115,12 @@ impl Faults {
         self.is(|f| matches!(f, FaultKind::HybridUnlockBeforeLog))
     }
 
+    /// zen+: direct NVM writes of the exclusive stage with the LP bit.
+    #[inline(always)]
+    pub(crate) fn spill_with_lp(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::ZenPlusSpillWithLp))
+    }
+
     #[inline(always)]
     fn is(&self, test: impl Fn(FaultKind) -> bool) -> bool {
         #[cfg(feature = "fault-injection")]
@@ -137,4 +150,5 @@ enum FaultKind {
     GroupCommitEpochBeforeLog,
     Sp3AckBeforeDependencies,
     HybridUnlockBeforeLog,
+    ZenPlusSpillWithLp,
 }

@@ -35,6 +35,6 @@ pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};
 #[cfg(feature = "fault-injection")]
 pub use fault::Fault;
 pub use index::ScanDirection;
-pub use options::{DbOptions, DbxnOptions, PoolLocation, ZenOptions};
+pub use options::{DbOptions, DbxnOptions, PoolLocation, ZenOptions, ZenPlusOptions};
 pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, TableSchema};
 pub use storage::zen::HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND;

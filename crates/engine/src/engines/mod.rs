@@ -59,7 +59,7 @@ pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>
             Ok(OccEngine::open(options, log)?)
         }
         EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => dbxn::open(options, pool),
-        EngineKind::Zen | EngineKind::ZenNaiveAlloc => zen::open(options, pool),
+        EngineKind::Zen | EngineKind::ZenNaiveAlloc | EngineKind::ZenPlus => zen::open(options, pool),
         EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal => sp3::open(options, pool),
         EngineKind::Phytm | EngineKind::PhytmPaper | EngineKind::Phtm | EngineKind::TwoPl => phytm::open(options, pool),
     }
