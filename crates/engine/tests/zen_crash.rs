@@ -80,6 +80,14 @@ fn options(engine: EngineKind, cc: CcProtocol, seed: u64) -> DbOptions {
         gc_batch: 8,
         sweep_threshold: 2,
     };
+    if engine == EngineKind::ZenPlus {
+        // 64-byte Met-Cache regions: a transaction passes α at its first
+        // row and runs in the exclusive stage, and its new versions go to
+        // the heap before its commit once they outgrow the region (direct
+        // NVM writes, then the LP tuple).
+        options.zen.cache_bytes = 128;
+        options.zen_plus.alpha_percent = 95;
+    }
     options
 }
 
@@ -190,9 +198,17 @@ fn crash_images_recover_acknowledged_prefixes(engine: EngineKind, cc: CcProtocol
     let captured = states.len();
     assert!(stats.heap_sweeps > 0, "seed {seed:#x}: no tombstone sweep ran: {stats:?}");
     assert!(states.iter().any(|s| s.label.contains("before LP")), "no LP crash point captured");
+    if engine == EngineKind::ZenPlus {
+        let counter = |name: &str| stats.engine_counters.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v);
+        assert!(counter("exclusive_entries_alpha") > 0, "no exclusive stage: {:?}", stats.engine_counters);
+        assert!(counter("direct_nvm_writes") > 0, "no direct NVM write: {:?}", stats.engine_counters);
+        assert!(states.iter().any(|s| s.label.contains("before their commit")), "no direct-write crash point");
+    }
     let run_time = started.elapsed();
     // Every "before LP" label is a prime candidate.
-    let picked = support::pick_states(seed, states, STATES_CHECKED, |state| state.label.contains("before LP"));
+    let picked = support::pick_states(seed, states, STATES_CHECKED, |state| {
+        state.label.contains("before LP") || state.label.contains("before their commit")
+    });
     let during = DuringRecovery {
         every: (picked.len() / RECOVERY_CRASH_STATES).max(1),
         states: 6,
@@ -266,4 +282,11 @@ fn zen_under_hstore_crash_images_recover_acknowledged_prefixes() {
 #[test]
 fn zen_under_dl_detect_crash_images_recover_acknowledged_prefixes() {
     crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::DlDetect, 0x2E40_0D1D);
+}
+
+/// zen+ with every transaction in the exclusive stage and most of them
+/// writing tuples to the heap before their commit (see `options`).
+#[test]
+fn zen_plus_exclusive_crash_images_recover_acknowledged_prefixes() {
+    crash_images_recover_acknowledged_prefixes(EngineKind::ZenPlus, CcProtocol::Hekaton, 0x2E40_9105);
 }

@@ -1251,6 +1251,18 @@ impl<R: RowKind> OccTx<R> {
         Ok(())
     }
 
+    /// Reads in the read set (each row once).
+    pub(crate) fn reads_len(&self) -> usize {
+        self.reads.len()
+    }
+
+    /// The rows of the read set from position `start` on, in the order
+    /// they were first read (the set only grows during an attempt).
+    pub(crate) fn read_rows_from(&self, start: usize) -> impl Iterator<Item = &R> + '_ {
+        // SAFETY: see WriteEntry::row.
+        self.reads.get(start..).unwrap_or(&[]).iter().map(|read| unsafe { &*read.row })
+    }
+
     /// The largest TID the attempt read.
     /// The version words the read set holds (as read).
     pub(crate) fn read_words(&self) -> impl Iterator<Item = u64> + '_ {

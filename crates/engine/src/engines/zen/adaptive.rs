@@ -3,22 +3,26 @@
 //!
 //! # Detecting stage
 //!
-//! Every read of a committed row and every buffered write of a transaction
-//! is an *access* ([`Adaptive::on_access`]); the worker counts its accesses
-//! and their Met-Cache cost (value bytes plus the entry overhead, what the
-//! tuple would occupy in the worker's cache region). A transaction enters
-//! the exclusive stage when
+//! Every read of a committed row is an *access* ([`Adaptive::on_access`]);
+//! after each operation the worker adds the Met-Cache cost of the tuples
+//! the transaction touched for the first time — each row read once, each
+//! new version once (value bytes plus the entry overhead: what they would
+//! occupy in the worker's cache region) — to its *footprint*
+//! ([`Adaptive::on_footprint`]). A transaction enters the exclusive stage
+//! when
 //!
-//! * **α**: it may write (it was not begun read-only) and its accesses
-//!   would fill more than `alpha_percent` of its worker's Met-Cache region
-//!   (off with a zero budget: nothing is cached, nothing fills);
+//! * **α**: it may write (it was not begun read-only) and its footprint
+//!   passes `alpha_percent` of its worker's Met-Cache region (off with a
+//!   zero budget: nothing is cached, nothing fills). It is checked after
+//!   each operation, so a scan counts once it has returned;
 //! * **β**: the free NVM space (free pool chunks plus the heap's free
 //!   slots) is below `beta_percent` of the pool's data space while
 //!   superseded tuples wait for reclamation, and it has accessed the most
 //!   tuples of the running transactions (the paper's choice for β); the
 //!   space is measured by the engine's ticker ([`Adaptive::refresh_space`]);
-//! * **γ**: the tuples its aborted attempts accessed (their wasted work)
-//!   plus the current attempt's exceed `gamma_tuples`. Aborts the exclusive
+//! * **γ**: it is a retry, and the tuples its aborted attempts accessed
+//!   (their wasted work) plus the current attempt's exceed `gamma_tuples`.
+//!   Aborts the exclusive
 //!   stage itself caused are not counted: they are not conflicts, and
 //!   counting them would chain one stage into the next.
 //!
@@ -130,6 +134,9 @@ pub(crate) struct AdaptiveTx {
     wasted: Cell<u64>,
     /// Whether the running attempt met another's exclusive stage.
     hit_exclusive: Cell<bool>,
+    /// Read-set and write-set entries already in the footprint.
+    pub(crate) counted_reads: Cell<usize>,
+    pub(crate) counted_writes: Cell<usize>,
     /// The trigger of the exclusive stage this worker holds.
     privileged: Cell<Option<Trigger>>,
 }
@@ -182,7 +189,15 @@ impl Adaptive {
     /// worker holds G-EX, waits until no exclusive stage runs, then marks
     /// the worker running. The caller ended a previous exclusive stage of
     /// its own before a new transaction (`attempt == 1`).
-    pub(crate) fn begin(&self, id: usize, tx: &AdaptiveTx, read_only: bool, attempt: u32, closed: &AtomicBool) {
+    pub(crate) fn begin(
+        &self,
+        id: usize,
+        tx: &AdaptiveTx,
+        read_only: bool,
+        attempt: u32,
+        closed: &AtomicBool,
+        before_waiting: impl FnOnce(),
+    ) {
         debug_assert!(attempt > 1 || tx.privileged.get().is_none());
         if attempt <= 1 {
             tx.wasted.set(0);
@@ -190,6 +205,8 @@ impl Adaptive {
         tx.read_only.set(read_only);
         tx.accesses.set(0);
         tx.footprint.set(0);
+        tx.counted_reads.set(0);
+        tx.counted_writes.set(0);
         tx.hit_exclusive.set(false);
         self.accessed[id].store(0, Ordering::Relaxed);
         if tx.privileged.get().is_some() {
@@ -197,9 +214,16 @@ impl Adaptive {
             return;
         }
         let mut waited = false;
+        let mut before_waiting = Some(before_waiting);
         loop {
             if self.owner.load(Ordering::SeqCst) != 0 {
                 waited = true;
+                if let Some(leave) = before_waiting.take() {
+                    // A waiting worker must not hold back the stage's
+                    // reclamation (it may still be announced from an
+                    // aborted attempt).
+                    leave();
+                }
                 let mut spins = 0u32;
                 while self.owner.load(Ordering::SeqCst) != 0 && !closed.load(Ordering::Relaxed) {
                     backoff(&mut spins);
@@ -239,22 +263,19 @@ impl Adaptive {
         Ok(())
     }
 
-    /// One access of `cost` Met-Cache bytes by worker `id`'s transaction:
-    /// aborts if another runs exclusively, and enters the exclusive stage
-    /// when a threshold is passed (module docs).
+    /// One access by worker `id`'s transaction: aborts if another runs
+    /// exclusively, and enters the exclusive stage when γ or β is passed
+    /// (module docs).
     #[inline]
-    pub(crate) fn on_access(&self, id: usize, tx: &AdaptiveTx, cost: u64) -> Result<(), AbortReason> {
+    pub(crate) fn on_access(&self, id: usize, tx: &AdaptiveTx) -> Result<(), AbortReason> {
         self.check(id, tx)?;
         let accesses = tx.accesses.get() + 1;
         tx.accesses.set(accesses);
-        let footprint = tx.footprint.get() + cost;
-        tx.footprint.set(footprint);
         if tx.privileged.get().is_some() {
             return Ok(());
         }
-        let trigger = if self.alpha_bytes > 0 && !tx.read_only.get() && footprint > self.alpha_bytes {
-            Some(Trigger::Alpha)
-        } else if self.gamma_tuples > 0 && tx.wasted.get().saturating_add(accesses) > self.gamma_tuples {
+        let wasted = tx.wasted.get();
+        let trigger = if self.gamma_tuples > 0 && wasted > 0 && wasted.saturating_add(accesses) > self.gamma_tuples {
             Some(Trigger::Gamma)
         } else if accesses.is_multiple_of(CHECK_EVERY) {
             self.accessed[id].store(accesses, Ordering::Relaxed);
@@ -268,11 +289,11 @@ impl Adaptive {
         }
     }
 
-    /// A buffered write of `bytes` by worker `id`'s transaction: its new
-    /// version adds to the footprint (the read that preceded it was the
-    /// access), which α checks.
+    /// `bytes` of Met-Cache cost the transaction of worker `id` newly
+    /// touched (rows read for the first time, new versions): α checks the
+    /// footprint.
     #[inline]
-    pub(crate) fn on_write(&self, id: usize, tx: &AdaptiveTx, bytes: u64) -> Result<(), AbortReason> {
+    pub(crate) fn on_footprint(&self, id: usize, tx: &AdaptiveTx, bytes: u64) -> Result<(), AbortReason> {
         self.check(id, tx)?;
         let footprint = tx.footprint.get() + bytes;
         tx.footprint.set(footprint);
@@ -413,65 +434,71 @@ mod tests {
         let options = ZenPlusOptions { alpha_percent: 50, ..ZenPlusOptions::default() };
         let state = adaptive(1, 1000, options.clone());
         let tx = AdaptiveTx::default();
-        state.begin(0, &tx, false, 1, &closed);
+        state.begin(0, &tx, false, 1, &closed, || {});
         for _ in 0..5 {
-            state.on_access(0, &tx, 100).unwrap();
+            state.on_footprint(0, &tx, 100).unwrap();
         }
         assert_eq!(tx.privileged(), None, "500 bytes is not past 50 % of 1000");
-        state.on_access(0, &tx, 100).unwrap();
+        state.on_footprint(0, &tx, 100).unwrap();
         assert_eq!(tx.privileged(), Some(Trigger::Alpha));
         assert_eq!(state.owner(), Some(0));
         state.release(0, &tx);
         state.end_attempt(0, &tx, true);
 
-        state.begin(0, &tx, true, 1, &closed);
+        state.begin(0, &tx, true, 1, &closed, || {});
         for _ in 0..20 {
-            state.on_access(0, &tx, 100).unwrap();
+            state.on_footprint(0, &tx, 100).unwrap();
         }
         assert_eq!(tx.privileged(), None, "read-only transactions are exempt from alpha");
         state.end_attempt(0, &tx, true);
 
         let off = adaptive(1, 0, options);
-        off.begin(0, &tx, false, 1, &closed);
+        off.begin(0, &tx, false, 1, &closed, || {});
         for _ in 0..20 {
-            off.on_access(0, &tx, 100).unwrap();
+            off.on_footprint(0, &tx, 100).unwrap();
         }
         assert_eq!(tx.privileged(), None, "no region, no alpha");
     }
 
     /// γ adds the accesses of the aborted attempts of one transaction,
     /// not of earlier transactions, and not of aborts an exclusive stage
-    /// caused.
+    /// caused; a first attempt never passes it.
     #[test]
     fn gamma_counts_the_wasted_work_of_retries() {
         let closed = AtomicBool::new(false);
         let options = ZenPlusOptions { gamma_tuples: 25, ..ZenPlusOptions::default() };
         let state = adaptive(2, 0, options);
         let tx = AdaptiveTx::default();
+        state.begin(0, &tx, false, 1, &closed, || {});
+        for _ in 0..40 {
+            state.on_access(0, &tx).unwrap();
+        }
+        assert_eq!(tx.privileged(), None, "nothing wasted yet");
+        state.end_attempt(0, &tx, true);
         for attempt in 1..=2 {
-            state.begin(0, &tx, false, attempt, &closed);
+            state.begin(0, &tx, false, attempt, &closed, || {});
             for _ in 0..10 {
-                state.on_access(0, &tx, 1).unwrap();
+                state.on_access(0, &tx).unwrap();
             }
             state.end_attempt(0, &tx, false);
         }
         // A new transaction starts from zero.
-        state.begin(0, &tx, false, 1, &closed);
+        state.begin(0, &tx, false, 1, &closed, || {});
         for _ in 0..10 {
-            state.on_access(0, &tx, 1).unwrap();
+            state.on_access(0, &tx).unwrap();
         }
         state.end_attempt(0, &tx, false);
-        state.begin(0, &tx, false, 2, &closed);
+        state.begin(0, &tx, false, 2, &closed, || {});
         for _ in 0..15 {
-            state.on_access(0, &tx, 1).unwrap();
+            state.on_access(0, &tx).unwrap();
         }
         assert_eq!(tx.privileged(), None, "10 wasted + 15 is not past 25");
-        state.on_access(0, &tx, 1).unwrap();
+        state.on_access(0, &tx).unwrap();
         assert_eq!(tx.privileged(), Some(Trigger::Gamma));
         // Worker 1 meets the stage: its abort is not wasted work.
         let other = AdaptiveTx::default();
         state.stages[1].store(RUNNING, Ordering::SeqCst);
-        assert_eq!(state.on_access(1, &other, 1), Err(AbortReason::Exclusive));
+        assert_eq!(state.on_access(1, &other), Err(AbortReason::Exclusive));
         state.end_attempt(1, &other, false);
         assert_eq!(other.wasted.get(), 0);
         state.release(0, &tx);
@@ -493,18 +520,18 @@ mod tests {
         state.refresh_space(5, 100, 7);
         assert!(state.space_low());
         let (small, large) = (AdaptiveTx::default(), AdaptiveTx::default());
-        state.begin(0, &small, false, 1, &closed);
-        state.begin(1, &large, false, 1, &closed);
+        state.begin(0, &small, false, 1, &closed, || {});
+        state.begin(1, &large, false, 1, &closed, || {});
         // The larger transaction has published more accesses.
         state.accessed[1].store(10 * CHECK_EVERY, Ordering::Relaxed);
         for _ in 0..CHECK_EVERY {
-            state.on_access(0, &small, 1).unwrap();
+            state.on_access(0, &small).unwrap();
         }
         assert_eq!(small.privileged(), None, "not the largest");
         // Worker 0 ends, so worker 1's stage is entered without waiting.
         state.end_attempt(0, &small, true);
         for _ in 0..CHECK_EVERY {
-            state.on_access(1, &large, 1).unwrap();
+            state.on_access(1, &large).unwrap();
         }
         assert_eq!(large.privileged(), Some(Trigger::Beta));
     }

@@ -445,6 +445,31 @@ mod tests {
         assert_eq!(part_map, [1, 0]);
     }
 
+    /// Two nodes whose workers use disjoint key sets: one period maps
+    /// most partitions each node uses to it, and the next changes nothing
+    /// (the map is stable under the same accesses).
+    #[test]
+    fn disjoint_working_sets_end_on_their_nodes() {
+        let partitions = 64u32;
+        let mut access = vec![vec![0u64; partitions as usize]; 2];
+        for key in 0u64..64 {
+            let node = (key / 32) as usize;
+            access[node][partition_of(&key.to_be_bytes(), None, partitions) as usize] += 10;
+        }
+        let counts = &access;
+        let used_by = |node: usize| (0..partitions as usize).filter(move |&p| counts[node][p] > counts[1 - node][p]);
+        let mut part_map: Vec<u32> = (0..partitions).map(|partition| partition % 2).collect();
+        let on_their_node = |part_map: &[u32]| {
+            (0..2).map(|node| used_by(node).filter(|&p| part_map[p] == node as u32).count()).sum::<usize>()
+        };
+        let used = used_by(0).count() + used_by(1).count();
+        let before = on_their_node(&part_map);
+        assert!(map_partitions(&access, &[0, 1], &mut part_map, 1.2) > 0);
+        let after = on_their_node(&part_map);
+        assert!(after > before && after * 10 >= used * 9, "{after} of {used} partitions on their node (from {before})");
+        assert_eq!(map_partitions(&access, &[0, 1], &mut part_map, 1.2), 0, "stable");
+    }
+
     /// End to end: counts recorded by workers are remapped by window, and
     /// assignment follows the map and round-robins within the node.
     #[test]

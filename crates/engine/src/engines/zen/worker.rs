@@ -110,13 +110,20 @@ struct ZenStore<'a, B: PmBackend> {
 impl<B: PmBackend> RowStore<Row> for ZenStore<'_, B> {
     fn read(&self, row: &Row, out: &mut Vec<u8>) -> Result<u64, AbortReason> {
         if let (Some(plus), Some(tx)) = (&self.shared.plus, self.adaptive) {
-            plus.adaptive.on_access(self.id, tx, ClockRing::cost(row.len()))?;
+            plus.adaptive.on_access(self.id, tx)?;
         }
         let backend = self.shared.pool.backend();
-        for _ in 0..READ_SPINS {
+        for spin in 0..READ_SPINS {
             let before = row.word();
             if before & LOCKED != 0 {
-                std::hint::spin_loop();
+                if !self.fill && spin >= READ_SPINS / 2 {
+                    // A snapshot reader does not give up on a committer
+                    // that was descheduled holding the row (read-only
+                    // transactions do not abort, §4.1.2): it yields to it.
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
                 continue;
             }
             out.clear();
@@ -731,17 +738,37 @@ impl<B: PmBackend> ZenWorker<B> {
         self.spill_garbage = 0;
     }
 
-    /// After a buffered write of `value_len` bytes: α counts it, and the
-    /// exclusive stage writes the buffered versions to the heap once those
-    /// buffered since the last such write outgrow the Met-Cache region.
-    fn after_write(&mut self, value_len: usize) -> TxResult<()> {
+    /// After an operation of the body: the Met-Cache cost of the rows it
+    /// read for the first time and of the new versions it buffered joins
+    /// the footprint α checks, and the exclusive stage writes the buffered
+    /// versions to the heap once those buffered since the last such write
+    /// outgrow the Met-Cache region.
+    fn after_operation(&mut self) -> TxResult<()> {
         let Some(plus) = &self.shared.plus else { return Ok(()) };
-        plus.adaptive.on_write(self.id, &self.adaptive, value_len as u64).map_err(TxError::Abort)?;
+        let adaptive = &self.adaptive;
+        let mut bytes = 0u64;
+        for row in self.tx.read_rows_from(adaptive.counted_reads.get()) {
+            bytes += ClockRing::cost(row.len());
+        }
+        adaptive.counted_reads.set(self.tx.reads_len());
+        for index in adaptive.counted_writes.get()..self.tx.writes.len() {
+            if let WriteValue::Bytes(value) = self.tx.writes.value_state(index) {
+                bytes += ClockRing::cost(value.len());
+            }
+        }
+        adaptive.counted_writes.set(self.tx.writes.len());
+        plus.adaptive.on_footprint(self.id, adaptive, bytes).map_err(TxError::Abort)?;
         let buffered = self.tx.writes.arena_bytes().saturating_sub(self.arena_after_spill);
         if self.adaptive.privileged().is_some() && buffered as u64 > plus.adaptive.region_bytes {
             self.spill()?;
         }
         Ok(())
+    }
+
+    /// A body operation's result, after [`ZenWorker::after_operation`].
+    fn finish_operation<T>(&mut self, result: TxResult<T>) -> TxResult<T> {
+        let result = result.and_then(|value| self.after_operation().map(|()| value));
+        self.count_abort(result)
     }
 
     /// `zen+` on several nodes: counts an access to `key` of `table` for
@@ -880,7 +907,8 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
             }
             let shared = Arc::clone(&self.shared);
             let adaptive = &shared.plus.as_ref().expect("zen+").adaptive;
-            adaptive.begin(self.id, &self.adaptive, read_only, attempt, &shared.closed);
+            let (epochs, id) = (&shared.epochs, self.id);
+            adaptive.begin(id, &self.adaptive, read_only, attempt, &shared.closed, || epochs.leave(id));
         }
         // The announcement's fence (`Epochs::enter`) also pairs with the
         // collector's fence of the heap's reclamation (`storage::zen::heap`).
@@ -898,27 +926,21 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
         self.count_partition(table, key);
         let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
         let result = self.tx.get(&self.shared.tables, &store, table, key, out);
-        self.count_abort(result)
+        self.finish_operation(result)
     }
 
     fn get_with(&mut self, table: TableId, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> TxResult<bool> {
         self.count_partition(table, key);
         let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
         let result = self.tx.get_with(&self.shared.tables, &store, table, key, visit);
-        self.count_abort(result)
+        self.finish_operation(result)
     }
 
     fn write(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool> {
         self.count_partition(table, key);
         let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
         let result = self.tx.write(&self.shared.tables, &store, table, key, op);
-        let result = match (result, op) {
-            (Ok(true), WriteOp::Put(value) | WriteOp::Insert(value) | WriteOp::Update(value)) => {
-                self.after_write(value.len()).map(|()| true)
-            }
-            (result, _) => result,
-        };
-        self.count_abort(result)
+        self.finish_operation(result)
     }
 
     fn prefetch(&mut self, table: TableId, key: &[u8]) {
@@ -931,16 +953,8 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
     fn update_with(&mut self, table: TableId, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> TxResult<bool> {
         self.count_partition(table, key);
         let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
-        let mut len = 0;
-        let result = self.tx.update_with(&self.shared.tables, &store, table, key, &mut |row: &mut [u8]| {
-            len = row.len();
-            modify(row)
-        });
-        let result = match result {
-            Ok(true) => self.after_write(len).map(|()| true),
-            result => result,
-        };
-        self.count_abort(result)
+        let result = self.tx.update_with(&self.shared.tables, &store, table, key, modify);
+        self.finish_operation(result)
     }
 
     fn scan(&mut self, request: ScanRequest<'_>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
@@ -954,7 +968,7 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
             }
             visit(key, value)
         });
-        self.count_abort(result)
+        self.finish_operation(result)
     }
 
     fn commit(&mut self) -> TxResult<CommitTicket> {
