@@ -33,9 +33,10 @@ pub struct CrashtestArgs {
     engine: String,
     /// Concurrency-control protocol of the engine: silo, occ, no-wait,
     /// wait-die, dl-detect, ... (as `cc=` of `pmtx bench
-    /// --engine`).
-    #[arg(long, default_value = "silo", value_parser = crate::bench::spec::parse_cc)]
-    cc: CcProtocol,
+    /// --engine`) [default: the engine's own: hekaton for zen+, silo for
+    /// the others].
+    #[arg(long, value_parser = crate::bench::spec::parse_cc)]
+    cc: Option<CcProtocol>,
     /// Workload: smallbank, ycsb or tpcc (tiny scale, harness-driven
     /// transactions with a model of the acknowledged effects).
     #[arg(long, default_value = "smallbank")]
@@ -159,7 +160,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         let pool = args.pool.clone().ok_or_else(|| CliError::usage("--child needs --pool"))?;
         let config = ChildConfig {
             engine,
-            cc: args.cc,
+            cc: args.cc.unwrap_or(engine.default_cc()),
             workload,
             scale,
             threads: args.threads,
@@ -177,7 +178,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         let program = std::env::current_exe()?;
         let mut config =
             KillConfig::new(engine, workload, seed, program, vec!["crashtest".to_string(), "--child".to_string()]);
-        config.cc = args.cc;
+        config.cc = args.cc.unwrap_or(engine.default_cc());
         config.scale = scale;
         config.threads = args.threads;
         config.iterations = args.iterations;
@@ -215,7 +216,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let mut config = SimConfig::new(engine, workload, seed);
-    config.cc = args.cc;
+    config.cc = args.cc.unwrap_or(engine.default_cc());
     if let Some(path) = &args.replay {
         config.scale = scale;
         config.threads = args.threads;
@@ -255,6 +256,15 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         report.run_time.as_secs_f64(),
         report.check_time.as_secs_f64()
     );
+    let counters: Vec<String> = report
+        .engine_counters
+        .iter()
+        .filter(|(_, count)| *count > 0)
+        .map(|(name, count)| format!("{name}={count}"))
+        .collect();
+    if !counters.is_empty() {
+        eprintln!("crashtest: engine counters of the run: {}", counters.join(", "));
+    }
     println!("crashtest: {} images, {} violations, seed {seed:#x}", report.images, report.violation_count);
     if report.violation_count > 0 {
         report_violations(&report.violations, report.violation_count);

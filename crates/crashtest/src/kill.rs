@@ -107,11 +107,12 @@ impl ChildConfig {
                 return Err(format!("unknown flag {flag}"));
             }
         }
+        let engine = EngineKind::parse(take("--engine")?).ok_or("unknown engine")?;
         Ok(Self {
-            engine: EngineKind::parse(take("--engine")?).ok_or("unknown engine")?,
+            engine,
             cc: match values.get("--cc") {
                 Some(name) => CcProtocol::parse(name).ok_or_else(|| format!("unknown protocol {name:?}"))?,
-                None => CcProtocol::default(),
+                None => engine.default_cc(),
             },
             workload: WorkloadKind::parse(take("--workload")?).ok_or("unknown workload")?,
             scale: Scale {
@@ -371,7 +372,7 @@ impl KillConfig {
     ) -> Self {
         Self {
             engine,
-            cc: CcProtocol::default(),
+            cc: engine.default_cc(),
             workload,
             scale: Scale::default(),
             threads: 2,
@@ -395,7 +396,7 @@ impl KillConfig {
             "pmtx crashtest --kill --engine {}{} --workload {} --iterations {} --seed {:#x} --threads {} --pool-size {} \
              --chunk-size {} --max-kill-ms {}{}",
             self.engine,
-            crate::cc_flag(self.cc),
+            crate::cc_flag(self.engine, self.cc),
             self.workload,
             self.iterations,
             self.seed,

@@ -374,7 +374,6 @@ fn soft_partitions_follow_the_accesses() {
         "rows 0..32 went to worker {low}, rows 32..64 to {high}: {:?}",
         stats.engine_counters
     );
-    assert_eq!(counter(&stats, "numa_nodes"), 2);
     assert!(counter(&stats, "numa_partitions_moved") > 0);
     assert!(counter(&stats, "numa_remaps") > 0);
     assert!(counter(&stats, "numa_assigned") >= 2);

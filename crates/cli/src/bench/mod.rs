@@ -387,6 +387,12 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
     println!();
     println!("aborts:");
     print!("{}", report::abort_lines(&report.runs));
+    let counters = report::engine_counter_lines(&report.runs);
+    if !counters.is_empty() {
+        println!();
+        println!("engine counters (measured phase):");
+        print!("{counters}");
+    }
     let htm = report::htm_lines(&report.runs);
     if !htm.is_empty() {
         println!();

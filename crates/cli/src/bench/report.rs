@@ -328,6 +328,12 @@ pub struct RunJson {
     pub check_failures: Vec<String>,
     /// Engine statistics at the end of the run.
     pub engine_stats: EngineStatsJson,
+    /// Engine-specific counters of the measured phase, by name
+    /// (`EngineStats::engine_counters`; `zen+`: entries into the exclusive
+    /// stage by trigger, aborts and waits it caused, snapshot reads, direct
+    /// NVM writes, maintenance, NUMA placement); empty for other engines.
+    #[serde(default)]
+    pub engine_counters: BTreeMap<String, u64>,
     /// `--recover`: the crash after the measured phase and the recovery
     /// (None without `--recover` and for non-durable engines).
     #[serde(default)]
@@ -1077,6 +1083,22 @@ pub fn htm_lines(runs: &[RunJson]) -> String {
             .map(|(path, commits)| format!("{path} {commits} ({:.1} %)", *commits as f64 * 100.0 / total as f64))
             .collect();
         let _ = writeln!(out, "  {} x{}: commits by path: {}", run.engine, run.threads, paths.join(", "));
+    }
+    out
+}
+
+/// One line per run with its engine-specific counters (measured phase;
+/// the nonzero ones, and the exclusive-stage entries even when zero).
+pub fn engine_counter_lines(runs: &[RunJson]) -> String {
+    let mut out = String::new();
+    for run in runs.iter().filter(|run| !run.engine_counters.is_empty()) {
+        let shown: Vec<String> = run
+            .engine_counters
+            .iter()
+            .filter(|(name, &count)| count > 0 || name.starts_with("exclusive_entries"))
+            .map(|(name, count)| format!("{name}={count}"))
+            .collect();
+        let _ = writeln!(out, "  {} x{}: {}", run.engine, run.threads, shown.join(", "));
     }
     out
 }

@@ -344,7 +344,6 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
             let soft = plus.soft.as_ref();
             let load = |counter: Option<&AtomicU64>| counter.map_or(0, |counter| counter.load(Ordering::Relaxed));
             stats.engine_counters.extend([
-                ("numa_nodes", soft.map_or(1, |soft| u64::from(soft.topology.nodes))),
                 ("numa_local_reads", reads(|c| &c.numa_local_reads)),
                 ("numa_remote_reads", reads(|c| &c.numa_remote_reads)),
                 ("numa_chunks_misplaced", self.shared.heap.counters.chunks_misplaced.load(Ordering::Relaxed)),
