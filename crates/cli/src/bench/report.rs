@@ -159,6 +159,21 @@ pub struct WorkloadOptionsJson {
     /// "long" and "short"); 0: every worker ran `ycsb`.
     #[serde(default)]
     pub long_threads: usize,
+    /// YCSB with `long_threads` and a point variant: what the long threads
+    /// ran ("scan" or "update"; empty: the pair's long transaction).
+    #[serde(default)]
+    pub long_kind: String,
+    /// YCSB: rows of a long transaction (0 without `long_threads`).
+    #[serde(default)]
+    pub long_rows: usize,
+    /// YCSB: transactions of the variant a long thread ran between two long
+    /// ones.
+    #[serde(default)]
+    pub long_every: usize,
+    /// YCSB: long updates on the upper half of the table, the others on the
+    /// lower half.
+    #[serde(default)]
+    pub long_disjoint: bool,
     /// YCSB rows.
     pub records: u64,
     /// YCSB operations per transaction.
@@ -198,6 +213,15 @@ pub struct WorkloadOptionsJson {
     pub insert_percent: u32,
 }
 
+/// Rows of a long YCSB transaction under `options`.
+pub fn long_rows(options: &pmtx_workloads::WorkloadOptions) -> usize {
+    options.long_rows.unwrap_or(if options.long_kind.is_some() {
+        pmtx_workloads::ycsb::DEFAULT_LONG_ROWS
+    } else {
+        pmtx_workloads::ycsb::LONG_RANGE_ROWS
+    })
+}
+
 fn standard_tpcc_mix() -> BTreeMap<String, u32> {
     mix_json(pmtx_workloads::tpcc::TpccMix::default())
 }
@@ -223,6 +247,10 @@ impl WorkloadOptionsJson {
             ycsb: options.ycsb.name().to_string(),
             theta: options.theta,
             long_threads: options.long_threads,
+            long_kind: options.long_kind.map_or(String::new(), |kind| kind.name().to_string()),
+            long_rows: if options.long_threads > 0 { long_rows(options) } else { 0 },
+            long_every: options.long_every,
+            long_disjoint: options.long_disjoint,
             records: options.records,
             ops_per_txn: options.ops_per_txn,
             field_size: options.field_size,
