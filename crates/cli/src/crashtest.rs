@@ -10,7 +10,8 @@
 //!   the hidden `--child` flag) on a pool file, kill it with SIGKILL at a
 //!   seeded random moment, recover and check, `--iterations` times.
 //!
-//! `--cc` picks the engine's concurrency-control protocol (default silo; the
+//! `--cc` picks the engine's concurrency-control protocol (default: the
+//! engine's own, hekaton for zen+ and silo for the others; the
 //! kill mode passes it on to the child).
 //!
 //! Prints `crashtest: <images> images, <violations> violations, seed <S>`

@@ -13,6 +13,11 @@ use std::path::{Path, PathBuf};
 
 const NODE_ROOT: &str = "/sys/devices/system/node";
 
+/// `mbind` flag: also move the pages already present (linux/mempolicy.h;
+/// the libc crate does not define it). A chunk's pages were touched when it
+/// was zeroed, before it is bound.
+const MPOL_MF_MOVE: libc::c_ulong = 1 << 1;
+
 /// Parses a Linux list such as `0-3,8,10-11` (node and CPU lists in sysfs).
 pub fn parse_id_list(text: &str) -> Result<Vec<u32>, String> {
     let mut ids = Vec::new();
@@ -93,7 +98,7 @@ pub(crate) unsafe fn bind_range_to_numa_node(address: *mut u8, len: u64, node: u
             libc::MPOL_BIND as libc::c_ulong,
             &mask as *const u64,
             65 as libc::c_ulong,
-            0 as libc::c_ulong,
+            MPOL_MF_MOVE,
         )
     };
     if result != 0 {
@@ -113,6 +118,21 @@ mod tests {
         assert_eq!(parse_id_list(""), Ok(vec![]));
         assert!(parse_id_list("3-1").is_err());
         assert!(parse_id_list("x").unwrap_err().contains("bad id"));
+    }
+
+    /// A chunk binds to a node the machine has (every machine has its
+    /// first online node); a node beyond the mask and a chunk beyond the
+    /// pool are typed errors.
+    #[test]
+    fn chunks_bind_to_an_existing_node() {
+        use crate::{ChunkId, Direct, PmOptions, Pool};
+        let pool = Pool::<Direct>::create_in_memory(8 << 20, 2 << 20, &PmOptions::default()).unwrap();
+        let node = machine_numa_nodes()[0];
+        if Path::new(NODE_ROOT).exists() {
+            pool.bind_chunk_to_numa_node(ChunkId(0), node).unwrap();
+        }
+        assert!(pool.bind_chunk_to_numa_node(ChunkId(0), 64).unwrap_err().to_string().contains("at most 64"));
+        assert!(pool.bind_chunk_to_numa_node(ChunkId(99), node).unwrap_err().to_string().contains("not in the pool"));
     }
 
     /// Every machine has at least node 0, and its CPUs are listed.

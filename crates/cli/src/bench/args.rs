@@ -352,8 +352,8 @@ impl WorkloadArgs {
             match (variant.short_long_pair(), self.long_kind) {
                 (None, None) => {
                     return Err(CliError::usage(format!(
-                        "--long-threads {long_threads} needs --ycsb srq, lrq, sru or lru (a short/long pair), or \
-                         --long-kind scan|update beside --ycsb {variant}"
+                        "--long-threads {long_threads} needs --ycsb srq, lrq, sru or lru (a short/long pair), not \
+                         --ycsb {variant}, or --long-kind scan|update beside it"
                     )))
                 }
                 (Some(_), Some(kind)) => {
