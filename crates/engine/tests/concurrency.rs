@@ -62,6 +62,21 @@ impl Setup {
         self.engine == pmtx_engine::EngineKind::Phtm && self.htm.backend == pmtx_htm::HtmBackendKind::None
     }
 
+    /// With `exclusive_stress`: the run did cross the exclusive stage.
+    fn check_crossed_exclusive_stage(&self, db: &Database) {
+        if !self.exclusive_stress {
+            return;
+        }
+        let stats = db.stats();
+        let entries: u64 = stats
+            .engine_counters
+            .iter()
+            .filter(|(name, _)| name.starts_with("exclusive_entries"))
+            .map(|(_, n)| n)
+            .sum();
+        assert!(entries > 0, "no exclusive stage: {:?}", stats.engine_counters);
+    }
+
     fn options(self, tables: Vec<TableSchema>) -> DbOptions {
         let mut options = DbOptions::in_memory(self.engine, tables);
         options.htm = self.htm;
@@ -111,7 +126,8 @@ fn load(db: &Database) {
 }
 
 fn transfers_and_audits(engine: impl Into<Setup>) {
-    let db = Arc::new(open(engine));
+    let setup = engine.into();
+    let db = Arc::new(open(setup));
     load(&db);
     let accounts = db.table_id("accounts").unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -216,6 +232,7 @@ fn transfers_and_audits(engine: impl Into<Setup>) {
         .committed()
         .unwrap();
     assert_eq!(total, ACCOUNTS * INITIAL);
+    setup.check_crossed_exclusive_stage(&db);
 }
 
 /// Two transactions each read both flags and set one if the other is clear:
@@ -432,7 +449,8 @@ fn reverse_scans_limits_and_secondary(engine: impl Into<Setup>) {
 /// search is used for sees its own writes, rewrites and deletes in place,
 /// and commits exactly its last values.
 fn large_transactions_read_their_own_writes(engine: impl Into<Setup>) {
-    let db = open(engine);
+    let setup = engine.into();
+    let db = open(setup);
     let accounts = db.table_id("accounts").unwrap();
     load(&db);
     let mut worker = db.worker(0).unwrap();
@@ -480,6 +498,7 @@ fn large_transactions_read_their_own_writes(engine: impl Into<Setup>) {
         let account = account as u64;
         assert_eq!(value.map(|bytes| balance(&bytes)), expected(account), "account {account} after commit");
     }
+    setup.check_crossed_exclusive_stage(&db);
 }
 
 fn bad_input_is_typed(engine: impl Into<Setup>) {
