@@ -23,13 +23,15 @@ use crate::error::CliError;
 use crate::units::{parse_chunk_size, parse_size};
 use clap::Args;
 use pmtx_crashtest::{parse_seed, ChildConfig, KillConfig, Scale, SimConfig, Violation, WorkloadKind};
-use pmtx_engine::{CcProtocol, EngineKind};
+use pmtx_engine::CcProtocol;
 use std::path::PathBuf;
 
 /// Options of `pmtx crashtest`.
 #[derive(Args, Debug)]
 pub struct CrashtestArgs {
-    /// Engine to test (a durable one: group-commit, dbxn, ...).
+    /// Engine to test (a durable one: group-commit, dbxn, ...);
+    /// `dbx-naive:medium=disk` puts dbx-naive's log on files (with --kill:
+    /// the simulator models PM only, as for dbx-disk).
     #[arg(long, default_value = "group-commit")]
     engine: String,
     /// Concurrency-control protocol of the engine: silo, occ, no-wait,
@@ -137,10 +139,7 @@ fn report_violations(violations: &[Violation], count: u64) {
 
 /// Runs `pmtx crashtest`.
 pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
-    let engine = EngineKind::parse(&args.engine).ok_or_else(|| {
-        let names: Vec<&str> = EngineKind::ALL.iter().map(|kind| kind.name()).collect();
-        CliError::usage(format!("unknown engine {:?}; engines: {}", args.engine, names.join(", ")))
-    })?;
+    let (engine, medium) = pmtx_crashtest::parse_engine(&args.engine).map_err(CliError::usage)?;
     let workload = WorkloadKind::parse(&args.workload).ok_or_else(|| {
         CliError::usage(format!("unknown workload {:?}; workloads: smallbank, ycsb, tpcc", args.workload))
     })?;
@@ -161,6 +160,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         let pool = args.pool.clone().ok_or_else(|| CliError::usage("--child needs --pool"))?;
         let config = ChildConfig {
             engine,
+            medium,
             cc: args.cc.unwrap_or(engine.default_cc()),
             workload,
             scale,
@@ -175,10 +175,14 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         std::process::exit(pmtx_crashtest::child_main(&config));
     }
     pmtx_crashtest::checkable(engine).map_err(CliError::usage)?;
+    if !args.kill {
+        pmtx_crashtest::sim_checkable(engine, medium).map_err(CliError::usage)?;
+    }
     if args.kill {
         let program = std::env::current_exe()?;
         let mut config =
             KillConfig::new(engine, workload, seed, program, vec!["crashtest".to_string(), "--child".to_string()]);
+        config.medium = medium;
         config.cc = args.cc.unwrap_or(engine.default_cc());
         config.scale = scale;
         config.threads = args.threads;

@@ -12,7 +12,7 @@
 use crate::units::format_bytes;
 use crate::CliError;
 use clap::{Args, Subcommand};
-use pmtx_pm::media::{published_params, simulate, MediaParams, Stream, PUBLISHED};
+use pmtx_pm::media::{published_params, simulate, MediaParams, Stream, StreamOffsets, PUBLISHED};
 use pmtx_pm::{ChunkOwner, Emulated, LatencyModel, PmBackend, PmOptions, Pool};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -248,8 +248,8 @@ fn run_real(model: LatencyModel, stream: Stream, seconds: Duration) -> Result<(f
                     let backend = pool.backend();
                     let source = vec![0x5Au8; stream.access_bytes as usize];
                     let mut destination = vec![0u8; stream.access_bytes as usize];
-                    let mut random = 0x9E37_79B9_7F4A_7C15u64 ^ index as u64;
-                    let mut next = 0;
+                    let mut offsets =
+                        StreamOffsets::new(&stream, base, REAL_REGION, 0x9E37_79B9_7F4A_7C15 ^ index as u64);
                     // The region's pages exist before the clock starts.
                     backend.write_zeros(base, REAL_REGION);
                     pmtx_pm::reset_thread_counters();
@@ -257,16 +257,7 @@ fn run_real(model: LatencyModel, stream: Stream, seconds: Duration) -> Result<(f
                     let mut accesses = 0u64;
                     while start.elapsed() < seconds {
                         for _ in 0..16 {
-                            let offset = if stream.random {
-                                random ^= random << 13;
-                                random ^= random >> 7;
-                                random ^= random << 17;
-                                base + (random % (REAL_REGION / stream.access_bytes)) * stream.access_bytes
-                            } else {
-                                let offset = base + next;
-                                next = (next + stream.access_bytes) % REAL_REGION;
-                                offset
-                            };
+                            let offset = offsets.next_offset();
                             if !stream.write {
                                 backend.read(offset, &mut destination);
                             } else if stream.non_temporal {

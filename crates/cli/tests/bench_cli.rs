@@ -243,6 +243,54 @@ fn given_pool_is_kept_and_foreign_files_are_not_replaced() {
     assert_eq!(std::fs::read(dir.path().join("b.pool")).unwrap(), b"precious");
 }
 
+/// `dbx-disk` keeps its redo log in `<pool>.log` beside the pool: kept with
+/// `--pool` like the pool, replaced by the next run, refused when it holds
+/// something else; `--recover` reopens it; the report counts fdatasyncs.
+#[test]
+fn dbx_disk_log_directory_lives_and_goes_with_the_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "bench",
+        "--workload",
+        "smallbank",
+        "--accounts",
+        "500",
+        "--engine",
+        "dbx-disk",
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0",
+        "--pool-size",
+        "64MiB",
+        "--pool",
+        "d.pool",
+        "--recover",
+        "--json",
+        "r.json",
+    ];
+    let stdout = assert_ok(&pmtx(dir.path(), &args));
+    assert!(stdout.contains("redo log on files"), "{stdout}");
+    let log = dir.path().join("d.pool.log");
+    assert!(dir.path().join("d.pool").exists() && log.join("pool-id").exists(), "kept with --pool");
+    let report = read_json(&dir.path().join("r.json"));
+    let run = &report["runs"][0];
+    assert_eq!(run["check_passed"], true, "{run}");
+    assert_eq!(run["recovery"]["check_passed"], true, "{run}");
+    let syncs = run["log_file"]["fdatasyncs"].as_u64().unwrap();
+    let committed = run["committed"].as_u64().unwrap();
+    // One fdatasync per epoch (40 ms) and segment, far fewer than commits.
+    assert!(syncs > 0 && syncs < committed / 10, "{syncs} fdatasyncs for {committed} commits");
+    // A second run replaces pool and log.
+    assert_ok(&pmtx(dir.path(), &args));
+    // Anything but a log in the directory is not removed.
+    std::fs::write(log.join("notes.txt"), b"precious").unwrap();
+    let stderr = assert_fails(&pmtx(dir.path(), &args), 1);
+    assert!(stderr.contains("not a pmtx redo log file"), "{stderr}");
+    assert_eq!(std::fs::read(log.join("notes.txt")).unwrap(), b"precious");
+    assert!(dir.path().join("d.pool").exists(), "the pool is kept when its log directory is refused");
+}
+
 fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).expect("valid JSON")
 }
@@ -363,6 +411,7 @@ fn dbxn_ablation_preset_expands_to_the_fig_11_rows() {
         [
             "silo",
             "group-commit",
+            "dbx-naive:nt=off:pad64=off:align256=off:medium=disk",
             "dbx-naive:nt=off:pad64=off:align256=off",
             "dbxn:nt=off:pad64=off:align256=off",
             "dbxn:nt=off:pad64=on:align256=off",
@@ -370,6 +419,21 @@ fn dbxn_ablation_preset_expands_to_the_fig_11_rows() {
             "dbxn"
         ]
     );
+    // The disk row syncs its log file for every writing commit, reports it,
+    // and leaves no log directory behind; the other rows have no log file.
+    for run in report["runs"].as_array().unwrap() {
+        let log = &run["log_file"];
+        if run["engine"].as_str().unwrap().contains("medium=disk") {
+            let per_txn = log["fdatasyncs_per_txn"].as_f64().unwrap();
+            assert!(per_txn > 0.5 && per_txn <= 1.01, "fdatasyncs per transaction: {per_txn}");
+            assert_eq!(run["engine_options"]["medium"], "disk");
+            let directory = log["directory"].as_str().unwrap();
+            assert!(directory.ends_with(".pool.log"), "{directory}");
+            assert!(!Path::new(directory).exists(), "{directory} was left behind");
+        } else {
+            assert!(log.is_null(), "{}: {log}", run["engine"]);
+        }
+    }
     let help = text(&pmtx(dir.path(), &["bench", "--help"]).stdout);
     for needle in ["dbxn-ablation", "pad64=on|off", "align256=on|off", "cache=<size>", "--recover"] {
         assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");

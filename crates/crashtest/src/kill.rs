@@ -26,7 +26,7 @@
 use crate::harness::{Baseline, Bounds, Harness, WorkerError, WorkerEvents, WorkerPlan};
 use crate::recover::{recover_with, Expectation};
 use crate::{db_options, derive, parse_seed, Finding, Scale, Violation, WorkloadKind};
-use pmtx_engine::{CcProtocol, Database, DbOptions, EngineKind, PoolLocation};
+use pmtx_engine::{CcProtocol, Database, DbOptions, EngineKind, LogDirectory, LogMedium, PoolLocation};
 use pmtx_pm::{BackendKind, Direct, Pool, PoolError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -43,6 +43,8 @@ use std::time::{Duration, Instant};
 pub struct ChildConfig {
     /// Engine.
     pub engine: EngineKind,
+    /// Medium of the engine's log (`dbx-naive`: pm or disk).
+    pub medium: LogMedium,
     /// Concurrency-control protocol of the engine.
     pub cc: CcProtocol,
     /// Workload.
@@ -70,7 +72,7 @@ impl ChildConfig {
     /// flags of the same names, plus `--pool` and `--iteration`).
     pub fn to_args(&self) -> Vec<String> {
         let pairs = [
-            ("--engine", self.engine.name().to_string()),
+            ("--engine", crate::engine_label(self.engine, self.medium)),
             ("--cc", self.cc.name().to_string()),
             ("--workload", self.workload.name().to_string()),
             ("--threads", self.threads.to_string()),
@@ -107,9 +109,10 @@ impl ChildConfig {
                 return Err(format!("unknown flag {flag}"));
             }
         }
-        let engine = EngineKind::parse(take("--engine")?).ok_or("unknown engine")?;
+        let (engine, medium) = crate::parse_engine(take("--engine")?)?;
         Ok(Self {
             engine,
+            medium,
             cc: match values.get("--cc") {
                 Some(name) => CcProtocol::parse(name).ok_or_else(|| format!("unknown protocol {name:?}"))?,
                 None => engine.default_cc(),
@@ -150,8 +153,10 @@ impl ChildConfig {
 }
 
 /// Database options over the pool file.
+#[allow(clippy::too_many_arguments)]
 fn file_options(
     engine: EngineKind,
+    medium: LogMedium,
     cc: CcProtocol,
     harness: &Harness,
     path: PathBuf,
@@ -161,7 +166,10 @@ fn file_options(
 ) -> DbOptions {
     let mut options = db_options(engine, harness.tables(), harness.threads(), seed, pool_size, chunk_size);
     options.cc = cc;
+    options.dbxn.medium = medium;
     options.pool = PoolLocation::File { path, size: pool_size };
+    // A log kept in files goes beside the pool file, as outside the harness.
+    options.log_directory = LogDirectory::BesidePool;
     options.backend = BackendKind::Direct;
     options
 }
@@ -219,6 +227,7 @@ pub fn child_main(config: &ChildConfig) -> i32 {
     };
     let options = file_options(
         config.engine,
+        config.medium,
         config.cc,
         &harness,
         config.pool.clone(),
@@ -324,6 +333,8 @@ fn open_pool(path: &std::path::Path, options: &DbOptions) -> pmtx_pm::PoolResult
 pub struct KillConfig {
     /// Engine.
     pub engine: EngineKind,
+    /// Medium of the engine's log (`dbx-naive`: pm or disk).
+    pub medium: LogMedium,
     /// Concurrency-control protocol of the engine (default: silo).
     pub cc: CcProtocol,
     /// Workload.
@@ -372,6 +383,7 @@ impl KillConfig {
     ) -> Self {
         Self {
             engine,
+            medium: LogMedium::Pm,
             cc: engine.default_cc(),
             workload,
             scale: Scale::default(),
@@ -395,7 +407,7 @@ impl KillConfig {
         format!(
             "pmtx crashtest --kill --engine {}{} --workload {} --iterations {} --seed {:#x} --threads {} --pool-size {} \
              --chunk-size {} --max-kill-ms {}{}",
-            self.engine,
+            crate::engine_label(self.engine, self.medium),
             crate::cc_flag(self.engine, self.cc),
             self.workload,
             self.iterations,
@@ -494,6 +506,11 @@ fn fresh_pool(harness: &Harness, options: &DbOptions, path: &std::path::Path) ->
     if path.exists() {
         std::fs::remove_file(path).map_err(|error| format!("cannot remove {}: {error}", path.display()))?;
     }
+    // A log kept in files belongs to the pool just removed.
+    if let Some(directory) = options.log_directory_path().filter(|directory| directory.exists()) {
+        std::fs::remove_dir_all(&directory)
+            .map_err(|error| format!("cannot remove {}: {error}", directory.display()))?;
+    }
     let db = Arc::new(Database::open(options.clone()).map_err(|error| format!("cannot create the pool: {error}"))?);
     harness.load(&db)?;
     let state = harness.read_state(&db).map_err(|f| f.detail)?;
@@ -506,6 +523,9 @@ fn fresh_pool(harness: &Harness, options: &DbOptions, path: &std::path::Path) ->
 /// Runs the kill mode; `progress` receives status lines.
 pub fn run_kill(config: &KillConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<KillReport, String> {
     crate::checkable(config.engine)?;
+    if config.medium == LogMedium::Disk && config.engine != EngineKind::DbxNaive {
+        return Err(format!("medium=disk is an option of dbx-naive only, not of {}", config.engine));
+    }
     let harness = Harness::new(config.workload, config.scale, config.threads, config.seed)?;
     let dir = match &config.dir {
         Some(dir) => tempfile::Builder::new().prefix("pmtx-crashtest-").tempdir_in(dir),
@@ -515,6 +535,7 @@ pub fn run_kill(config: &KillConfig, progress: &(dyn Fn(&str) + Sync)) -> Result
     let path = dir.path().join("pool.pmtx");
     let options = file_options(
         config.engine,
+        config.medium,
         config.cc,
         &harness,
         path.clone(),
@@ -545,6 +566,7 @@ pub fn run_kill(config: &KillConfig, progress: &(dyn Fn(&str) + Sync)) -> Result
         );
         let child_config = ChildConfig {
             engine: config.engine,
+            medium: config.medium,
             cc: config.cc,
             workload: config.workload,
             scale: config.scale,
@@ -801,6 +823,7 @@ mod tests {
     fn child_flags_round_trip_with_the_protocol() {
         let config = ChildConfig {
             engine: EngineKind::Zen,
+            medium: LogMedium::Pm,
             cc: CcProtocol::WaitDie,
             workload: WorkloadKind::Smallbank,
             scale: Scale::default(),
@@ -823,5 +846,13 @@ mod tests {
         assert!(!kill.command_line().contains("--cc"), "{}", kill.command_line());
         kill.cc = CcProtocol::DlDetect;
         assert!(kill.command_line().contains("--engine dbxn --cc dl-detect "), "{}", kill.command_line());
+        // A log on disk travels in the engine text, both ways.
+        let disk = ChildConfig { engine: EngineKind::DbxNaive, medium: LogMedium::Disk, ..config.clone() };
+        let args = disk.to_args();
+        assert!(args.contains(&"dbx-naive:medium=disk".to_string()), "{args:?}");
+        assert_eq!(ChildConfig::parse(&args), Ok(disk));
+        kill.engine = EngineKind::DbxNaive;
+        kill.medium = LogMedium::Disk;
+        assert!(kill.command_line().contains("--engine dbx-naive:medium=disk "), "{}", kill.command_line());
     }
 }

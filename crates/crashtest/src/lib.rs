@@ -64,7 +64,7 @@ pub mod recover;
 pub mod sim;
 pub mod state;
 
-use pmtx_engine::{CcProtocol, DbOptions, EngineKind, PoolLocation, TableSchema};
+use pmtx_engine::{CcProtocol, DbOptions, EngineKind, LogMedium, PoolLocation, TableSchema};
 use pmtx_pm::PmOptions;
 use std::fmt;
 use std::time::Duration;
@@ -112,13 +112,69 @@ impl Finding {
     }
 }
 
-/// Durable engines the harness runs by default: every
+/// Durable engines the kill harness runs by default: every
 /// [`EngineKind::ALL`] entry it can check ([`checkable`]).
 pub fn durable_engines() -> Vec<EngineKind> {
     EngineKind::ALL.into_iter().filter(|engine| checkable(*engine).is_ok()).collect()
 }
 
-/// Whether the harness can check `engine`: its oracles assume durable,
+/// Durable engines the simulated-crash harness runs by default: every
+/// [`EngineKind::ALL`] entry it can check ([`sim_checkable`]).
+pub fn sim_engines() -> Vec<EngineKind> {
+    EngineKind::ALL.into_iter().filter(|engine| sim_checkable(*engine, LogMedium::Pm).is_ok()).collect()
+}
+
+/// Whether the simulated-crash harness can check `engine` with its log on
+/// `medium`: what [`checkable`] requires, and all of the engine's durable
+/// state in the pool, since the simulator models PM only. A redo log on a
+/// file (`dbx-disk`, `dbx-naive:medium=disk`) is refused with the reason:
+/// its durable point, the `fdatasync`, is checked by the kill harness and
+/// by the log-file crash images of `tests/disk_log.rs`.
+pub fn sim_checkable(engine: EngineKind, medium: LogMedium) -> Result<(), String> {
+    checkable(engine)?;
+    if engine == EngineKind::DbxDisk || medium == LogMedium::Disk {
+        return Err(format!(
+            "{} keeps its redo log in files, which the PM crash simulator does not model: check it with --kill \
+             (the log files of a killed process survive in the page cache) and the log-file crash images of \
+             cargo test -p pmtx-crashtest --test disk_log (what a power failure keeps: only what was synced)",
+            engine_label(engine, medium)
+        ));
+    }
+    Ok(())
+}
+
+/// `engine`, with `:medium=disk` when its log is on disk (the `--engine`
+/// text of `pmtx crashtest`).
+pub fn engine_label(engine: EngineKind, medium: LogMedium) -> String {
+    match medium {
+        LogMedium::Pm => engine.name().to_string(),
+        LogMedium::Disk => format!("{engine}:medium={medium}"),
+    }
+}
+
+/// Parses the `--engine` text of `pmtx crashtest`: an engine name,
+/// optionally with `:medium=pm|disk` (dbx-naive only).
+pub fn parse_engine(text: &str) -> Result<(EngineKind, LogMedium), String> {
+    let mut parts = text.trim().split(':');
+    let name = parts.next().unwrap_or_default();
+    let engine = EngineKind::parse(name).ok_or_else(|| {
+        let names: Vec<&str> = EngineKind::ALL.iter().map(|kind| kind.name()).collect();
+        format!("unknown engine {name:?}; engines: {}", names.join(", "))
+    })?;
+    let mut medium = LogMedium::Pm;
+    for part in parts {
+        let value = part.strip_prefix("medium=").ok_or_else(|| {
+            format!("engine option {part:?}: the crash harness takes only medium=pm|disk (dbx-naive); --cc sets the protocol")
+        })?;
+        medium = LogMedium::parse(value).ok_or_else(|| format!("invalid medium {value:?}: expected pm or disk"))?;
+    }
+    if medium == LogMedium::Disk && engine != EngineKind::DbxNaive {
+        return Err(format!("medium=disk is an option of dbx-naive only, not of {engine}"));
+    }
+    Ok((engine, medium))
+}
+
+/// Whether the kill harness can check `engine`: its oracles assume durable,
 /// serializable transactions, and an engine excluded from durability
 /// claims ([`EngineKind::durability_caveat`]) is refused.
 pub fn checkable(engine: EngineKind) -> Result<(), String> {
@@ -138,7 +194,9 @@ pub fn checkable(engine: EngineKind) -> Result<(), String> {
 }
 
 /// Database options the harness uses for `engine` over an existing pool
-/// (`open_on_pool`) or, with `pool`, a pool file.
+/// (`open_on_pool`) or, with `pool`, a pool file. A log kept in files goes
+/// to memory files here (the in-memory preset); the kill mode puts it beside
+/// its pool file.
 pub fn db_options(
     engine: EngineKind,
     tables: Vec<TableSchema>,

@@ -433,7 +433,7 @@ pub fn run_sim(config: &SimConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<S
     if config.threads == 0 {
         return Err("threads must be at least 1".into());
     }
-    crate::checkable(config.engine)?;
+    crate::sim_checkable(config.engine, pmtx_engine::LogMedium::Pm)?;
     let started = Instant::now();
     let harness = Harness::new(config.workload, config.scale, config.threads, config.seed)?;
     let mut run = run_workload(config, &harness, progress)?;

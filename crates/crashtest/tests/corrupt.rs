@@ -250,10 +250,15 @@ fn mutate(base: &Base, region: Region, pick: usize, edits: &[Edit]) -> (Vec<u8>,
                 return (bytes, describe("(no record)".into()));
             };
             // Content (bytes 8..total) changes, the CRC is recomputed with
-            // the segment sequence, as the writer does.
+            // the segment sequence (and, in log format 2, the worker from
+            // the segment header), as the writer does.
             edits.iter().for_each(|edit| apply(&mut bytes, at + 8, total - 8, edit));
             let mut hasher = crc32fast::Hasher::new();
             hasher.update(&sequence.to_le_bytes());
+            if bytes[log as usize..log as usize + 8] == *b"PMTXLOG2" {
+                let worker = u64::from_le_bytes(bytes[log as usize + 16..log as usize + 24].try_into().unwrap());
+                hasher.update(&(worker as u16).to_le_bytes());
+            }
             hasher.update(&bytes[(at + 8) as usize..(at + total) as usize]);
             let crc = hasher.finalize();
             bytes[at as usize + 4..at as usize + 8].copy_from_slice(&crc.to_le_bytes());

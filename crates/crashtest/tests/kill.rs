@@ -5,7 +5,7 @@
 //! on each workload, a few iterations each.
 
 use pmtx_crashtest::{durable_engines, parse_seed, run_kill, KillConfig, WorkloadKind};
-use pmtx_engine::EngineKind;
+use pmtx_engine::{EngineKind, LogMedium};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -70,5 +70,21 @@ fn kill_every_durable_engine() {
         check(&config(engine, WorkloadKind::Smallbank, 3));
         check(&config(engine, WorkloadKind::Ycsb, 2));
         check(&config(engine, WorkloadKind::Tpcc, 2));
+    }
+}
+
+/// `dbx-naive` with its synchronous log on files (the ablation's disk row);
+/// `dbx-disk` runs above with every durable engine. A killed process's
+/// page cache survives, so this checks the logic around the log files
+/// (recovery from them, truncation, their directory beside the pool);
+/// `tests/disk_log.rs` checks what a power failure keeps.
+#[test]
+fn kill_dbx_naive_with_its_log_on_disk() {
+    assert!(durable_engines().contains(&EngineKind::DbxDisk), "dbx-disk is kill-checked");
+    for (workload, iterations) in [(WorkloadKind::Smallbank, 3), (WorkloadKind::Tpcc, 2)] {
+        let mut config = config(EngineKind::DbxNaive, workload, iterations);
+        config.medium = LogMedium::Disk;
+        let report = check(&config);
+        assert!(report.acknowledged > 0, "{}: nothing was acknowledged", config.command_line());
     }
 }

@@ -268,7 +268,15 @@ impl Worker {
         for _ in 0..spins {
             std::hint::spin_loop();
         }
-        if attempts > 16 {
+        if attempts > 64 {
+            // A conflicting writer may hold its locks for milliseconds (a
+            // synchronous log on disk holds them through an fdatasync):
+            // spinning retries would all fall inside the same few lock
+            // holds and give up together. Random sleeps of up to 2 ms spread
+            // the later attempts over time instead.
+            let micros = self.rng.gen_range(0..attempts.min(200) * 10);
+            std::thread::sleep(std::time::Duration::from_micros(u64::from(micros)));
+        } else if attempts > 16 {
             std::thread::yield_now();
         }
     }

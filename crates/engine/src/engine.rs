@@ -66,11 +66,16 @@ pub enum EngineKind {
     /// PHyTM's 2PL baseline: its STM path alone (try-locks in encounter
     /// order), with the same log.
     TwoPl,
+    /// DBX-Disk (DBXN §2.2, Fig. 3 and 9): `group-commit` with its redo log
+    /// on an ordinary file system, made durable with one `fdatasync` per
+    /// file and epoch before the durable epoch is published
+    /// ([`crate::DbOptions::log_directory`]; checkpoints stay in the pool).
+    DbxDisk,
 }
 
 impl EngineKind {
     /// Every engine, for `--help` and tests.
-    pub const ALL: [EngineKind; 15] = [
+    pub const ALL: [EngineKind; 16] = [
         EngineKind::Silo,
         EngineKind::GroupCommit,
         EngineKind::Dbxn,
@@ -86,6 +91,7 @@ impl EngineKind {
         EngineKind::PhytmPaper,
         EngineKind::Phtm,
         EngineKind::TwoPl,
+        EngineKind::DbxDisk,
     ];
 
     /// Parses an engine name.
@@ -111,6 +117,7 @@ impl EngineKind {
             EngineKind::PhytmPaper => "phytm-paper",
             EngineKind::Phtm => "phtm",
             EngineKind::TwoPl => "2pl",
+            EngineKind::DbxDisk => "dbx-disk",
         }
     }
 

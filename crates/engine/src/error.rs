@@ -134,9 +134,22 @@ pub enum DbError {
         /// The limit.
         max: usize,
     },
-    /// The pool has no space left for logs, checkpoints or data.
-    #[error("out of persistent-memory space: {0}")]
+    /// The pool (or, for a log kept in files, the file system) has no space
+    /// left for logs, checkpoints or data.
+    #[error("out of space: {0}")]
     OutOfSpace(String),
+    /// A redo log kept in files (`dbx-disk`, `dbx-naive` with
+    /// `medium=disk`) could not be created, written, synced or read.
+    #[error("redo log file {path}: cannot {operation}: {source}")]
+    LogFile {
+        /// The file or directory.
+        path: String,
+        /// What failed ("create", "sync (fdatasync)", ...).
+        operation: &'static str,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
     /// Persistent structures are inconsistent.
     #[error("corrupt database: {0}")]
     Corrupt(String),
@@ -162,6 +175,12 @@ pub enum DbError {
     /// until the pool is recovered.
     #[error("the database was closed or crashed while waiting; the commit is not known to be durable")]
     Closed,
+}
+
+impl From<std::convert::Infallible> for DbError {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
+    }
 }
 
 /// What ends one attempt of a transaction body.

@@ -19,7 +19,8 @@ pub enum Fault {
     /// group-commit: persist the durable epoch before the epoch's log lines.
     GroupCommitEpochBeforeLog,
     /// sp3: acknowledge once the own log record is durable, without waiting
-    /// for the transactions it depends on.
+    /// for the transactions it depends on (the committer also sleeps 200 µs
+    /// between its unlock and its log, as a descheduled one would).
     Sp3AckBeforeDependencies,
     /// phytm family: release the row locks and leave the versions even
     /// before the log record is durable, so a reader on any path can commit

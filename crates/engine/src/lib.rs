@@ -22,6 +22,7 @@ pub mod epoch;
 mod error;
 mod fault;
 pub mod index;
+pub mod log_files;
 mod options;
 mod schema;
 mod stats;
@@ -35,6 +36,7 @@ pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};
 #[cfg(feature = "fault-injection")]
 pub use fault::Fault;
 pub use index::ScanDirection;
-pub use options::{DbOptions, DbxnOptions, PoolLocation, ZenOptions, ZenPlusOptions};
+pub use log_files::MemoryLogStorage;
+pub use options::{DbOptions, DbxnOptions, LogDirectory, LogMedium, PoolLocation, ZenOptions, ZenPlusOptions};
 pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, TableSchema};
 pub use storage::zen::HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND;

@@ -27,6 +27,64 @@ pub enum PoolLocation {
     },
 }
 
+/// Where a redo log kept in files (`dbx-disk`, `dbx-naive` with
+/// `medium=disk`) lives ([`DbOptions::log_directory`]).
+#[derive(Clone, Debug, Default)]
+pub enum LogDirectory {
+    /// The directory `<pool file>.log` beside the pool file, created at the
+    /// first open (the default). A pool in anonymous memory has no such
+    /// place: opening a file-log engine on one with this setting is an
+    /// [`DbError::InvalidConfig`] (the in-memory preset logs to
+    /// [`LogDirectory::Memory`] instead).
+    #[default]
+    BesidePool,
+    /// This directory, created at the first open if missing (its parent
+    /// must exist).
+    Path(PathBuf),
+    /// Files in memory that model what a power failure keeps
+    /// ([`crate::log_files::MemoryLogStorage`]): tests, and the
+    /// [`DbOptions::in_memory`] preset. Clones share the files, so a test
+    /// can crash them and reopen the database on what is left.
+    Memory(crate::log_files::MemoryLogStorage),
+}
+
+/// The medium of the DBXN family's synchronous redo log
+/// ([`DbxnOptions::medium`]; `medium=` of `--engine`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LogMedium {
+    /// Segments in the pool, made durable with flushes and a fence.
+    #[default]
+    Pm,
+    /// Segments in files ([`DbOptions::log_directory`]), made durable with
+    /// `fdatasync` before each commit is acknowledged: the DBXN paper's
+    /// "+synchronous log (Disk)" row of Fig. 11. `dbx-naive` only.
+    Disk,
+}
+
+impl LogMedium {
+    /// Every medium.
+    pub const ALL: [LogMedium; 2] = [LogMedium::Pm, LogMedium::Disk];
+
+    /// Stable name (`pm`, `disk`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LogMedium::Pm => "pm",
+            LogMedium::Disk => "disk",
+        }
+    }
+
+    /// Parses [`LogMedium::name`].
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|medium| medium.name() == name)
+    }
+}
+
+impl std::fmt::Display for LogMedium {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Options of [`crate::Database::open`]. Start from a preset and override fields.
 #[derive(Clone, Debug)]
 pub struct DbOptions {
@@ -70,6 +128,9 @@ pub struct DbOptions {
     /// Options of `zen+` only: the thresholds of its adaptive execution
     /// and its NUMA-aware soft partitions.
     pub zen_plus: crate::options::ZenPlusOptions,
+    /// Where a redo log kept in files lives (`dbx-disk`, `dbx-naive` with
+    /// `medium=disk`; ignored by every other engine).
+    pub log_directory: LogDirectory,
     /// A deliberately broken protocol step, for the crash harness's
     /// self-tests (feature `fault-injection` only; never in production).
     #[cfg(feature = "fault-injection")]
@@ -98,17 +159,21 @@ impl DbOptions {
             dbxn: crate::options::DbxnOptions::default(),
             zen: crate::options::ZenOptions::default(),
             zen_plus: crate::options::ZenPlusOptions::default(),
+            log_directory: LogDirectory::BesidePool,
             #[cfg(feature = "fault-injection")]
             fault: None,
         }
     }
 
     /// A small in-memory preset for tests: 64 MiB pool in 256 KiB chunks,
-    /// 4 workers, 2 ms epochs, no periodic checkpoints.
+    /// 4 workers, 2 ms epochs, no periodic checkpoints; a log kept in files
+    /// goes to fresh [`LogDirectory::Memory`] files (shared by the clones of
+    /// these options).
     pub fn in_memory(engine: EngineKind, tables: Vec<TableSchema>) -> Self {
         Self {
             workers: 4,
             pool: PoolLocation::InMemory { size: 64 << 20 },
+            log_directory: LogDirectory::Memory(crate::log_files::MemoryLogStorage::default()),
             chunk_size: 256 << 10,
             epoch_interval: Duration::from_millis(2),
             checkpoint_interval: None,
@@ -129,9 +194,53 @@ impl DbOptions {
         }
     }
 
+    /// Whether the engine these options select keeps its redo log in files
+    /// (`dbx-disk`, `dbx-naive` with `medium=disk`).
+    pub fn logs_to_files(&self) -> bool {
+        self.engine == EngineKind::DbxDisk
+            || (self.engine == EngineKind::DbxNaive && self.dbxn.medium == LogMedium::Disk)
+    }
+
+    /// The directory of the redo log files, for an engine that keeps them
+    /// in files ([`DbOptions::logs_to_files`]) with a pool file or an
+    /// explicit directory; `None` otherwise (no file log, or files in
+    /// memory). Whoever removes a pool file to start afresh removes this
+    /// directory too.
+    pub fn log_directory_path(&self) -> Option<PathBuf> {
+        if !self.logs_to_files() {
+            return None;
+        }
+        match (&self.log_directory, &self.pool) {
+            (LogDirectory::Path(path), _) => Some(path.clone()),
+            (LogDirectory::BesidePool, PoolLocation::File { path, .. }) => {
+                let mut name = path.file_name().unwrap_or_default().to_os_string();
+                name.push(".log");
+                Some(path.with_file_name(name))
+            }
+            _ => None,
+        }
+    }
+
     pub(crate) fn validate(&self) -> DbResult<()> {
         if self.workers == 0 || self.workers > 1024 {
             return Err(DbError::InvalidConfig(format!("workers must be 1..=1024, got {}", self.workers)));
+        }
+        if self.dbxn.medium == LogMedium::Disk && self.engine != EngineKind::DbxNaive {
+            return Err(DbError::InvalidConfig(format!(
+                "medium=disk is an option of dbx-naive only (the DBXN paper's synchronous log on disk), not of {}; \
+                 dbx-disk is group commit with its log on disk",
+                self.engine
+            )));
+        }
+        if self.logs_to_files()
+            && matches!((&self.log_directory, &self.pool), (LogDirectory::BesidePool, PoolLocation::InMemory { .. }))
+        {
+            return Err(DbError::InvalidConfig(format!(
+                "engine {} keeps its redo log in files beside the pool file, but the pool is in anonymous memory: \
+                 set DbOptions::log_directory to a directory (LogDirectory::Path) or to memory files \
+                 (LogDirectory::Memory)",
+                self.engine
+            )));
         }
         self.cc.check(self.workers)?;
         if self.engine.is_sp3_family() {
@@ -205,11 +314,15 @@ pub struct DbxnOptions {
     /// Start records of 256 bytes or more on a 256-byte boundary and pad
     /// them to a multiple of 256 bytes.
     pub align_large_to_256: bool,
+    /// Where the log is written: the pool (PM), or files made durable with
+    /// `fdatasync` (`dbx-naive` only; the layout options then only change
+    /// the bytes written, since a file takes no flushes).
+    pub medium: LogMedium,
 }
 
 impl Default for DbxnOptions {
     fn default() -> Self {
-        Self { non_temporal: true, pad_small_to_line: true, align_large_to_256: true }
+        Self { non_temporal: true, pad_small_to_line: true, align_large_to_256: true, medium: LogMedium::Pm }
     }
 }
 

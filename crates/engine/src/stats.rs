@@ -11,6 +11,12 @@ pub struct EngineStats {
     pub log_bytes: u64,
     /// Log segments freed by truncation since open.
     pub log_segments_freed: u64,
+    /// `fdatasync` calls on redo log files since open (engines whose log is
+    /// on a file: `dbx-disk`, `dbx-naive` with `medium=disk`; 0 elsewhere).
+    pub log_file_syncs: u64,
+    /// `fsync` calls on the redo log's directory since open (new segment
+    /// files, removals), counted apart from `log_file_syncs`.
+    pub log_directory_syncs: u64,
     /// Highest durable epoch (epoch engines).
     pub durable_epoch: u64,
     /// Recovery report of the last open.

@@ -27,6 +27,8 @@ struct Setup {
     /// transactions and retried ones run in the exclusive stage (with
     /// direct NVM writes) beside ordinary ones.
     exclusive_stress: bool,
+    /// Where dbx-naive's log goes (memory log files for `Disk`).
+    medium: pmtx_engine::LogMedium,
 }
 
 impl Setup {
@@ -81,6 +83,7 @@ impl Setup {
         let mut options = DbOptions::in_memory(self.engine, tables);
         options.htm = self.htm;
         options.cc = self.cc;
+        options.dbxn.medium = self.medium;
         if self.exclusive_stress {
             // 4 workers: 400-byte regions, α at 200 bytes — about two rows
             // and their new versions; a transaction that retried 200
@@ -91,11 +94,22 @@ impl Setup {
         }
         options
     }
+
+    /// `engine` with its synchronous log on (memory) files.
+    fn disk(engine: EngineKind) -> Self {
+        Setup { medium: pmtx_engine::LogMedium::Disk, ..Setup::from(engine) }
+    }
 }
 
 impl From<EngineKind> for Setup {
     fn from(engine: EngineKind) -> Self {
-        Setup { engine, htm: HtmConfig::software(), cc: engine.default_cc(), exclusive_stress: false }
+        Setup {
+            engine,
+            htm: HtmConfig::software(),
+            cc: engine.default_cc(),
+            exclusive_stress: false,
+            medium: pmtx_engine::LogMedium::Pm,
+        }
     }
 }
 
@@ -545,6 +559,14 @@ macro_rules! for_each_engine {
         }
         mod dbx_naive {
             $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::DbxNaive) })*
+        }
+        // The DBXN paper's disk rows: group commit and dbx-naive with their
+        // logs on files (the in-memory preset's memory log files).
+        mod dbx_disk {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::DbxDisk) })*
+        }
+        mod dbx_naive_disk {
+            $(#[test] fn $test() { super::$test(super::Setup::disk(pmtx_engine::EngineKind::DbxNaive)) })*
         }
         // SP^3 and its serializable baseline (nvm-ideal is not serializable).
         mod sp3 {

@@ -169,7 +169,7 @@ fn dbxn_with_cached_unpadded_log_crash_images_recover() {
     crash_images_recover(
         EngineKind::Dbxn,
         CcProtocol::Silo,
-        DbxnOptions { non_temporal: false, pad_small_to_line: false, align_large_to_256: false },
+        DbxnOptions { non_temporal: false, pad_small_to_line: false, align_large_to_256: false, ..Default::default() },
     );
 }
 

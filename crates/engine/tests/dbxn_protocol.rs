@@ -194,8 +194,8 @@ fn log_layout_pads_aligns_and_scans() {
             drop(set);
             free_rows(rows);
             let tid = record::first_tid_of_epoch(1) + i;
-            let (start, end) = writer.append_prepared(tid);
-            writer.make_durable((start, end));
+            let Ok((start, end)) = writer.append_prepared(tid);
+            let Ok(()) = writer.make_durable((start, end));
             let record_len = layout.padded_len(raw);
             // No terminator follows a record: its range ends with it.
             let record_start = end - record_len;
@@ -274,7 +274,12 @@ fn checkpoints_truncate_and_recovery_restores_commits() {
     for engine in FAMILY {
         for dbxn in [
             DbxnOptions::default(),
-            DbxnOptions { non_temporal: false, pad_small_to_line: false, align_large_to_256: false },
+            DbxnOptions {
+                non_temporal: false,
+                pad_small_to_line: false,
+                align_large_to_256: false,
+                ..Default::default()
+            },
         ] {
             let mut options = DbOptions::in_memory(engine, tables());
             options.workers = 2;

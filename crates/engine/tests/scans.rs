@@ -227,16 +227,20 @@ fn waiting_calls_end_when_crashed(engine: Case) {
     opts.epoch_interval = Duration::from_secs(30);
     let db = Arc::new(Database::open(opts).unwrap());
     let items = db.table_id("items").unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
     let waiter = {
-        let db = Arc::clone(&db);
+        let (db, ran) = (Arc::clone(&db), Arc::clone(&ran));
         std::thread::spawn(move || {
             let mut worker = db.worker(0).unwrap();
             let started = Instant::now();
-            let result = worker.run(|tx| tx.put(items, b"k", b"v"));
+            let result = worker.run(|tx| {
+                ran.store(true, Ordering::Release);
+                tx.put(items, b"k", b"v")
+            });
             (result.map(|_| ()), started.elapsed())
         })
     };
-    std::thread::sleep(Duration::from_millis(200));
+    wait_until_committing(&ran);
     let crashed_at = Instant::now();
     db.crash().unwrap();
     let (result, _) = waiter.join().unwrap();
@@ -249,6 +253,19 @@ fn waiting_calls_end_when_crashed(engine: Case) {
     }
 }
 
+/// Waits until the waiter's transaction body has run, then a little longer
+/// so that its commit is waiting for durability. (A fixed sleep was not
+/// enough on two loaded cores: the waiter had not started when the
+/// database went away.)
+fn wait_until_committing(ran: &AtomicBool) {
+    let started = Instant::now();
+    while !ran.load(Ordering::Acquire) {
+        assert!(started.elapsed() < Duration::from_secs(60), "the waiter never ran its transaction");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+}
+
 /// A clean close makes the waited-for commit durable: the waiter returns Ok.
 fn waiting_calls_end_when_closed(engine: Case) {
     let mut opts = options(engine);
@@ -256,8 +273,17 @@ fn waiting_calls_end_when_closed(engine: Case) {
     let db = Database::open(opts).unwrap();
     let items = db.table_id("items").unwrap();
     let mut worker = db.worker(0).unwrap();
-    let waiter = std::thread::spawn(move || worker.run(|tx| tx.put(items, b"k", b"v")).map(|_| ()));
-    std::thread::sleep(Duration::from_millis(200));
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&ran);
+    let waiter = std::thread::spawn(move || {
+        worker
+            .run(|tx| {
+                flag.store(true, Ordering::Release);
+                tx.put(items, b"k", b"v")
+            })
+            .map(|_| ())
+    });
+    wait_until_committing(&ran);
     db.close().unwrap();
     let result = waiter.join().unwrap();
     assert!(result.is_ok(), "{engine}: {result:?}");

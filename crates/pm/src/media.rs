@@ -634,6 +634,40 @@ pub struct Stream {
     pub non_temporal: bool,
 }
 
+/// The offsets one thread of a [`Stream`] accesses in its region: in turn,
+/// or at random (aligned to the access size, xorshift from `seed`).
+#[derive(Clone, Debug)]
+pub struct StreamOffsets {
+    base: u64,
+    region_bytes: u64,
+    access_bytes: u64,
+    random: bool,
+    state: u64,
+    next: u64,
+}
+
+impl StreamOffsets {
+    /// The offsets of `stream` in `[base, base + region_bytes)`.
+    pub fn new(stream: &Stream, base: u64, region_bytes: u64, seed: u64) -> Self {
+        debug_assert!(region_bytes >= stream.access_bytes);
+        Self { base, region_bytes, access_bytes: stream.access_bytes, random: stream.random, state: seed | 1, next: 0 }
+    }
+
+    /// The next access's offset.
+    pub fn next_offset(&mut self) -> u64 {
+        if self.random {
+            self.state ^= self.state << 13;
+            self.state ^= self.state >> 7;
+            self.state ^= self.state << 17;
+            self.base + (self.state % (self.region_bytes / self.access_bytes)) * self.access_bytes
+        } else {
+            let offset = self.base + self.next;
+            self.next = (self.next + self.access_bytes) % self.region_bytes;
+            offset
+        }
+    }
+}
+
 /// What [`simulate`] measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StreamResult {
@@ -663,25 +697,15 @@ pub fn simulate(params: MediaParams, stream: Stream, accesses: u64, seed: u64) -
     let threads = stream.threads as usize;
     let mut clocks = vec![0u64; threads];
     let mut done = vec![0u64; threads];
-    let mut next = vec![0u64; threads];
+    let mut offsets: Vec<StreamOffsets> = (0..threads)
+        .map(|thread| StreamOffsets::new(&stream, thread as u64 * REGION_BYTES, REGION_BYTES, seed ^ thread as u64))
+        .collect();
     let mut streams = vec![ThreadStream::default(); threads];
-    let mut random = seed | 1;
     let mut waited = 0u64;
     let lines_per_access = stream.access_bytes / 64;
     let mut pending = Vec::with_capacity(lines_per_access as usize);
     while let Some(thread) = (0..threads).filter(|&t| done[t] < accesses).min_by_key(|&t| clocks[t]) {
-        let region = thread as u64 * REGION_BYTES;
-        let offset = if stream.random {
-            // xorshift: the next random access of this run.
-            random ^= random << 13;
-            random ^= random >> 7;
-            random ^= random << 17;
-            region + (random % (REGION_BYTES / stream.access_bytes)) * stream.access_bytes
-        } else {
-            let offset = region + next[thread];
-            next[thread] = (next[thread] + stream.access_bytes) % REGION_BYTES;
-            offset
-        };
+        let offset = offsets[thread].next_offset();
         let now = clocks[thread] + lines_per_access * ISSUE_NS_PER_LINE;
         let charge = if stream.write {
             pending.clear();

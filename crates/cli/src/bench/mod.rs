@@ -399,6 +399,12 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
         println!("HTM regions (measured phase):");
         print!("{htm}");
     }
+    let log_files = report::log_file_lines(&report.runs);
+    if !log_files.is_empty() {
+        println!();
+        println!("redo log on files (measured phase; the latency above includes each commit's wait for its sync):");
+        print!("{log_files}");
+    }
     if report.runs.iter().any(|run| run.recovery.is_some()) {
         println!();
         println!("recovery (crash after the measured phase, reopen with the same engine and options):");

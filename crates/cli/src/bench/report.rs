@@ -379,6 +379,10 @@ pub struct RunJson {
     /// reused do not count.
     #[serde(default)]
     pub pool_allocated_measured_bytes: Option<u64>,
+    /// The redo log files of the measured phase (None unless the engine
+    /// keeps its log on a file system).
+    #[serde(default)]
+    pub log_file: Option<LogFileJson>,
 }
 
 /// A crash after the measured phase and the recovery that followed.
@@ -626,6 +630,48 @@ impl HtmJson {
         self.path_commits = paths;
         self
     }
+}
+
+/// The redo log files of an engine that keeps its log on a file system
+/// (`dbx-disk`, `dbx-naive:medium=disk`), over the measured phase.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LogFileJson {
+    /// The directory of the log files.
+    pub directory: String,
+    /// `fdatasync` calls on log files.
+    pub fdatasyncs: u64,
+    /// `fdatasync` calls per committed transaction.
+    pub fdatasyncs_per_txn: f64,
+    /// `fsync` calls on the directory (new segment files, removals).
+    pub directory_syncs: u64,
+}
+
+impl LogFileJson {
+    /// The counts `(fdatasyncs, directory syncs)` of a run of `committed`
+    /// transactions with its log in `directory`.
+    pub fn new(directory: std::path::PathBuf, (fdatasyncs, directory_syncs): (u64, u64), committed: u64) -> Self {
+        Self {
+            directory: directory.display().to_string(),
+            fdatasyncs,
+            fdatasyncs_per_txn: if committed == 0 { 0.0 } else { fdatasyncs as f64 / committed as f64 },
+            directory_syncs,
+        }
+    }
+}
+
+/// One line per run whose redo log is on files: its syncs.
+pub fn log_file_lines(runs: &[RunJson]) -> String {
+    let mut out = String::new();
+    for run in runs {
+        if let Some(log) = &run.log_file {
+            let _ = writeln!(
+                out,
+                "  {} x{}: redo log in {}: {} fdatasyncs ({:.3} per transaction), {} directory syncs",
+                run.engine, run.threads, log.directory, log.fdatasyncs, log.fdatasyncs_per_txn, log.directory_syncs
+            );
+        }
+    }
+    out
 }
 
 /// Engine-wide statistics at the end of a run.

@@ -26,7 +26,7 @@
 //! the reopen is timed, and the consistency check runs on the recovered
 //! database instead of before the crash.
 
-use super::report::{EngineStatsJson, HtmJson, LatencyJson, PmJson, RecoveryJson, RunJson, TypeJson};
+use super::report::{EngineStatsJson, HtmJson, LatencyJson, LogFileJson, PmJson, RecoveryJson, RunJson, TypeJson};
 use super::spec::EngineSpec;
 use crate::progress::Progress;
 use crate::CliError;
@@ -112,9 +112,12 @@ pub fn workload_error(error: WorkloadError) -> CliError {
     }
 }
 
-/// Deletes a temporary pool file when the run ends, however it ends.
+/// Deletes a temporary pool file (and the directory of its redo log files,
+/// for an engine that keeps its log in files) when the run ends, however it
+/// ends.
 pub struct PoolFileGuard {
     path: Option<PathBuf>,
+    log_directory: Option<PathBuf>,
 }
 
 impl Drop for PoolFileGuard {
@@ -122,7 +125,51 @@ impl Drop for PoolFileGuard {
         if let Some(path) = self.path.take() {
             let _ = std::fs::remove_file(path);
         }
+        if let Some(directory) = self.log_directory.take() {
+            let _ = remove_stale_log_directory(&directory);
+        }
     }
+}
+
+/// Removes the redo log directory of an earlier run (a pool file's
+/// `<pool>.log`) so the run starts fresh; refuses to delete a directory
+/// holding anything but a pmtx log (`pool-id` and `*.seg` files).
+pub fn remove_stale_log_directory(path: &Path) -> Result<(), CliError> {
+    let Some(files) = stale_log_files(path)? else {
+        return Ok(());
+    };
+    for file in files {
+        std::fs::remove_file(&file)
+            .map_err(|error| CliError::runtime(format!("{}: cannot remove: {error}", file.display())))?;
+    }
+    std::fs::remove_dir(path).map_err(|error| CliError::runtime(format!("{}: cannot remove: {error}", path.display())))
+}
+
+/// The files of the redo log directory `path` (`None`: no directory), or
+/// an error when it holds anything but a pmtx log.
+fn stale_log_files(path: &Path) -> Result<Option<Vec<PathBuf>>, CliError> {
+    let entries = match std::fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(CliError::runtime(format!("{}: {error}", path.display()))),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|error| CliError::runtime(format!("{}: {error}", path.display())))?;
+        let name = entry.file_name();
+        let is_log_file = name
+            .to_str()
+            .is_some_and(|name| name == pmtx_engine::durability::file_log::POOL_ID_FILE || name.ends_with(".seg"));
+        if !is_log_file || !entry.file_type().is_ok_and(|kind| kind.is_file()) {
+            return Err(CliError::runtime(format!(
+                "{}: holds {:?}, which is not a pmtx redo log file; refusing to remove it (choose another --pool path)",
+                path.display(),
+                name
+            )));
+        }
+        files.push(entry.path());
+    }
+    Ok(Some(files))
 }
 
 /// Removes a pool file left by an earlier run so the run starts fresh;
@@ -478,14 +525,23 @@ pub fn open_fresh(workload: &dyn Workload, plan: &DatabasePlan<'_>) -> Result<Fr
     options.pool = pmtx_engine::PoolLocation::File { path: plan.pool_path.clone(), size: plan.pool_size };
     engine.apply(&mut options, plan.seed);
 
-    let mut guard = PoolFileGuard { path: None };
+    let mut guard = PoolFileGuard { path: None, log_directory: None };
     if !engine.kind.is_durable() {
         let database = Database::open(options.clone()).map_err(db_error)?;
         return Ok(FreshDatabase { database, options, backend_info: None, probe: None, guard });
     }
+    // Both checked before either is removed: a refusal leaves both.
+    let log_directory = options.log_directory_path();
+    if let Some(directory) = &log_directory {
+        stale_log_files(directory)?;
+    }
     remove_stale_pool(&plan.pool_path)?;
+    if let Some(directory) = &log_directory {
+        remove_stale_log_directory(directory)?;
+    }
     if !plan.keep_pool {
         guard.path = Some(plan.pool_path.clone());
+        guard.log_directory = log_directory;
     }
     let (path, size) = (&plan.pool_path, plan.pool_size);
     let (database, info, probe) = match plan.backend {
@@ -509,6 +565,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     let FreshDatabase { database, options, backend_info, probe: pool_probe, guard } =
         open_fresh(workload, &spec.database_plan())?;
     let database = Arc::new(database);
+    let options_log_directory = options.log_directory_path();
 
     let phases: &[&str] = if recover {
         &["load", "warm-up", "measure", "run on, then crash", "recover", "check the recovered database"]
@@ -550,6 +607,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     let mut background = pmtx_pm::PmCounters::default();
     let mut htm = HtmDelta::default();
     let mut counters = std::collections::BTreeMap::new();
+    let mut log_syncs = (0u64, 0u64);
     let mut crash: Option<(PoolUsage, Result<(), DbError>)> = None;
     let mut provisioned = Provisioned::default();
     let mut used_before_measure = None;
@@ -611,6 +669,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
             background = after.background_pm.since(&before.background_pm);
             htm = htm_delta(&before, &after);
             counters = engine_counter_delta(&before, &after);
+            log_syncs = log_sync_delta(&before, &after);
             progress.phase(3, &phase_name(3));
             timed_phase(&mut progress, 3, &phase_name(3), CRASH_AFTER, &control);
             if !control.failed.load(Ordering::Relaxed) {
@@ -631,6 +690,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
             background = after.background_pm.since(&before.background_pm);
             htm = htm_delta(&before, &after);
             counters = engine_counter_delta(&before, &after);
+            log_syncs = log_sync_delta(&before, &after);
         }
         (results, measured)
     });
@@ -753,7 +813,17 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         pool_allocated_measured_bytes: used_before_measure
             .zip(used_after_measure)
             .map(|(before, after)| after.used_bytes.saturating_sub(before.used_bytes)),
+        log_file: options_log_directory.map(|directory| LogFileJson::new(directory, log_syncs, total.committed)),
     })
+}
+
+/// `fdatasync`s of the redo log files and `fsync`s of their directory over
+/// the measured phase (engines whose log is on a file).
+fn log_sync_delta(before: &pmtx_engine::EngineStats, after: &pmtx_engine::EngineStats) -> (u64, u64) {
+    (
+        after.log_file_syncs.saturating_sub(before.log_file_syncs),
+        after.log_directory_syncs.saturating_sub(before.log_directory_syncs),
+    )
 }
 
 /// What `--provision` did before a measured phase.

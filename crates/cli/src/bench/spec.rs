@@ -11,7 +11,7 @@
 //! label made safe for a file name.
 
 use crate::units::parse_size;
-use pmtx_engine::{CcProtocol, DbOptions, DbxnOptions, EngineKind, ZenPlusOptions};
+use pmtx_engine::{CcProtocol, DbOptions, DbxnOptions, EngineKind, LogMedium, ZenPlusOptions};
 use pmtx_htm::{HtmBackendKind, HtmConfig, PER_MILLION};
 use std::collections::BTreeMap;
 
@@ -46,6 +46,14 @@ const DBXN_KEYS: &[OptionKey] = &[
         description: "with htm=sim: injected aborts per hardware attempt, 0 to 100 [0]",
     },
 ];
+
+/// Options of `dbx-naive` beyond the family's: the medium of its log.
+const DBX_NAIVE_KEYS: &[OptionKey] = &[OptionKey {
+    name: "medium",
+    values: "pm|disk",
+    description: "where the synchronous log goes: the pool, or files beside it made durable with fdatasync per \
+                  commit (the DBXN paper's +synchronous log (Disk) row) [pm]",
+}];
 
 /// Options of the PHyTM family: the HTM backend of its hardware paths.
 const HYBRID_KEYS: &[OptionKey] = DBXN_KEYS.split_at(3).1;
@@ -119,9 +127,17 @@ fn family_keys_of(kind: EngineKind) -> &'static [OptionKey] {
     }
 }
 
-/// Every option key of `kind`: its family's, then the common ones.
+/// The option keys only `kind` accepts in its family (empty: none).
+fn engine_keys_of(kind: EngineKind) -> &'static [OptionKey] {
+    match kind {
+        EngineKind::DbxNaive => DBX_NAIVE_KEYS,
+        _ => &[],
+    }
+}
+
+/// Every option key of `kind`: its family's, its own, then the common ones.
 fn keys_of(kind: EngineKind) -> impl Iterator<Item = &'static OptionKey> {
-    family_keys_of(kind).iter().chain(COMMON_KEYS)
+    family_keys_of(kind).iter().chain(engine_keys_of(kind)).chain(COMMON_KEYS)
 }
 
 /// An `--engine` preset: a name that expands to several specifications.
@@ -146,7 +162,7 @@ pub const PRESETS: &[Preset] = &[
     Preset {
         name: "dbxn-ablation",
         description: "the rows of the DBXN paper's Fig. 11: DBX-DRAM, +durability (group commit), +synchronous log \
-                      (NVM), +parity version, +64 alignment, +nt-store, +256 alignment",
+                      (Disk), +synchronous log (NVM), +parity version, +64 alignment, +nt-store, +256 alignment",
         specs: dbxn_ablation,
     },
     Preset {
@@ -183,6 +199,7 @@ fn dbxn_ablation() -> Vec<String> {
     [
         "silo",
         "group-commit",
+        "dbx-naive:nt=off:pad64=off:align256=off:medium=disk",
         "dbx-naive:nt=off:pad64=off:align256=off",
         "dbxn:nt=off:pad64=off:align256=off",
         "dbxn:nt=off:pad64=on:align256=off",
@@ -309,6 +326,9 @@ impl EngineSpec {
                 options.insert("nt".into(), on_off(self.dbxn.non_temporal));
                 options.insert("pad64".into(), on_off(self.dbxn.pad_small_to_line));
                 options.insert("align256".into(), on_off(self.dbxn.align_large_to_256));
+                if self.kind == EngineKind::DbxNaive {
+                    options.insert("medium".into(), self.dbxn.medium.name().into());
+                }
                 insert_htm(&mut options);
             }
             kind if kind.is_hybrid() => insert_htm(&mut options),
@@ -493,6 +513,12 @@ pub fn parse_spec(text: &str) -> Result<EngineSpec, String> {
                 htm_abort = Some((percent * f64::from(PER_MILLION) / 100.0).round() as u32);
                 number.to_string()
             }
+            "medium" => {
+                let medium = LogMedium::parse(&value.to_ascii_lowercase())
+                    .ok_or_else(|| format!("invalid value {value:?} for engine option medium: expected pm or disk"))?;
+                spec.dbxn.medium = medium;
+                medium.name().to_string()
+            }
             "cache" => {
                 spec.zen_cache_bytes =
                     Some(parse_size(value).map_err(|error| format!("engine option cache: {error}"))?);
@@ -565,6 +591,7 @@ pub fn long_help() -> String {
     for (engines, keys) in [
         ("every engine", COMMON_KEYS),
         ("dbxn, dbxn-nvm, dbx-naive", DBXN_KEYS),
+        ("dbx-naive", DBX_NAIVE_KEYS),
         ("phytm, phytm-paper, phtm, 2pl", HYBRID_KEYS),
         ("zen, zen-naive-alloc", ZEN_KEYS),
         ("zen+ (cc=hekaton only, its default)", ZEN_PLUS_KEYS),
@@ -614,7 +641,16 @@ mod tests {
     fn dbxn_options() {
         let spec = parse_spec("dbxn:nt=off:pad64=0:align256=on").unwrap();
         assert_eq!(spec.kind, EngineKind::Dbxn);
-        assert_eq!(spec.dbxn, DbxnOptions { non_temporal: false, pad_small_to_line: false, align_large_to_256: true });
+        assert_eq!(
+            spec.dbxn,
+            DbxnOptions {
+                non_temporal: false,
+                pad_small_to_line: false,
+                align_large_to_256: true,
+                ..Default::default()
+            }
+        );
+        assert!(!spec.effective_options().contains_key("medium"), "only dbx-naive has a medium");
         assert_eq!(spec.label(), "dbxn:nt=off:pad64=off:align256=on");
         assert_eq!(spec.file_label(), "dbxn.nt-off.pad64-off.align256-on");
         let options = spec.effective_options();
@@ -630,6 +666,21 @@ mod tests {
         assert_eq!(sim.effective_options()["htm-abort"], "10");
         sim.apply(&mut db, 1);
         assert_eq!(db.htm.backend, HtmBackendKind::Sim);
+    }
+
+    #[test]
+    fn dbx_naive_takes_a_log_medium() {
+        let spec = parse_spec("dbx-naive:medium=DISK").unwrap();
+        assert_eq!(spec.dbxn.medium, LogMedium::Disk);
+        assert_eq!(spec.label(), "dbx-naive:medium=disk");
+        assert_eq!(spec.file_label(), "dbx-naive.medium-disk");
+        assert_eq!(spec.effective_options()["medium"], "disk");
+        assert_eq!(EngineSpec::plain(EngineKind::DbxNaive).effective_options()["medium"], "pm");
+        let mut db = DbOptions::in_memory(EngineKind::DbxNaive, Vec::new());
+        spec.apply(&mut db, 1);
+        assert_eq!(db.dbxn.medium, LogMedium::Disk);
+        assert!(db.logs_to_files());
+        assert!(long_help().contains("medium=pm|disk"));
     }
 
     #[test]
@@ -654,6 +705,9 @@ mod tests {
             ("group-commit:cache=1", "valid keys of group-commit: cc=<protocol>"),
             ("zen:nt=off", "valid keys of zen: cache=<size>"),
             ("zen:cache=lots", "invalid size"),
+            ("dbx-naive:medium=ssd", "expected pm or disk"),
+            ("dbxn:medium=disk", "unknown option \"medium\" of engine dbxn"),
+            ("dbx-disk:medium=disk", "valid keys of dbx-disk: cc=<protocol>"),
         ] {
             let error = parse_spec(text).unwrap_err();
             assert!(error.contains(needle), "{text}: {error}");
@@ -664,13 +718,18 @@ mod tests {
     fn presets_expand_to_valid_specs() {
         let EngineEntry(specs) = parse_entry("dbxn-ablation").unwrap();
         let labels: Vec<String> = specs.iter().map(EngineSpec::label).collect();
-        assert_eq!(labels.len(), 7);
+        assert_eq!(labels.len(), 8);
         assert_eq!(labels[0], "silo");
+        assert_eq!(labels[1], "group-commit");
         // Each row adds one thing to the one before: the synchronous log
-        // starts with plain writes, as in the paper.
-        assert_eq!(labels[2], "dbx-naive:nt=off:pad64=off:align256=off");
-        assert_eq!(labels[3], "dbxn:nt=off:pad64=off:align256=off");
-        assert_eq!(labels[6], "dbxn");
+        // starts on disk with plain writes, then moves to NVM, as in the
+        // paper.
+        assert_eq!(labels[2], "dbx-naive:nt=off:pad64=off:align256=off:medium=disk");
+        assert_eq!(specs[2].dbxn.medium, LogMedium::Disk);
+        assert_eq!(labels[3], "dbx-naive:nt=off:pad64=off:align256=off");
+        assert_eq!(specs[3].dbxn.medium, LogMedium::Pm);
+        assert_eq!(labels[4], "dbxn:nt=off:pad64=off:align256=off");
+        assert_eq!(labels[7], "dbxn");
         assert_eq!(parse_entry(" zen ").unwrap(), EngineEntry(vec![EngineSpec::plain(EngineKind::Zen)]));
         assert!(long_help().contains("dbxn-ablation") && long_help().contains("align256=on|off"));
     }

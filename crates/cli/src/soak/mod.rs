@@ -857,7 +857,7 @@ mod tests {
     fn one_engine_only_and_positive_minutes() {
         assert_eq!(parse_one_engine("zen:cache=64MiB").unwrap().label(), "zen:cache=64MiB");
         let error = parse_one_engine("dbxn-ablation").unwrap_err();
-        assert!(error.contains("expands to 7 engines"), "{error}");
+        assert!(error.contains("expands to 8 engines"), "{error}");
         assert!(parse_one_engine("nope").unwrap_err().contains("valid engines"));
         let spec = parse_one_engine("zen:cc=no-wait").unwrap();
         assert_eq!((spec.label().as_str(), spec.cc), ("zen:cc=no-wait", pmtx_engine::CcProtocol::NoWait));

@@ -31,7 +31,12 @@
 //!   the commit region (after the install, before the locks are released),
 //!   so no parity is needed; with RTM such a region would always abort
 //!   (`clwb`/non-temporal stores abort transactions), which is why the paper
-//!   says it cannot use HTM.
+//!   says it cannot use HTM. With `medium=disk` (Fig. 11's "+synchronous
+//!   log (Disk)") the same record goes to the worker's segment *file*
+//!   (`durability::file_log`) and is `fdatasync`ed where the PM log
+//!   fences. A failed write or sync there comes after the install: the
+//!   policy poisons the log first (no commit logs, no ticket becomes
+//!   durable, read-only ones included), then returns the error.
 //!
 //! **HTM.** [`pmtx_htm::HtmConfig`] in `DbOptions::htm`: with `none` (the
 //! default) commits run the software path directly, with no global lock.
@@ -57,6 +62,7 @@
 use crate::cc::silo::WriteSet;
 use crate::durability::group_commit::GroupCommitLog;
 use crate::durability::log::{LogLayout, LogWriter};
+use crate::durability::segments::{PoolSegments, SegmentStore};
 use crate::durability::EnginePolicy;
 use crate::durability::{CommitLog, CommitStage};
 use crate::engine::{CommitTicket, EngineKind, EngineStats};
@@ -70,6 +76,10 @@ use pmtx_htm::Htm;
 use pmtx_htm::HtmBackendKind;
 use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError};
 use std::sync::{Arc, OnceLock};
+
+/// The ticket of a commit that can never be acknowledged (the log was
+/// poisoned): a wait for it returns `Closed`.
+const NEVER_DURABLE: CommitTicket = CommitTicket::Epoch(u64::MAX);
 
 /// Chunk-owner kind of `dbxn-nvm` value chunks (group = worker).
 pub const VALUE_CHUNK_KIND: u16 = 0x30;
@@ -182,9 +192,9 @@ impl<B: PmBackend> ValueHeap<B> {
 }
 
 /// A worker's log writer (and, for `dbxn-nvm`, value area).
-pub(crate) struct DbxnWorker<B: PmBackend> {
+pub(crate) struct DbxnWorker<B: PmBackend, S: SegmentStore> {
     id: usize,
-    log: LogWriter<B>,
+    log: LogWriter<S>,
     values: Option<ValueHeap<B>>,
 }
 
@@ -195,9 +205,10 @@ pub(crate) type BeforeLogHook = Arc<dyn Fn(usize) + Send + Sync>;
 
 /// The DBXN-family policy over the shared group-commit log in its
 /// synchronous mode. `PARITY`: `dbxn`/`dbxn-nvm` (log after the region with
-/// parity versions) versus `dbx-naive` (log inside the region).
-pub(crate) struct DbxnLog<B: PmBackend, const PARITY: bool> {
-    inner: GroupCommitLog<B>,
+/// parity versions) versus `dbx-naive` (log inside the region). `S`: where
+/// the log's segments live (the pool; files for `dbx-naive:medium=disk`).
+pub(crate) struct DbxnLog<B: PmBackend, const PARITY: bool, S: SegmentStore = PoolSegments<B>> {
+    inner: GroupCommitLog<B, S>,
     pool: Arc<Pool<B>>,
     kind: EngineKind,
     layout: LogLayout,
@@ -212,6 +223,14 @@ pub(crate) struct DbxnLog<B: PmBackend, const PARITY: bool> {
 
 impl<B: PmBackend, const PARITY: bool> DbxnLog<B, PARITY> {
     pub(crate) fn open(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Self> {
+        let store = PoolSegments::new(Arc::clone(&pool));
+        DbxnLog::open_in(options, pool, store)
+    }
+}
+
+impl<B: PmBackend, const PARITY: bool, S: SegmentStore> DbxnLog<B, PARITY, S> {
+    /// The policy with its log's segments in `store`.
+    pub(crate) fn open_in(options: &DbOptions, pool: Arc<Pool<B>>, store: S) -> DbResult<Self> {
         let kind = options.engine;
         debug_assert_eq!(PARITY, kind != EngineKind::DbxNaive);
         debug_assert!(
@@ -228,7 +247,7 @@ impl<B: PmBackend, const PARITY: bool> DbxnLog<B, PARITY> {
                     .map_err(|error| DbError::InvalidConfig(format!("htm {}: {error}", options.htm.backend)))?,
             ),
         };
-        let inner = GroupCommitLog::open_with(options, Arc::clone(&pool), kind, true)?;
+        let inner = GroupCommitLog::open_in(options, Arc::clone(&pool), store, kind, true)?;
         let values =
             (kind == EngineKind::DbxnNvm).then(|| (0..options.workers).map(|_| ValueChunks::default()).collect());
         Ok(Self {
@@ -243,6 +262,14 @@ impl<B: PmBackend, const PARITY: bool> DbxnLog<B, PARITY> {
             #[cfg(test)]
             before_log: None,
         })
+    }
+
+    /// Poisons the log after a failed write or sync of a record that is
+    /// already installed (a log on a file), and returns `error` for the
+    /// committer: from here on no commit logs and no ticket becomes durable.
+    fn poison(&self, error: DbError) -> DbError {
+        self.inner.poison(&error);
+        error
     }
 
     /// Test-only: pause committers between install and log.
@@ -284,12 +311,12 @@ impl<B: PmBackend, const PARITY: bool> DbxnLog<B, PARITY> {
     }
 }
 
-impl<B: PmBackend, const PARITY: bool> CommitLog for DbxnLog<B, PARITY> {
+impl<B: PmBackend, const PARITY: bool, S: SegmentStore> CommitLog for DbxnLog<B, PARITY, S> {
     const STAGE: CommitStage =
         if PARITY { CommitStage::LogAfterInstallParity } else { CommitStage::LogAfterInstallLocked };
-    type Worker = DbxnWorker<B>;
+    type Worker = DbxnWorker<B, S>;
 
-    fn worker(&self, id: usize) -> DbResult<DbxnWorker<B>> {
+    fn worker(&self, id: usize) -> DbResult<DbxnWorker<B, S>> {
         let log = self.inner.worker(id)?.with_layout(self.layout);
         let values = self.values.as_ref().map(|values| ValueHeap {
             pool: Arc::clone(&self.pool),
@@ -303,13 +330,14 @@ impl<B: PmBackend, const PARITY: bool> CommitLog for DbxnLog<B, PARITY> {
         Ok(DbxnWorker { id, log, values })
     }
 
-    fn prepare(&self, worker: &mut DbxnWorker<B>, writes: &WriteSet<Record>) -> DbResult<()> {
+    fn prepare(&self, worker: &mut DbxnWorker<B, S>, writes: &WriteSet<Record>) -> DbResult<()> {
         if self.inner.is_closed() {
             return Err(DbError::Poisoned("the database is closed".into()));
         }
         if !worker.log.fits_prepared(writes) {
             self.inner.admit_new_segment()?;
         }
+        self.inner.admit_file_record()?;
         worker.log.prepare(writes)?;
         if let Some(values) = &mut worker.values {
             values.prepare(writes, || self.inner.admit_new_segment())?;
@@ -321,19 +349,20 @@ impl<B: PmBackend, const PARITY: bool> CommitLog for DbxnLog<B, PARITY> {
         self.htm.as_ref()
     }
 
-    fn append(&self, worker: &mut DbxnWorker<B>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
+    fn append(&self, worker: &mut DbxnWorker<B, S>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
         #[cfg(test)]
         if let Some(hook) = &self.before_log {
             hook(worker.id);
         }
         let value_range = worker.values.as_mut().and_then(|values| values.append(tid, writes));
-        let range = worker.log.append_prepared(tid);
+        let range = worker.log.append_prepared(tid).map_err(|error| self.poison(error.into()))?;
         if let (Some((start, end)), false) = (value_range, self.layout.non_temporal) {
             self.pool.backend().flush(start, end - start);
         }
-        // One fence for the record (and the values): the logging phase.
+        // One fence for the record (and the values): the logging phase (an
+        // fdatasync for a log on a file).
         if !self.faults.ack_before_fence() {
-            worker.log.make_durable(range);
+            worker.log.make_durable(range).map_err(|error| self.poison(error.into()))?;
         }
         self.pool.backend().crash_point("dbxn: log record durable");
         self.inner.note_logged(worker.id, writes);
@@ -342,16 +371,26 @@ impl<B: PmBackend, const PARITY: bool> CommitLog for DbxnLog<B, PARITY> {
 
     fn read_only_ticket(&self, _max_tid: u64) -> CommitTicket {
         // Every version a read-only transaction validated was even (dbxn) or
-        // unlocked after its log was durable (dbx-naive).
-        CommitTicket::Durable
+        // unlocked after its log was durable (dbx-naive), unless the log was
+        // poisoned: then the version may be one whose log failed, and no
+        // reader may be told it is durable.
+        if self.inner.is_closed() {
+            NEVER_DURABLE
+        } else {
+            CommitTicket::Durable
+        }
     }
 
     fn is_durable(&self, ticket: CommitTicket) -> bool {
         self.inner.is_durable(ticket)
     }
+
+    fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
 }
 
-impl<B: PmBackend, const PARITY: bool> EnginePolicy for DbxnLog<B, PARITY> {
+impl<B: PmBackend, const PARITY: bool, S: SegmentStore> EnginePolicy for DbxnLog<B, PARITY, S> {
     fn kind(&self) -> EngineKind {
         self.kind
     }

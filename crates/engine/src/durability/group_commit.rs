@@ -25,6 +25,7 @@
 use crate::cc::silo::WriteSet;
 use crate::durability::checkpoint::{self, CheckpointMeta};
 use crate::durability::log::{self, LogShared, LogStoreMode, LogWriter, SegmentInfo};
+use crate::durability::segments::{PoolSegments, SegmentId, SegmentStore};
 use crate::durability::CommitLog;
 use crate::durability::EnginePolicy;
 use crate::engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
@@ -36,7 +37,7 @@ use crate::storage::record::{self, Record};
 use crate::storage::table::Table;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
-use pmtx_pm::{ChunkId, PmBackend, Pool};
+use pmtx_pm::{PmBackend, Pool};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -47,6 +48,13 @@ pub const DURABLE_EPOCH_ROOT: &str = "log.durable_epoch";
 pub const SCHEMA_ROOT: &str = "catalog.digest";
 /// Root holding the engine that owns the pool.
 pub const ENGINE_ROOT: &str = "engine.kind";
+/// Root saying where the redo log lives: absent or [`LOG_MEDIUM_POOL`] in
+/// the pool, [`LOG_MEDIUM_FILES`] in files beside it (`durability::file_log`).
+pub const LOG_MEDIUM_ROOT: &str = "log.medium";
+/// [`LOG_MEDIUM_ROOT`] of a log in pool chunks.
+pub const LOG_MEDIUM_POOL: u64 = 1;
+/// [`LOG_MEDIUM_ROOT`] of a log in files.
+pub const LOG_MEDIUM_FILES: u64 = 2;
 /// Root counting recoveries (incarnations of the log); the high 32 bits of
 /// every log segment sequence number written after a recovery.
 pub const LOG_INCARNATION_ROOT: &str = "log.incarnation";
@@ -65,12 +73,15 @@ fn row_bytes(writes: &WriteSet<Record>) -> u64 {
         .sum()
 }
 
-/// Group-commit durability over a pool.
-pub(crate) struct GroupCommitLog<B: PmBackend> {
+/// Group-commit durability over a pool, with the log's segments in store
+/// `S` (pool chunks by default; files for `dbx-disk`). Checkpoints and the
+/// durable-epoch root are always in the pool.
+pub(crate) struct GroupCommitLog<B: PmBackend, S: SegmentStore = PoolSegments<B>> {
     pool: Arc<Pool<B>>,
+    store: Arc<S>,
     logs: Vec<Arc<LogShared>>,
     next_sequence: Mutex<Vec<u64>>,
-    retired: Mutex<Vec<ChunkId>>,
+    retired: Mutex<Vec<SegmentId>>,
     epochs: OnceLock<Arc<Epochs>>,
     checkpoint_generation: Mutex<u64>,
     last_checkpoint: Mutex<Option<CheckpointMeta>>,
@@ -104,16 +115,71 @@ impl<B: PmBackend> GroupCommitLog<B> {
         Self::open_with(options, pool, EngineKind::GroupCommit, false)
     }
 
-    /// The log of engine `kind`; `synchronous` for engines whose records
-    /// are durable when their commit returns (see the field).
+    /// The log of engine `kind` in the pool; `synchronous` for engines
+    /// whose records are durable when their commit returns (see the field).
     pub(crate) fn open_with(
         options: &DbOptions,
         pool: Arc<Pool<B>>,
         kind: EngineKind,
         synchronous: bool,
     ) -> DbResult<Self> {
+        let store = PoolSegments::new(Arc::clone(&pool));
+        GroupCommitLog::open_in(options, pool, store, kind, synchronous)
+    }
+}
+
+/// Checks that the pool's log lives where `in_pool` says (pool chunks, or
+/// files), and returns whether the pool says a log of that medium exists
+/// already (false for a pool no log-based engine opened yet). Changes
+/// nothing.
+pub(crate) fn check_log_medium<B: PmBackend>(pool: &Pool<B>, in_pool: bool) -> DbResult<bool> {
+    let wanted = if in_pool { LOG_MEDIUM_POOL } else { LOG_MEDIUM_FILES };
+    let name = |code: u64| if code == LOG_MEDIUM_FILES { "in files (medium=disk)" } else { "in the pool (PM)" };
+    let mismatch = |found: u64| {
+        DbError::SchemaMismatch(format!(
+            "the pool keeps its redo log {}, not {}: open it with the engine and options it was created with",
+            name(found),
+            name(wanted)
+        ))
+    };
+    match pool.root(LOG_MEDIUM_ROOT) {
+        Some(found) if found == wanted => Ok(true),
+        Some(found) if found == LOG_MEDIUM_POOL || found == LOG_MEDIUM_FILES => Err(mismatch(found)),
+        Some(found) => {
+            Err(DbError::Corrupt(format!("root {LOG_MEDIUM_ROOT} holds {found}, which names no log medium")))
+        }
+        // A pool whose engine ran before this root existed kept its log in
+        // the pool.
+        None if pool.root(ENGINE_ROOT).is_some() => {
+            if in_pool {
+                Ok(true)
+            } else {
+                Err(mismatch(LOG_MEDIUM_POOL))
+            }
+        }
+        None => Ok(false),
+    }
+}
+
+impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
+    /// The log of engine `kind` with its segments in `store`; the pool
+    /// holds checkpoints and the roots.
+    pub(crate) fn open_in(
+        options: &DbOptions,
+        pool: Arc<Pool<B>>,
+        store: S,
+        kind: EngineKind,
+        synchronous: bool,
+    ) -> DbResult<Self> {
+        // The medium first: a pool whose first open crashed before its
+        // engine root was written must not look like a pool of another
+        // medium at the next open.
+        if !check_log_medium(&pool, S::IN_POOL)? {
+            pool.set_root(LOG_MEDIUM_ROOT, if S::IN_POOL { LOG_MEDIUM_POOL } else { LOG_MEDIUM_FILES })?;
+        }
         check_identity(&pool, kind, &options.tables)?;
         Ok(Self {
+            store: Arc::new(store),
             kind,
             synchronous,
             faults: options.faults(),
@@ -160,9 +226,18 @@ impl<B: PmBackend> GroupCommitLog<B> {
             // acknowledged to workers) before its log lines are durable.
             self.pool.set_root(DURABLE_EPOCH_ROOT, durable_epoch)?;
             self.epochs().set_durable(durable_epoch);
+            // The broken flusher is descheduled in its window now and then
+            // (as one is on a busy machine), so a bounded run that samples
+            // crash states of a file log while it runs meets the window.
+            // (The PM simulator captures its crash states at the fences
+            // and needs no help.)
+            if !S::IN_POOL {
+                std::thread::sleep(Duration::from_micros(300));
+            }
         }
-        let backend = self.pool.backend();
-        let chunk_size = self.pool.geometry().chunk_size;
+        let segment_size = self.store.segment_size();
+        let mut ranges = Vec::with_capacity(self.logs.len());
+        let mut advances = Vec::with_capacity(self.logs.len());
         for shared in &self.logs {
             let tail = shared.tail.load(Ordering::Acquire);
             let flushed = shared.flushed.load(Ordering::Acquire);
@@ -170,22 +245,30 @@ impl<B: PmBackend> GroupCommitLog<B> {
                 continue;
             }
             let end = tail;
-            let chunk_start = (tail - 1) / chunk_size * chunk_size;
-            let start = if flushed >= chunk_start && flushed <= tail { flushed } else { chunk_start };
+            let segment_start = (tail - 1) / segment_size * segment_size;
+            let start = if flushed >= segment_start && flushed <= tail { flushed } else { segment_start };
+            // Nothing new since the last flush (or since a synchronous
+            // writer made its own record durable) gives an empty range: no
+            // flush, and for a file no fdatasync.
             if end > start {
-                backend.flush(start, end - start);
+                ranges.push((start, end));
             }
             // Only advance `flushed` within the segment it points into: if
             // the writer started a new segment between the two loads above,
             // `tail` is in the old one, and storing it would leave a
-            // `flushed` from another chunk that the writer's next roll (or a
-            // new writer of the slot) trusts.
+            // `flushed` from another segment that the writer's next roll (or
+            // a new writer of the slot) trusts.
             if start == flushed {
-                let _ = shared.flushed.compare_exchange(flushed, tail, Ordering::AcqRel, Ordering::Acquire);
+                advances.push((shared, flushed, tail));
             }
         }
-        backend.fence();
-        backend.crash_point("group commit: logs durable, before epoch marker");
+        // One sync for every worker: one fence (pool), one fdatasync per
+        // file with new bytes (files).
+        self.store.sync(&ranges, LogStoreMode::Cached).map_err(Into::into)?;
+        for (shared, flushed, tail) in advances {
+            let _ = shared.flushed.compare_exchange(flushed, tail, Ordering::AcqRel, Ordering::Acquire);
+        }
+        self.pool.backend().crash_point("group commit: logs durable, before epoch marker");
         if durable_epoch > self.epochs().durable() {
             self.pool.set_root(DURABLE_EPOCH_ROOT, durable_epoch)?;
             self.epochs().set_durable(durable_epoch);
@@ -237,24 +320,22 @@ impl<B: PmBackend> GroupCommitLog<B> {
     }
 
     fn free_segments_before(&self, start_epoch: u64) {
+        let mut freed: Vec<SegmentId> = std::mem::take(&mut *self.retired.lock());
         for shared in &self.logs {
             let mut segments = shared.segments.lock();
             let keep_from = segments.len().saturating_sub(1);
             let mut kept: Vec<SegmentInfo> = Vec::with_capacity(segments.len());
             for (position, segment) in segments.drain(..).enumerate() {
                 if position < keep_from && segment.max_epoch < start_epoch {
-                    self.pool.free_chunk(segment.chunk);
-                    self.segments_freed.fetch_add(1, Ordering::Relaxed);
+                    freed.push(segment.id);
                 } else {
                     kept.push(segment);
                 }
             }
             *segments = kept;
         }
-        for chunk in self.retired.lock().drain(..) {
-            self.pool.free_chunk(chunk);
-            self.segments_freed.fetch_add(1, Ordering::Relaxed);
-        }
+        self.segments_freed.fetch_add(freed.len() as u64, Ordering::Relaxed);
+        self.store.free(&freed);
     }
 
     fn logged_row_bytes(&self) -> u64 {
@@ -313,21 +394,59 @@ impl<B: PmBackend> GroupCommitLog<B> {
 }
 
 /// What a synchronous policy wrapping this log (the DBXN family) uses.
-impl<B: PmBackend> GroupCommitLog<B> {
+impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
     /// Whether the database was closed (or poisoned).
     pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Relaxed)
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Stops the log for good after a failure of its medium (a file log's
+    /// write or sync): no append succeeds and no wait for durability ends
+    /// well from here on. IMPORTANT: a synchronous policy calls this before
+    /// it returns the error to a committer whose versions are installed,
+    /// so every transaction that can see them afterwards finds the log
+    /// poisoned.
+    pub(crate) fn poison(&self, error: &DbError) {
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            eprintln!("pmtx: the redo log failed, database poisoned: {error}");
+        }
     }
 
     /// Refuses a new log segment (or other log-like chunk) that would take
     /// one of the chunks reserved for the next checkpoint, as `append` does.
     pub(crate) fn admit_new_segment(&self) -> DbResult<()> {
+        if !S::IN_POOL {
+            // A file log takes no pool chunk; the file system says when it
+            // is full (ENOSPC, a typed `OutOfSpace`).
+            return Ok(());
+        }
         let reserve = self.checkpoint_reserve();
         let free = self.pool.free_chunks();
         if free <= reserve {
             return Err(DbError::OutOfSpace(format!(
                 "no log segment may take one of the last {reserve} free chunks ({free} free): they are reserved \
                  for the checkpoint that frees log space"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses a record of a log kept in files once the pool could not hold
+    /// the next checkpoint beside the current one: the log takes no pool
+    /// chunk, but every row it adds must fit the checkpoint that recovery
+    /// writes before it may drop the log, or the pool could not be
+    /// reopened. (A log in the pool is held back per segment instead, by
+    /// [`GroupCommitLog::admit_new_segment`].)
+    pub(crate) fn admit_file_record(&self) -> DbResult<()> {
+        if S::IN_POOL {
+            return Ok(());
+        }
+        let reserve = self.checkpoint_reserve();
+        let free = self.pool.free_chunks();
+        if free <= reserve {
+            return Err(DbError::OutOfSpace(format!(
+                "the pool could not hold the next checkpoint of the database ({reserve} chunks, {free} free): the \
+                 redo log is in files, but recovery must checkpoint everything it logs into the pool"
             )));
         }
         Ok(())
@@ -391,10 +510,10 @@ fn install_recovered(record: &Record, tid: u64, value: Option<&[u8]>) -> bool {
     newer
 }
 
-impl<B: PmBackend> CommitLog for GroupCommitLog<B> {
-    type Worker = LogWriter<B>;
+impl<B: PmBackend, S: SegmentStore> CommitLog for GroupCommitLog<B, S> {
+    type Worker = LogWriter<S>;
 
-    fn worker(&self, id: usize) -> DbResult<LogWriter<B>> {
+    fn worker(&self, id: usize) -> DbResult<LogWriter<S>> {
         let shared = Arc::clone(&self.logs[id]);
         // A previous writer of this slot may have unflushed bytes: make them
         // durable before the slot's tail moves to a new segment.
@@ -403,12 +522,14 @@ impl<B: PmBackend> CommitLog for GroupCommitLog<B> {
             let tail = shared.tail.load(Ordering::Acquire);
             let flushed = shared.flushed.load(Ordering::Acquire);
             if tail > flushed {
-                self.pool.backend().persist(flushed, tail + 8 - flushed);
+                self.store.sync(&[(flushed, tail)], LogStoreMode::Cached).map_err(Into::into)?;
                 shared.flushed.store(tail, Ordering::Release);
             }
         }
         let sequence = {
             let mut next = self.next_sequence.lock();
+            // Above what an earlier writer of the slot rolled to.
+            next[id] = next[id].max(shared.last_sequence.load(Ordering::Acquire));
             // Recovery bounds every sequence read from the pool, so this
             // overflows only after 2^32 segments in one life.
             next[id] = next[id].checked_add(1).ok_or_else(|| {
@@ -416,24 +537,18 @@ impl<B: PmBackend> CommitLog for GroupCommitLog<B> {
             })?;
             next[id]
         };
-        LogWriter::new(Arc::clone(&self.pool), id as u16, LogStoreMode::Cached, shared, sequence)
+        LogWriter::in_store(Arc::clone(&self.store), id as u16, LogStoreMode::Cached, shared, sequence)
     }
 
-    fn append(&self, worker: &mut LogWriter<B>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
+    fn append(&self, worker: &mut LogWriter<S>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(DbError::Poisoned("the database is closed".into()));
         }
         if !worker.fits(writes) {
             // This record starts a new segment: keep the checkpoint's reserve.
-            let reserve = self.checkpoint_reserve();
-            let free = self.pool.free_chunks();
-            if free <= reserve {
-                return Err(DbError::OutOfSpace(format!(
-                    "no log segment may take one of the last {reserve} free chunks ({free} free): they are \
-                     reserved for the checkpoint that frees log space"
-                )));
-            }
+            self.admit_new_segment()?;
         }
+        self.admit_file_record()?;
         worker.append(tid, writes)?;
         self.logged_row_bytes[worker.worker() as usize].fetch_add(row_bytes(writes), Ordering::Relaxed);
         Ok(CommitTicket::Epoch(record::epoch_of_tid(tid)))
@@ -465,11 +580,11 @@ impl<B: PmBackend> CommitLog for GroupCommitLog<B> {
 /// TID), a record is kept when every dependency at or above `start_epoch` is
 /// kept and its worker's earlier records are; returns the TIDs dropped. SP^3
 /// TIDs carry their worker, so they are unique across workers.
-fn dependency_dag_drops<B: PmBackend>(
-    pool: &Pool<B>,
+fn dependency_dag_drops<S: SegmentStore>(
+    store: &S,
     segments: &[log::FoundSegment],
     start_epoch: u64,
-) -> std::collections::HashSet<u64> {
+) -> DbResult<std::collections::HashSet<u64>> {
     // Each worker's chain is scanned on its own thread, as the replay does.
     let mut chains: std::collections::BTreeMap<u16, Vec<&log::FoundSegment>> = Default::default();
     for segment in segments {
@@ -479,21 +594,25 @@ fn dependency_dag_drops<B: PmBackend>(
         let scans: Vec<_> = chains
             .values()
             .map(|chain| {
-                scope.spawn(move || {
+                scope.spawn(move || -> DbResult<Vec<(u64, u16, Vec<u64>)>> {
                     let mut nodes = Vec::new();
                     for segment in chain {
-                        log::scan_segment(pool, segment, |record| {
+                        store.scan_segment(segment, &mut |record| {
                             if record.tid <= record::MAX_TID && record::epoch_of_tid(record.tid) >= start_epoch {
                                 nodes.push((record.tid, segment.worker, record.dependencies));
                             }
-                        });
+                        })?;
                     }
-                    nodes
+                    Ok(nodes)
                 })
             })
             .collect();
-        scans.into_iter().flat_map(|scan| scan.join().expect("a log scan panicked")).collect()
-    });
+        let mut nodes = Vec::new();
+        for scan in scans {
+            nodes.extend(scan.join().expect("a log scan panicked")?);
+        }
+        Ok::<_, DbError>(nodes)
+    })?;
     nodes.sort_unstable_by_key(|(tid, _, _)| *tid);
     let mut kept = std::collections::HashSet::with_capacity(nodes.len());
     let mut dropped = std::collections::HashSet::new();
@@ -510,10 +629,10 @@ fn dependency_dag_drops<B: PmBackend>(
             dropped.insert(tid);
         }
     }
-    dropped
+    Ok(dropped)
 }
 
-impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
+impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
     fn kind(&self) -> EngineKind {
         self.kind
     }
@@ -523,10 +642,8 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         let started = Instant::now();
         let pool = &*self.pool;
         let mut report = RecoveryReport { clean_shutdown: pool.begin_engine_session(), ..Default::default() };
-        let (segments, broken) = log::find_segments(pool);
-        for chunk in broken {
-            pool.free_chunk(chunk);
-        }
+        let (segments, broken) = self.store.find_segments()?;
+        self.store.free(&broken);
         let current = checkpoint::current_checkpoint(pool)?;
         checkpoint::free_other_generations(pool, current.as_ref().map(|(m, _)| m.generation).unwrap_or(0));
         let table_of = |id: u32| {
@@ -569,7 +686,7 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         // SP^3: the records whose dependencies were never durable, and the
         // later records of their workers (see `durability::sp3_log`).
         let dropped = if self.kind == EngineKind::Sp3 {
-            let dropped = dependency_dag_drops(pool, &segments, start_epoch);
+            let dropped = dependency_dag_drops(&*self.store, &segments, start_epoch)?;
             report.log_records_missing_dependency = dropped.len() as u64;
             dropped
         } else {
@@ -608,9 +725,10 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
             for chain in by_worker.values() {
                 let (scanned, applied, skipped, seen_epoch, failure) =
                     (&scanned, &applied, &skipped, &seen_epoch, &failure);
+                let store = &*self.store;
                 scope.spawn(move || {
                     for segment in chain {
-                        log::scan_segment(pool, segment, |record| {
+                        let scan = store.scan_segment(segment, &mut |record| {
                             scanned.fetch_add(1, Ordering::Relaxed);
                             if record.tid > record::MAX_TID {
                                 failure.lock().get_or_insert(DbError::Corrupt(format!(
@@ -644,6 +762,9 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
                             }
                             applied.fetch_add(1, Ordering::Relaxed);
                         });
+                        if let Err(error) = scan {
+                            failure.lock().get_or_insert(error);
+                        }
                     }
                 });
             }
@@ -689,9 +810,8 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
             *self.checkpoint_generation.lock() = generation;
             self.note_checkpoint(&meta, 0);
             *self.last_checkpoint.lock() = Some(meta);
-            for segment in &segments {
-                pool.free_chunk(segment.chunk);
-            }
+            let old: Vec<SegmentId> = segments.iter().map(|segment| segment.id).collect();
+            self.store.free(&old);
         }
         pool.set_root(DURABLE_EPOCH_ROOT, first_epoch - 1)?;
         report.duration = started.elapsed();
@@ -717,6 +837,10 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
     /// with every logged row, so the spare room shrinks twice as fast as
     /// the log grows).
     fn log_space_low(&self) -> bool {
+        if !S::IN_POOL {
+            // The log takes no pool chunk: a checkpoint would free none.
+            return false;
+        }
         let spare = self.pool.free_chunks().saturating_sub(self.checkpoint_reserve());
         spare < (self.pool.geometry().chunk_count / 4).max(2 * self.logs.len() as u64)
     }
@@ -733,21 +857,22 @@ impl<B: PmBackend> EnginePolicy for GroupCommitLog<B> {
         self.close_epoch()?;
         self.take_checkpoint(tables)?;
         self.closed.store(true, Ordering::SeqCst);
+        let mut all = Vec::new();
         for shared_log in &self.logs {
-            for segment in shared_log.segments.lock().drain(..) {
-                self.pool.free_chunk(segment.chunk);
-            }
+            all.extend(shared_log.segments.lock().drain(..).map(|segment| segment.id));
         }
+        self.store.free(&all);
         self.pool.mark_clean_shutdown();
         Ok(())
     }
 
     fn stats(&self) -> EngineStats {
-        let chunk_size = self.pool.geometry().chunk_size;
         let segments: usize = self.logs.iter().map(|l| l.segments.lock().len()).sum();
         EngineStats {
             checkpoints: self.checkpoints.load(Ordering::Relaxed),
-            log_bytes: segments as u64 * chunk_size,
+            log_bytes: segments as u64 * self.store.segment_size(),
+            log_file_syncs: self.store.file_syncs(),
+            log_directory_syncs: self.store.directory_syncs(),
             log_segments_freed: self.segments_freed.load(Ordering::Relaxed),
             recovery: self.recovery.lock().clone(),
             ..EngineStats::default()

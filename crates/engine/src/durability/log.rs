@@ -43,8 +43,9 @@
 //! reads it.
 
 use crate::cc::silo::WriteSet;
+use crate::durability::segments::{PoolSegments, SegmentId, SegmentStore};
 use crate::error::{DbError, DbResult};
-use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError};
+use pmtx_pm::{ChunkId, PmBackend, Pool};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -188,8 +189,8 @@ fn seal(buffer: &mut [u8], key: SealKey, tid: u64) {
 /// A segment in a worker's chain.
 #[derive(Clone, Copy, Debug)]
 pub struct SegmentInfo {
-    /// Chunk.
-    pub chunk: ChunkId,
+    /// The segment in its store.
+    pub id: SegmentId,
     /// Sequence within the worker's chain.
     pub sequence: u64,
     /// Highest epoch of a record in it (0 if none).
@@ -199,21 +200,31 @@ pub struct SegmentInfo {
 /// What the logger thread and truncation see of a worker's log.
 #[derive(Default)]
 pub struct LogShared {
-    /// Absolute pool offset just past the last complete record.
+    /// Address (see `durability::segments`) just past the last complete
+    /// record.
     pub tail: AtomicU64,
-    /// Absolute offset up to which the group-commit logger has flushed.
+    /// Address up to which the group-commit logger has made the log durable.
     pub flushed: AtomicU64,
     /// The worker's segments, oldest first; the last is current.
     pub segments: parking_lot::Mutex<Vec<SegmentInfo>>,
+    /// The highest segment sequence any writer of this slot started (a
+    /// writer rolls to the next sequence on its own, so the next writer of
+    /// the slot must start above it: sequences never repeat, and a file
+    /// log names its files by them).
+    pub last_sequence: AtomicU64,
 }
 
-/// A worker's log appender.
-pub struct LogWriter<B: PmBackend> {
-    pool: Arc<Pool<B>>,
+/// A worker's log appender, over the segments of store `S` (the pool by
+/// default).
+pub struct LogWriter<S: SegmentStore> {
+    store: Arc<S>,
     worker: u16,
     mode: LogStoreMode,
     shared: Arc<LogShared>,
+    /// The current segment's handle (`None` only while none was started).
+    handle: Option<S::Handle>,
     segment_offset: u64,
+    segment_size: u64,
     sequence: u64,
     position: u64,
     buffer: Vec<u8>,
@@ -223,24 +234,9 @@ pub struct LogWriter<B: PmBackend> {
     prepared: Option<Prepared>,
 }
 
-fn owner(worker: u16) -> ChunkOwner {
-    ChunkOwner::compose(LOG_CHUNK_KIND, worker as u32, 0)
-}
-
-fn out_of_space(error: PoolError) -> DbError {
-    match error {
-        PoolError::Full { .. } => DbError::OutOfSpace(format!("no chunk left for a log segment: {error}")),
-        other => DbError::Pool(other),
-    }
-}
-
-impl<B: PmBackend> LogWriter<B> {
-    /// What this writer's records are sealed with (format 2).
-    fn seal_key(&self) -> SealKey {
-        SealKey { sequence: self.sequence, worker: Some(self.worker) }
-    }
-
-    /// A writer for `worker` starting a fresh segment numbered `sequence`.
+impl<B: PmBackend> LogWriter<PoolSegments<B>> {
+    /// A writer for `worker` in `pool`, starting a fresh segment numbered
+    /// `sequence`.
     pub fn new(
         pool: Arc<Pool<B>>,
         worker: u16,
@@ -248,12 +244,63 @@ impl<B: PmBackend> LogWriter<B> {
         shared: Arc<LogShared>,
         sequence: u64,
     ) -> DbResult<Self> {
+        Self::in_store(Arc::new(PoolSegments::new(pool)), worker, mode, shared, sequence)
+    }
+}
+
+/// The 64-byte header of segment `sequence` of `worker`.
+fn segment_header(worker: u16, sequence: u64) -> [u8; SEGMENT_HEADER as usize] {
+    let mut header = [0u8; SEGMENT_HEADER as usize];
+    header[0..8].copy_from_slice(&SEGMENT_MAGIC.to_le_bytes());
+    header[8..16].copy_from_slice(&sequence.to_le_bytes());
+    header[16..24].copy_from_slice(&(worker as u64).to_le_bytes());
+    let crc = crc32fast::hash(&header[0..28]);
+    header[28..32].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+/// The worker, sequence and format of a segment header, or `None` when the
+/// header is damaged (bad magic or CRC, or a worker beyond the u16 writers).
+pub fn parse_segment_header(header: &[u8]) -> Option<(u16, u64, SegmentFormat)> {
+    let header = header.get(0..32)?;
+    let magic = u64::from_le_bytes(header[0..8].try_into().ok()?);
+    let format = match magic {
+        SEGMENT_MAGIC => SegmentFormat::V2,
+        SEGMENT_MAGIC_V1 => SegmentFormat::V1,
+        _ => return None,
+    };
+    let crc = u32::from_le_bytes(header[28..32].try_into().ok()?);
+    let worker = u64::from_le_bytes(header[16..24].try_into().ok()?);
+    if crc != crc32fast::hash(&header[0..28]) || worker > u64::from(u16::MAX) {
+        return None;
+    }
+    Some((worker as u16, u64::from_le_bytes(header[8..16].try_into().ok()?), format))
+}
+
+impl<S: SegmentStore> LogWriter<S> {
+    /// What this writer's records are sealed with (format 2).
+    fn seal_key(&self) -> SealKey {
+        SealKey { sequence: self.sequence, worker: Some(self.worker) }
+    }
+
+    /// A writer for `worker` in `store`, starting a fresh segment numbered
+    /// `sequence`.
+    pub fn in_store(
+        store: Arc<S>,
+        worker: u16,
+        mode: LogStoreMode,
+        shared: Arc<LogShared>,
+        sequence: u64,
+    ) -> DbResult<Self> {
+        let segment_size = store.segment_size();
         let mut writer = Self {
-            pool,
+            store,
             worker,
             mode,
             shared,
+            handle: None,
             segment_offset: 0,
+            segment_size,
             sequence,
             position: 0,
             buffer: Vec::new(),
@@ -265,55 +312,50 @@ impl<B: PmBackend> LogWriter<B> {
     }
 
     fn start_segment(&mut self, sequence: u64) -> DbResult<()> {
-        let chunk = self.pool.allocate_chunk(owner(self.worker), false).map_err(out_of_space)?;
-        let offset = self.pool.chunk_offset(chunk);
-        let mut header = [0u8; SEGMENT_HEADER as usize];
-        header[0..8].copy_from_slice(&SEGMENT_MAGIC.to_le_bytes());
-        header[8..16].copy_from_slice(&sequence.to_le_bytes());
-        header[16..24].copy_from_slice(&(self.worker as u64).to_le_bytes());
-        let crc = crc32fast::hash(&header[0..28]);
-        header[28..32].copy_from_slice(&crc.to_le_bytes());
-        // Zero the first record slot so a reused chunk's old bytes right
-        // after the header cannot be mistaken for a record header length.
-        let backend = self.pool.backend();
-        backend.write(offset, &header);
-        backend.write_zeros(offset + SEGMENT_HEADER, 8);
-        backend.persist(offset, SEGMENT_HEADER + 8);
+        let header = segment_header(self.worker, sequence);
+        let segment = self.store.create_segment(self.worker, sequence, &header)?;
+        let offset = segment.base;
+        self.handle = Some(segment.handle);
         self.segment_offset = offset;
         self.sequence = sequence;
         self.position = SEGMENT_HEADER;
-        self.shared.segments.lock().push(SegmentInfo { chunk, sequence, max_epoch: 0 });
+        self.shared.last_sequence.fetch_max(sequence, Ordering::AcqRel);
+        self.shared.segments.lock().push(SegmentInfo { id: segment.id, sequence, max_epoch: 0 });
         self.shared.tail.store(offset + SEGMENT_HEADER, Ordering::Release);
         self.shared.flushed.store(offset + SEGMENT_HEADER, Ordering::Release);
         Ok(())
     }
 
-    /// Appends the redo record of `tid`; returns its absolute byte range.
-    /// With `Cached` mode nothing is flushed; with `NonTemporal` the caller
-    /// fences.
+    fn store_bytes(&self, start: u64) -> Result<(), S::Error> {
+        let handle = self.handle.as_ref().expect("a writer always has a segment");
+        self.store.write(handle, start, &self.buffer, self.mode)
+    }
+
+    /// Appends the redo record of `tid`; returns its byte range. With
+    /// `Cached` mode nothing is flushed; with `NonTemporal` the caller
+    /// fences. An error of the store (a file log's failed write) leaves the
+    /// writer where it was: the next record overwrites whatever part of
+    /// this one reached the file.
     pub fn append<R>(&mut self, tid: u64, writes: &WriteSet<R>) -> DbResult<(u64, u64)> {
         self.buffer.clear();
         encode_unsealed(&mut self.buffer, writes, &[]);
         let length = self.buffer.len() as u64;
         debug_assert_eq!(length, record_length(writes));
-        let chunk_size = self.pool.geometry().chunk_size;
-        if SEGMENT_HEADER + length > chunk_size {
+        let segment_size = self.segment_size;
+        if SEGMENT_HEADER + length > segment_size {
             return Err(DbError::OutOfSpace(format!(
-                "a redo record of {length} bytes does not fit a log segment of {chunk_size} bytes"
+                "a redo record of {length} bytes does not fit a log segment of {segment_size} bytes"
             )));
         }
-        if self.position + length > chunk_size {
+        if self.position + length > segment_size {
             self.roll_segment()?;
         }
-        // Sealed for the segment it lands in (the CRC covers the sequence).
+        // Sealed for the segment it lands in (the CRC covers the sequence
+        // and the worker).
         let key = self.seal_key();
         seal(&mut self.buffer, key, tid);
         let start = self.segment_offset + self.position;
-        let backend = self.pool.backend();
-        match self.mode {
-            LogStoreMode::Cached => backend.write(start, &self.buffer),
-            LogStoreMode::NonTemporal => backend.write_non_temporal(start, &self.buffer),
-        }
+        self.store_bytes(start).map_err(Into::into)?;
         self.position += length;
         let end = start + length;
         if let Some(last) = self.shared.segments.lock().last_mut() {
@@ -325,7 +367,6 @@ impl<B: PmBackend> LogWriter<B> {
 
     /// Closes the current segment durably and opens the next one.
     fn roll_segment(&mut self) -> DbResult<()> {
-        let backend = self.pool.backend();
         let end = self.segment_offset + self.position;
         // `flushed` may still point into an older segment (the group-commit
         // flusher stores the tail it flushed, which can race with a roll), so
@@ -333,10 +374,7 @@ impl<B: PmBackend> LogWriter<B> {
         // address would otherwise skip flushing this one entirely.
         let flushed = self.shared.flushed.load(Ordering::Acquire);
         let start = if flushed >= self.segment_offset && flushed <= end { flushed } else { self.segment_offset };
-        if self.mode == LogStoreMode::Cached && end > start {
-            backend.flush(start, end - start);
-        }
-        backend.fence();
+        self.store.sync(&[(start, end)], self.mode).map_err(Into::into)?;
         self.start_segment(self.sequence + 1)
     }
 
@@ -359,16 +397,15 @@ impl<B: PmBackend> LogWriter<B> {
     pub fn fits_prepared_reserving<R>(&self, writes: &WriteSet<R>, max_dependencies: usize) -> bool {
         let layout = self.layout.unwrap_or(LogLayout::PLAIN);
         let raw = record_length_with(writes, max_dependencies.min(MAX_DEPENDENCIES));
-        self.position + layout.filler_before(self.position, raw) + layout.padded_len(raw)
-            <= self.pool.geometry().chunk_size
+        self.position + layout.filler_before(self.position, raw) + layout.padded_len(raw) <= self.segment_size
     }
 
     /// Encodes the redo record of `writes` (its TID is filled in by
     /// [`LogWriter::append_prepared`]) with the layout's padding and makes
     /// sure the current segment has room for it, starting the next segment
-    /// if not. After `Ok`, `append_prepared` cannot fail: a synchronous
-    /// engine prepares before its commit region so nothing can fail after it
-    /// installed.
+    /// if not. After `Ok`, `append_prepared` can fail only where the store
+    /// can (never for the pool): a synchronous engine prepares before its
+    /// commit region so nothing can fail after it installed.
     pub fn prepare<R>(&mut self, writes: &WriteSet<R>) -> DbResult<()> {
         self.prepare_reserving(writes, 0)
     }
@@ -381,13 +418,13 @@ impl<B: PmBackend> LogWriter<B> {
         let max_dependencies = max_dependencies.min(MAX_DEPENDENCIES);
         let raw = record_length_with(writes, max_dependencies);
         let len = layout.padded_len(raw);
-        let chunk_size = self.pool.geometry().chunk_size;
+        let segment_size = self.segment_size;
         let filler = layout.filler_before(self.position, raw);
-        if self.position + filler + len > chunk_size {
+        if self.position + filler + len > segment_size {
             let fresh = layout.filler_before(SEGMENT_HEADER, raw);
-            if SEGMENT_HEADER + fresh + len > chunk_size {
+            if SEGMENT_HEADER + fresh + len > segment_size {
                 return Err(DbError::OutOfSpace(format!(
-                    "a redo record of {len} bytes does not fit a log segment of {chunk_size} bytes"
+                    "a redo record of {len} bytes does not fit a log segment of {segment_size} bytes"
                 )));
             }
             self.roll_segment()?;
@@ -403,7 +440,7 @@ impl<B: PmBackend> LogWriter<B> {
         let raw = record_length_with(writes, dependencies.len());
         let len = layout.padded_len(raw);
         let filler = layout.filler_before(self.position, raw);
-        debug_assert!(self.position + filler + len <= self.pool.geometry().chunk_size);
+        debug_assert!(self.position + filler + len <= self.segment_size);
         self.buffer.clear();
         if filler > 0 {
             self.buffer.resize(filler as usize, 0);
@@ -425,7 +462,7 @@ impl<B: PmBackend> LogWriter<B> {
         tid: u64,
         writes: &WriteSet<R>,
         dependencies: &[u64],
-    ) -> (u64, u64) {
+    ) -> Result<(u64, u64), S::Error> {
         debug_assert!(self.prepared.is_some(), "append without prepare");
         if !dependencies.is_empty() {
             // Never longer than the reserved record, so it fits where that
@@ -437,9 +474,10 @@ impl<B: PmBackend> LogWriter<B> {
 
     /// Writes the record of the last [`LogWriter::prepare`] with `tid`
     /// (non-temporally in `NonTemporal` mode), without a fence; returns the
-    /// absolute range written. Panics without a
-    /// prepared record (a caller bug).
-    pub fn append_prepared(&mut self, tid: u64) -> (u64, u64) {
+    /// range written. Panics without a prepared record
+    /// (a caller bug). On an error of the store the record counts as not
+    /// written (the writer stays where it was).
+    pub fn append_prepared(&mut self, tid: u64) -> Result<(u64, u64), S::Error> {
         let Prepared { filler, len } = self.prepared.take().expect("append_prepared without prepare");
         let key = self.seal_key();
         if filler > 0 {
@@ -447,30 +485,24 @@ impl<B: PmBackend> LogWriter<B> {
         }
         seal(&mut self.buffer[filler..filler + len], key, tid);
         let start = self.segment_offset + self.position;
-        let backend = self.pool.backend();
-        match self.mode {
-            LogStoreMode::Cached => backend.write(start, &self.buffer),
-            LogStoreMode::NonTemporal => backend.write_non_temporal(start, &self.buffer),
-        }
+        self.store_bytes(start)?;
         self.position += (filler + len) as u64;
         let end = start + (filler + len) as u64;
         if let Some(last) = self.shared.segments.lock().last_mut() {
             last.max_epoch = last.max_epoch.max(crate::storage::record::epoch_of_tid(tid));
         }
         self.shared.tail.store(end, Ordering::Release);
-        (start, end)
+        Ok((start, end))
     }
 
-    /// Makes `range` (from [`LogWriter::append_prepared`]) durable: flush its
-    /// lines unless written non-temporally, then fence. Other non-temporal
-    /// stores of this thread made before are durable too.
-    pub fn make_durable(&self, range: (u64, u64)) {
-        let backend = self.pool.backend();
-        if self.mode == LogStoreMode::Cached {
-            backend.flush(range.0, range.1 - range.0);
-        }
-        backend.fence();
+    /// Makes `range` (from [`LogWriter::append_prepared`]) durable: for the
+    /// pool, flush its lines unless written non-temporally, then fence
+    /// (other non-temporal stores of this thread made before are durable
+    /// too); for a file, `fdatasync`.
+    pub fn make_durable(&self, range: (u64, u64)) -> Result<(), S::Error> {
+        self.store.sync(&[range], self.mode)?;
         self.shared.flushed.store(range.1, Ordering::Release);
+        Ok(())
     }
 
     /// The shared view of this log.
@@ -486,7 +518,7 @@ impl<B: PmBackend> LogWriter<B> {
     /// Whether the record of `writes` fits the current segment (else the
     /// next [`LogWriter::append`] starts a new segment first).
     pub fn fits<R>(&self, writes: &WriteSet<R>) -> bool {
-        self.position + record_length(writes) <= self.pool.geometry().chunk_size
+        self.position + record_length(writes) <= self.segment_size
     }
 }
 
@@ -562,13 +594,13 @@ pub struct LogRecord {
     pub dependencies: Vec<u64>,
 }
 
-/// A segment found in the pool at recovery.
+/// A segment found at recovery.
 #[derive(Clone, Copy, Debug)]
 pub struct FoundSegment {
     /// Owning worker.
     pub worker: u16,
-    /// Chunk.
-    pub chunk: ChunkId,
+    /// The segment in its store.
+    pub id: SegmentId,
     /// Sequence.
     pub sequence: u64,
     /// How its records are sealed.
@@ -590,7 +622,7 @@ impl FoundSegment {
 /// Every log segment in the pool with a valid header, grouped by worker and
 /// ordered by sequence. Segments with a damaged header (a crash while one
 /// was being started) are returned separately for freeing.
-pub fn find_segments<B: PmBackend>(pool: &Pool<B>) -> (Vec<FoundSegment>, Vec<ChunkId>) {
+pub fn find_segments<B: PmBackend>(pool: &Pool<B>) -> (Vec<FoundSegment>, Vec<SegmentId>) {
     let mut found = Vec::new();
     let mut broken = Vec::new();
     for (chunk, chunk_owner) in pool.owned_chunks() {
@@ -599,48 +631,58 @@ pub fn find_segments<B: PmBackend>(pool: &Pool<B>) -> (Vec<FoundSegment>, Vec<Ch
         }
         let mut header = [0u8; 32];
         pool.backend().read(pool.chunk_offset(chunk), &mut header);
-        let magic = u64::from_le_bytes(header[0..8].try_into().expect("8"));
-        let crc = u32::from_le_bytes(header[28..32].try_into().expect("4"));
-        let worker = u64::from_le_bytes(header[16..24].try_into().expect("8"));
-        // Writers are numbered by u16 (`owner`): a larger owner group or
-        // worker field is damage, not another worker's chain.
-        let format = match magic {
-            SEGMENT_MAGIC => SegmentFormat::V2,
-            SEGMENT_MAGIC_V1 => SegmentFormat::V1,
-            _ => {
-                broken.push(chunk);
-                continue;
+        // Writers are numbered by u16 (the chunk owner's group): a larger
+        // owner group or worker field is damage, not another worker's chain.
+        match parse_segment_header(&header) {
+            Some((worker, sequence, format)) if u64::from(worker) == chunk_owner.group() as u64 => {
+                found.push(FoundSegment { worker, id: SegmentId(chunk.0), sequence, format });
             }
-        };
-        if crc != crc32fast::hash(&header[0..28])
-            || worker != chunk_owner.group() as u64
-            || worker > u64::from(u16::MAX)
-        {
-            broken.push(chunk);
-            continue;
+            _ => broken.push(SegmentId(chunk.0)),
         }
-        let sequence = u64::from_le_bytes(header[8..16].try_into().expect("8"));
-        found.push(FoundSegment { worker: worker as u16, chunk, sequence, format });
     }
     found.sort_by_key(|s| (s.worker, s.sequence));
     (found, broken)
 }
 
-/// Visits the valid records of `segment` in order.
-pub fn scan_segment<B: PmBackend>(pool: &Pool<B>, segment: &FoundSegment, mut visit: impl FnMut(LogRecord)) {
-    let base = pool.chunk_offset(segment.chunk);
+/// Visits the valid records of `segment` of the pool in order.
+pub fn scan_segment<B: PmBackend>(pool: &Pool<B>, segment: &FoundSegment, visit: impl FnMut(LogRecord)) {
+    let base = pool.chunk_offset(ChunkId(segment.id.0));
     let size = pool.geometry().chunk_size;
+    scan_records(
+        segment,
+        size,
+        |position, bytes| {
+            pool.backend().read(base + position, bytes);
+            true
+        },
+        visit,
+    );
+}
+
+/// Visits the valid records of `segment`, of `size` bytes, in order; `read(position, bytes)` fills `bytes` from the segment, or
+/// returns false when they lie beyond its end (a file shorter than a
+/// segment). Stops at the first record whose length or CRC is wrong.
+pub fn scan_records(
+    segment: &FoundSegment,
+    size: u64,
+    mut read: impl FnMut(u64, &mut [u8]) -> bool,
+    mut visit: impl FnMut(LogRecord),
+) {
     let mut position = SEGMENT_HEADER;
     let mut bytes = Vec::new();
     while position + RECORD_HEADER as u64 <= size {
         let mut head = [0u8; 8];
-        pool.backend().read(base + position, &mut head);
+        if !read(position, &mut head) {
+            return;
+        }
         let total = u32::from_le_bytes(head[0..4].try_into().expect("4")) as u64;
         if total < RECORD_HEADER as u64 || !total.is_multiple_of(8) || position + total > size {
             return;
         }
         bytes.resize(total as usize, 0);
-        pool.backend().read(base + position, &mut bytes);
+        if !read(position, &mut bytes) {
+            return;
+        }
         let mut hasher = segment.seal_key().hasher();
         hasher.update(&bytes[8..]);
         if hasher.finalize() != u32::from_le_bytes(head[4..8].try_into().expect("4")) {
@@ -730,18 +772,18 @@ mod tests {
             LogWriter::new(Arc::clone(&pool), 0, LogStoreMode::NonTemporal, Default::default(), sequence).unwrap();
         for n in 0..4u64 {
             let range = first.append(n + 1, &one_write(b"stale", b"from worker 0")).unwrap();
-            first.make_durable(range);
+            let Ok(()) = first.make_durable(range);
         }
-        let chunk = first.shared().segments.lock()[0].chunk;
+        let chunk = ChunkId(first.shared().segments.lock()[0].id.0);
         drop(first);
         pool.free_chunk(chunk);
         let mut second =
             LogWriter::new(Arc::clone(&pool), 1, LogStoreMode::NonTemporal, Default::default(), sequence).unwrap();
-        assert_eq!(second.shared().segments.lock()[0].chunk, chunk, "the lowest free chunk is reused");
+        assert_eq!(ChunkId(second.shared().segments.lock()[0].id.0), chunk, "the lowest free chunk is reused");
         // The same length as the stale records, so the scan lands exactly on
         // the next of them.
         let range = second.append(9, &one_write(b"fresh", b"from worker 1")).unwrap();
-        second.make_durable(range);
+        let Ok(()) = second.make_durable(range);
         let records = records_of(&*pool, 1);
         assert_eq!(records.len(), 1, "only the new segment's own record: {records:?}");
         assert_eq!(records[0].tid, 9);
@@ -753,7 +795,7 @@ mod tests {
     #[test]
     fn format_one_segments_are_still_read() {
         let pool = Pool::<Direct>::create_in_memory(8 << 20, 1 << 20, &PmOptions::default()).unwrap();
-        let chunk = pool.allocate_chunk(owner(2), false).unwrap();
+        let chunk = pool.allocate_chunk(pmtx_pm::ChunkOwner::compose(LOG_CHUNK_KIND, 2, 0), false).unwrap();
         let offset = pool.chunk_offset(chunk);
         let sequence: u64 = 3 << 32;
         let mut header = [0u8; SEGMENT_HEADER as usize];

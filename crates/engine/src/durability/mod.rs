@@ -1,15 +1,18 @@
 //! Durability schemes of the DRAM engines: what a commit hands to its log
 //! ([`CommitLog`]) and what the scheme does on each epoch tick, at
 //! checkpoints, at recovery and at close (`EnginePolicy`); the redo log
-//! format ([`log`]), checkpoints ([`checkpoint`]), epoch group commit with
-//! recovery (`group_commit`), DBXN's synchronous log (`dbxn_log`) and
-//! SP^3's dependency-tracking log (`sp3_log`).
+//! format ([`log`]), where its segments live ([`segments`]: pool chunks,
+//! or files with [`file_log`]), checkpoints ([`checkpoint`]), epoch group
+//! commit with recovery (`group_commit`), DBXN's synchronous log
+//! (`dbxn_log`) and SP^3's dependency-tracking log (`sp3_log`).
 //! Zen's log-free persistence lives with its heap (`storage::zen`).
 
 pub mod checkpoint;
 pub(crate) mod dbxn_log;
+pub mod file_log;
 pub(crate) mod group_commit;
 pub mod log;
+pub mod segments;
 pub(crate) mod sp3_log;
 
 use crate::cc::silo::WriteSet;
@@ -53,7 +56,12 @@ pub trait CommitLog: Send + Sync + 'static {
     /// nothing locked: prepare the redo record (reserve log space). An error
     /// ends the transaction. Policies whose stage is `LogAfterInstall*` must
     /// make `append` infallible here, since nothing can be undone after the
-    /// install.
+    /// install; the one exception is a log on a file (`dbx-naive` with
+    /// `medium=disk`), whose write or `fdatasync` can fail after the
+    /// install: such a policy poisons itself *before* `append` returns the
+    /// error, so from then on no commit can log and no ticket (read-only
+    /// ones included) becomes durable, and the installed versions, visible
+    /// once the commit unlocks, can never be acknowledged to anyone.
     fn prepare(&self, _worker: &mut Self::Worker, _writes: &WriteSet<Record>) -> DbResult<()> {
         Ok(())
     }

@@ -54,6 +54,7 @@
 use crate::cc::silo::WriteSet;
 use crate::durability::group_commit::GroupCommitLog;
 use crate::durability::log::{LogLayout, LogWriter};
+use crate::durability::segments::PoolSegments;
 use crate::durability::{CommitLog, CommitStage, EnginePolicy};
 use crate::engine::{sp3_writer_of, CommitTicket, EngineKind, EngineStats, SP3_MAX_WORKERS, SP3_WORKER_BITS};
 use crate::epoch::Epochs;
@@ -80,7 +81,7 @@ const NEVER_DURABLE: CommitTicket = CommitTicket::Epoch(u64::MAX);
 /// A worker's log writer.
 pub(crate) struct Sp3Worker<B: PmBackend> {
     id: usize,
-    log: LogWriter<B>,
+    log: LogWriter<PoolSegments<B>>,
 }
 
 /// Test-only: runs in the committing thread after the install (and, for
@@ -164,6 +165,17 @@ impl<B: PmBackend, const MODE: u8> Sp3Log<B, MODE> {
 
     /// Publishes that worker `id`'s commit `tid` is durable with its
     /// dependencies.
+    /// The broken variant's committer is descheduled between its unlock
+    /// and its log (as one is now and then), so that the harness's bounded
+    /// run meets a reader that depends on it inside that window whatever
+    /// the machine's load: without the pause the window is microseconds,
+    /// and a loaded two-core run could miss the variant.
+    fn broken_window(&self) {
+        if self.faults.ack_before_dependencies() {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+
     fn publish(&self, id: usize, tid: u64) {
         debug_assert_eq!(sp3_writer_of(tid), id);
         debug_assert!(self.committed[id].load(Ordering::Relaxed) < tid, "a worker's TIDs grow");
@@ -178,8 +190,10 @@ impl<B: PmBackend, const MODE: u8> Sp3Log<B, MODE> {
         }
         let backend = self.inner.pool().backend();
         backend.crash_point("sp3: installed, log record not yet written");
-        let range = worker.log.append_prepared_with_dependencies(tid, writes, dependencies);
-        worker.log.make_durable(range);
+        // Stores into the pool cannot fail (the store's error type is
+        // uninhabited).
+        let Ok(range) = worker.log.append_prepared_with_dependencies(tid, writes, dependencies);
+        let Ok(()) = worker.log.make_durable(range);
         backend.crash_point("sp3: log record durable");
         self.inner.note_logged(worker.id, writes);
     }
@@ -224,6 +238,7 @@ impl<B: PmBackend, const MODE: u8> CommitLog for Sp3Log<B, MODE> {
     }
 
     fn append(&self, worker: &mut Sp3Worker<B>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
+        self.broken_window();
         self.persist(worker, tid, writes, &[]);
         self.publish(worker.id, tid);
         Ok(CommitTicket::Durable)
@@ -236,6 +251,7 @@ impl<B: PmBackend, const MODE: u8> CommitLog for Sp3Log<B, MODE> {
         writes: &WriteSet<Record>,
         dependencies: &[u64],
     ) -> DbResult<CommitTicket> {
+        self.broken_window();
         self.persist(worker, tid, writes, dependencies);
         // Step 5 (pending): acknowledge only once every predecessor is
         // durable; the deliberately broken variant skips the wait.

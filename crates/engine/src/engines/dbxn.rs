@@ -3,16 +3,22 @@
 //! documents the protocol).
 
 use crate::durability::dbxn_log::DbxnLog;
+use crate::durability::file_log::open_file_segments;
 use crate::engine::{Engine, EngineKind};
 use crate::engines::dram::OccEngine;
 use crate::error::DbResult;
 use crate::options::DbOptions;
+use crate::options::LogMedium;
 use pmtx_pm::{PmBackend, Pool};
 use std::sync::Arc;
 
 /// Opens a DBXN-family engine over `pool`.
 pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
     Ok(match options.engine {
+        EngineKind::DbxNaive if options.dbxn.medium == LogMedium::Disk => {
+            let store = open_file_segments(options, &pool)?;
+            OccEngine::open(options, DbxnLog::<B, false, _>::open_in(options, pool, store)?)?
+        }
         EngineKind::DbxNaive => OccEngine::open(options, DbxnLog::<B, false>::open(options, pool)?)?,
         EngineKind::Dbxn | EngineKind::DbxnNvm => OccEngine::open(options, DbxnLog::<B, true>::open(options, pool)?)?,
         other => unreachable!("{other} is not a DBXN engine"),

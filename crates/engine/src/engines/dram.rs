@@ -566,14 +566,25 @@ impl<L: CommitLog> OccWorker<L> {
             }
         }
         Self::install(shared, &mut self.tx, &mut self.retired, tid);
+        let mut failure = None;
         if L::STAGE == CommitStage::LogAfterInstallLocked {
-            ticket = Some(self.append_after_install(tid));
+            // Only a log on a file can fail here, and its policy poisoned
+            // itself first (`CommitLog::prepare`): the versions stay
+            // installed but no one can be told they are durable.
+            match shared.log.append(&mut self.log, tid, &self.tx.writes) {
+                Ok(done) => ticket = Some(done),
+                Err(error) => failure = Some(error),
+            }
         }
         for entry in self.tx.writes.entries() {
             let flags = if entry.is_delete() { ABSENT } else { 0 };
             entry.row().store_word(record::word_of(tid, flags));
         }
         self.last_tid = tid;
+        if let Some(error) = failure {
+            debug_assert!(shared.log.is_closed(), "a failed append after the install must poison the log");
+            return Err(TxError::Db(error));
+        }
         Ok(ticket.expect("both stages append"))
     }
 

@@ -58,6 +58,17 @@ pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>
             let log = crate::durability::group_commit::GroupCommitLog::open(options, pool)?;
             Ok(OccEngine::open(options, log)?)
         }
+        EngineKind::DbxDisk => {
+            let store = crate::durability::file_log::open_file_segments(options, &pool)?;
+            let log = crate::durability::group_commit::GroupCommitLog::open_in(
+                options,
+                pool,
+                store,
+                EngineKind::DbxDisk,
+                false,
+            )?;
+            Ok(OccEngine::open(options, log)?)
+        }
         EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => dbxn::open(options, pool),
         EngineKind::Zen | EngineKind::ZenNaiveAlloc | EngineKind::ZenPlus => zen::open(options, pool),
         EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal => sp3::open(options, pool),
