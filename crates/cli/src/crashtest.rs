@@ -10,7 +10,8 @@
 //!   the hidden `--child` flag) on a pool file, kill it with SIGKILL at a
 //!   seeded random moment, recover and check, `--iterations` times.
 //!
-//! `--cc` picks the engine's concurrency-control protocol (default silo; the
+//! `--cc` picks the engine's concurrency-control protocol (default: the
+//! engine's own, hekaton for zen+ and silo for the others; the
 //! kill mode passes it on to the child).
 //!
 //! Prints `crashtest: <images> images, <violations> violations, seed <S>`
@@ -35,9 +36,10 @@ pub struct CrashtestArgs {
     engine: String,
     /// Concurrency-control protocol of the engine: silo, occ, no-wait,
     /// wait-die, dl-detect, ... (as `cc=` of `pmtx bench
-    /// --engine`).
-    #[arg(long, default_value = "silo", value_parser = crate::bench::spec::parse_cc)]
-    cc: CcProtocol,
+    /// --engine`) [default: the engine's own: hekaton for zen+, silo for
+    /// the others].
+    #[arg(long, value_parser = crate::bench::spec::parse_cc)]
+    cc: Option<CcProtocol>,
     /// Workload: smallbank, ycsb or tpcc (tiny scale, harness-driven
     /// transactions with a model of the acknowledged effects).
     #[arg(long, default_value = "smallbank")]
@@ -159,7 +161,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         let config = ChildConfig {
             engine,
             medium,
-            cc: args.cc,
+            cc: args.cc.unwrap_or(engine.default_cc()),
             workload,
             scale,
             threads: args.threads,
@@ -181,7 +183,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         let mut config =
             KillConfig::new(engine, workload, seed, program, vec!["crashtest".to_string(), "--child".to_string()]);
         config.medium = medium;
-        config.cc = args.cc;
+        config.cc = args.cc.unwrap_or(engine.default_cc());
         config.scale = scale;
         config.threads = args.threads;
         config.iterations = args.iterations;
@@ -219,7 +221,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let mut config = SimConfig::new(engine, workload, seed);
-    config.cc = args.cc;
+    config.cc = args.cc.unwrap_or(engine.default_cc());
     if let Some(path) = &args.replay {
         config.scale = scale;
         config.threads = args.threads;
@@ -259,6 +261,15 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         report.run_time.as_secs_f64(),
         report.check_time.as_secs_f64()
     );
+    let counters: Vec<String> = report
+        .engine_counters
+        .iter()
+        .filter(|(_, count)| *count > 0)
+        .map(|(name, count)| format!("{name}={count}"))
+        .collect();
+    if !counters.is_empty() {
+        eprintln!("crashtest: engine counters of the run: {}", counters.join(", "));
+    }
     println!("crashtest: {} images, {} violations, seed {seed:#x}", report.images, report.violation_count);
     if report.violation_count > 0 {
         report_violations(&report.violations, report.violation_count);

@@ -115,7 +115,7 @@ impl ChildConfig {
             medium,
             cc: match values.get("--cc") {
                 Some(name) => CcProtocol::parse(name).ok_or_else(|| format!("unknown protocol {name:?}"))?,
-                None => CcProtocol::default(),
+                None => engine.default_cc(),
             },
             workload: WorkloadKind::parse(take("--workload")?).ok_or("unknown workload")?,
             scale: Scale {
@@ -384,7 +384,7 @@ impl KillConfig {
         Self {
             engine,
             medium: LogMedium::Pm,
-            cc: CcProtocol::default(),
+            cc: engine.default_cc(),
             workload,
             scale: Scale::default(),
             threads: 2,
@@ -408,7 +408,7 @@ impl KillConfig {
             "pmtx crashtest --kill --engine {}{} --workload {} --iterations {} --seed {:#x} --threads {} --pool-size {} \
              --chunk-size {} --max-kill-ms {}{}",
             crate::engine_label(self.engine, self.medium),
-            crate::cc_flag(self.cc),
+            crate::cc_flag(self.engine, self.cc),
             self.workload,
             self.iterations,
             self.seed,

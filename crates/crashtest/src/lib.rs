@@ -218,17 +218,31 @@ pub fn db_options(
         // the PHyTM family (with htm=none phytm is its STM path alone).
         options.htm = pmtx_htm::HtmConfig::sim(seed, HYBRID_SIM_ABORTS_PER_MILLION);
     }
+    if engine == EngineKind::ZenPlus {
+        // Tiny Met-Cache regions and low thresholds, so a run crosses the
+        // exclusive stage (larger transactions by α, retried ones by γ)
+        // and its direct NVM writes beside ordinary commits.
+        options.zen.cache_bytes = ZEN_PLUS_REGION_BYTES * threads.max(1) as u64;
+        options.zen_plus.alpha_percent = 50;
+        options.zen_plus.gamma_tuples = 64;
+    }
     options
 }
+
+/// Met-Cache region of each worker of `zen+` in harness runs: α (50 %) at
+/// 192 bytes, about three tuples of the harness's workloads with their new
+/// versions, so TPC-C's NewOrder and the larger Smallbank and YCSB
+/// transactions run in the exclusive stage and write their tuples early.
+pub const ZEN_PLUS_REGION_BYTES: u64 = 1200;
 
 /// Injected aborts per million simulated hardware attempts of the PHyTM
 /// family's engines in harness runs (10 %).
 pub const HYBRID_SIM_ABORTS_PER_MILLION: u32 = 100_000;
 
-/// ` --cc NAME` for a replay command line, empty for the default protocol
-/// (so the command lines of default runs stay as they were).
-pub(crate) fn cc_flag(cc: CcProtocol) -> String {
-    if cc == CcProtocol::default() {
+/// ` --cc NAME` for a replay command line, empty for the engine's default
+/// protocol (so the command lines of default runs stay as they were).
+pub(crate) fn cc_flag(engine: EngineKind, cc: CcProtocol) -> String {
+    if cc == engine.default_cc() {
         String::new()
     } else {
         format!(" --cc {cc}")

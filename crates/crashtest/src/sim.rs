@@ -82,13 +82,13 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
-    /// Defaults for `engine` and `workload`: silo's concurrency control, 2
-    /// threads, 300 transactions each, 1000 images, 32 MiB pool of 256 KiB
+    /// Defaults for `engine` and `workload`: the engine's default
+    /// concurrency control (silo's, Hekaton's for zen+), 2 threads, 300 transactions each, 1000 images, 32 MiB pool of 256 KiB
     /// chunks.
     pub fn new(engine: EngineKind, workload: WorkloadKind, seed: u64) -> Self {
         Self {
             engine,
-            cc: CcProtocol::default(),
+            cc: engine.default_cc(),
             workload,
             scale: Scale::default(),
             threads: 2,
@@ -114,7 +114,7 @@ impl SimConfig {
             "pmtx crashtest --engine {}{} --workload {} --images {} --seed {:#x} --threads {} --txns {} --pool-size {} \
              --chunk-size {}{}{}",
             self.engine,
-            crate::cc_flag(self.cc),
+            crate::cc_flag(self.engine, self.cc),
             self.workload,
             self.images,
             self.seed,
@@ -146,6 +146,10 @@ pub struct SimReport {
     pub acknowledged: u64,
     /// Checkpoints taken during the run.
     pub checkpoints: u64,
+    /// The engine's own counters at the end of the run
+    /// (`EngineStats::engine_counters`: for zen+, its exclusive stages and
+    /// direct NVM writes), so a run shows which paths it crossed.
+    pub engine_counters: Vec<(&'static str, u64)>,
     /// Violations found (all of them are counted here).
     pub violation_count: u64,
     /// The first `max_reported` violations.
@@ -299,6 +303,7 @@ struct RunOutput {
     states: Vec<CrashState>,
     captured: u64,
     checkpoints: u64,
+    engine_counters: Vec<(&'static str, u64)>,
     violations: Vec<Violation>,
 }
 
@@ -393,6 +398,7 @@ fn run_workload(config: &SimConfig, harness: &Harness, progress: &(dyn Fn(&str) 
     }
     // A clean close, captured as well: every commit is acknowledged by now.
     let db = Arc::into_inner(db).ok_or("the database is still shared after the run")?;
+    let engine_counters = db.stats().engine_counters;
     if let Err(error) = db.close() {
         violations
             .lock()
@@ -410,6 +416,7 @@ fn run_workload(config: &SimConfig, harness: &Harness, progress: &(dyn Fn(&str) 
         states: sampler.into_states(),
         captured,
         checkpoints: checkpoints.into_inner(),
+        engine_counters,
         violations: violations.into_inner().unwrap(),
     })
 }
@@ -437,6 +444,7 @@ pub fn run_sim(config: &SimConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<S
         committed: run.logs.iter().map(|log| log.committed).sum(),
         acknowledged: run.logs.iter().map(|log| log.acks.iter().filter(|&&ack| ack != u64::MAX).count() as u64).sum(),
         checkpoints: run.checkpoints,
+        engine_counters: run.engine_counters.clone(),
         run_time,
         ..SimReport::default()
     };

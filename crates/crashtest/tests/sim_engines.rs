@@ -147,6 +147,28 @@ fn contended_controls_pass_where_the_broken_variants_fail() {
     }
 }
 
+/// The zen+ case of `every_broken_engine_is_caught`: TPC-C, whose
+/// NewOrder runs in the exclusive stage in harness runs and writes part of
+/// its tuples to the heap before its commit.
+fn zen_plus_direct_writes_config() -> pmtx_crashtest::SimConfig {
+    let mut config = config(EngineKind::ZenPlus, WorkloadKind::Tpcc, 300);
+    config.recovery_check_every = 0;
+    config
+}
+
+/// The control of the zen+ case: the same run with the direct NVM writes
+/// left uncommitted until the commit's LP tuple has no violation (and does
+/// write tuples early, so the case tests them).
+#[test]
+fn zen_plus_direct_writes_control_passes() {
+    let config = zen_plus_direct_writes_config();
+    let report = run_sim(&config, &|_| {}).unwrap();
+    assert_eq!(report.violation_count, 0, "seed {:#x}: {:?}", seed(), report.violations.first());
+    let counter = |name: &str| report.engine_counters.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v);
+    assert!(counter("direct_nvm_writes") > 0, "no direct NVM write: {:?}", report.engine_counters);
+    assert!(counter("exclusive_entries_alpha") > 0, "{:?}", report.engine_counters);
+}
+
 /// One deliberately broken step per durable engine family: the harness
 /// must report each. A small, contended Smallbank makes dependent
 /// transactions (which the epoch rule exists for) common.
@@ -163,13 +185,19 @@ fn every_broken_engine_is_caught() {
         (EngineKind::Mmdb, Fault::MmdbAckBeforeFence),
         (EngineKind::Wbl, Fault::WblAckBeforeWindow),
         (EngineKind::Wbl, Fault::WblKeepDirtyWindow),
+        (EngineKind::ZenPlus, Fault::ZenPlusSpillWithLp),
     ];
     let mut missed = Vec::new();
     for (engine, fault) in cases {
-        let mut config = config(engine, WorkloadKind::Smallbank, 300);
+        let mut config = if fault == Fault::ZenPlusSpillWithLp {
+            zen_plus_direct_writes_config()
+        } else {
+            let mut config = config(engine, WorkloadKind::Smallbank, 300);
+            config.scale.accounts = 8;
+            config.recovery_check_every = 0;
+            config
+        };
         config.fault = Some(fault);
-        config.scale.accounts = 8;
-        config.recovery_check_every = 0;
         if matches!(fault, Fault::Sp3AckBeforeDependencies | Fault::HybridUnlockBeforeLog) {
             // The dependent must commit and persist while its dependency
             // sits between its unlock and its fence: more threads than

@@ -99,6 +99,16 @@ impl Database {
         self.engine.stats()
     }
 
+    /// The worker a transaction whose keys are `keys` should run on, for
+    /// an application that dispatches transactions to its worker threads:
+    /// `zen+` on several NUMA nodes answers with a worker of the node most
+    /// of the keys' partitions are mapped to (Algorithm 3 of zen-plus.txt
+    /// §4.2.2, balancing the nodes' pending transactions); other engines
+    /// answer `None` (no preference).
+    pub fn assign_transaction(&self, keys: &[(TableId, &[u8])]) -> Option<usize> {
+        self.engine.assign_transaction(keys)
+    }
+
     /// Audits the engine's own structures (for Zen: no heap slot both
     /// live and free); call it with no transaction running. `Ok(None)` if
     /// the engine has nothing to audit beyond what transactions read.

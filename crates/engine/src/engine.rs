@@ -31,6 +31,11 @@ pub enum EngineKind {
     Zen,
     /// Zen with per-allocation persistence of allocator metadata (Fig. 17).
     ZenNaiveAlloc,
+    /// Zen+ (zen-plus.txt §4): Zen under Hekaton's MVCC with adaptive
+    /// execution for long-running transactions (read-only snapshots at the
+    /// oldest running snapshot, an exclusive stage entered past the
+    /// α/β/γ thresholds) and NUMA-aware soft partitions.
+    ZenPlus,
     /// SP^3: OCC that releases its locks before its synchronous log is
     /// durable, tracks the transactions it depends on, and acknowledges once
     /// they are durable too (sp3.txt §III).
@@ -84,7 +89,7 @@ pub enum EngineKind {
 
 impl EngineKind {
     /// Every engine, for `--help` and tests.
-    pub const ALL: [EngineKind; 17] = [
+    pub const ALL: [EngineKind; 18] = [
         EngineKind::Silo,
         EngineKind::GroupCommit,
         EngineKind::Dbxn,
@@ -102,6 +107,7 @@ impl EngineKind {
         EngineKind::DbxDisk,
         EngineKind::Mmdb,
         EngineKind::Wbl,
+        EngineKind::ZenPlus,
     ];
 
     /// Parses an engine name.
@@ -119,6 +125,7 @@ impl EngineKind {
             EngineKind::DbxNaive => "dbx-naive",
             EngineKind::Zen => "zen",
             EngineKind::ZenNaiveAlloc => "zen-naive-alloc",
+            EngineKind::ZenPlus => "zen+",
             EngineKind::Sp3 => "sp3",
             EngineKind::NvmTx => "nvm-tx",
             EngineKind::NvmIdeal => "nvm-ideal",
@@ -138,6 +145,22 @@ impl EngineKind {
         !matches!(self, EngineKind::NvmIdeal)
     }
 
+    /// The Zen family (`zen`, `zen-naive-alloc`, `zen+`): tuples in a PM
+    /// heap, log-free commits.
+    pub fn is_zen_family(self) -> bool {
+        matches!(self, EngineKind::Zen | EngineKind::ZenNaiveAlloc | EngineKind::ZenPlus)
+    }
+
+    /// The concurrency-control protocol the engine runs unless told
+    /// otherwise: Hekaton's MVCC for `zen+` (its adaptive execution is
+    /// built on snapshots), Silo's OCC for every other engine.
+    pub fn default_cc(self) -> crate::cc::CcProtocol {
+        match self {
+            EngineKind::ZenPlus => crate::cc::CcProtocol::Hekaton,
+            _ => crate::cc::CcProtocol::Silo,
+        }
+    }
+
     /// The SP^3 family (`sp3`, `nvm-tx`, `nvm-ideal`).
     pub fn is_sp3_family(self) -> bool {
         matches!(self, EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal)
@@ -150,10 +173,10 @@ impl EngineKind {
     }
 
     /// The engines over Zen's PM tuple heap (`zen`, `zen-naive-alloc`,
-    /// `wbl`): their rows live in the heap and a DRAM Met-Cache, and they
-    /// take `DbOptions::zen`.
+    /// `zen+`, `wbl`): their rows live in the heap and a DRAM Met-Cache,
+    /// and they take `DbOptions::zen`.
     pub fn uses_tuple_heap(self) -> bool {
-        matches!(self, EngineKind::Zen | EngineKind::ZenNaiveAlloc | EngineKind::Wbl)
+        matches!(self, EngineKind::Zen | EngineKind::ZenNaiveAlloc | EngineKind::ZenPlus | EngineKind::Wbl)
     }
 
     /// Why crash-consistency claims exclude the engine, if they do: a
@@ -257,6 +280,17 @@ pub trait Engine: Send + Sync + 'static {
     /// beyond what transactions can read.
     fn check_structure(&self) -> DbResult<Option<String>> {
         Ok(None)
+    }
+    /// Chooses the worker to run a transaction on whose keys are `keys`
+    /// (`zen+` on several NUMA nodes: Algorithm 3 of zen-plus.txt §4.2.2,
+    /// the node most of the keys' partitions map to unless the nodes' loads
+    /// are unbalanced, then a worker of that node in turn). `None`: the
+    /// engine has no preference. For applications that dispatch
+    /// transactions to worker threads; the choice counts as pending on the
+    /// node until that worker begins a transaction.
+    fn assign_transaction(&self, keys: &[(TableId, &[u8])]) -> Option<usize> {
+        let _ = keys;
+        None
     }
     /// Visits every present row of `table` as `(key, value)`, in key order
     /// for ordered tables and in no particular order for hash tables. For

@@ -38,11 +38,15 @@ pub enum AbortReason {
     /// A hardware (or simulated hardware) transaction's footprint did not
     /// fit (PHyTM's and PHTM's hardware paths).
     HtmCapacity,
+    /// Another transaction runs in `zen+`'s exclusive stage (it holds the
+    /// G-EX flag): every other transaction that is not yet committing
+    /// aborts and retries once the stage is over.
+    Exclusive,
 }
 
 impl AbortReason {
     /// Every reason, for reports.
-    pub const ALL: [AbortReason; 11] = [
+    pub const ALL: [AbortReason; 12] = [
         AbortReason::ReadValidation,
         AbortReason::NodeValidation,
         AbortReason::WriteLock,
@@ -54,6 +58,7 @@ impl AbortReason {
         AbortReason::LockTimeout,
         AbortReason::TimestampOrder,
         AbortReason::HtmCapacity,
+        AbortReason::Exclusive,
     ];
 
     /// Stable short name.
@@ -70,6 +75,7 @@ impl AbortReason {
             AbortReason::LockTimeout => "lock_timeout",
             AbortReason::TimestampOrder => "timestamp_order",
             AbortReason::HtmCapacity => "htm_capacity",
+            AbortReason::Exclusive => "exclusive",
         }
     }
 

@@ -36,12 +36,17 @@ pub enum Fault {
     /// wbl: recovery keeps the versions in (c_p, c_d] instead of
     /// discarding them (it takes c_d for c_p).
     WblKeepDirtyWindow,
+    /// zen+: the exclusive stage's direct NVM writes (tuples written to the
+    /// heap before the commit, when the Met-Cache region is full) carry
+    /// the LP bit, as if each were a transaction of its own, instead of
+    /// waiting for the commit's LP tuple after the fence.
+    ZenPlusSpillWithLp,
 }
 
 #[cfg(feature = "fault-injection")]
 impl Fault {
     /// Every fault, for tests and `--help`.
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 10] = [
         Fault::DbxnAckBeforeFence,
         Fault::ZenSkipFirstFence,
         Fault::ZenLpOnFirstTuple,
@@ -51,6 +56,7 @@ impl Fault {
         Fault::MmdbAckBeforeFence,
         Fault::WblAckBeforeWindow,
         Fault::WblKeepDirtyWindow,
+        Fault::ZenPlusSpillWithLp,
     ];
 
     /// Stable name.
@@ -65,6 +71,7 @@ impl Fault {
             Fault::MmdbAckBeforeFence => "mmdb-ack-before-fence",
             Fault::WblAckBeforeWindow => "wbl-ack-before-window",
             Fault::WblKeepDirtyWindow => "wbl-keep-dirty-window",
+            Fault::ZenPlusSpillWithLp => "zen-plus-spill-with-lp",
         }
     }
 
@@ -136,6 +143,12 @@ impl Faults {
         self.is(|f| matches!(f, FaultKind::WblKeepDirtyWindow))
     }
 
+    /// zen+: direct NVM writes of the exclusive stage with the LP bit.
+    #[inline(always)]
+    pub(crate) fn spill_with_lp(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::ZenPlusSpillWithLp))
+    }
+
     #[inline(always)]
     fn is(&self, test: impl Fn(FaultKind) -> bool) -> bool {
         #[cfg(feature = "fault-injection")]
@@ -168,4 +181,5 @@ enum FaultKind {
     MmdbAckBeforeFence,
     WblAckBeforeWindow,
     WblKeepDirtyWindow,
+    ZenPlusSpillWithLp,
 }

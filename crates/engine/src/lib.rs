@@ -37,7 +37,9 @@ pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};
 pub use fault::Fault;
 pub use index::ScanDirection;
 pub use log_files::MemoryLogStorage;
-pub use options::{DbOptions, DbxnOptions, LogDirectory, LogMedium, PoolLocation, WblOptions, ZenOptions};
+pub use options::{
+    DbOptions, DbxnOptions, LogDirectory, LogMedium, PoolLocation, WblOptions, ZenOptions, ZenPlusOptions,
+};
 pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, TableSchema};
 pub use storage::zen::HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND;
 pub use storage::zen::WINDOW_CHUNK_KIND as WBL_WINDOW_CHUNK_KIND;

@@ -126,11 +126,14 @@ pub struct DbOptions {
     /// NVM-friendly log writes of the DBXN engines.
     pub dbxn: crate::options::DbxnOptions,
     /// Options of the engines over Zen's tuple heap, `zen`,
-    /// `zen-naive-alloc` and `wbl` (Met-Cache budget, LP table order, heap
+    /// `zen-naive-alloc`, `zen+` and `wbl` (Met-Cache budget, LP table order, heap
     /// reclamation).
     pub zen: crate::options::ZenOptions,
     /// Options of `wbl` (its group-commit window).
     pub wbl: crate::options::WblOptions,
+    /// Options of `zen+` only: the thresholds of its adaptive execution
+    /// and its NUMA-aware soft partitions.
+    pub zen_plus: crate::options::ZenPlusOptions,
     /// Where a redo log kept in files lives (`dbx-disk`, `dbx-naive` with
     /// `medium=disk`; ignored by every other engine).
     pub log_directory: LogDirectory,
@@ -146,7 +149,7 @@ impl DbOptions {
     pub fn new(engine: EngineKind, tables: Vec<TableSchema>, path: impl Into<PathBuf>) -> Self {
         Self {
             engine,
-            cc: crate::cc::CcProtocol::default(),
+            cc: engine.default_cc(),
             tables,
             workers: 2,
             pool: PoolLocation::File { path: path.into(), size: 1 << 30 },
@@ -162,6 +165,7 @@ impl DbOptions {
             dbxn: crate::options::DbxnOptions::default(),
             zen: crate::options::ZenOptions::default(),
             wbl: crate::options::WblOptions::default(),
+            zen_plus: crate::options::ZenPlusOptions::default(),
             log_directory: LogDirectory::BesidePool,
             #[cfg(feature = "fault-injection")]
             fault: None,
@@ -279,6 +283,17 @@ impl DbOptions {
                 )));
             }
         }
+        if self.engine == EngineKind::ZenPlus {
+            if self.cc != crate::cc::CcProtocol::Hekaton {
+                return Err(DbError::InvalidConfig(format!(
+                    "engine zen+ runs Hekaton's MVCC and takes cc=hekaton only, got cc={}: its read-only \
+                     snapshots lie at the oldest running snapshot, which must be below every writer's commit \
+                     timestamp (a timestamp-ordering protocol commits at its begin timestamp)",
+                    self.cc
+                )));
+            }
+            self.zen_plus.validate()?;
+        }
         if self.max_attempts == 0 {
             return Err(DbError::InvalidConfig("max_attempts must be at least 1".into()));
         }
@@ -360,5 +375,94 @@ pub struct WblOptions {
 impl Default for WblOptions {
     fn default() -> Self {
         Self { window: Duration::from_micros(100) }
+    }
+}
+
+/// Options of `zen+` (`DbOptions::zen_plus`): the thresholds of the
+/// adaptive execution (zen-plus.txt §4.1.2) and the NUMA-aware soft
+/// partitions (§4.2.2). The defaults are the paper's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ZenPlusOptions {
+    /// α: the share of its worker's Met-Cache region (in percent of the
+    /// region's bytes) a read-write transaction may occupy with the tuples
+    /// it accesses before it enters the exclusive stage (1..=100) [95].
+    pub alpha_percent: u32,
+    /// β: the exclusive stage is entered when the free NVM space (free pool
+    /// chunks plus free heap slots) falls below this percentage of the
+    /// pool's data space while superseded tuples wait for reclamation
+    /// (0..=100; 0 disables the condition) [5].
+    pub beta_percent: u32,
+    /// γ: tuples a transaction may access in its aborted attempts (the
+    /// wasted work of its retries) before it enters the exclusive stage
+    /// (0 disables the condition) [16 000 000].
+    pub gamma_tuples: u64,
+    /// NUMA nodes of the soft partitions: 0 (the default) takes the
+    /// machine's nodes when it has several (`/sys/devices/system/node`),
+    /// else the backend's emulated ones (`--pm-numa-nodes`), else 1 (soft
+    /// partitions off). More than 1 on a machine and backend with one node
+    /// emulates the placement only: decisions and counters, no latency.
+    pub numa_nodes: u32,
+    /// Partitions of the soft partitioning (hash of the partition key
+    /// modulo this) [2048].
+    pub partitions: u32,
+    /// δ of Algorithm 3: the load difference between nodes (a fraction of
+    /// the busiest node's load) above which a transaction goes to the least
+    /// loaded node rather than the one of its partitions [0.3].
+    pub delta: f64,
+    /// η of Algorithm 4: a partition moves to the candidate node only if
+    /// that node's accesses to it exceed the current node's by this factor
+    /// [1.2].
+    pub eta: f64,
+    /// How often the partitions are remapped (Algorithm 4) [100 ms].
+    pub remap_interval: Duration,
+}
+
+impl Default for ZenPlusOptions {
+    fn default() -> Self {
+        Self {
+            alpha_percent: 95,
+            beta_percent: 5,
+            gamma_tuples: 16_000_000,
+            numa_nodes: 0,
+            partitions: 2048,
+            delta: 0.3,
+            eta: 1.2,
+            remap_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+impl ZenPlusOptions {
+    /// Most NUMA nodes the soft partitions handle.
+    pub const MAX_NUMA_NODES: u32 = 64;
+
+    pub(crate) fn validate(&self) -> DbResult<()> {
+        let invalid = |message: String| Err(DbError::InvalidConfig(format!("zen+: {message}")));
+        if !(1..=100).contains(&self.alpha_percent) {
+            return invalid(format!("alpha must be a percentage from 1 to 100, got {}", self.alpha_percent));
+        }
+        if self.beta_percent > 100 {
+            return invalid(format!("beta must be a percentage from 0 to 100, got {}", self.beta_percent));
+        }
+        if self.numa_nodes > Self::MAX_NUMA_NODES {
+            return invalid(format!(
+                "numa nodes must be 0 (auto) to {}, got {}",
+                Self::MAX_NUMA_NODES,
+                self.numa_nodes
+            ));
+        }
+        if self.partitions == 0 || self.partitions > 1 << 20 {
+            return invalid(format!("partitions must be 1 to {}, got {}", 1 << 20, self.partitions));
+        }
+        if !(self.delta.is_finite() && (0.0..=1.0).contains(&self.delta)) {
+            return invalid(format!("delta must be a fraction from 0 to 1, got {}", self.delta));
+        }
+        if !(self.eta.is_finite() && self.eta >= 1.0) {
+            return invalid(format!("eta must be a factor of at least 1, got {}", self.eta));
+        }
+        if self.remap_interval.is_zero() {
+            return invalid("the remap interval must be positive".into());
+        }
+        Ok(())
     }
 }

@@ -31,6 +31,11 @@ pub struct EngineStats {
     /// Commits by path since open (the PHyTM family: `fast_htm`,
     /// `slow_htm`, `stm`, `stm_exclusive`, `global_lock`); empty elsewhere.
     pub path_commits: Vec<(&'static str, u64)>,
+    /// Engine-specific counters since open, by name (`zen+`: entries into
+    /// the exclusive stage by trigger, aborts and waits it caused, snapshot
+    /// reads, direct NVM writes, maintenance, NUMA placement); empty for
+    /// engines without any.
+    pub engine_counters: Vec<(&'static str, u64)>,
     /// Met-Cache hits (zen): reads served from DRAM.
     pub cache_hits: u64,
     /// Met-Cache misses (zen): reads copied from the PM heap.

@@ -23,6 +23,10 @@ struct Setup {
     engine: EngineKind,
     htm: HtmConfig,
     cc: CcProtocol,
+    /// `zen+` with a tiny Met-Cache and low α and γ, so that larger
+    /// transactions and retried ones run in the exclusive stage (with
+    /// direct NVM writes) beside ordinary ones.
+    exclusive_stress: bool,
     /// Where dbx-naive's log goes (memory log files for `Disk`).
     medium: pmtx_engine::LogMedium,
 }
@@ -31,6 +35,11 @@ impl Setup {
     /// `engine` with `sim` HTM injecting `per_million` aborts per region.
     fn sim(engine: EngineKind, per_million: u32) -> Self {
         Setup { htm: HtmConfig::sim(0xD8C5 ^ per_million as u64, per_million), ..Setup::from(engine) }
+    }
+
+    /// `zen+` entering its exclusive stage often (see `exclusive_stress`).
+    fn zen_plus_exclusive() -> Self {
+        Setup { exclusive_stress: true, ..Setup::from(EngineKind::ZenPlus) }
     }
 
     /// `engine` running protocol `cc`.
@@ -55,11 +64,34 @@ impl Setup {
         self.engine == pmtx_engine::EngineKind::Phtm && self.htm.backend == pmtx_htm::HtmBackendKind::None
     }
 
+    /// With `exclusive_stress`: the run did cross the exclusive stage.
+    fn check_crossed_exclusive_stage(&self, db: &Database) {
+        if !self.exclusive_stress {
+            return;
+        }
+        let stats = db.stats();
+        let entries: u64 = stats
+            .engine_counters
+            .iter()
+            .filter(|(name, _)| name.starts_with("exclusive_entries"))
+            .map(|(_, n)| n)
+            .sum();
+        assert!(entries > 0, "no exclusive stage: {:?}", stats.engine_counters);
+    }
+
     fn options(self, tables: Vec<TableSchema>) -> DbOptions {
         let mut options = DbOptions::in_memory(self.engine, tables);
         options.htm = self.htm;
         options.cc = self.cc;
         options.dbxn.medium = self.medium;
+        if self.exclusive_stress {
+            // 4 workers: 400-byte regions, α at 200 bytes — about two rows
+            // and their new versions; a transaction that retried 200
+            // accesses' worth enters too (γ).
+            options.zen.cache_bytes = 1600;
+            options.zen_plus.alpha_percent = 50;
+            options.zen_plus.gamma_tuples = 200;
+        }
         options
     }
 
@@ -71,7 +103,13 @@ impl Setup {
 
 impl From<EngineKind> for Setup {
     fn from(engine: EngineKind) -> Self {
-        Setup { engine, htm: HtmConfig::software(), cc: CcProtocol::Silo, medium: pmtx_engine::LogMedium::Pm }
+        Setup {
+            engine,
+            htm: HtmConfig::software(),
+            cc: engine.default_cc(),
+            exclusive_stress: false,
+            medium: pmtx_engine::LogMedium::Pm,
+        }
     }
 }
 
@@ -102,7 +140,8 @@ fn load(db: &Database) {
 }
 
 fn transfers_and_audits(engine: impl Into<Setup>) {
-    let db = Arc::new(open(engine));
+    let setup = engine.into();
+    let db = Arc::new(open(setup));
     load(&db);
     let accounts = db.table_id("accounts").unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -207,6 +246,7 @@ fn transfers_and_audits(engine: impl Into<Setup>) {
         .committed()
         .unwrap();
     assert_eq!(total, ACCOUNTS * INITIAL);
+    setup.check_crossed_exclusive_stage(&db);
 }
 
 /// Two transactions each read both flags and set one if the other is clear:
@@ -423,7 +463,8 @@ fn reverse_scans_limits_and_secondary(engine: impl Into<Setup>) {
 /// search is used for sees its own writes, rewrites and deletes in place,
 /// and commits exactly its last values.
 fn large_transactions_read_their_own_writes(engine: impl Into<Setup>) {
-    let db = open(engine);
+    let setup = engine.into();
+    let db = open(setup);
     let accounts = db.table_id("accounts").unwrap();
     load(&db);
     let mut worker = db.worker(0).unwrap();
@@ -471,6 +512,7 @@ fn large_transactions_read_their_own_writes(engine: impl Into<Setup>) {
         let account = account as u64;
         assert_eq!(value.map(|bytes| balance(&bytes)), expected(account), "account {account} after commit");
     }
+    setup.check_crossed_exclusive_stage(&db);
 }
 
 fn bad_input_is_typed(engine: impl Into<Setup>) {
@@ -505,6 +547,9 @@ macro_rules! for_each_engine {
         }
         mod zen_naive_alloc {
             $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::ZenNaiveAlloc) })*
+        }
+        mod zen_plus {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::ZenPlus) })*
         }
         mod dbxn {
             $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::Dbxn) })*
@@ -712,6 +757,36 @@ fn snapshot_reads_do_not_abort_on_group_commit() {
 #[test]
 fn snapshot_reads_do_not_abort_on_zen() {
     snapshot_reads_do_not_abort(EngineKind::Zen);
+}
+
+/// zen+'s read-only transactions read at the oldest running snapshot.
+#[test]
+fn snapshot_reads_do_not_abort_on_zen_plus() {
+    snapshot_reads_do_not_abort(EngineKind::ZenPlus);
+}
+
+/// zen+ with frequent exclusive stages: larger and retried transactions
+/// run alone (the others abort or wait), with direct NVM writes, beside
+/// ordinary ones. (Write skew and phantoms open a second transaction on
+/// the same thread inside the first, which an exclusive stage would wait
+/// for forever: they run in `zen_plus` above with the default thresholds.)
+mod zen_plus_exclusive {
+    #[test]
+    fn transfers_and_audits() {
+        super::transfers_and_audits(super::Setup::zen_plus_exclusive())
+    }
+    #[test]
+    fn reverse_scans_limits_and_secondary() {
+        super::reverse_scans_limits_and_secondary(super::Setup::zen_plus_exclusive())
+    }
+    #[test]
+    fn large_transactions_read_their_own_writes() {
+        super::large_transactions_read_their_own_writes(super::Setup::zen_plus_exclusive())
+    }
+    #[test]
+    fn bad_input_is_typed() {
+        super::bad_input_is_typed(super::Setup::zen_plus_exclusive())
+    }
 }
 
 /// The locking protocols refuse more workers than a lock word names.

@@ -85,6 +85,14 @@ fn options(engine: EngineKind, cc: CcProtocol, seed: u64) -> DbOptions {
     // wbl: windows as long as the other engines' epochs here, so a run's
     // records do not crowd out its other crash points.
     options.wbl.window = Duration::from_millis(1);
+    if engine == EngineKind::ZenPlus {
+        // 64-byte Met-Cache regions: a transaction passes α at its first
+        // row and runs in the exclusive stage, and its new versions go to
+        // the heap before its commit once they outgrow the region (direct
+        // NVM writes, then the LP tuple).
+        options.zen.cache_bytes = 128;
+        options.zen_plus.alpha_percent = 95;
+    }
     options
 }
 
@@ -94,7 +102,7 @@ fn is_commit_point(engine: EngineKind, label: &str) -> bool {
     if engine == EngineKind::Wbl {
         label.starts_with("wbl:")
     } else {
-        label.contains("before LP")
+        label.contains("before LP") || label.contains("before their commit")
     }
 }
 
@@ -206,8 +214,14 @@ fn crash_images_recover_acknowledged_prefixes(engine: EngineKind, cc: CcProtocol
     let captured = states.len();
     assert!(stats.heap_sweeps > 0, "seed {seed:#x}: no tombstone sweep ran: {stats:?}");
     assert!(states.iter().any(|s| is_commit_point(engine, s.label)), "no commit crash point captured");
+    if engine == EngineKind::ZenPlus {
+        let counter = |name: &str| stats.engine_counters.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v);
+        assert!(counter("exclusive_entries_alpha") > 0, "no exclusive stage: {:?}", stats.engine_counters);
+        assert!(counter("direct_nvm_writes") > 0, "no direct NVM write: {:?}", stats.engine_counters);
+        assert!(states.iter().any(|s| s.label.contains("before their commit")), "no direct-write crash point");
+    }
     let run_time = started.elapsed();
-    // Every commit point is a prime candidate.
+    // Every commit point (and zen+'s direct writes) is a prime candidate.
     let picked = support::pick_states(seed, states, STATES_CHECKED, |state| is_commit_point(engine, state.label));
     let during = DuringRecovery {
         every: (picked.len() / RECOVERY_CRASH_STATES).max(1),
@@ -293,4 +307,11 @@ fn wbl_crash_images_recover_acknowledged_prefixes() {
 fn wbl_under_cicada_crash_images_recover_acknowledged_prefixes() {
     // The Zen paper runs its WBL baseline over Cicada.
     crash_images_recover_acknowledged_prefixes(EngineKind::Wbl, CcProtocol::Cicada, 0x2E40_0B1C);
+}
+
+/// zen+ with every transaction in the exclusive stage and most of them
+/// writing tuples to the heap before their commit (see `options`).
+#[test]
+fn zen_plus_exclusive_crash_images_recover_acknowledged_prefixes() {
+    crash_images_recover_acknowledged_prefixes(EngineKind::ZenPlus, CcProtocol::Hekaton, 0x2E40_9105);
 }

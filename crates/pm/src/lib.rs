@@ -20,6 +20,7 @@ mod error;
 pub mod layout;
 mod mapping;
 pub mod media;
+pub mod numa;
 mod persist_batch;
 mod pool;
 mod prefault;

@@ -341,6 +341,26 @@ impl<B: PmBackend> Pool<B> {
         self.geometry.data_offset + chunk.0 * self.geometry.chunk_size
     }
 
+    /// Binds the pages of `chunk` to the machine's NUMA node `node`
+    /// (`mbind`; for engines placing data on a machine with several nodes,
+    /// see `crate::numa`). An error leaves the placement to the kernel.
+    pub fn bind_chunk_to_numa_node(&self, chunk: ChunkId, node: u32) -> PoolResult<()> {
+        if chunk.0 >= self.geometry.chunk_count {
+            return Err(PoolError::InvalidOption(format!("chunk {} is not in the pool", chunk.0)));
+        }
+        let offset = self.chunk_offset(chunk);
+        // SAFETY: the chunk lies inside the mapping (its offset and size are
+        // within the pool's geometry, which the mapping covers), which lives
+        // as long as `self`.
+        unsafe {
+            crate::numa::bind_range_to_numa_node(
+                self.backend.mapping().base().add(offset as usize),
+                self.geometry.chunk_size,
+                node,
+            )
+        }
+    }
+
     /// The chunk containing `offset`, if it lies in the data area.
     pub fn chunk_of(&self, offset: u64) -> Option<ChunkId> {
         let data = offset.checked_sub(self.geometry.data_offset)?;

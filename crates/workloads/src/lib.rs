@@ -185,7 +185,7 @@ pub fn by_name(name: &str, options: &WorkloadOptions) -> Result<Box<dyn Workload
     // PHyTM's mixed workload but is not.
     if options.long_threads > 0 && canonical != "ycsb" && WORKLOAD_NAMES.contains(&canonical) {
         return Err(WorkloadError::InvalidOption(format!(
-            "long_threads ({}) applies to ycsb with variant srq, lrq, sru or lru only, not {canonical}",
+            "long_threads ({}) applies to ycsb only, not {canonical}",
             options.long_threads
         )));
     }
@@ -229,6 +229,23 @@ pub struct WorkloadOptions {
     /// runs the variant on every worker. Must be below the thread count of
     /// a run ([`Workload::validate_threads`]).
     pub long_threads: usize,
+    /// YCSB with `long_threads` and a point variant (A-F, ro, rh, ba,
+    /// wh): what the long threads run (zen-plus.txt Fig. 24-26: long scans,
+    /// or long updates); `None` with the srq/lrq/sru/lru pairs, whose long
+    /// transaction is the pair's.
+    pub long_kind: Option<ycsb::LongKind>,
+    /// YCSB: rows a long transaction scans or updates (`None`: the pairs'
+    /// [`ycsb::LONG_RANGE_ROWS`], [`ycsb::DEFAULT_LONG_ROWS`] with
+    /// `long_kind`).
+    pub long_rows: Option<usize>,
+    /// YCSB: a long thread runs this many short transactions between two
+    /// long ones (Fig. 24 and 25: short transactions, then a long one);
+    /// 0 (the default): only long ones.
+    pub long_every: usize,
+    /// YCSB with `long_kind` update: long transactions update keys of the
+    /// upper half of the table and short transactions use the lower half,
+    /// so the two never conflict (Fig. 25).
+    pub long_disjoint: bool,
     /// YCSB rows (default 100 000).
     pub records: u64,
     /// YCSB operations per transaction (16).
@@ -278,6 +295,10 @@ impl Default for WorkloadOptions {
             ycsb: YcsbVariant::A,
             theta: 0.99,
             long_threads: 0,
+            long_kind: None,
+            long_rows: None,
+            long_every: 0,
+            long_disjoint: false,
             records: 100_000,
             ops_per_txn: 16,
             field_size: 100,

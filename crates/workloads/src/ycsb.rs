@@ -23,6 +23,16 @@
 //! are typed by class ([`MIXED_TRANSACTION_TYPES`]) rather than by whether
 //! they write (a pair either never or always writes), so each class's
 //! throughput and latency are reported apart.
+//!
+//! Zen+'s long-running transactions (zen-plus.txt §5.5, Fig. 24-26) are
+//! `long_threads` with a point variant and a [`LongKind`]: the long threads
+//! run a read-only scan of `long_rows` rows ([`LongKind::Scan`]) or an
+//! update of `long_rows` consecutive rows ([`LongKind::Update`]) from a
+//! random start, with `long_every` ordinary transactions of the variant
+//! between two long ones (0: only long ones), and the other threads run the
+//! variant; `long_disjoint` keeps the long updates in the upper half of
+//! the table and the short transactions in the lower half (Fig. 25). Types
+//! are again "short" and "long", by transaction.
 
 use crate::common::{load_parallel, verify_tables, LOAD_BATCH_BYTES};
 use crate::gen::{child_seed, rng, WorkloadRng};
@@ -53,6 +63,43 @@ pub const SHORT_RANGE_ROWS: usize = 16;
 pub const LONG_RANGE_ROWS: usize = 256;
 /// Longest scan of workload E.
 pub const MAX_SCAN_LENGTH: usize = 100;
+/// Rows of a long transaction with a [`LongKind`] unless told otherwise.
+pub const DEFAULT_LONG_ROWS: usize = 10_000;
+
+/// What the long threads run beside a point variant (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LongKind {
+    /// A read-only scan of the long transaction's rows.
+    Scan,
+    /// An update of one field of each of the long transaction's rows.
+    Update,
+}
+
+impl LongKind {
+    /// Every kind.
+    pub const ALL: [LongKind; 2] = [LongKind::Scan, LongKind::Update];
+
+    /// Stable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            LongKind::Scan => "scan",
+            LongKind::Update => "update",
+        }
+    }
+
+    /// Parses a name, case-insensitively.
+    pub fn parse(name: &str) -> Result<Self, WorkloadError> {
+        Self::ALL.into_iter().find(|kind| kind.name().eq_ignore_ascii_case(name.trim())).ok_or_else(|| {
+            WorkloadError::InvalidOption(format!("unknown long transaction kind {name:?}; kinds: scan, update"))
+        })
+    }
+}
+
+impl std::fmt::Display for LongKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Table ids.
 pub mod table {
@@ -106,9 +153,15 @@ struct Shared {
     zipf: Zipfian,
     next_insert: AtomicU64,
     load_seed: u64,
-    /// Workers `0..long_threads` run the long variant of the pair (0: every
-    /// worker runs `variant`).
+    /// Workers `0..long_threads` run the long variant of the pair, or long
+    /// transactions of `long_kind` (0: every worker runs `variant`).
     long_threads: usize,
+    long_kind: Option<LongKind>,
+    /// Rows of a long transaction.
+    long_rows: usize,
+    /// Short transactions of a long thread between two long ones.
+    long_every: usize,
+    long_disjoint: bool,
 }
 
 impl Shared {
@@ -143,11 +196,45 @@ impl Ycsb {
         if !(options.theta >= 0.0 && options.theta.is_finite() && options.theta != 1.0) {
             return invalid(format!("theta must be >= 0 and != 1 (0 = uniform), got {}", options.theta));
         }
-        if options.long_threads > 0 && options.ycsb.short_long_pair().is_none() {
+        let pair = options.ycsb.short_long_pair().is_some();
+        if options.long_threads > 0 && !pair && options.long_kind.is_none() {
             return invalid(format!(
-                "long_threads ({}) needs variant srq, lrq, sru or lru (a short/long pair), not {}",
+                "long_threads ({}) needs variant srq, lrq, sru or lru (a short/long pair), or a long transaction \
+                 kind (scan or update) beside variant {}",
                 options.long_threads, options.ycsb
             ));
+        }
+        if let Some(kind) = options.long_kind {
+            if pair {
+                return invalid(format!(
+                    "a long transaction kind ({kind}) goes with a point variant; {} pairs its own long transaction",
+                    options.ycsb
+                ));
+            }
+            if options.long_threads == 0 {
+                return invalid(format!("a long transaction kind ({kind}) needs long_threads"));
+            }
+        }
+        if options.long_threads == 0 && (options.long_rows.is_some() || options.long_every > 0) {
+            return invalid("long_rows and long_every need long_threads".into());
+        }
+        if options.long_every > 0 && options.long_kind.is_none() {
+            return invalid(
+                "long_every needs a long transaction kind (a pair's long threads run only long ones)".into(),
+            );
+        }
+        if options.long_disjoint && options.long_kind != Some(LongKind::Update) {
+            return invalid("long_disjoint applies to long updates (long transaction kind update)".into());
+        }
+        let long_rows = options.long_rows.unwrap_or(if pair { LONG_RANGE_ROWS } else { DEFAULT_LONG_ROWS });
+        let long_space = if options.long_disjoint { options.records / 2 } else { options.records };
+        if long_rows == 0 || (options.long_kind.is_some() && long_rows as u64 > long_space) {
+            return invalid(format!(
+                "long_rows must be 1 to the {long_space} rows a long transaction can reach, got {long_rows}"
+            ));
+        }
+        if options.long_disjoint && options.records < 2 {
+            return invalid("long_disjoint needs at least 2 records".into());
         }
         Ok(Self {
             shared: Arc::new(Shared {
@@ -160,6 +247,10 @@ impl Ycsb {
                 next_insert: AtomicU64::new(UNKNOWN),
                 load_seed: options.load_seed,
                 long_threads: options.long_threads,
+                long_kind: options.long_kind,
+                long_rows,
+                long_every: options.long_every,
+                long_disjoint: options.long_disjoint,
             }),
         })
     }
@@ -180,14 +271,18 @@ impl Ycsb {
         let mut rng = rng(child_seed(seed, worker_index as u64));
         let mut row = vec![0u8; self.shared.row_len()];
         rng.fill_bytes(&mut row);
+        let long_thread = worker_index < self.shared.long_threads;
         let (variant, class) = match self.shared.variant.short_long_pair() {
-            Some((_, long)) if worker_index < self.shared.long_threads => (long, Some(LONG)),
+            Some((_, long)) if long_thread => (long, Some(LONG)),
             Some((short, _)) if self.shared.long_threads > 0 => (short, Some(SHORT)),
+            None if self.shared.long_threads > 0 => (self.shared.variant, Some(SHORT)),
             _ => (self.shared.variant, None),
         };
         YcsbClient {
             variant,
             class,
+            long_thread,
+            since_long: 0,
             last_rows: 0,
             shared: Arc::clone(&self.shared),
             rng,
@@ -205,7 +300,7 @@ impl Workload for Ycsb {
     }
 
     fn tables(&self) -> Vec<TableSchema> {
-        let table = if self.shared.variant.scans() {
+        let table = if self.shared.variant.scans() || self.shared.long_kind == Some(LongKind::Scan) {
             TableSchema::ordered(table::NAMES[0])
         } else {
             TableSchema::hashed(table::NAMES[0])
@@ -223,12 +318,15 @@ impl Workload for Ycsb {
 
     fn validate_threads(&self, threads: usize) -> Result<(), WorkloadError> {
         let long_threads = self.shared.long_threads;
-        if long_threads > 0 && long_threads >= threads {
+        // A long thread that runs short transactions between its long ones
+        // (`long_every`) measures both classes by itself.
+        let long_threads_run_short = self.shared.long_kind.is_some() && self.shared.long_every > 0;
+        if long_threads > 0 && long_threads >= threads && !long_threads_run_short {
             // Without a short thread there is no short-transaction
             // throughput to measure next to the long ones.
             return Err(WorkloadError::InvalidOption(format!(
                 "ycsb: long_threads ({long_threads}) must be below the thread count ({threads}): at least one \
-                 thread runs short transactions"
+                 thread runs short transactions (or give long threads short ones too: long_every)"
             )));
         }
         Ok(())
@@ -335,9 +433,13 @@ pub struct YcsbClient {
     /// What this client runs: the workload's variant, or with
     /// `long_threads` the short or long variant of its pair.
     variant: YcsbVariant,
-    /// With `long_threads`: [`SHORT`] or [`LONG`], the type of every
-    /// transaction of this client.
+    /// With `long_threads`: [`SHORT`] or [`LONG`], the type of the
+    /// client's transactions of `variant`.
     class: Option<usize>,
+    /// Whether this client is a long thread.
+    long_thread: bool,
+    /// Short transactions since its last long one.
+    since_long: usize,
     /// Rows the last committed transaction found (read, scanned, updated,
     /// inserted).
     last_rows: usize,
@@ -435,20 +537,50 @@ impl YcsbClient {
         (field, slot)
     }
 
+    /// Plans a long transaction of `kind` (module docs).
+    fn plan_long(&mut self, kind: LongKind) {
+        let shared = Arc::clone(&self.shared);
+        let rows = shared.long_rows as u64;
+        let (first, space) = if shared.long_disjoint {
+            (shared.records / 2, shared.records - shared.records / 2)
+        } else {
+            (0, shared.records)
+        };
+        let start = first + self.rng.gen_range(0..=space.saturating_sub(rows));
+        self.ops.clear();
+        match kind {
+            LongKind::Scan => self.ops.push(Op::Scan(start, shared.long_rows)),
+            LongKind::Update => {
+                let mut used = 0;
+                for key in start..start + rows {
+                    let (field, slot) = self.new_field(&mut used);
+                    self.ops.push(Op::Update(key, field, slot));
+                }
+            }
+        }
+    }
+
     fn plan(&mut self, worker: &mut Worker) -> Result<(), DbError> {
         let shared = Arc::clone(&self.shared);
         let variant = self.variant;
         let mut used = 0;
         self.ops.clear();
-        let count = if variant.inserts() { self.insert_point(worker)? } else { shared.records };
+        let count = if variant.inserts() {
+            self.insert_point(worker)?
+        } else if shared.long_disjoint {
+            // The lower half: the long updates own the upper one.
+            shared.records / 2
+        } else {
+            shared.records
+        };
         match variant {
             YcsbVariant::ShortRangeQuery | YcsbVariant::LongRangeQuery => {
-                let len = if variant == YcsbVariant::ShortRangeQuery { SHORT_RANGE_ROWS } else { LONG_RANGE_ROWS };
+                let len = if variant == YcsbVariant::ShortRangeQuery { SHORT_RANGE_ROWS } else { shared.long_rows };
                 let start = self.choose_key(count);
                 self.ops.push(Op::Scan(start, len));
             }
             YcsbVariant::ShortRangeUpdate | YcsbVariant::LongRangeUpdate => {
-                let len = if variant == YcsbVariant::ShortRangeUpdate { SHORT_RANGE_ROWS } else { LONG_RANGE_ROWS };
+                let len = if variant == YcsbVariant::ShortRangeUpdate { SHORT_RANGE_ROWS } else { shared.long_rows };
                 for _ in 0..len {
                     let key = self.choose_key(count);
                     let (field, slot) = self.new_field(&mut used);
@@ -490,9 +622,20 @@ impl YcsbClient {
 
 impl Client for YcsbClient {
     fn run_next(&mut self, worker: &mut Worker) -> Result<TxnSummary, DbError> {
-        self.plan(worker)?;
+        let long = match self.shared.long_kind {
+            Some(kind) if self.long_thread && self.since_long >= self.shared.long_every => {
+                self.since_long = 0;
+                self.plan_long(kind);
+                true
+            }
+            _ => {
+                self.since_long += 1;
+                self.plan(worker)?;
+                false
+            }
+        };
         let read_only = self.ops.iter().all(|op| matches!(op, Op::Read(_) | Op::Scan(..)));
-        let type_index = self.class.unwrap_or(if read_only { READ_ONLY } else { READ_WRITE });
+        let type_index = if long { LONG } else { self.class.unwrap_or(if read_only { READ_ONLY } else { READ_WRITE }) };
         let Self { ops, values, shared, .. } = self;
         let field_size = shared.field_size;
         let (outcome, attempts) = worker.run_pipelined(type_index as u32, read_only, |tx| {

@@ -4,7 +4,9 @@ mod common;
 
 use common::{assert_consistent, open, run_clients};
 use pmtx_engine::{Database, EngineKind};
-use pmtx_workloads::ycsb::{table, Ycsb, LONG, LONG_RANGE_ROWS, READ_ONLY, READ_WRITE, SHORT, SHORT_RANGE_ROWS};
+use pmtx_workloads::ycsb::{
+    table, LongKind, Ycsb, LONG, LONG_RANGE_ROWS, READ_ONLY, READ_WRITE, SHORT, SHORT_RANGE_ROWS,
+};
 use pmtx_workloads::{by_name, count_rows, Client, Workload, WorkloadError, WorkloadOptions, YcsbVariant};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -186,4 +188,122 @@ fn long_threads_reject_what_they_cannot_run() {
         .unwrap()
         .validate_threads(1)
         .unwrap();
+}
+
+/// Zen+'s long-running transactions (Fig. 24-26): `mixed` with a point
+/// variant and a long transaction kind.
+fn long_kind(kind: LongKind, rows: usize, every: usize, disjoint: bool) -> WorkloadOptions {
+    WorkloadOptions {
+        long_kind: Some(kind),
+        long_rows: Some(rows),
+        long_every: every,
+        long_disjoint: disjoint,
+        ..mixed(YcsbVariant::Balanced, 1)
+    }
+}
+
+/// A long thread runs `long_every` short transactions of the variant, then
+/// a long one, typed apart; a long scan reads its rows read-only, a long
+/// update changes each of its consecutive rows; disjoint long updates stay
+/// in the upper half and the short transactions in the lower one.
+#[test]
+fn long_kinds_interleave_short_and_long_transactions() {
+    for (kind, disjoint) in [(LongKind::Scan, false), (LongKind::Update, false), (LongKind::Update, true)] {
+        let workload = Ycsb::new(&long_kind(kind, 300, 3, disjoint)).unwrap();
+        assert_eq!(workload.transaction_types(), ["short", "long"]);
+        let db = open(EngineKind::Silo, &workload);
+        workload.load(&db, 2, &|_, _| {}).unwrap();
+        let mut long_client = workload.ycsb_client(0, 11);
+        let mut worker = db.worker(0).unwrap();
+        let mut classes = Vec::new();
+        for _ in 0..8 {
+            let before = snapshot(&db);
+            let summary = long_client.run_next(&mut worker).unwrap();
+            pmtx_workloads::wait_all_acknowledged(&mut worker);
+            assert!(summary.committed);
+            classes.push(summary.type_index);
+            let after = snapshot(&db);
+            let changed: Vec<u64> = after
+                .iter()
+                .filter(|(key, value)| before[*key] != **value)
+                .map(|(key, _)| u64::from_be_bytes(key.as_slice().try_into().unwrap()))
+                .collect();
+            if summary.type_index == LONG {
+                assert_eq!(long_client.last_rows(), 300, "{kind}");
+                match kind {
+                    LongKind::Scan => assert!(changed.is_empty(), "a long scan writes nothing"),
+                    LongKind::Update => {
+                        assert_eq!(changed.len(), 300, "{kind}: one field of each of 300 rows");
+                        let (low, high) = (changed.iter().min().unwrap(), changed.iter().max().unwrap());
+                        assert_eq!(high - low, 299, "consecutive rows");
+                        if disjoint {
+                            assert!(*low >= 1000, "disjoint long updates stay in the upper half: {low}");
+                        }
+                    }
+                }
+            } else if disjoint {
+                assert!(changed.iter().all(|&key| key < 1000), "short transactions stay below: {changed:?}");
+            }
+        }
+        assert_eq!(classes, [SHORT, SHORT, SHORT, LONG, SHORT, SHORT, SHORT, LONG], "{kind}");
+        // A short thread runs the variant only.
+        let mut short_client = workload.ycsb_client(1, 12);
+        let mut other = db.worker(1).unwrap();
+        for _ in 0..10 {
+            assert_eq!(short_client.run_next(&mut other).unwrap().type_index, SHORT);
+        }
+        pmtx_workloads::wait_all_acknowledged(&mut other);
+        drop((worker, other));
+        assert_consistent(&workload, &db, &format!("after long {kind}"));
+    }
+    // A long thread with short transactions may run alone; one with only
+    // long ones may not.
+    Ycsb::new(&long_kind(LongKind::Scan, 50, 3, false)).unwrap().validate_threads(1).unwrap();
+    assert!(Ycsb::new(&long_kind(LongKind::Scan, 50, 0, false)).unwrap().validate_threads(1).is_err());
+    // Every 0: only long transactions.
+    let workload = Ycsb::new(&long_kind(LongKind::Scan, 50, 0, false)).unwrap();
+    let db = open(EngineKind::Silo, &workload);
+    workload.load(&db, 1, &|_, _| {}).unwrap();
+    let mut client = workload.ycsb_client(0, 3);
+    let mut worker = db.worker(0).unwrap();
+    for _ in 0..3 {
+        assert_eq!(client.run_next(&mut worker).unwrap().type_index, LONG);
+    }
+}
+
+#[test]
+fn long_kinds_reject_what_they_cannot_run() {
+    let invalid = |options: WorkloadOptions, needle: &str| match Ycsb::new(&options) {
+        Err(WorkloadError::InvalidOption(message)) => assert!(message.contains(needle), "{message}"),
+        other => panic!("expected an invalid-option error with {needle:?}, got {:?}", other.map(|_| ())),
+    };
+    invalid(
+        WorkloadOptions { ycsb: YcsbVariant::LongRangeQuery, ..long_kind(LongKind::Scan, 10, 0, false) },
+        "pairs its own",
+    );
+    invalid(WorkloadOptions { long_threads: 0, ..long_kind(LongKind::Scan, 10, 0, false) }, "needs long_threads");
+    invalid(long_kind(LongKind::Scan, 10, 0, true), "long_disjoint applies to long updates");
+    invalid(long_kind(LongKind::Update, 3000, 0, false), "long_rows must be 1 to the 2000 rows");
+    invalid(long_kind(LongKind::Update, 1001, 0, true), "1000 rows");
+    invalid(
+        WorkloadOptions { long_kind: None, long_every: 5, ..mixed(YcsbVariant::LongRangeUpdate, 1) },
+        "long_every needs",
+    );
+    invalid(WorkloadOptions { long_every: 5, ..mixed(YcsbVariant::A, 0) }, "need long_threads");
+    assert_eq!(LongKind::parse("SCAN").unwrap(), LongKind::Scan);
+    assert!(LongKind::parse("merge").is_err());
+    // The pairs take long_rows too.
+    let workload =
+        Ycsb::new(&WorkloadOptions { long_rows: Some(40), ..mixed(YcsbVariant::LongRangeQuery, 1) }).unwrap();
+    let db = open(EngineKind::Silo, &workload);
+    workload.load(&db, 1, &|_, _| {}).unwrap();
+    let mut client = workload.ycsb_client(0, 5);
+    let mut worker = db.worker(0).unwrap();
+    let rows: Vec<usize> = (0..20)
+        .map(|_| {
+            client.run_next(&mut worker).unwrap();
+            client.last_rows()
+        })
+        .collect();
+    assert!(rows.iter().all(|&n| n <= 40) && rows.contains(&40), "{rows:?}");
 }

@@ -250,6 +250,27 @@ pub struct WorkloadArgs {
     /// --threads count [default: 0: every worker runs --ycsb].
     #[arg(long, value_name = "N", value_parser = parse_long_threads)]
     pub long_threads: Option<usize>,
+    /// YCSB with --long-threads and a point variant (A..F, ro, rh, ba,
+    /// wh): the long threads run long-running transactions of this kind
+    /// beside the variant (Zen+'s Fig. 24-26): scan (read-only) or update
+    /// (one field of each row), over --long-rows consecutive rows from a
+    /// random start; types "short" and "long" by transaction.
+    #[arg(long, value_name = "KIND", value_parser = parse_long_kind)]
+    pub long_kind: Option<pmtx_workloads::ycsb::LongKind>,
+    /// YCSB with --long-threads: rows of a long transaction [default: 256
+    /// for the srq/lrq/sru/lru pairs, 10000 with --long-kind].
+    #[arg(long, value_name = "ROWS", value_parser = parse_positive_usize)]
+    pub long_rows: Option<usize>,
+    /// YCSB with --long-kind: a long thread runs this many transactions of
+    /// the variant between two long ones (Fig. 24 and 25) [default: 0: only
+    /// long ones].
+    #[arg(long, value_name = "N")]
+    pub long_every: Option<usize>,
+    /// YCSB with --long-kind update: long transactions update the upper
+    /// half of the table, the others use the lower half, so they never
+    /// conflict (Fig. 25).
+    #[arg(long)]
+    pub long_disjoint: bool,
     /// YCSB and the micro workloads: zipfian constant, 0 = uniform [default: 0.99].
     #[arg(long, value_parser = parse_theta)]
     pub theta: Option<f64>,
@@ -325,15 +346,41 @@ impl WorkloadArgs {
             let variant = self.ycsb.unwrap_or_default();
             if workload != "ycsb" {
                 return Err(CliError::usage(format!(
-                    "--long-threads applies to --workload ycsb (with --ycsb srq, lrq, sru or lru) only, not {workload}"
+                    "--long-threads applies to --workload ycsb (with --ycsb srq, lrq, sru or lru, or --long-kind) \
+                     only, not {workload}"
                 )));
             }
-            if variant.short_long_pair().is_none() {
-                return Err(CliError::usage(format!(
-                    "--long-threads {long_threads} needs --ycsb srq, lrq, sru or lru (a short/long pair), not \
-                     --ycsb {variant}"
-                )));
+            match (variant.short_long_pair(), self.long_kind) {
+                (None, None) => {
+                    return Err(CliError::usage(format!(
+                        "--long-threads {long_threads} needs --ycsb srq, lrq, sru or lru (a short/long pair), not \
+                         --ycsb {variant}, or --long-kind scan|update beside it"
+                    )))
+                }
+                (Some(_), Some(kind)) => {
+                    return Err(CliError::usage(format!(
+                        "--long-kind {kind} goes with a point variant; --ycsb {variant} pairs its own long transaction"
+                    )))
+                }
+                _ => {}
             }
+        }
+        let long_flags = [
+            ("--long-kind", self.long_kind.is_some()),
+            ("--long-rows", self.long_rows.is_some()),
+            ("--long-every", self.long_every.is_some()),
+            ("--long-disjoint", self.long_disjoint),
+        ];
+        if let Some((flag, _)) = long_flags.iter().find(|(_, given)| *given) {
+            if workload != "ycsb" || self.long_threads.unwrap_or(0) == 0 {
+                return Err(CliError::usage(format!("{flag} applies to --workload ycsb with --long-threads only")));
+            }
+        }
+        if self.long_every.is_some() && self.long_kind.is_none() {
+            return Err(CliError::usage("--long-every needs --long-kind (a pair's long threads run only long ones)"));
+        }
+        if self.long_disjoint && self.long_kind != Some(pmtx_workloads::ycsb::LongKind::Update) {
+            return Err(CliError::usage("--long-disjoint applies to --long-kind update"));
         }
         let micro_flags = [
             ("--micro-entries", self.micro_entries.is_some()),
@@ -354,8 +401,13 @@ impl WorkloadArgs {
     /// (`threads`: every count that will run).
     pub fn validate_threads(&self, threads: &[usize]) -> Result<(), CliError> {
         let long_threads = self.long_threads.unwrap_or(0);
-        let too_few: Vec<String> =
-            threads.iter().filter(|&&count| long_threads > 0 && count <= long_threads).map(usize::to_string).collect();
+        // Long threads that run short transactions too measure both classes.
+        let long_threads_run_short = self.long_kind.is_some() && self.long_every.unwrap_or(0) > 0;
+        let too_few: Vec<String> = threads
+            .iter()
+            .filter(|&&count| long_threads > 0 && count <= long_threads && !long_threads_run_short)
+            .map(usize::to_string)
+            .collect();
         if !too_few.is_empty() {
             return Err(CliError::usage(format!(
                 "--long-threads {long_threads} leaves no thread for short transactions at --threads {}: every thread \
@@ -391,6 +443,10 @@ impl WorkloadArgs {
         if let Some(value) = self.long_threads {
             options.long_threads = value;
         }
+        options.long_kind = self.long_kind;
+        options.long_rows = self.long_rows;
+        options.long_every = self.long_every.unwrap_or(0);
+        options.long_disjoint = self.long_disjoint;
         if let Some(value) = self.records {
             options.records = value;
         }
@@ -520,6 +576,10 @@ fn parse_long_threads(text: &str) -> Result<usize, String> {
         Ok(value) if value < 1024 => Ok(value),
         _ => Err(format!("invalid long-thread count {text:?}: expected an integer from 0 to 1023")),
     }
+}
+
+fn parse_long_kind(text: &str) -> Result<pmtx_workloads::ycsb::LongKind, String> {
+    pmtx_workloads::ycsb::LongKind::parse(text).map_err(|error| error.to_string())
 }
 
 fn parse_positive_usize(text: &str) -> Result<usize, String> {
@@ -671,6 +731,35 @@ mod tests {
             let error = args(variant, 1).validate("ycsb").unwrap_err().to_string();
             assert!(error.contains("needs --ycsb srq, lrq, sru or lru"), "{variant}: {error}");
         }
+        // Zen+'s long transactions: a kind beside a point variant.
+        use pmtx_workloads::ycsb::LongKind;
+        let zen_plus = WorkloadArgs {
+            long_kind: Some(LongKind::Update),
+            long_rows: Some(5000),
+            long_every: Some(100),
+            long_disjoint: true,
+            ..args("ba", 1)
+        };
+        zen_plus.validate("ycsb").unwrap();
+        zen_plus.validate_threads(&[1, 2]).expect("a long thread with short transactions runs alone");
+        let options = zen_plus.options();
+        assert_eq!(
+            (options.long_kind, options.long_rows, options.long_every, options.long_disjoint),
+            (Some(LongKind::Update), Some(5000), 100, true)
+        );
+        for (given, needle) in [
+            (WorkloadArgs { long_kind: Some(LongKind::Scan), ..args("srq", 1) }, "pairs its own long transaction"),
+            (WorkloadArgs { long_kind: Some(LongKind::Scan), ..args("ba", 0) }, "with --long-threads only"),
+            (WorkloadArgs { long_every: Some(3), ..args("lru", 1) }, "--long-every needs --long-kind"),
+            (
+                WorkloadArgs { long_kind: Some(LongKind::Scan), long_disjoint: true, ..args("ba", 1) },
+                "--long-disjoint applies to --long-kind update",
+            ),
+        ] {
+            let error = given.validate("ycsb").unwrap_err().to_string();
+            assert!(error.contains(needle), "{error}");
+        }
+        assert!(parse_long_kind("merge").unwrap_err().contains("kinds: scan, update"));
         // Unset, or 0: today's workload on any thread count.
         let off = args("A", 0);
         off.validate("tpcc").unwrap();

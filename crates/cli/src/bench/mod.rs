@@ -387,6 +387,12 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
     println!();
     println!("aborts:");
     print!("{}", report::abort_lines(&report.runs));
+    let counters = report::engine_counter_lines(&report.runs);
+    if !counters.is_empty() {
+        println!();
+        println!("engine counters (measured phase):");
+        print!("{counters}");
+    }
     let htm = report::htm_lines(&report.runs);
     if !htm.is_empty() {
         println!();
@@ -490,15 +496,38 @@ fn workload_summary(report: &Report) -> String {
 
 /// What `--long-threads` makes each worker run (None when it is off).
 fn long_threads_note(options: &pmtx_workloads::WorkloadOptions) -> Option<String> {
-    let (short, long) = options.ycsb.short_long_pair().filter(|_| options.long_threads > 0)?;
+    if options.long_threads == 0 {
+        return None;
+    }
+    let n = options.long_threads;
+    let workers = if n == 1 { "worker 0 runs".to_string() } else { format!("workers 0 to {} run", n - 1) };
+    if let Some(kind) = options.long_kind {
+        let rows = report::long_rows(options);
+        let every = match options.long_every {
+            0 => "only long transactions".to_string(),
+            every => format!("{every} {} transactions, then a long one, in turn", options.ycsb),
+        };
+        return Some(format!(
+            "--long-threads {n} --long-kind {kind}: {workers} {every}: a long {kind} of {rows} consecutive rows{} \
+             (type \"long\"); the other workers run {} (type \"short\"){}; the per-type table gives each class's \
+             throughput",
+            if kind == pmtx_workloads::ycsb::LongKind::Scan { ", read-only" } else { "" },
+            options.ycsb,
+            if options.long_disjoint {
+                ", on the lower half of the table (the long updates own the upper half)"
+            } else {
+                ""
+            }
+        ));
+    }
+    let (short, long) = options.ycsb.short_long_pair()?;
     let rows = |variant| {
         if variant == short {
             pmtx_workloads::ycsb::SHORT_RANGE_ROWS
         } else {
-            pmtx_workloads::ycsb::LONG_RANGE_ROWS
+            report::long_rows(options)
         }
     };
-    let n = options.long_threads;
     Some(format!(
         "--long-threads {n}: worker{} {} run{} {long} ({} rows per transaction, type \"long\"), the others {short} \
          ({} rows, type \"short\"); the per-type table gives each class's throughput",

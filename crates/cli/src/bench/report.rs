@@ -159,6 +159,21 @@ pub struct WorkloadOptionsJson {
     /// "long" and "short"); 0: every worker ran `ycsb`.
     #[serde(default)]
     pub long_threads: usize,
+    /// YCSB with `long_threads` and a point variant: what the long threads
+    /// ran ("scan" or "update"; empty: the pair's long transaction).
+    #[serde(default)]
+    pub long_kind: String,
+    /// YCSB: rows of a long transaction (0 without `long_threads`).
+    #[serde(default)]
+    pub long_rows: usize,
+    /// YCSB: transactions of the variant a long thread ran between two long
+    /// ones.
+    #[serde(default)]
+    pub long_every: usize,
+    /// YCSB: long updates on the upper half of the table, the others on the
+    /// lower half.
+    #[serde(default)]
+    pub long_disjoint: bool,
     /// YCSB rows.
     pub records: u64,
     /// YCSB operations per transaction.
@@ -198,6 +213,15 @@ pub struct WorkloadOptionsJson {
     pub insert_percent: u32,
 }
 
+/// Rows of a long YCSB transaction under `options`.
+pub fn long_rows(options: &pmtx_workloads::WorkloadOptions) -> usize {
+    options.long_rows.unwrap_or(if options.long_kind.is_some() {
+        pmtx_workloads::ycsb::DEFAULT_LONG_ROWS
+    } else {
+        pmtx_workloads::ycsb::LONG_RANGE_ROWS
+    })
+}
+
 fn standard_tpcc_mix() -> BTreeMap<String, u32> {
     mix_json(pmtx_workloads::tpcc::TpccMix::default())
 }
@@ -223,6 +247,10 @@ impl WorkloadOptionsJson {
             ycsb: options.ycsb.name().to_string(),
             theta: options.theta,
             long_threads: options.long_threads,
+            long_kind: options.long_kind.map_or(String::new(), |kind| kind.name().to_string()),
+            long_rows: if options.long_threads > 0 { long_rows(options) } else { 0 },
+            long_every: options.long_every,
+            long_disjoint: options.long_disjoint,
             records: options.records,
             ops_per_txn: options.ops_per_txn,
             field_size: options.field_size,
@@ -328,6 +356,12 @@ pub struct RunJson {
     pub check_failures: Vec<String>,
     /// Engine statistics at the end of the run.
     pub engine_stats: EngineStatsJson,
+    /// Engine-specific counters of the measured phase, by name
+    /// (`EngineStats::engine_counters`; `zen+`: entries into the exclusive
+    /// stage by trigger, aborts and waits it caused, snapshot reads, direct
+    /// NVM writes, maintenance, NUMA placement); empty for other engines.
+    #[serde(default)]
+    pub engine_counters: BTreeMap<String, u64>,
     /// `--recover`: the crash after the measured phase and the recovery
     /// (None without `--recover` and for non-durable engines).
     #[serde(default)]
@@ -1123,6 +1157,22 @@ pub fn htm_lines(runs: &[RunJson]) -> String {
             .map(|(path, commits)| format!("{path} {commits} ({:.1} %)", *commits as f64 * 100.0 / total as f64))
             .collect();
         let _ = writeln!(out, "  {} x{}: commits by path: {}", run.engine, run.threads, paths.join(", "));
+    }
+    out
+}
+
+/// One line per run with its engine-specific counters (measured phase;
+/// the nonzero ones, and the exclusive-stage entries even when zero).
+pub fn engine_counter_lines(runs: &[RunJson]) -> String {
+    let mut out = String::new();
+    for run in runs.iter().filter(|run| !run.engine_counters.is_empty()) {
+        let shown: Vec<String> = run
+            .engine_counters
+            .iter()
+            .filter(|(name, &count)| count > 0 || name.starts_with("exclusive_entries"))
+            .map(|(name, count)| format!("{name}={count}"))
+            .collect();
+        let _ = writeln!(out, "  {} x{}: {}", run.engine, run.threads, shown.join(", "));
     }
     out
 }

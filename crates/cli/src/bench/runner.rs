@@ -606,6 +606,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     let mut spawn_error = None;
     let mut background = pmtx_pm::PmCounters::default();
     let mut htm = HtmDelta::default();
+    let mut counters = std::collections::BTreeMap::new();
     let mut log_syncs = (0u64, 0u64);
     let mut crash: Option<(PoolUsage, Result<(), DbError>)> = None;
     let mut provisioned = Provisioned::default();
@@ -667,6 +668,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
             let after = database.stats();
             background = after.background_pm.since(&before.background_pm);
             htm = htm_delta(&before, &after);
+            counters = engine_counter_delta(&before, &after);
             log_syncs = log_sync_delta(&before, &after);
             progress.phase(3, &phase_name(3));
             timed_phase(&mut progress, 3, &phase_name(3), CRASH_AFTER, &control);
@@ -687,6 +689,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
             let after = database.stats();
             background = after.background_pm.since(&before.background_pm);
             htm = htm_delta(&before, &after);
+            counters = engine_counter_delta(&before, &after);
             log_syncs = log_sync_delta(&before, &after);
         }
         (results, measured)
@@ -803,6 +806,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         check_passed,
         check_failures,
         engine_stats,
+        engine_counters: counters,
         recovery,
         pool_provisioned_bytes: provisioned.bytes,
         pool_provision_error: provisioned.error,
@@ -960,6 +964,21 @@ fn recover_and_check(
 struct HtmDelta {
     stats: Option<pmtx_htm::HtmStatsSnapshot>,
     paths: std::collections::BTreeMap<String, u64>,
+}
+
+/// The engine-specific counters of the measured phase.
+fn engine_counter_delta(
+    before: &pmtx_engine::EngineStats,
+    after: &pmtx_engine::EngineStats,
+) -> std::collections::BTreeMap<String, u64> {
+    after
+        .engine_counters
+        .iter()
+        .map(|(name, count)| {
+            let earlier = before.engine_counters.iter().find(|(other, _)| other == name).map_or(0, |(_, c)| *c);
+            (name.to_string(), count.saturating_sub(earlier))
+        })
+        .collect()
 }
 
 fn htm_delta(before: &pmtx_engine::EngineStats, after: &pmtx_engine::EngineStats) -> HtmDelta {

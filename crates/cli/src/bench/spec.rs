@@ -11,7 +11,7 @@
 //! label made safe for a file name.
 
 use crate::units::{parse_duration, parse_size};
-use pmtx_engine::{CcProtocol, DbOptions, DbxnOptions, EngineKind, LogMedium};
+use pmtx_engine::{CcProtocol, DbOptions, DbxnOptions, EngineKind, LogMedium, ZenPlusOptions};
 use pmtx_htm::{HtmBackendKind, HtmConfig, PER_MILLION};
 use std::collections::BTreeMap;
 
@@ -76,6 +76,46 @@ const WBL_KEYS: &[OptionKey] = &[
     },
 ];
 
+/// Options of `zen+`: Zen's, the thresholds of its adaptive execution and
+/// its NUMA-aware soft partitions (zen-plus.txt §4).
+const ZEN_PLUS_KEYS: &[OptionKey] = &[
+    ZEN_KEYS[0],
+    OptionKey {
+        name: "alpha",
+        values: "<percent>",
+        description: "exclusive stage when a writing transaction's tuples fill this share of its Met-Cache region, \
+                      1 to 100 [95]",
+    },
+    OptionKey {
+        name: "beta",
+        values: "<percent>",
+        description: "exclusive stage when free NVM space falls below this share of the pool while garbage waits, \
+                      0 (off) to 100 [5]",
+    },
+    OptionKey {
+        name: "gamma",
+        values: "<tuples>",
+        description: "exclusive stage when a transaction's retries wasted more tuple accesses, 0 = off [16000000]",
+    },
+    OptionKey {
+        name: "numa",
+        values: "<nodes>",
+        description: "NUMA nodes of the soft partitions: 0 = the machine's or the backend's (--pm-numa-nodes), \
+                      more than 1 on one node = bookkeeping only [0]",
+    },
+    OptionKey { name: "partitions", values: "<count>", description: "soft partitions [2048]" },
+    OptionKey {
+        name: "delta",
+        values: "<fraction>",
+        description: "load difference between nodes (share of the busiest) that overrides affinity, 0 to 1 [0.3]",
+    },
+    OptionKey {
+        name: "eta",
+        values: "<factor>",
+        description: "a partition moves only to a node with this many times the accesses, at least 1 [1.2]",
+    },
+];
+
 /// Options every engine accepts (listed after the family's own keys).
 const COMMON_KEYS: &[OptionKey] = &[OptionKey {
     name: "cc",
@@ -89,6 +129,7 @@ fn family_keys_of(kind: EngineKind) -> &'static [OptionKey] {
         EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive => DBXN_KEYS,
         EngineKind::Zen | EngineKind::ZenNaiveAlloc => ZEN_KEYS,
         EngineKind::Wbl => WBL_KEYS,
+        EngineKind::ZenPlus => ZEN_PLUS_KEYS,
         kind if kind.is_hybrid() => HYBRID_KEYS,
         _ => &[],
     }
@@ -239,6 +280,8 @@ pub struct EngineSpec {
     pub zen_cache_bytes: Option<u64>,
     /// wbl group-commit window, if given.
     pub wbl_window: Option<std::time::Duration>,
+    /// `zen+`'s thresholds and soft partitions (defaults unless given).
+    pub zen_plus: ZenPlusOptions,
     /// Concurrency-control protocol.
     pub cc: CcProtocol,
 }
@@ -253,7 +296,8 @@ impl EngineSpec {
             htm: HtmChoice { backend: HtmBackendKind::None, abort_per_million: 0 },
             zen_cache_bytes: None,
             wbl_window: None,
-            cc: CcProtocol::default(),
+            zen_plus: ZenPlusOptions::default(),
+            cc: kind.default_cc(),
         }
     }
 
@@ -315,6 +359,16 @@ impl EngineSpec {
                     let window = self.wbl_window.unwrap_or(pmtx_engine::WblOptions::default().window);
                     options.insert("window".into(), format!("{}us", window.as_micros()));
                 }
+                if kind == EngineKind::ZenPlus {
+                    let plus = &self.zen_plus;
+                    options.insert("alpha".into(), plus.alpha_percent.to_string());
+                    options.insert("beta".into(), plus.beta_percent.to_string());
+                    options.insert("gamma".into(), plus.gamma_tuples.to_string());
+                    options.insert("numa".into(), plus.numa_nodes.to_string());
+                    options.insert("partitions".into(), plus.partitions.to_string());
+                    options.insert("delta".into(), plus.delta.to_string());
+                    options.insert("eta".into(), plus.eta.to_string());
+                }
             }
             _ => {}
         }
@@ -335,6 +389,7 @@ impl EngineSpec {
         if let Some(window) = self.wbl_window {
             options.wbl.window = window;
         }
+        options.zen_plus = self.zen_plus.clone();
         options.cc = self.cc;
     }
 
@@ -379,6 +434,31 @@ pub fn parse_cc(value: &str) -> Result<CcProtocol, String> {
         format!(
             "unknown concurrency-control protocol {value:?}; protocols: {}",
             protocol_names(CcProtocol::ALL.into_iter())
+        )
+    })
+}
+
+/// Parses an integer option value in `range`.
+fn parse_integer<T>(key: &str, value: &str, range: std::ops::RangeInclusive<T>, what: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    value.trim().replace('_', "").parse::<T>().ok().filter(|number| range.contains(number)).ok_or_else(|| {
+        format!(
+            "invalid value {value:?} for engine option {key}: expected {what} from {} to {}",
+            range.start(),
+            range.end()
+        )
+    })
+}
+
+/// Parses a decimal option value in `range`.
+fn parse_decimal(key: &str, value: &str, range: std::ops::RangeInclusive<f64>, what: &str) -> Result<f64, String> {
+    value.trim().parse::<f64>().ok().filter(|number| number.is_finite() && range.contains(number)).ok_or_else(|| {
+        format!(
+            "invalid value {value:?} for engine option {key}: expected {what} from {} to {}",
+            range.start(),
+            range.end()
         )
     })
 }
@@ -478,9 +558,47 @@ pub fn parse_spec(text: &str) -> Result<EngineSpec, String> {
                 spec.cc = parse_cc(value).map_err(|error| format!("engine option cc: {error}"))?;
                 spec.cc.name().to_string()
             }
+            "alpha" => {
+                let percent = value.strip_suffix('%').unwrap_or(value);
+                spec.zen_plus.alpha_percent = parse_integer(&key, percent, 1..=100, "a percentage")?;
+                spec.zen_plus.alpha_percent.to_string()
+            }
+            "beta" => {
+                let percent = value.strip_suffix('%').unwrap_or(value);
+                spec.zen_plus.beta_percent = parse_integer(&key, percent, 0..=100, "a percentage")?;
+                spec.zen_plus.beta_percent.to_string()
+            }
+            "gamma" => {
+                spec.zen_plus.gamma_tuples = parse_integer(&key, value, 0..=u64::MAX, "a tuple count")?;
+                spec.zen_plus.gamma_tuples.to_string()
+            }
+            "numa" => {
+                let most = ZenPlusOptions::MAX_NUMA_NODES;
+                spec.zen_plus.numa_nodes = parse_integer(&key, value, 0..=most, "a node count")?;
+                spec.zen_plus.numa_nodes.to_string()
+            }
+            "partitions" => {
+                spec.zen_plus.partitions = parse_integer(&key, value, 1..=1 << 20, "a partition count")?;
+                spec.zen_plus.partitions.to_string()
+            }
+            "delta" => {
+                spec.zen_plus.delta = parse_decimal(&key, value, 0.0..=1.0, "a fraction")?;
+                value.to_string()
+            }
+            "eta" => {
+                spec.zen_plus.eta = parse_decimal(&key, value, 1.0..=1e6, "a factor")?;
+                value.to_string()
+            }
             other => unreachable!("option {other} has no parser"),
         };
         spec.given.push((key, shown));
+    }
+    if kind == EngineKind::ZenPlus && spec.cc != CcProtocol::Hekaton {
+        return Err(format!(
+            "engine zen+ runs Hekaton's MVCC (its read-only snapshots and exclusive stage are built on it) and takes \
+             cc=hekaton only, got cc={} (in {text:?})",
+            spec.cc
+        ));
     }
     if let Some(rate) = htm_abort {
         if spec.htm.backend != HtmBackendKind::Sim {
@@ -507,6 +625,7 @@ pub fn long_help() -> String {
         ("phytm, phytm-paper, phtm, 2pl", HYBRID_KEYS),
         ("zen, zen-naive-alloc", ZEN_KEYS),
         ("wbl", WBL_KEYS),
+        ("zen+ (cc=hekaton only, its default)", ZEN_PLUS_KEYS),
     ] {
         help.push_str(&format!("\nOptions of {engines}:\n"));
         for key in keys {
@@ -701,11 +820,63 @@ mod tests {
         assert_eq!(spec.label(), "dbxn:cc=wait-die:nt=off");
         for kind in EngineKind::ALL {
             for protocol in CcProtocol::ALL {
-                let spec = parse_spec(&format!("{}:cc={}", kind.name(), protocol.name())).unwrap();
-                assert_eq!(spec.cc, protocol, "{kind}");
+                let parsed = parse_spec(&format!("{}:cc={}", kind.name(), protocol.name()));
+                if kind == EngineKind::ZenPlus && protocol != CcProtocol::Hekaton {
+                    assert!(parsed.unwrap_err().contains("takes cc=hekaton only"), "{protocol}");
+                    continue;
+                }
+                assert_eq!(parsed.unwrap().cc, protocol, "{kind}");
             }
-            assert_eq!(EngineSpec::plain(kind).effective_options()["cc"], "silo");
+            let default = if kind == EngineKind::ZenPlus { "hekaton" } else { "silo" };
+            assert_eq!(EngineSpec::plain(kind).effective_options()["cc"], default, "{kind}");
         }
+    }
+
+    #[test]
+    fn zen_plus_options() {
+        let spec =
+            parse_spec("zen+:alpha=80%:beta=10:gamma=1_000:numa=2:partitions=64:delta=0.5:eta=1.5:cache=1MiB").unwrap();
+        assert_eq!(spec.kind, EngineKind::ZenPlus);
+        assert_eq!(spec.cc, CcProtocol::Hekaton);
+        let plus = &spec.zen_plus;
+        assert_eq!((plus.alpha_percent, plus.beta_percent, plus.gamma_tuples), (80, 10, 1000));
+        assert_eq!((plus.numa_nodes, plus.partitions, plus.delta, plus.eta), (2, 64, 0.5, 1.5));
+        assert_eq!(spec.label(), "zen+:alpha=80:beta=10:gamma=1000:numa=2:partitions=64:delta=0.5:eta=1.5:cache=1MiB");
+        assert_eq!(
+            spec.file_label(),
+            "zen_.alpha-80.beta-10.gamma-1000.numa-2.partitions-64.delta-0.5.eta-1.5.cache-1MiB"
+        );
+        let options = spec.effective_options();
+        assert_eq!(
+            (options["alpha"].as_str(), options["cc"].as_str(), options["cache"].as_str()),
+            ("80", "hekaton", "1048576")
+        );
+        let mut db = DbOptions::in_memory(EngineKind::ZenPlus, Vec::new());
+        spec.apply(&mut db, 1);
+        assert_eq!(db.zen_plus, spec.zen_plus);
+        assert_eq!(db.zen.cache_bytes, 1 << 20);
+        let defaults = EngineSpec::plain(EngineKind::ZenPlus).effective_options();
+        assert_eq!(
+            (defaults["alpha"].as_str(), defaults["beta"].as_str(), defaults["gamma"].as_str()),
+            ("95", "5", "16000000")
+        );
+        for (text, needle) in [
+            ("zen+:alpha=0", "expected a percentage from 1 to 100"),
+            ("zen+:alpha=101", "from 1 to 100"),
+            ("zen+:beta=x", "expected a percentage from 0 to 100"),
+            ("zen+:gamma=-1", "expected a tuple count"),
+            ("zen+:numa=65", "expected a node count from 0 to 64"),
+            ("zen+:partitions=0", "expected a partition count"),
+            ("zen+:delta=2", "expected a fraction from 0 to 1"),
+            ("zen+:eta=0.5", "expected a factor"),
+            ("zen+:cc=silo", "takes cc=hekaton only"),
+            ("zen+:nt=on", "valid keys of zen+: cache=<size>, alpha=<percent>, beta=<percent>, gamma=<tuples>"),
+            ("zen:alpha=5", "valid keys of zen: cache=<size>"),
+        ] {
+            let error = parse_spec(text).unwrap_err();
+            assert!(error.contains(needle), "{text}: {error}");
+        }
+        assert!(long_help().contains("Options of zen+") && long_help().contains("eta=<factor>"));
     }
 
     #[test]

@@ -145,10 +145,12 @@ impl Concurrency {
     /// transaction's read of an absent row must stay valid without
     /// validation).
     /// A multi-version protocol also keeps a deleted row while a snapshot
-    /// older than its delete (`tid`) may read it.
+    /// older than its delete (`tid`) may read it (the published collection
+    /// horizon, so a `zen+` read-only snapshot starting below it cannot
+    /// exist: `cc::versions`).
     pub(crate) fn may_unlink<R>(&self, row: &R, tid: u64) -> bool {
         self.locks.as_ref().is_none_or(|locks| !locks.is_held(row as *const R as usize))
-            && self.versions.as_ref().is_none_or(|versions| tid < versions.oldest_snapshot())
+            && self.versions.as_ref().is_none_or(|versions| tid < versions.collection_horizon())
     }
 
     /// Reclamation unlinked `row`: its older versions go (its address may

@@ -98,6 +98,27 @@ impl<R> WriteEntry<R> {
     pub fn is_delete(&self) -> bool {
         self.value.is_none()
     }
+
+    /// Whether the new value was written to the worker's NVM heap during
+    /// the transaction and left the arena (`zen+`'s exclusive stage).
+    pub fn is_spilled(&self) -> bool {
+        self.value.is_some_and(|(at, _)| at == SPILLED)
+    }
+}
+
+/// Arena offset of a value that left the arena ([`WriteSet::spill`]).
+const SPILLED: u32 = u32::MAX;
+
+/// A buffered write's new value as the commit sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteValue<'a> {
+    /// The value, in the arena.
+    Bytes(&'a [u8]),
+    /// A delete.
+    Delete,
+    /// A value of this length already written to the heap by the worker
+    /// (`zen+`'s exclusive stage); the worker knows where.
+    Spilled(usize),
 }
 
 /// One write as the log and the persist steps see it.
@@ -184,7 +205,7 @@ impl<R> WriteSet<R> {
     /// Replaces write `index`'s value (in place when the length is equal).
     pub fn set_value(&mut self, index: usize, value: Option<&[u8]>) {
         let new = match (self.entries[index].value, value) {
-            (Some((at, len)), Some(value)) if len as usize == value.len() => {
+            (Some((at, len)), Some(value)) if at != SPILLED && len as usize == value.len() => {
                 self.arena[at as usize..(at + len) as usize].copy_from_slice(value);
                 Some((at, len))
             }
@@ -201,17 +222,63 @@ impl<R> WriteSet<R> {
         &self.arena[entry.key_at as usize..(entry.key_at + entry.key_len) as usize]
     }
 
-    /// Write `index`'s new value (`None`: a delete).
+    /// Write `index`'s new value (`None`: a delete). Only engines that
+    /// never spill call it (a spilled value is not in the arena).
     #[inline]
     pub fn value(&self, index: usize) -> Option<&[u8]> {
         let (at, len) = self.entries[index].value?;
+        debug_assert_ne!(at, SPILLED, "a spilled value is read through WriteSet::value_state");
         Some(&self.arena[at as usize..(at + len) as usize])
     }
 
-    /// Write `index`'s new value, to change in place.
+    /// Write `index`'s new value, spilled or not.
+    #[inline]
+    pub fn value_state(&self, index: usize) -> WriteValue<'_> {
+        match self.entries[index].value {
+            None => WriteValue::Delete,
+            Some((SPILLED, len)) => WriteValue::Spilled(len as usize),
+            Some((at, len)) => WriteValue::Bytes(&self.arena[at as usize..(at + len) as usize]),
+        }
+    }
+
+    /// Write `index`'s new value, to change in place (not spilled).
     pub fn value_mut(&mut self, index: usize) -> Option<&mut [u8]> {
         let (at, len) = self.entries[index].value?;
+        debug_assert_ne!(at, SPILLED, "a spilled value is brought back before it changes");
         Some(&mut self.arena[at as usize..(at + len) as usize])
+    }
+
+    /// Bytes the arena holds (keys and values not spilled).
+    pub fn arena_bytes(&self) -> usize {
+        self.arena.len()
+    }
+
+    /// Marks write `index`'s value as written to the heap by the caller
+    /// (`zen+`'s exclusive stage): its bytes are garbage in the arena until
+    /// the next [`WriteSet::compact`]. Reads of it then go through the
+    /// caller; a later write of the row brings a value back.
+    pub fn spill(&mut self, index: usize) {
+        if let Some((at, _)) = &mut self.entries[index].value {
+            *at = SPILLED;
+        }
+    }
+
+    /// Rebuilds the arena without the spilled values.
+    pub fn compact(&mut self) {
+        let mut arena = Vec::with_capacity(self.arena.len() / 2);
+        for entry in &mut self.entries {
+            let key = entry.key_at as usize..(entry.key_at + entry.key_len) as usize;
+            entry.key_at = arena.len() as u32;
+            arena.extend_from_slice(&self.arena[key]);
+            if let Some((at, len)) = &mut entry.value {
+                if *at != SPILLED {
+                    let value = *at as usize..(*at + *len) as usize;
+                    *at = arena.len() as u32;
+                    arena.extend_from_slice(&self.arena[value]);
+                }
+            }
+        }
+        self.arena = arena;
     }
 
     /// Write `index` as the log sees it.
@@ -258,6 +325,14 @@ pub(crate) trait RowStore<R: RowKind> {
     /// Copies the row's value into `out` (cleared; left empty when absent)
     /// and returns the unlocked word it belongs to.
     fn read(&self, row: &R, out: &mut Vec<u8>) -> Result<u64, AbortReason>;
+
+    /// Copies this transaction's own new value of `row`, which the worker
+    /// spilled to the heap ([`WriteSet::spill`]), into `out` (cleared).
+    /// Only a storage that spills is ever asked.
+    fn read_spilled(&self, row: &R, out: &mut Vec<u8>) {
+        let _ = (row, out);
+        unreachable!("only zen+ spills writes, and its store reads them back");
+    }
 }
 
 /// What a read of a row found.
@@ -280,6 +355,10 @@ pub(crate) struct OccTx<R: RowKind> {
     worker: usize,
     /// The attempt's snapshot (multi-version protocols).
     snapshot: u64,
+    /// A read-only attempt at the oldest running snapshot (`zen+`): its
+    /// reads form a snapshot below every running writer's commit, so it
+    /// commits without validation.
+    snapshot_read_only: bool,
     /// Versions this worker kept, until no snapshot needs them.
     version_queue: VersionQueue,
     reads: Vec<ReadEntry<R>>,
@@ -309,6 +388,7 @@ impl<R: RowKind> OccTx<R> {
             held: HeldLocks::new(worker),
             worker,
             snapshot: u64::MAX,
+            snapshot_read_only: false,
             version_queue: VersionQueue::default(),
             reads: Vec::new(),
             read_positions: PositionIndex::default(),
@@ -333,6 +413,7 @@ impl<R: RowKind> OccTx<R> {
     /// worker's announced `epoch`.
     pub(crate) fn begin(&mut self, attempt: u32, epoch: u64) {
         self.clear();
+        self.snapshot_read_only = false;
         if let Some(locks) = self.cc.locks() {
             locks.begin(&self.held, attempt <= 1);
         }
@@ -348,6 +429,18 @@ impl<R: RowKind> OccTx<R> {
                 versions.begin(self.worker)
             };
         }
+    }
+
+    /// Starts a read-only attempt at the oldest snapshot any transaction
+    /// holds (`zen+`, zen-plus.txt §4.1.2: the paper's global minimum
+    /// Tx-CTS − 1; `cc::versions`). Needs a multi-version protocol whose
+    /// writers commit above every announced snapshot (Hekaton's).
+    pub(crate) fn begin_snapshot_read_only(&mut self) {
+        self.clear();
+        let versions = self.cc.versions().expect("snapshot reads need a multi-version protocol");
+        debug_assert_eq!(self.cc.protocol(), CcProtocol::Hekaton);
+        self.snapshot = versions.begin_oldest(self.worker);
+        self.snapshot_read_only = true;
     }
 
     /// Whether commits must keep the versions they replace
@@ -468,12 +561,16 @@ impl<R: RowKind> OccTx<R> {
     fn read_row(&mut self, store: &impl RowStore<R>, row: &R, out: &mut Vec<u8>) -> TxResult<Seen> {
         if let Some(position) = self.writes.find(row) {
             out.clear();
-            return Ok(match self.writes.value(position) {
-                Some(value) => {
+            return Ok(match self.writes.value_state(position) {
+                WriteValue::Bytes(value) => {
                     out.extend_from_slice(value);
                     Seen::Present
                 }
-                None => Seen::Absent,
+                WriteValue::Spilled(_) => {
+                    store.read_spilled(row, out);
+                    Seen::Present
+                }
+                WriteValue::Delete => Seen::Absent,
             });
         }
         if let Some(locks) = self.cc.row_locks() {
@@ -647,6 +744,11 @@ impl<R: RowKind> OccTx<R> {
             }
             self.lock_for_write(row)?;
             let position = match self.writes.find(row) {
+                Some(position) if self.writes.entries[position].is_spilled() => {
+                    // Back into the arena (`scratch` holds it): it changes.
+                    self.writes.set_value(position, Some(&scratch));
+                    position
+                }
                 Some(position) => position,
                 None => {
                     self.writes.push(table_id, row, key, Some(&scratch), false);
@@ -802,7 +904,9 @@ impl<R: RowKind> OccTx<R> {
                 if entry.table != request.table || !entry.index_secondaries {
                     continue;
                 }
-                let Some(value) = self.writes.value(index) else { continue };
+                // (`zen+` never spills a row of a table with secondary
+                // indexes, so the value is here.)
+                let WriteValue::Bytes(value) = self.writes.value_state(index) else { continue };
                 let index_key = table::secondary_index_key(table.schema(), position, self.writes.key(index), value);
                 if table::in_range(request.range, &index_key) {
                     own.push((index_key, index));
@@ -914,6 +1018,11 @@ impl<R: RowKind> OccTx<R> {
     /// Validates a read-only attempt (the protocol's read-set check and the
     /// node set).
     pub(crate) fn validate(&self, tables: &[Table<R>]) -> Result<(), AbortReason> {
+        if self.snapshot_read_only {
+            // Every version read is at or below the snapshot, under which
+            // every commit had installed all its rows (`cc::versions`).
+            return self.check_reads_durable();
+        }
         if self.cc.versions().is_some() {
             self.check_reads_durable()?;
             return match self.cc.protocol() {
@@ -970,6 +1079,29 @@ impl<R: RowKind> OccTx<R> {
         self.validate_tictoc(read_timestamps, ts)?;
         self.validate_leaves(tables)?;
         Ok(ts)
+    }
+
+    /// Validates a writing attempt whose write set is locked and whose TID
+    /// `tid` was fixed earlier (`zen+`'s exclusive stage wrote tuples
+    /// stamped with it before committing): Silo's validation, and `tid`
+    /// above everything read or overwritten.
+    pub(crate) fn validate_at_fixed_tid(
+        &self,
+        tables: &[Table<R>],
+        max_locked_tid: u64,
+        tid: u64,
+    ) -> Result<u64, AbortReason> {
+        self.validate_silo(tables)?;
+        if tid <= max_locked_tid.max(self.max_read_tid()) {
+            // A commit slipped in below it: the tuples stamped `tid` would
+            // not be the key's newest. (The exclusive stage runs alone, so
+            // this does not happen; refusing it keeps the heap ordered.)
+            return Err(AbortReason::ReadValidation);
+        }
+        if let Some(versions) = self.cc.versions() {
+            versions.raise_clock(tid);
+        }
+        Ok(tid)
     }
 
     /// The timestamp-ordering protocols' commit at the transaction's own
@@ -1117,6 +1249,18 @@ impl<R: RowKind> OccTx<R> {
             }
         }
         Ok(())
+    }
+
+    /// Reads in the read set (each row once).
+    pub(crate) fn reads_len(&self) -> usize {
+        self.reads.len()
+    }
+
+    /// The rows of the read set from position `start` on, in the order
+    /// they were first read (the set only grows during an attempt).
+    pub(crate) fn read_rows_from(&self, start: usize) -> impl Iterator<Item = &R> + '_ {
+        // SAFETY: see WriteEntry::row.
+        self.reads.get(start..).unwrap_or(&[]).iter().map(|read| unsafe { &*read.row })
     }
 
     /// The largest TID the attempt read.

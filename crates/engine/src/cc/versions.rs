@@ -29,6 +29,20 @@
 //! reclamation unlinks a deleted row only once no snapshot is older than its
 //! delete.
 //!
+//! # Snapshots at the oldest running snapshot (`zen+`)
+//!
+//! `zen+` reads a read-only transaction at the oldest snapshot any
+//! transaction holds (the paper's "global minimum Tx-CTS − 1": our
+//! snapshots include their own value, and a Hekaton writer commits above
+//! every announced snapshot). Such a snapshot may lie below what a
+//! collector already took as its horizon, so collectors publish their
+//! horizon (`collected`, a maximum) *before* dropping anything and re-read
+//! the announcements after publishing; a reader announces its candidate
+//! and then checks that no collector published a horizon above it
+//! ([`VersionStore::begin_oldest`]). Either the collector's re-read sees
+//! the reader, or the reader's check sees the collector's horizon and it
+//! retries higher. Reclamation of deleted rows uses the same horizon.
+//!
 //! # Collection
 //!
 //! Each worker announces its snapshot while a transaction runs. A version
@@ -65,6 +79,8 @@ type Chains = HashMap<usize, Vec<Version>>;
 /// The version store of one engine.
 pub(crate) struct VersionStore {
     clock: CachePadded<AtomicU64>,
+    /// The largest horizon a collector used (module docs).
+    collected: CachePadded<AtomicU64>,
     snapshots: Box<[CachePadded<AtomicU64>]>,
     shards: Box<[Mutex<Chains>]>,
 }
@@ -92,6 +108,7 @@ impl VersionStore {
     pub(crate) fn new(workers: usize) -> Self {
         Self {
             clock: CachePadded::new(AtomicU64::new(0)),
+            collected: CachePadded::new(AtomicU64::new(0)),
             snapshots: (0..workers).map(|_| CachePadded::new(AtomicU64::new(IDLE))).collect(),
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
         }
@@ -106,6 +123,36 @@ impl VersionStore {
                 return snapshot;
             }
         }
+    }
+
+    /// Announces and returns a snapshot for `worker` at the oldest snapshot
+    /// any transaction holds, or the clock if none (`zen+`'s read-only
+    /// transactions; module docs). Every commit at or below it has
+    /// installed all its rows, and every writer still running commits above
+    /// it.
+    pub(crate) fn begin_oldest(&self, worker: usize) -> u64 {
+        self.snapshots[worker].store(IDLE, Ordering::SeqCst);
+        loop {
+            // Not below a published horizon: what a collector dropped is
+            // older than it.
+            let snapshot = self.oldest_snapshot().max(self.collected.load(Ordering::SeqCst));
+            self.snapshots[worker].store(snapshot, Ordering::SeqCst);
+            // IMPORTANT: after the announcement (module docs).
+            if self.collected.load(Ordering::SeqCst) <= snapshot {
+                return snapshot;
+            }
+        }
+    }
+
+    /// The horizon below which versions (and deleted rows) may go: the
+    /// oldest snapshot, published before it is used and checked again
+    /// after (module docs).
+    pub(crate) fn collection_horizon(&self) -> u64 {
+        let oldest = self.oldest_snapshot();
+        self.collected.fetch_max(oldest, Ordering::SeqCst);
+        // IMPORTANT: a reader that announced before our publication but
+        // after our first read is seen now.
+        oldest.min(self.oldest_snapshot())
     }
 
     /// A new timestamp for `worker`'s transaction, above every commit and
@@ -146,6 +193,13 @@ impl VersionStore {
         let tid = tid.max(above_clock);
         self.clock.fetch_max(tid, Ordering::SeqCst);
         tid
+    }
+
+    /// Raises the clock to `tid`, a TID chosen earlier by
+    /// [`VersionStore::commit_tid`] (the caller holds its write set's
+    /// locks).
+    pub(crate) fn raise_clock(&self, tid: u64) {
+        self.clock.fetch_max(tid, Ordering::SeqCst);
     }
 
     /// The oldest snapshot any transaction may still read at.
@@ -196,7 +250,7 @@ impl VersionStore {
         if queue.queued.is_empty() {
             return;
         }
-        let oldest = self.oldest_snapshot();
+        let oldest = self.collection_horizon();
         while let Some(&(address, end)) = queue.queued.front() {
             if end > oldest {
                 break;
@@ -210,6 +264,25 @@ impl VersionStore {
                 }
             }
         }
+    }
+
+    /// Drops every version no snapshot can read any more, whoever kept it
+    /// (the exclusive stage's maintenance, with no other transaction
+    /// running); the keepers' queues then name versions that are gone,
+    /// which their collection skips.
+    pub(crate) fn collect_all(&self) -> usize {
+        let oldest = self.collection_horizon();
+        let mut dropped = 0;
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            shard.retain(|_, chain| {
+                let before = chain.len();
+                chain.retain(|version| version.end > oldest);
+                dropped += before - chain.len();
+                !chain.is_empty()
+            });
+        }
+        dropped
     }
 
     /// Versions kept (statistics, tests).
@@ -273,6 +346,59 @@ mod tests {
         assert_eq!(first, 10);
         assert_eq!(store.commit_tid(3), 11, "above every earlier commit");
         assert_eq!(store.begin(0), 11);
+    }
+}
+
+#[cfg(test)]
+mod oldest_tests {
+    use super::*;
+
+    /// A snapshot at the oldest running one reads what that snapshot
+    /// reads, and collection keeps it for as long as it is announced.
+    #[test]
+    fn an_oldest_snapshot_keeps_its_versions() {
+        let store = VersionStore::new(3);
+        let mut queue = VersionQueue::default();
+        let mut out = Vec::new();
+        let first = store.commit_tid(5);
+        let writer = store.begin(0);
+        assert_eq!(writer, first);
+        let replaced = store.commit_tid(1);
+        store.preserve(&mut queue, 0x100, first, Some(b"old"), replaced);
+        // Worker 0 still holds `first`: a read-only snapshot lies there,
+        // below the commit that replaced the row.
+        let reader = store.begin_oldest(1);
+        assert_eq!(reader, first);
+        assert!(reader < replaced);
+        store.end(0);
+        store.collect(&mut queue);
+        assert!(
+            matches!(store.read(0x100, reader, &mut out), OlderVersion::Found { wts, present: true } if wts == first)
+        );
+        assert_eq!(out, b"old");
+        assert_eq!(store.collect_all(), 0, "the reader still needs it");
+        store.end(1);
+        assert_eq!(store.collect_all(), 1);
+        assert_eq!(store.len(), 0);
+        // With nobody announced, the oldest snapshot is the clock.
+        assert_eq!(store.begin_oldest(2), replaced);
+    }
+
+    /// A collector that published a horizon above a candidate makes the
+    /// reader retry at or above it, so no reader starts below what was
+    /// dropped.
+    #[test]
+    fn a_reader_never_starts_below_a_published_horizon() {
+        let store = VersionStore::new(2);
+        store.commit_tid(10);
+        let horizon = store.collection_horizon();
+        assert_eq!(horizon, 10);
+        // An announcement below the published horizon (a transaction that
+        // began earlier and has not ended) does not pull a new reader down.
+        store.snapshots[0].store(3, Ordering::SeqCst);
+        assert_eq!(store.begin_oldest(1), 10);
+        store.end(1);
+        assert_eq!(store.collection_horizon(), 3, "the announced 3 is still protected from now on");
     }
 }
 

@@ -70,7 +70,7 @@ pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>
             Ok(OccEngine::open(options, log)?)
         }
         EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive | EngineKind::Mmdb => dbxn::open(options, pool),
-        EngineKind::Zen | EngineKind::ZenNaiveAlloc | EngineKind::Wbl => zen::open(options, pool),
+        EngineKind::Zen | EngineKind::ZenNaiveAlloc | EngineKind::ZenPlus | EngineKind::Wbl => zen::open(options, pool),
         EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal => sp3::open(options, pool),
         EngineKind::Phytm | EngineKind::PhytmPaper | EngineKind::Phtm | EngineKind::TwoPl => phytm::open(options, pool),
     }

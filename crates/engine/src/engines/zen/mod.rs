@@ -12,6 +12,12 @@
 //!   CC-Meta words (`OccTx<Row>`);
 //! * `worker.rs` — the transaction path (perform, persist, maintain).
 //!
+//! `zen+` (§4) is the same engine with two additions: the adaptive
+//! execution of long-running transactions (`adaptive.rs`: read-only
+//! snapshots, the α/β/γ thresholds, the exclusive stage; the worker's
+//! direct NVM writes) over Hekaton's MVCC, and the NUMA-aware soft
+//! partitions (`numa.rs`).
+//!
 //! There is no log and no checkpoint: a clean close only marks the pool;
 //! every open rebuilds the DRAM state by scanning the heap.
 //!
@@ -27,6 +33,8 @@
 //! their DRAM records stay empty because Zen's rows live in its own tables
 //! here. Read Zen data through transactions.
 
+pub(crate) mod adaptive;
+pub(crate) mod numa;
 mod worker;
 
 use crate::cc::concurrency::Concurrency;
@@ -58,6 +66,10 @@ pub(crate) struct WorkerCounters {
     pub(crate) cache_evictions: AtomicU64,
     pub(crate) aborts: AtomicU64,
     pub(crate) commits: AtomicU64,
+    /// `zen+` on several NUMA nodes: heap reads (cache misses) from the
+    /// worker's node and from another.
+    pub(crate) numa_local_reads: AtomicU64,
+    pub(crate) numa_remote_reads: AtomicU64,
 }
 
 impl WorkerCounters {
@@ -96,6 +108,16 @@ pub(crate) struct ZenShared<B: PmBackend> {
     pub(crate) faults: crate::fault::Faults,
     /// `wbl`: the group-commit record log, which also advances the epochs.
     pub(crate) window: Option<WriteBehindLog<B>>,
+    /// `zen+` only: its adaptive execution and soft partitions.
+    pub(crate) plus: Option<ZenPlus>,
+}
+
+/// What `zen+` adds to the shared state.
+pub(crate) struct ZenPlus {
+    pub(crate) adaptive: adaptive::Adaptive,
+    /// The soft partitions (`None` with one NUMA node).
+    pub(crate) soft: Option<numa::SoftPartitions>,
+    remap_interval: Duration,
 }
 
 impl<B: PmBackend> ZenShared<B> {
@@ -106,6 +128,24 @@ impl<B: PmBackend> ZenShared<B> {
         match &self.window {
             Some(window) => window.advance_epoch(),
             None => Some(self.epochs.advance()),
+        }
+    }
+
+    /// `zen+`'s periodic work on the ticker thread, every `step`: measure
+    /// the free NVM space for β, and remap the partitions every
+    /// `remap_interval` (Algorithm 4).
+    fn plus_tick(&self, since_remap: &mut Duration, step: Duration) {
+        let Some(plus) = &self.plus else { return };
+        let geometry = self.pool.geometry();
+        let (free_slot_bytes, garbage) = self.heap.free_slot_bytes_and_garbage();
+        let free = self.pool.free_chunks() * geometry.chunk_size + free_slot_bytes;
+        plus.adaptive.refresh_space(free, geometry.chunk_count * geometry.chunk_size, garbage);
+        if let Some(soft) = &plus.soft {
+            *since_remap += step;
+            if *since_remap >= plus.remap_interval {
+                *since_remap = Duration::ZERO;
+                soft.remap();
+            }
         }
     }
 }
@@ -182,6 +222,24 @@ impl<B: PmBackend> ZenEngine<B> {
             options.tables.iter().map(|schema| ZenTableMeta::new(schema, chunk_size)).collect::<DbResult<Vec<_>>>()?;
         let lp_rank = lp_ranks(options)?;
         let regions = options.workers.max(recovery::max_heap_thread(&pool).map_or(0, |t| t as usize + 1));
+        let topology = if kind == EngineKind::ZenPlus {
+            let machine = pmtx_pm::numa::machine_numa_nodes().len() as u32;
+            numa::Topology::choose(options.zen_plus.numa_nodes, machine, pool.backend().numa_nodes(), options.workers)
+                .map_err(|reason| DbError::InvalidConfig(format!("zen+: {reason}")))?
+        } else {
+            None
+        };
+        let placement = (0..regions).map(|region| match &topology {
+            Some(topology) if region < options.workers => {
+                let node = topology.node_of_worker(region);
+                match topology.source {
+                    numa::NodeSource::Machine => heap::ChunkPlacement::Bound(node),
+                    numa::NodeSource::Backend => heap::ChunkPlacement::OnNode(node),
+                    numa::NodeSource::Logical => heap::ChunkPlacement::Anywhere,
+                }
+            }
+            _ => heap::ChunkPlacement::Anywhere,
+        });
         let rule = if kind == EngineKind::Wbl { heap::CommitRule::Window } else { heap::CommitRule::LastPersisted };
         let heap = Heap::new(
             &pool,
@@ -189,7 +247,8 @@ impl<B: PmBackend> ZenEngine<B> {
             regions,
             kind == EngineKind::ZenNaiveAlloc,
             rule,
-        );
+        )
+        .with_placement(placement);
         let faults = options.faults();
         let (window, horizon) = match rule {
             heap::CommitRule::LastPersisted => (None, recovery::CommitHorizon::LastPersisted),
@@ -220,6 +279,12 @@ impl<B: PmBackend> ZenEngine<B> {
             _ => epochs.raise(first_epoch),
         }
         let region_budget = options.zen.cache_bytes / options.workers as u64;
+        let plus = (kind == EngineKind::ZenPlus).then(|| ZenPlus {
+            adaptive: adaptive::Adaptive::new(&options.zen_plus, options.workers, region_budget),
+            soft: topology
+                .map(|topology| numa::SoftPartitions::new(topology, options.workers, &options.zen_plus, options.seed)),
+            remap_interval: options.zen_plus.remap_interval,
+        });
         let shared = Arc::new(ZenShared {
             cc: Arc::new(Concurrency::after_recovery(options.cc, options.workers, &tables)),
             pool,
@@ -237,6 +302,7 @@ impl<B: PmBackend> ZenEngine<B> {
             rows_unlinked: AtomicU64::new(0),
             faults,
             window,
+            plus,
         });
         let stop = Arc::new(AtomicBool::new(false));
         let ticker = if shared.window.is_some() {
@@ -248,9 +314,17 @@ impl<B: PmBackend> ZenEngine<B> {
         } else {
             let (epochs, stop) = (Arc::clone(&shared.epochs), Arc::clone(&stop));
             let interval = options.epoch_interval;
-            std::thread::Builder::new()
-                .name("pmtx-zen-epoch".into())
-                .spawn(move || ticker_loop(&epochs, &stop, interval))
+            // zen+: the ticker also measures space and remaps partitions
+            // (it holds the shared state until the engine stops it).
+            let plus = shared.plus.is_some().then(|| Arc::clone(&shared));
+            let mut since_remap = Duration::ZERO;
+            std::thread::Builder::new().name("pmtx-zen-epoch".into()).spawn(move || {
+                ticker_loop(&epochs, &stop, interval, |step| {
+                    if let Some(shared) = &plus {
+                        shared.plus_tick(&mut since_remap, step);
+                    }
+                })
+            })
         }
         .map_err(|e| DbError::InvalidConfig(format!("cannot start epoch thread: {e}")))?;
         Ok(Arc::new(Self { kind, shared, report: recovered.report, stop, ticker: Mutex::new(Some(ticker)) }))
@@ -265,12 +339,14 @@ impl<B: PmBackend> ZenEngine<B> {
 }
 
 /// Advances the epoch (TID epochs and the reclamation horizon); sleeps in
-/// short steps so close does not wait a whole interval.
-fn ticker_loop(epochs: &Epochs, stop: &AtomicBool, interval: Duration) {
+/// short steps so close does not wait a whole interval, calling `tick`
+/// with the step after each.
+fn ticker_loop(epochs: &Epochs, stop: &AtomicBool, interval: Duration, mut tick: impl FnMut(Duration)) {
     let step = interval.min(Duration::from_millis(5));
     let mut waited = Duration::ZERO;
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(step);
+        tick(step);
         waited += step;
         if waited >= interval {
             waited = Duration::ZERO;
@@ -337,7 +413,32 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
             stats.durable_epoch = self.shared.epochs.durable();
             stats.window_records = window.records_written();
         }
+        if let Some(plus) = &self.shared.plus {
+            stats.engine_counters = plus.adaptive.stats();
+            let reads = |field: fn(&WorkerCounters) -> &AtomicU64| -> u64 {
+                self.shared.counters.iter().map(|counters| field(counters).load(Ordering::Relaxed)).sum()
+            };
+            let soft = plus.soft.as_ref();
+            let load = |counter: Option<&AtomicU64>| counter.map_or(0, |counter| counter.load(Ordering::Relaxed));
+            stats.engine_counters.extend([
+                ("numa_local_reads", reads(|c| &c.numa_local_reads)),
+                ("numa_remote_reads", reads(|c| &c.numa_remote_reads)),
+                ("numa_chunks_misplaced", self.shared.heap.counters.chunks_misplaced.load(Ordering::Relaxed)),
+                ("numa_remaps", load(soft.map(|soft| &soft.remaps))),
+                ("numa_partitions_moved", load(soft.map(|soft| &soft.partitions_moved))),
+                ("numa_assigned", load(soft.map(|soft| &soft.assigned))),
+                ("numa_assigned_by_load", load(soft.map(|soft| &soft.assigned_by_load))),
+            ]);
+        }
         stats
+    }
+
+    fn assign_transaction(&self, keys: &[(TableId, &[u8])]) -> Option<usize> {
+        let soft = self.shared.plus.as_ref()?.soft.as_ref()?;
+        let tables = &self.shared.tables;
+        Some(soft.assign(keys.iter().filter_map(|&(table, key)| {
+            tables.get(table.0 as usize).map(|table| (key, table.schema().partition_prefix))
+        })))
     }
 
     fn checkpoint(&self) -> DbResult<()> {

@@ -29,10 +29,33 @@
 //! read-only one the epoch of the newest TID it read; both are acknowledged
 //! once the window's record is durable (`storage::zen::window`); step 6
 //! moves no pin.
+//!
+//! `zen+` adds (zen-plus.txt §4; `adaptive.rs`, `numa.rs`):
+//!
+//! * read-only transactions run at the oldest running snapshot
+//!   (`OccTx::begin_snapshot_read_only`) and read a Met-Cache miss from the
+//!   heap without filling the cache;
+//! * every access is counted against the α/β/γ thresholds, and G-EX is
+//!   checked at every access and when a commit starts;
+//! * the exclusive stage's *direct NVM writes*: while this worker holds
+//!   G-EX and its buffered new versions outgrow its Met-Cache region, they
+//!   are written to free slots of its region at once ([`ZenWorker::spill`]),
+//!   stamped with a Tx-CTS fixed at the first such write (above everything
+//!   committed: no other transaction runs) and without the LP bit, flushed
+//!   and fenced, and leave the write set's arena. The commit persists the
+//!   rest with Algorithm 1 and the same Tx-CTS, rewriting a spilled tuple
+//!   only if the transaction changed it again (or to carry the LP bit). So
+//!   a crash before the LP store leaves tuples above the region's commit
+//!   horizon, which recovery discards (Algorithm 2, as for any
+//!   interrupted persist); an attempt that does not commit erases them
+//!   (word 0 = 0, one fence) before its region commits anything else, so
+//!   no later LP tuple can raise the horizon above them;
+//! * on several NUMA nodes, each access is counted for its partition.
 
+use super::adaptive::AdaptiveTx;
 use super::{WorkerCounters, ZenShared};
 use crate::cc::concurrency::Concurrency;
-use crate::cc::silo::{OccTx, RowStore};
+use crate::cc::silo::{OccTx, RowStore, WriteValue};
 use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
 use crate::schema::TableId;
@@ -41,6 +64,7 @@ use crate::storage::table::ReclaimPolicy;
 use crate::storage::zen::cache::{Cached, ClockRing, Row, ABSENT, LOCKED};
 use crate::storage::zen::heap::{self, persist_tuples, Garbage, Reserved, SlotKind, Tombstone, META_LEN};
 use pmtx_pm::{PersistBatch, PmBackend};
+use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
@@ -60,22 +84,54 @@ pub(crate) struct ZenWorker<B: PmBackend> {
     old_value: Vec<u8>,
     batch: PersistBatch,
     active: bool,
+    /// `zen+`: the running transaction's accesses and exclusive stage.
+    adaptive: AdaptiveTx,
+    /// `zen+`'s direct NVM writes of the running attempt: row address ->
+    /// (slot reserved and written, value length).
+    spilled: HashMap<usize, (Reserved, u32)>,
+    /// The Tx-CTS of the spilled tuples (the commit's).
+    spill_cts: Option<u64>,
+    /// Writes before this index were offered to the last spill.
+    spill_cursor: usize,
+    /// The arena's size after the last spill, and the bytes of spilled
+    /// values it still holds (compacted once they are half of it, so the
+    /// copying stays linear in the bytes written).
+    arena_after_spill: usize,
+    spill_garbage: usize,
+    /// The thread this worker bound to its NUMA node (machine nodes).
+    bound_thread: Option<std::thread::ThreadId>,
 }
 
 /// Zen's stable read: the Met-Cache value if it holds the row's version,
-/// else the NVM-tuple (then cached in the reader's region).
+/// else the NVM-tuple (then cached in the reader's region unless `fill` is
+/// off: `zen+`'s read-only snapshots).
 struct ZenStore<'a, B: PmBackend> {
     shared: &'a ZenShared<B>,
     id: usize,
+    /// `zen+`: the transaction's accounting (`None` for `zen`).
+    adaptive: Option<&'a AdaptiveTx>,
+    fill: bool,
+    /// `zen+`: this attempt's direct NVM writes.
+    spilled: &'a HashMap<usize, (Reserved, u32)>,
 }
 
 impl<B: PmBackend> RowStore<Row> for ZenStore<'_, B> {
     fn read(&self, row: &Row, out: &mut Vec<u8>) -> Result<u64, AbortReason> {
+        if let (Some(plus), Some(tx)) = (&self.shared.plus, self.adaptive) {
+            plus.adaptive.on_access(self.id, tx)?;
+        }
         let backend = self.shared.pool.backend();
-        for _ in 0..READ_SPINS {
+        for spin in 0..READ_SPINS {
             let before = row.word();
             if before & LOCKED != 0 {
-                std::hint::spin_loop();
+                if !self.fill && spin >= READ_SPINS / 2 {
+                    // A snapshot reader does not give up on a committer
+                    // that was descheduled holding the row (read-only
+                    // transactions do not abort, §4.1.2): it yields to it.
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
                 continue;
             }
             out.clear();
@@ -117,11 +173,46 @@ impl<B: PmBackend> RowStore<Row> for ZenStore<'_, B> {
                 WorkerCounters::add(&counters.cache_hits, 1);
             } else {
                 WorkerCounters::add(&counters.cache_misses, 1);
-                self.fill(row, cached, before, out);
+                if let Some(plus) = &self.shared.plus {
+                    self.count_heap_read(plus, row.slot());
+                }
+                if self.fill {
+                    self.fill(row, cached, before, out);
+                } else if let Some(plus) = &self.shared.plus {
+                    plus.adaptive.count_snapshot_nvm_read(self.id);
+                }
             }
             return Ok(before);
         }
         Err(AbortReason::UnstableRead)
+    }
+
+    fn read_spilled(&self, row: &Row, out: &mut Vec<u8>) {
+        let &(reserved, len) =
+            self.spilled.get(&(row as *const Row as usize)).expect("a spilled write has a spilled tuple");
+        out.clear();
+        out.resize(len as usize, 0);
+        self.shared.pool.backend().read(reserved.slot + META_LEN + row.key().len() as u64, out);
+    }
+}
+
+impl<B: PmBackend> ZenStore<'_, B> {
+    /// `zen+` on several nodes: counts a heap read as local or remote.
+    #[inline]
+    fn count_heap_read(&self, plus: &super::ZenPlus, slot: u64) {
+        let Some(soft) = &plus.soft else { return };
+        if slot == 0 {
+            return;
+        }
+        let topology = &soft.topology;
+        let node = topology
+            .node_of_slot(|| self.shared.pool.backend().numa_node_of(slot), || self.shared.heap.owner_of(slot).1);
+        let counters = &self.shared.counters[self.id];
+        if node == topology.node_of_worker(self.id) {
+            WorkerCounters::add(&counters.numa_local_reads, 1);
+        } else {
+            WorkerCounters::add(&counters.numa_remote_reads, 1);
+        }
     }
 }
 
@@ -160,6 +251,18 @@ impl<B: PmBackend> ZenStore<'_, B> {
             retire_cached(self.shared, old, false);
         }
     }
+}
+
+/// The store of worker `id`'s reads (a function of the worker's fields, so
+/// the transaction state stays borrowable beside it).
+fn store<'a, B: PmBackend>(
+    shared: &'a ZenShared<B>,
+    id: usize,
+    adaptive: &'a AdaptiveTx,
+    spilled: &'a HashMap<usize, (Reserved, u32)>,
+) -> ZenStore<'a, B> {
+    let plus = shared.plus.is_some();
+    ZenStore { shared, id, adaptive: plus.then_some(adaptive), fill: !(plus && adaptive.read_only()), spilled }
 }
 
 /// Retires a cache entry unpublished from its row into the region that
@@ -209,6 +312,13 @@ impl<B: PmBackend> ZenWorker<B> {
             old_value: Vec::new(),
             batch: PersistBatch::new(),
             active: false,
+            adaptive: AdaptiveTx::default(),
+            spilled: HashMap::new(),
+            spill_cts: None,
+            spill_cursor: 0,
+            arena_after_spill: 0,
+            spill_garbage: 0,
+            bound_thread: None,
         }
     }
 
@@ -219,8 +329,15 @@ impl<B: PmBackend> ZenWorker<B> {
         result
     }
 
+    /// Returns the commit's reservations, except the slots of direct NVM
+    /// writes (they hold tuples: [`ZenWorker::discard_spilled`] erases
+    /// them first).
     fn unreserve_all(&mut self, state: &mut heap::RegionState) {
-        for reserved in self.reserved.drain(..) {
+        for (index, reserved) in self.reserved.drain(..).enumerate() {
+            let row = self.tx.writes.entries().get(index).map(|entry| entry.row() as *const Row as usize);
+            if row.is_some_and(|row| self.spilled.contains_key(&row)) {
+                continue;
+            }
             state.unreserve(&self.shared.heap, &self.shared.pool, reserved);
         }
     }
@@ -240,6 +357,11 @@ impl<B: PmBackend> ZenWorker<B> {
 
     fn commit_inner(&mut self) -> TxResult<CommitTicket> {
         let shared = Arc::clone(&self.shared);
+        if let Some(plus) = &shared.plus {
+            // A transaction that is not yet committing yields to an
+            // exclusive stage; from here on it finishes.
+            plus.adaptive.check(self.id, &self.adaptive).map_err(TxError::Abort)?;
+        }
         // `occ`: validation and write phase in one critical section.
         let _serial = shared.cc.serial_section();
         if self.tx.is_read_only() {
@@ -264,7 +386,12 @@ impl<B: PmBackend> ZenWorker<B> {
         self.tx.writes.sort_by_row();
         self.reserved.clear();
         for index in 0..self.tx.writes.len() {
-            let table = self.tx.writes.entries()[index].table.0;
+            let entry = &self.tx.writes.entries()[index];
+            if let Some(&(reserved, _)) = self.spilled.get(&(entry.row() as *const Row as usize)) {
+                self.reserved.push(reserved);
+                continue;
+            }
+            let table = entry.table.0;
             match state.reserve(heap, pool, &shared.epochs, self.id, table, &advance) {
                 Ok(reserved) => self.reserved.push(reserved),
                 Err(error) => {
@@ -276,9 +403,9 @@ impl<B: PmBackend> ZenWorker<B> {
         // The reserved slots are cold: start their lines' ownership
         // requests now, so step 4's stores do not stall on them one by one.
         for (index, reserved) in self.reserved.iter().enumerate() {
-            if reserved.slot != 0 {
+            if let (true, WriteValue::Bytes(value)) = (reserved.slot != 0, self.tx.writes.value_state(index)) {
                 let entry = &self.tx.writes.entries()[index];
-                let value_len = self.tx.writes.value(index).map_or(0, <[u8]>::len);
+                let value_len = value.len();
                 pool.backend()
                     .prefetch_for_write(reserved.slot, META_LEN + (entry.row().key().len() + value_len) as u64);
             }
@@ -292,7 +419,12 @@ impl<B: PmBackend> ZenWorker<B> {
             }
         };
         let epoch = shared.epochs.global();
-        let cts = match self.tx.validate_and_stamp(&shared.tables, max_locked, state.last_cts, epoch) {
+        let stamped = match self.spill_cts {
+            // The direct NVM writes carry it already.
+            Some(cts) => self.tx.validate_at_fixed_tid(&shared.tables, max_locked, cts),
+            None => self.tx.validate_and_stamp(&shared.tables, max_locked, state.last_cts, epoch),
+        };
+        let cts = match stamped {
             Ok(cts) => cts,
             Err(reason) => {
                 self.tx.release(self.tx.writes.len());
@@ -331,17 +463,29 @@ impl<B: PmBackend> ZenWorker<B> {
                 self.install_cache(row, cts, None);
                 continue;
             }
-            let value = self.tx.writes.value(index);
+            let value = self.tx.writes.value_state(index);
             let old_slot = row.slot();
-            row.set_slot(reserved.slot, value.map_or(0, <[u8]>::len));
-            self.install_cache(row, cts, value);
+            match value {
+                WriteValue::Bytes(bytes) => {
+                    row.set_slot(reserved.slot, bytes.len());
+                    self.install_cache(row, cts, Some(bytes));
+                }
+                WriteValue::Spilled(len) => {
+                    // Written to the heap directly: its Met-Cache region
+                    // was full, so the row is not cached.
+                    row.set_slot(reserved.slot, len);
+                    self.install_uncached(row);
+                }
+                WriteValue::Delete => {
+                    row.set_slot(reserved.slot, 0);
+                    self.install_cache(row, cts, None);
+                    tombstones.push((index, reserved.slot));
+                }
+            }
             if old_slot != 0 {
                 // A superseded tombstone can never resurrect anything.
                 let kind = if locked_word & ABSENT != 0 { SlotKind::Clean } else { SlotKind::Stale };
                 retired.push(Garbage { slot: old_slot, stamp: 0, kind });
-            }
-            if value.is_none() {
-                tombstones.push((index, reserved.slot));
             }
         }
         // IMPORTANT: the stamp is read after every row points at its new
@@ -379,6 +523,9 @@ impl<B: PmBackend> ZenWorker<B> {
             state.move_pin(heap, pool, lp_slot);
         }
         self.reserved.clear();
+        // The direct NVM writes are committed with the rest.
+        self.spilled.clear();
+        self.reset_spill();
         // 6. Maintenance.
         state.drain_inbox_of(heap, self.id);
         let horizon = heap.horizon(&shared.epochs);
@@ -410,21 +557,33 @@ impl<B: PmBackend> ZenWorker<B> {
         }
         let mut order = std::mem::take(&mut self.persist_order);
         order.clear();
+        // Direct NVM writes the transaction did not change since: durable
+        // content already (their fence), not rewritten unless one carries
+        // the LP bit.
+        let mut written_early = Vec::new();
         for index in 0..writes.len() {
             let entry = &writes.entries()[index];
             let row = entry.row();
-            if entry.is_delete() && row.slot() == 0 {
+            let spilled = self.spilled.contains_key(&(row as *const Row as usize));
+            if entry.is_delete() && row.slot() == 0 && !spilled {
                 // A delete of a row that never reached the heap.
                 let unused = self.reserved[index];
                 self.reserved[index].slot = 0;
                 state.unreserve(&shared.heap, &shared.pool, unused);
                 continue;
             }
+            let value = match writes.value_state(index) {
+                WriteValue::Spilled(_) => {
+                    written_early.push(index);
+                    continue;
+                }
+                WriteValue::Bytes(value) => value,
+                WriteValue::Delete => &[],
+            };
             let meta = &shared.metas[entry.table.0 as usize];
             if row.tuple_id() == 0 {
                 row.set_tuple_id(meta.next_tuple_id.fetch_add(1, Ordering::Relaxed));
             }
-            let value = writes.value(index).unwrap_or(&[]);
             heap::encode_tuple(
                 &mut self.encoded[index],
                 cts,
@@ -435,7 +594,7 @@ impl<B: PmBackend> ZenWorker<B> {
             );
             order.push(index);
         }
-        if order.is_empty() {
+        if order.is_empty() && written_early.is_empty() {
             self.persist_order = order;
             return 0;
         }
@@ -449,10 +608,21 @@ impl<B: PmBackend> ZenWorker<B> {
             return 0;
         }
         // §3.3.4: the LP tuple belongs to the table first in the LP order.
-        let lp_position = (0..order.len())
-            .min_by_key(|&position| shared.lp_rank[writes.entries()[order[position]].table.0 as usize])
-            .expect("non-empty");
-        let lp = order.remove(lp_position);
+        let rank = |index: usize| shared.lp_rank[writes.entries()[index].table.0 as usize];
+        let lp_fresh = (0..order.len()).min_by_key(|&position| rank(order[position]));
+        let lp_early = written_early.iter().copied().min_by_key(|&index| rank(index));
+        let lp = match (lp_fresh, lp_early) {
+            (Some(position), Some(early)) if rank(early) < rank(order[position]) => {
+                self.reload_early(shared, early);
+                early
+            }
+            (Some(position), _) => order.remove(position),
+            (None, Some(early)) => {
+                self.reload_early(shared, early);
+                early
+            }
+            (None, None) => unreachable!("checked above"),
+        };
         order.push(lp);
         let (reserved, encoded) = (&self.reserved, &self.encoded);
         persist_tuples(
@@ -464,6 +634,232 @@ impl<B: PmBackend> ZenWorker<B> {
         );
         self.persist_order = order;
         self.reserved[lp].slot
+    }
+
+    /// Reads write `index`'s tuple, written early to its reserved slot,
+    /// back into its encoding buffer, so it can be persisted again as the
+    /// LP tuple (the same bytes: a torn rewrite leaves the same content).
+    fn reload_early(&mut self, shared: &ZenShared<B>, index: usize) {
+        let key_len = self.tx.writes.key(index).len();
+        let WriteValue::Spilled(len) = self.tx.writes.value_state(index) else {
+            unreachable!("only spilled writes are written early")
+        };
+        let buffer = &mut self.encoded[index];
+        buffer.clear();
+        buffer.resize(META_LEN as usize + key_len + len, 0);
+        shared.pool.backend().read(self.reserved[index].slot, buffer);
+        // Word 0 as encoded, without the LP bit (the broken variant wrote it).
+        let word0 = u64::from_le_bytes(buffer[..8].try_into().expect("8 bytes")) & heap::CTS_MASK;
+        buffer[..8].copy_from_slice(&word0.to_le_bytes());
+    }
+
+    /// Unpublishes `row`'s cached value (locked by this commit) without
+    /// caching the new one, which was written to the heap directly.
+    fn install_uncached(&self, row: &Row) {
+        if let Some(old) = row.install_cached(std::ptr::null_mut()) {
+            retire_cached(&self.shared, old, false);
+        }
+    }
+
+    /// `zen+`'s direct NVM writes (module docs): writes every buffered new
+    /// value of a table without secondary indexes to a slot of this
+    /// worker's region, stamped with the commit's Tx-CTS (fixed now if it
+    /// is not yet) and without the LP bit, makes them durable with one
+    /// fence, and drops them from the write set's arena.
+    fn spill(&mut self) -> TxResult<()> {
+        let shared = Arc::clone(&self.shared);
+        let (heap, pool) = (&shared.heap, &*shared.pool);
+        let mut state = heap.regions[self.id].state.lock();
+        let cts = match self.spill_cts {
+            Some(cts) => cts,
+            None => {
+                // No other transaction runs, so nothing commits until this
+                // one does: a TID above everything read or written now, the
+                // region's last and the clock stays above all of them.
+                let mut newest = state.last_cts.max(self.tx.max_read_tid());
+                for entry in self.tx.writes.entries() {
+                    newest = newest.max(record::tid_of(entry.row().word()));
+                }
+                let tid = (newest + 1).max(record::first_tid_of_epoch(shared.epochs.global()));
+                let cts = shared.cc.versions().map_or(tid, |versions| versions.commit_tid(tid));
+                self.spill_cts = Some(cts);
+                cts
+            }
+        };
+        if self.encoded.is_empty() {
+            self.encoded.push(Vec::new());
+        }
+        let mut written = 0u64;
+        let first = std::mem::replace(&mut self.spill_cursor, self.tx.writes.len());
+        for index in first..self.tx.writes.len() {
+            let WriteValue::Bytes(value) = self.tx.writes.value_state(index) else { continue };
+            let entry = &self.tx.writes.entries()[index];
+            if !shared.tables[entry.table.0 as usize].schema().secondaries.is_empty() {
+                // Secondary maintenance needs the value at commit.
+                continue;
+            }
+            let row = entry.row();
+            let address = row as *const Row as usize;
+            let reserved = match self.spilled.get(&address) {
+                Some(&(reserved, _)) => reserved,
+                None => state
+                    .reserve(heap, pool, &shared.epochs, self.id, entry.table.0, &|| shared.advance_epoch())
+                    .map_err(TxError::Db)?,
+            };
+            if row.tuple_id() == 0 {
+                row.set_tuple_id(shared.metas[entry.table.0 as usize].next_tuple_id.fetch_add(1, Ordering::Relaxed));
+            }
+            let buffer = &mut self.encoded[0];
+            heap::encode_tuple(buffer, cts, row.tuple_id(), false, self.tx.writes.key(index), value);
+            heap::write_tuple_early(pool.backend(), &mut self.batch, reserved.slot, buffer, shared.faults);
+            self.spilled.insert(address, (reserved, value.len() as u32));
+            self.spill_garbage += value.len();
+            self.tx.writes.spill(index);
+            written += 1;
+        }
+        drop(state);
+        if written > 0 {
+            self.batch.flush(pool.backend());
+            pool.backend().fence();
+            pool.backend().crash_point("zen+: tuples written before their commit");
+        }
+        if self.spill_garbage * 2 > self.tx.writes.arena_bytes() {
+            self.tx.writes.compact();
+            self.spill_garbage = 0;
+        }
+        self.arena_after_spill = self.tx.writes.arena_bytes();
+        // Waiting for space may have left the epoch (the heap's reserve);
+        // this transaction goes on reading, alone in the exclusive stage.
+        shared.epochs.enter(self.id);
+        if let Some(plus) = &shared.plus {
+            plus.adaptive.count_direct_writes(self.id, written);
+        }
+        Ok(())
+    }
+
+    /// Erases the direct NVM writes of an attempt that did not commit
+    /// (word 0 = 0, one fence) and frees their slots: a later commit of the
+    /// region must not find them below its horizon.
+    fn discard_spilled(&mut self) {
+        self.reset_spill();
+        if self.spilled.is_empty() {
+            return;
+        }
+        let shared = Arc::clone(&self.shared);
+        let (heap, pool) = (&shared.heap, &*shared.pool);
+        let backend = pool.backend();
+        let mut state = heap.regions[self.id].state.lock();
+        let erased = self.spilled.len() as u64;
+        for (_, (reserved, _)) in self.spilled.drain() {
+            backend.store_u64(reserved.slot, 0);
+            backend.flush(reserved.slot, 8);
+            state.unreserve(heap, pool, Reserved { kind: SlotKind::Clean, ..reserved });
+        }
+        // IMPORTANT: the erasures are durable before this region commits
+        // anything else.
+        backend.fence();
+        drop(state);
+        if let Some(plus) = &shared.plus {
+            plus.adaptive.count_direct_erased(self.id, erased);
+        }
+    }
+
+    /// Forgets the spill bookkeeping of an attempt (its spilled tuples
+    /// committed or erased).
+    fn reset_spill(&mut self) {
+        self.spill_cts = None;
+        self.spill_cursor = 0;
+        self.arena_after_spill = 0;
+        self.spill_garbage = 0;
+    }
+
+    /// After an operation of the body: the Met-Cache cost of the rows it
+    /// read for the first time and of the new versions it buffered joins
+    /// the footprint α checks, and the exclusive stage writes the buffered
+    /// versions to the heap once those buffered since the last such write
+    /// outgrow the Met-Cache region.
+    fn after_operation(&mut self) -> TxResult<()> {
+        let Some(plus) = &self.shared.plus else { return Ok(()) };
+        let adaptive = &self.adaptive;
+        let mut bytes = 0u64;
+        for row in self.tx.read_rows_from(adaptive.counted_reads.get()) {
+            bytes += ClockRing::cost(row.len());
+        }
+        adaptive.counted_reads.set(self.tx.reads_len());
+        for index in adaptive.counted_writes.get()..self.tx.writes.len() {
+            if let WriteValue::Bytes(value) = self.tx.writes.value_state(index) {
+                bytes += ClockRing::cost(value.len());
+            }
+        }
+        adaptive.counted_writes.set(self.tx.writes.len());
+        plus.adaptive.on_footprint(self.id, adaptive, bytes).map_err(TxError::Abort)?;
+        let buffered = self.tx.writes.arena_bytes().saturating_sub(self.arena_after_spill);
+        if self.adaptive.privileged().is_some() && buffered as u64 > plus.adaptive.region_bytes {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// A body operation's result, after [`ZenWorker::after_operation`].
+    fn finish_operation<T>(&mut self, result: TxResult<T>) -> TxResult<T> {
+        let result = result.and_then(|value| self.after_operation().map(|()| value));
+        self.count_abort(result)
+    }
+
+    /// `zen+` on several nodes: counts an access to `key` of `table` for
+    /// its partition.
+    #[inline]
+    fn count_partition(&self, table: TableId, key: &[u8]) {
+        if let Some(soft) = self.shared.plus.as_ref().and_then(|plus| plus.soft.as_ref()) {
+            let prefix = self.shared.tables.get(table.0 as usize).and_then(|table| table.schema().partition_prefix);
+            soft.count_access(self.id, key, prefix);
+        }
+    }
+
+    /// Ends this worker's exclusive stage, if it holds one: maintenance for
+    /// every region (`adaptive.rs`, step 4), then G-EX is released.
+    fn finish_exclusive(&mut self) {
+        if self.shared.plus.is_none() || self.adaptive.privileged().is_none() {
+            return;
+        }
+        debug_assert!(self.spilled.is_empty());
+        // The sweep needs this worker out of its epoch (and holding no
+        // region lock).
+        self.leave();
+        let shared = &*self.shared;
+        let plus = shared.plus.as_ref().expect("zen+");
+        let (heap, pool) = (&shared.heap, &*shared.pool);
+        let before = heap.counters.slots_reclaimed.load(Ordering::Relaxed);
+        heap.sweep(pool, &shared.epochs, &|| shared.advance_epoch());
+        for region in &heap.regions {
+            region.state.lock().reclaim_tombstones(heap, pool);
+        }
+        let versions = shared.cc.versions().map_or(0, |versions| versions.collect_all());
+        let adaptive = &plus.adaptive;
+        adaptive.maintenance_runs.fetch_add(1, Ordering::Relaxed);
+        adaptive
+            .maintenance_slots
+            .fetch_add(heap.counters.slots_reclaimed.load(Ordering::Relaxed) - before, Ordering::Relaxed);
+        adaptive.maintenance_versions.fetch_add(versions as u64, Ordering::Relaxed);
+        adaptive.release(self.id, &self.adaptive);
+    }
+
+    /// `zen+` on several nodes: this thread runs on the worker's node.
+    fn declare_node(&mut self) {
+        let Some(soft) = self.shared.plus.as_ref().and_then(|plus| plus.soft.as_ref()) else { return };
+        let node = soft.topology.node_of_worker(self.id);
+        match soft.topology.source {
+            super::numa::NodeSource::Backend => pmtx_pm::set_thread_numa_node(node),
+            super::numa::NodeSource::Machine => {
+                let thread = std::thread::current().id();
+                if self.bound_thread != Some(thread) {
+                    // Best effort: an unbound thread only costs locality.
+                    let _ = pmtx_pm::numa::bind_thread_to_numa_node(node);
+                    self.bound_thread = Some(thread);
+                }
+            }
+            super::numa::NodeSource::Logical => {}
+        }
     }
 
     /// Makes the Met-Cache hold `value` (version `cts`) for `row`, locked by
@@ -533,30 +929,53 @@ impl<B: PmBackend> ZenWorker<B> {
 }
 
 impl<B: PmBackend> EngineWorker for ZenWorker<B> {
-    fn begin(&mut self, _read_only: bool, attempt: u32) {
+    fn begin(&mut self, read_only: bool, attempt: u32) {
+        let plus = self.shared.plus.is_some();
+        if plus {
+            if attempt <= 1 {
+                // The previous transaction ended without a commit.
+                self.finish_exclusive();
+                if let Some(soft) = self.shared.plus.as_ref().and_then(|plus| plus.soft.as_ref()) {
+                    soft.began(self.id);
+                }
+                self.declare_node();
+            }
+            let shared = Arc::clone(&self.shared);
+            let adaptive = &shared.plus.as_ref().expect("zen+").adaptive;
+            let (epochs, id) = (&shared.epochs, self.id);
+            adaptive.begin(id, &self.adaptive, read_only, attempt, &shared.closed, || epochs.leave(id));
+        }
         // The announcement's fence (`Epochs::enter`) also pairs with the
         // collector's fence of the heap's reclamation (`storage::zen::heap`).
         self.shared.epochs.enter(self.id);
         self.active = true;
-        self.tx.begin(attempt, self.shared.epochs.global());
+        if plus && read_only {
+            self.tx.begin_snapshot_read_only();
+            self.shared.plus.as_ref().expect("zen+").adaptive.count_snapshot_attempt(self.id);
+        } else {
+            self.tx.begin(attempt, self.shared.epochs.global());
+        }
     }
 
     fn get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
-        let store = ZenStore { shared: &self.shared, id: self.id };
+        self.count_partition(table, key);
+        let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
         let result = self.tx.get(&self.shared.tables, &store, table, key, out);
-        self.count_abort(result)
+        self.finish_operation(result)
     }
 
     fn get_with(&mut self, table: TableId, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> TxResult<bool> {
-        let store = ZenStore { shared: &self.shared, id: self.id };
+        self.count_partition(table, key);
+        let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
         let result = self.tx.get_with(&self.shared.tables, &store, table, key, visit);
-        self.count_abort(result)
+        self.finish_operation(result)
     }
 
     fn write(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool> {
-        let store = ZenStore { shared: &self.shared, id: self.id };
+        self.count_partition(table, key);
+        let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
         let result = self.tx.write(&self.shared.tables, &store, table, key, op);
-        self.count_abort(result)
+        self.finish_operation(result)
     }
 
     fn prefetch(&mut self, table: TableId, key: &[u8]) {
@@ -567,33 +986,59 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
     }
 
     fn update_with(&mut self, table: TableId, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> TxResult<bool> {
-        let store = ZenStore { shared: &self.shared, id: self.id };
+        self.count_partition(table, key);
+        let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
         let result = self.tx.update_with(&self.shared.tables, &store, table, key, modify);
-        self.count_abort(result)
+        self.finish_operation(result)
     }
 
     fn scan(&mut self, request: ScanRequest<'_>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
-        let store = ZenStore { shared: &self.shared, id: self.id };
-        let result = self.tx.scan(&self.shared.tables, &store, request, visit);
-        self.count_abort(result)
+        let soft = self.shared.plus.as_ref().and_then(|plus| plus.soft.as_ref());
+        let prefix = self.shared.tables.get(request.table.0 as usize).and_then(|table| table.schema().partition_prefix);
+        let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
+        let id = self.id;
+        let result = self.tx.scan(&self.shared.tables, &store, request, &mut |key: &[u8], value: &[u8]| {
+            if let Some(soft) = soft {
+                soft.count_access(id, key, prefix);
+            }
+            visit(key, value)
+        });
+        self.finish_operation(result)
     }
 
     fn commit(&mut self) -> TxResult<CommitTicket> {
         let result = self.commit_inner();
+        if result.is_err() {
+            self.discard_spilled();
+        }
         self.after_attempt();
         let result = self.count_abort(result);
         if result.is_ok() {
             WorkerCounters::add(&self.shared.counters[self.id].commits, 1);
         }
+        if let Some(plus) = &self.shared.plus {
+            plus.adaptive.end_attempt(self.id, &self.adaptive, result.is_ok());
+            if result.is_ok() {
+                self.finish_exclusive();
+            }
+        }
         result
     }
 
     fn abort(&mut self) {
+        self.discard_spilled();
         self.after_attempt();
+        if let Some(plus) = &self.shared.plus {
+            // A privileged transaction keeps G-EX for its retry.
+            plus.adaptive.end_attempt(self.id, &self.adaptive, false);
+        }
     }
 
     fn idle(&mut self) {
         self.leave();
+        // The transaction is over: a privileged one without a commit
+        // (rolled back, failed, gave up) ends its stage.
+        self.finish_exclusive();
     }
 
     fn wait_durable(&mut self, ticket: CommitTicket) -> DbResult<()> {
@@ -610,6 +1055,8 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
 
 impl<B: PmBackend> Drop for ZenWorker<B> {
     fn drop(&mut self) {
+        self.discard_spilled();
+        self.finish_exclusive();
         self.shared.epochs.leave(self.id);
         self.tx.reclaimer.hand_over(&mut self.shared.orphans.lock());
     }

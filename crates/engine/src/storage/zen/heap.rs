@@ -359,6 +359,42 @@ pub(crate) fn persist_tuples<'a, B: PmBackend>(
     backend.fence();
 }
 
+/// Writes the encoded tuple `bytes` into `slot` ahead of its transaction's
+/// commit (`zen+`'s direct NVM writes in the exclusive stage) and adds its
+/// lines to `batch`, for the caller to flush and fence. Word 0 first, as in
+/// Algorithm 1 ("torn reuse"), and without the LP bit: the tuple stays
+/// uncommitted — above its region's commit horizon — until the commit's LP
+/// tuple is durable, after a fence that covers it.
+pub(crate) fn write_tuple_early<B: PmBackend>(
+    backend: &B,
+    batch: &mut PersistBatch,
+    slot: u64,
+    bytes: &[u8],
+    faults: crate::fault::Faults,
+) {
+    debug_assert!(slot.is_multiple_of(16));
+    let mut word0 = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+    if faults.spill_with_lp() {
+        word0 |= LP_BIT; // broken on purpose: committed before its transaction
+    }
+    // IMPORTANT: word 0 is the first store to the header line.
+    backend.store_u64(slot, word0);
+    backend.write(slot + 8, &bytes[8..]);
+    batch.add(slot, bytes.len() as u64);
+}
+
+/// Where a region's new chunks go (`zen+`'s NUMA placement).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum ChunkPlacement {
+    /// The lowest free chunk (every engine but `zen+` on several nodes).
+    #[default]
+    Anywhere,
+    /// A chunk on the backend's (emulated) NUMA node.
+    OnNode(u32),
+    /// Any chunk, its pages then bound to the machine's node (`mbind`).
+    Bound(u32),
+}
+
 /// Whether a free slot may hold a committed version of some key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SlotKind {
@@ -504,6 +540,9 @@ pub(crate) struct HeapCounters {
     pub(crate) tombstones_reclaimed: AtomicU64,
     pub(crate) sweeps: AtomicU64,
     pub(crate) slots_erased: AtomicU64,
+    /// Chunks placed on another node than asked (that node had none free),
+    /// or whose binding to their node failed.
+    pub(crate) chunks_misplaced: AtomicU64,
 }
 
 /// All regions of all tables, plus the chunk -> (table, region) map.
@@ -522,6 +561,8 @@ pub(crate) struct Heap {
     /// `sweep.horizon`, readable without the lock (checked every commit).
     sweep_horizon: AtomicU64,
     pub(crate) counters: HeapCounters,
+    /// Where each region's new chunks go.
+    placement: Vec<ChunkPlacement>,
 }
 
 impl Heap {
@@ -559,7 +600,55 @@ impl Heap {
             sweep: Mutex::new(SweepState::default()),
             sweep_horizon: AtomicU64::new(0),
             counters: HeapCounters::default(),
+            placement: vec![ChunkPlacement::Anywhere; regions],
         }
+    }
+
+    /// Sets where each region's new chunks go (regions not listed: anywhere).
+    pub(crate) fn with_placement(mut self, placement: impl IntoIterator<Item = ChunkPlacement>) -> Self {
+        for (slot, choice) in self.placement.iter_mut().zip(placement) {
+            *slot = choice;
+        }
+        self
+    }
+
+    /// A new chunk for (`table`, `region`), placed as the region asks.
+    fn allocate_chunk<B: PmBackend>(&self, pool: &Pool<B>, table: u32, region: usize) -> Result<ChunkId, PoolError> {
+        let owner = ChunkOwner::compose(HEAP_CHUNK_KIND, table, self.regions[region].thread);
+        match self.placement[region] {
+            ChunkPlacement::Anywhere => pool.allocate_chunk(owner, true),
+            ChunkPlacement::OnNode(node) => match pool.allocate_chunk_on_node(owner, true, node) {
+                Err(PoolError::Full { .. }) => {
+                    // The node is full; a remote chunk beats failing.
+                    let chunk = pool.allocate_chunk(owner, true)?;
+                    self.counters.chunks_misplaced.fetch_add(1, Ordering::Relaxed);
+                    Ok(chunk)
+                }
+                other => other,
+            },
+            ChunkPlacement::Bound(node) => {
+                let chunk = pool.allocate_chunk(owner, true)?;
+                if pool.bind_chunk_to_numa_node(chunk, node).is_err() {
+                    self.counters.chunks_misplaced.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(chunk)
+            }
+        }
+    }
+
+    /// Bytes of the free slots in every region's lists and bump ranges, and
+    /// the superseded tuples waiting for reclamation (`zen+`'s β).
+    pub(crate) fn free_slot_bytes_and_garbage(&self) -> (u64, u64) {
+        let (mut bytes, mut garbage) = (0, 0);
+        for region in &self.regions {
+            let state = region.state.lock();
+            for (table, heap) in state.heaps.iter().enumerate() {
+                let slot_size = self.geometries[table].slot_size;
+                bytes += heap.free_slots(slot_size) * slot_size;
+            }
+            garbage += state.garbage.len() as u64 + region.inbox.lock().len() as u64;
+        }
+        (bytes, garbage)
     }
 
     fn chunk_index(&self, slot: u64) -> usize {
@@ -1090,7 +1179,7 @@ impl RegionState {
                 continue;
             }
             let thread = heap.regions[region].thread;
-            match pool.allocate_chunk(ChunkOwner::compose(HEAP_CHUNK_KIND, table, thread), true) {
+            match heap.allocate_chunk(pool, table, region) {
                 Ok(chunk) => {
                     heap.register_chunk(chunk, table, thread);
                     self.add_fresh_chunk(heap, pool, table, chunk);
