@@ -95,10 +95,16 @@ pub fn run_workers<T: Send>(
         let handles: Vec<_> = (0..workers).map(|id| scope.spawn(move || body(id))).collect();
         let mut checkpoints = 0;
         if let Some(interval) = checkpoint_every {
-            while !handles.iter().all(|handle| handle.is_finished()) {
+            // At least one checkpoint, even when a descheduled main thread
+            // first looks after every worker is done: the crash images must
+            // include a checkpoint's steps.
+            loop {
                 std::thread::sleep(interval);
                 db.checkpoint().unwrap();
                 checkpoints += 1;
+                if handles.iter().all(|handle| handle.is_finished()) {
+                    break;
+                }
             }
         }
         let results = handles
