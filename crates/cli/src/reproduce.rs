@@ -70,6 +70,9 @@ enum Measure {
     MedianLatency,
     /// Time from the crash until the database takes transactions.
     Recovery,
+    /// Committed short transactions per second: with `--long-threads`, the
+    /// `short` type's; without, every transaction is a short one.
+    ShortThroughput,
 }
 
 /// One claim of a paper about a figure.
@@ -464,6 +467,92 @@ fn figures() -> Vec<Figure> {
             ],
         },
         Figure {
+            name: "zen-fig26",
+            paper: "Zen Fig. 26 (and Fig. 24-25)",
+            what: "zen+: short transactions beside a thread running back-to-back long scans or long updates",
+            scaled: "YCSB balanced, low skew, 100K rows of 1 KB, long transactions of 20K rows (paper: 2 GB of \
+                     256 GB); one short thread with and without a long thread beside it (paper: 15 and 16)",
+            benches: vec![
+                vec![
+                    "--workload",
+                    "ycsb",
+                    "--ycsb",
+                    "ba",
+                    "--theta",
+                    "0.6",
+                    "--records",
+                    "100000",
+                    "--engine",
+                    "zen+",
+                    "--threads",
+                    "1",
+                ],
+                vec![
+                    "--workload",
+                    "ycsb",
+                    "--ycsb",
+                    "ba",
+                    "--theta",
+                    "0.6",
+                    "--records",
+                    "100000",
+                    "--engine",
+                    "zen+",
+                    "--threads",
+                    "2",
+                    "--long-threads",
+                    "1",
+                    "--long-kind",
+                    "scan",
+                    "--long-rows",
+                    "20000",
+                ],
+                vec![
+                    "--workload",
+                    "ycsb",
+                    "--ycsb",
+                    "ba",
+                    "--theta",
+                    "0.6",
+                    "--records",
+                    "100000",
+                    "--engine",
+                    "zen+",
+                    "--threads",
+                    "2",
+                    "--long-threads",
+                    "1",
+                    "--long-kind",
+                    "update",
+                    "--long-rows",
+                    "20000",
+                    "--long-disjoint",
+                ],
+            ],
+            smoke: &["--records", "50000"],
+            duration: "3",
+            claims: vec![
+                Claim {
+                    text: "long scans slow the short transactions by 9.4-24.9 %",
+                    measure: Measure::ShortThroughput,
+                    of: at(1, "zen+", None),
+                    over: at(0, "zen+", None),
+                    paper: (0.751, 0.906),
+                    why: "the long thread shares two cores and the memory bandwidth with the short one; its \
+                          snapshot versions are kept for its whole scan",
+                },
+                Claim {
+                    text: "long updates slow the short transactions by 17.3-73.7 %",
+                    measure: Measure::ShortThroughput,
+                    of: at(2, "zen+", None),
+                    over: at(0, "zen+", None),
+                    paper: (0.263, 0.827),
+                    why: "a long update of 20K rows fits the Met-Cache region here, so it never enters the \
+                          exclusive stage",
+                },
+            ],
+        },
+        Figure {
             name: "phytm-fig5e",
             paper: "PHyTM Fig. 5e",
             what: "short transactions while one thread runs long ones: phytm against phtm and 2pl",
@@ -658,13 +747,7 @@ fn run_benches(figure: &Figure, args: &ReproduceArgs) -> Result<Vec<Report>, Cli
             (None, true) => "0.3".to_string(),
             (None, false) => figure.duration.to_string(),
         };
-        let mut command: Vec<String> = vec!["pmtx bench".to_string()];
-        command.extend(bench.iter().map(|arg| arg.to_string()));
-        command.extend(["--duration".to_string(), duration, "--json".to_string(), json.display().to_string()]);
-        if args.smoke {
-            command.extend(["--warmup".to_string(), "0.2".to_string()]);
-            command.extend(figure.smoke.iter().map(|arg| arg.to_string()));
-        }
+        let command = bench_command(figure, bench, &duration, &json, args.smoke);
         println!("   $ {}", command.join(" "));
         let parsed = BenchCommand::try_parse_from(&command)
             .map_err(|error| CliError::runtime(format!("{}: bad bench arguments: {error}", figure.name)))?;
@@ -673,6 +756,27 @@ fn run_benches(figure: &Figure, args: &ReproduceArgs) -> Result<Vec<Report>, Cli
         crate::plot::run(PlotArgs::new(json.clone(), json.with_extension("svg")))?;
     }
     Ok(reports)
+}
+
+/// The `pmtx bench` command line of one of `figure`'s benches; with
+/// `smoke`, the figure's smoke arguments replace the bench's own values of
+/// the same options (a smoke `--records` replaces the figure's).
+fn bench_command(figure: &Figure, bench: &[&str], duration: &str, json: &Path, smoke: bool) -> Vec<String> {
+    let mut command: Vec<String> = vec!["pmtx bench".to_string()];
+    command.extend(bench.iter().map(|arg| arg.to_string()));
+    command.extend(["--duration".to_string(), duration.to_string(), "--json".to_string(), json.display().to_string()]);
+    if smoke {
+        let mut extra = vec!["--warmup", "0.2"];
+        extra.extend(figure.smoke.iter().copied());
+        for pair in extra.chunks(2) {
+            let (flag, value) = (pair[0], pair.get(1).copied().unwrap_or_default());
+            match command.iter().position(|arg| arg == flag) {
+                Some(at) if at + 1 < command.len() => command[at + 1] = value.to_string(),
+                _ => command.extend([flag.to_string(), value.to_string()]),
+            }
+        }
+    }
+    command
 }
 
 fn read_report(path: &Path) -> Result<Report, CliError> {
@@ -694,6 +798,15 @@ fn value(run: &RunJson, measure: Measure) -> Option<f64> {
         Measure::Throughput => Some(run.throughput_tps),
         Measure::MedianLatency => Some(run.latency_us.p50),
         Measure::Recovery => run.recovery.as_ref().map(|recovery| recovery.duration_ms),
+        Measure::ShortThroughput => {
+            let mixed =
+                pmtx_workloads::ycsb::MIXED_TRANSACTION_TYPES.iter().any(|name| run.per_type.contains_key(*name));
+            if mixed {
+                run.per_type.get("short").map(|short| short.throughput_tps)
+            } else {
+                Some(run.throughput_tps)
+            }
+        }
     }
 }
 
@@ -707,6 +820,22 @@ fn ratio(reports: &[Report], claim: &Claim) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_figure_s_bench_commands_parse_in_full_and_in_smoke_runs() {
+        for figure in figures() {
+            for bench in &figure.benches {
+                for smoke in [false, true] {
+                    let command = bench_command(&figure, bench, "1", Path::new("out.json"), smoke);
+                    if let Err(error) = BenchCommand::try_parse_from(&command) {
+                        panic!("{} (smoke {smoke}): {command:?}: {error}", figure.name);
+                    }
+                    let records = command.iter().filter(|arg| *arg == "--records").count();
+                    assert!(records <= 1, "{}: {command:?}", figure.name);
+                }
+            }
+        }
+    }
 
     #[test]
     fn verdicts_follow_the_tolerance_and_the_side_of_one() {
