@@ -627,8 +627,9 @@ struct ClaimJson {
 /// A figure on the other side of 1 than a paper's range that lies wholly
 /// on one side (the other engine wins) is never reproduced, however close.
 pub fn verdict(ours: f64, (low, high): (f64, f64)) -> &'static str {
-    let paper_side_kept = (low > 1.0 && ours > 1.0) || (high < 1.0 && ours < 1.0);
-    let paper_straddles_one = low <= 1.0 && high >= 1.0;
+    // A range from 1 up ("no slower") keeps its side at 1 itself.
+    let paper_side_kept = (low >= 1.0 && ours >= 1.0) || (high <= 1.0 && ours <= 1.0);
+    let paper_straddles_one = low < 1.0 && high > 1.0;
     let within = ours >= low / TOLERANCE && ours <= high * TOLERANCE;
     if within && (paper_side_kept || paper_straddles_one) {
         "reproduced"
@@ -881,8 +882,11 @@ mod tests {
         // Within the tolerance but the other engine wins.
         assert_eq!(verdict(0.74, (1.10, 2.46)), "not reproduced");
         assert_eq!(verdict(1.2, (0.86, 0.86)), "not reproduced");
-        // A range that includes 1.
-        assert_eq!(verdict(0.9, (1.0, 1.2)), "reproduced");
+        // A range from 1 up: the paper's engine is no slower.
+        assert_eq!(verdict(0.75, (1.0, 1.2)), "not reproduced");
+        assert_eq!(verdict(1.0, (1.0, 1.2)), "reproduced");
+        // A range across 1.
+        assert_eq!(verdict(0.8, (0.9, 1.2)), "reproduced");
     }
 
     /// Every claim reads a bench of its figure and an engine that bench
