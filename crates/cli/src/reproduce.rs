@@ -474,63 +474,30 @@ fn figures() -> Vec<Figure> {
             what: "zen+: short transactions beside a thread running back-to-back long scans or long updates",
             scaled: "YCSB balanced, low skew, 100K rows of 1 KB, long transactions of 20K rows (paper: 2 GB of \
                      256 GB); one short thread with and without a long thread beside it (paper: 15 and 16)",
-            benches: vec![
-                vec![
-                    "--workload",
-                    "ycsb",
-                    "--ycsb",
-                    "ba",
-                    "--theta",
-                    "0.6",
-                    "--records",
-                    "100000",
-                    "--engine",
-                    "zen+",
-                    "--threads",
-                    "1",
-                ],
-                vec![
-                    "--workload",
-                    "ycsb",
-                    "--ycsb",
-                    "ba",
-                    "--theta",
-                    "0.6",
-                    "--records",
-                    "100000",
-                    "--engine",
-                    "zen+",
-                    "--threads",
-                    "2",
-                    "--long-threads",
-                    "1",
-                    "--long-kind",
-                    "scan",
-                    "--long-rows",
-                    "20000",
-                ],
-                vec![
-                    "--workload",
-                    "ycsb",
-                    "--ycsb",
-                    "ba",
-                    "--theta",
-                    "0.6",
-                    "--records",
-                    "100000",
-                    "--engine",
-                    "zen+",
-                    "--threads",
-                    "2",
-                    "--long-threads",
-                    "1",
-                    "--long-kind",
-                    "update",
-                    "--long-rows",
-                    "20000",
-                    "--long-disjoint",
-                ],
-            ],
+            benches: [&[][..], &["--long-kind", "scan"], &["--long-kind", "update", "--long-disjoint"]]
+                .iter()
+                .map(|long: &&[&'static str]| {
+                    let mut bench = vec![
+                        "--workload",
+                        "ycsb",
+                        "--ycsb",
+                        "ba",
+                        "--theta",
+                        "0.6",
+                        "--records",
+                        "100000",
+                        "--engine",
+                        "zen+",
+                    ];
+                    if long.is_empty() {
+                        bench.extend(["--threads", "1"]);
+                    } else {
+                        bench.extend(["--threads", "2", "--long-threads", "1", "--long-rows", "20000"]);
+                        bench.extend(long.iter().copied());
+                    }
+                    bench
+                })
+                .collect(),
             smoke: &["--records", "50000"],
             duration: "3",
             claims: vec![
@@ -623,6 +590,19 @@ struct ClaimJson {
     why: String,
 }
 
+/// The verdicts of a figure none of whose claims was measured.
+fn unmeasured<'a>(figure: &'a Figure, verdict: &'a str, why: &'a str) -> impl Iterator<Item = ClaimJson> + 'a {
+    figure.claims.iter().map(move |claim| ClaimJson {
+        figure: figure.name.to_string(),
+        claim: claim.text.to_string(),
+        paper_low: claim.paper.0,
+        paper_high: claim.paper.1,
+        ours: None,
+        verdict: verdict.to_string(),
+        why: why.to_string(),
+    })
+}
+
 /// The verdict on `ours` against the paper's `(low, high)`.
 /// A figure on the other side of 1 than a paper's range that lies wholly
 /// on one side (the other engine wins) is never reproduced, however close.
@@ -691,17 +671,7 @@ pub fn run(args: ReproduceArgs) -> Result<(), CliError> {
         let missing = missing_engines(figure);
         if !missing.is_empty() {
             println!("== {} ({}): not run: needs {} (not built)", figure.name, figure.paper, missing.join(", "));
-            for claim in &figure.claims {
-                verdicts.push(ClaimJson {
-                    figure: figure.name.to_string(),
-                    claim: claim.text.to_string(),
-                    paper_low: claim.paper.0,
-                    paper_high: claim.paper.1,
-                    ours: None,
-                    verdict: "not run".to_string(),
-                    why: format!("needs {}", missing.join(", ")),
-                });
-            }
+            verdicts.extend(unmeasured(figure, "not run", &format!("needs {}", missing.join(", "))));
             continue;
         }
         println!("== {} ({}): {}\n   scaled: {}", figure.name, figure.paper, figure.what, figure.scaled);
@@ -712,17 +682,7 @@ pub fn run(args: ReproduceArgs) -> Result<(), CliError> {
             Err(error) => {
                 println!("   {}: failed: {error}", figure.name);
                 failed.push(figure.name);
-                for claim in &figure.claims {
-                    verdicts.push(ClaimJson {
-                        figure: figure.name.to_string(),
-                        claim: claim.text.to_string(),
-                        paper_low: claim.paper.0,
-                        paper_high: claim.paper.1,
-                        ours: None,
-                        verdict: "failed".to_string(),
-                        why: error.to_string(),
-                    });
-                }
+                verdicts.extend(unmeasured(figure, "failed", &error.to_string()));
                 continue;
             }
         };
