@@ -395,20 +395,34 @@ impl<E: HashEntry> HashIndex<E> {
         unsafe { &*new_pointer }
     }
 
-    /// Calls `visit` for every entry, shard by shard under each shard's
-    /// writer lock (not a snapshot across shards). `visit` must not use
-    /// this index.
+    /// Calls `visit` for every entry, shard by shard: each shard's entries
+    /// are copied out under its writer lock, then visited with no lock held
+    /// (not a snapshot across shards; an entry removed after its shard was
+    /// copied is still visited, so the caller keeps entries alive, e.g. by
+    /// an epoch pin).
+    ///
+    /// IMPORTANT: no lock is held while `visit` runs. A checkpoint's visit
+    /// waits for a row's lock, and the holder of that lock (reclamation
+    /// unlinking the row) may need this shard's writer lock: holding it
+    /// here deadlocked the two until the checkpoint's bound ran out.
     pub fn for_each(&self, mut visit: impl FnMut(NonNull<E>)) {
+        let mut entries: Vec<NonNull<E>> = Vec::new();
         for shard in self.shards.iter() {
-            let _writer = shard.writer.lock();
-            // SAFETY: under the writer lock the array is current and live.
-            let array = unsafe { &*shard.slots.load(Ordering::Acquire) };
-            for word in array.words.iter() {
-                let word = word.load(Ordering::Acquire);
-                if word != EMPTY && word != TOMBSTONE {
-                    // SAFETY: non-null entry address (see `encode`).
-                    visit(unsafe { NonNull::new_unchecked((word & ADDRESS_MASK) as usize as *mut E) });
+            entries.clear();
+            {
+                let _writer = shard.writer.lock();
+                // SAFETY: under the writer lock the array is current and live.
+                let array = unsafe { &*shard.slots.load(Ordering::Acquire) };
+                for word in array.words.iter() {
+                    let word = word.load(Ordering::Acquire);
+                    if word != EMPTY && word != TOMBSTONE {
+                        // SAFETY: non-null entry address (see `encode`).
+                        entries.push(unsafe { NonNull::new_unchecked((word & ADDRESS_MASK) as usize as *mut E) });
+                    }
                 }
+            }
+            for &entry in &entries {
+                visit(entry);
             }
         }
     }
@@ -501,6 +515,42 @@ mod tests {
             });
             assert_eq!(visited, model.len());
         }
+    }
+
+    /// A visitor that waits for another thread which itself removes an
+    /// entry of the same shard (a checkpoint waiting for a row lock held by
+    /// reclamation, which unlinks that row) must not deadlock: `for_each`
+    /// holds no lock while it visits.
+    #[test]
+    fn for_each_visits_without_holding_the_shard_lock() {
+        let index = HashIndex::<Entry>::new(8, None);
+        for key in [&b"first"[..], b"second"] {
+            index.get_or_insert_with(key, || entry(key)).unwrap();
+        }
+        let (done, finished) = std::sync::mpsc::channel();
+        let mut visited = Vec::new();
+        std::thread::scope(|scope| {
+            index.for_each(|found| {
+                // SAFETY: test entries are leaked, never freed.
+                let key = unsafe { found.as_ref() }.key.clone();
+                if visited.is_empty() {
+                    // Another thread removes the entry being visited: it
+                    // needs this very shard's writer lock.
+                    let (index, done, key, address) = (&index, done.clone(), key.clone(), found.as_ptr() as usize);
+                    scope.spawn(move || {
+                        let expected = NonNull::new(address as *mut Entry).expect("an entry's address");
+                        done.send(index.remove_if(&key, expected)).unwrap()
+                    });
+                    // Bounded only so a regression fails instead of hanging.
+                    let removed = finished.recv_timeout(std::time::Duration::from_secs(60));
+                    assert_eq!(removed, Ok(true), "the remover was blocked by the visit");
+                }
+                visited.push(key);
+            });
+        });
+        assert_eq!(visited.len(), 2, "entries copied before a removal are still visited");
+        assert!(index.get(&visited[0]).is_none());
+        assert!(index.get(&visited[1]).is_some());
     }
 
     #[test]
