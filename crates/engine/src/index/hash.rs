@@ -282,6 +282,35 @@ impl<E: HashEntry> HashIndex<E> {
         Self::probe(array, key, hash).ok()
     }
 
+    /// The first entry whose 16 tag bits match `key`'s, without comparing
+    /// keys: for prefetch hints, which must not wait for the entry's miss
+    /// that a key comparison takes. Usually `key`'s entry; a rare tag
+    /// collision gives another live entry (a wasted hint, never an error).
+    #[inline]
+    pub fn get_unverified(&self, key: &[u8]) -> Option<NonNull<E>> {
+        if key.len() > self.max_key_len {
+            return None;
+        }
+        let hash = hash_key(key, self.seed);
+        let tag = tag_of(hash);
+        // SAFETY: as in `get`.
+        let array = unsafe { &*self.shard(hash).slots.load(Ordering::Acquire) };
+        let mut position = hash as usize & array.mask;
+        loop {
+            let word = array.words[position].load(Ordering::Acquire);
+            match word {
+                EMPTY => return None,
+                TOMBSTONE => {}
+                // SAFETY: non-null (see `encode`).
+                _ if word >> ADDRESS_BITS == tag => {
+                    return Some(unsafe { NonNull::new_unchecked((word & ADDRESS_MASK) as usize as *mut E) })
+                }
+                _ => {}
+            }
+            position = (position + 1) & array.mask;
+        }
+    }
+
     /// Atomically returns the entry of `key`, inserting `make()` first if
     /// absent; returns `(entry, inserted)`. `make` runs under the shard's
     /// writer lock (short, and must not use this index); the entry it makes
@@ -551,6 +580,38 @@ mod tests {
         assert_eq!(visited.len(), 2, "entries copied before a removal are still visited");
         assert!(index.get(&visited[0]).is_none());
         assert!(index.get(&visited[1]).is_some());
+    }
+
+    #[test]
+    fn unverified_lookups_find_present_keys_and_only_live_entries() {
+        let index = HashIndex::<Entry>::new(8, None);
+        let mut live = std::collections::HashSet::new();
+        for value in 0u32..5_000 {
+            let key = value.to_le_bytes();
+            let (found, _) = index.get_or_insert_with(&key, || entry(&key)).unwrap();
+            live.insert(found);
+        }
+        for value in (0u32..5_000).step_by(3) {
+            let key = value.to_le_bytes();
+            let found = index.get(&key).unwrap();
+            assert!(index.remove_if(&key, found));
+            live.remove(&found);
+        }
+        for value in 0u32..10_000 {
+            let key = value.to_le_bytes();
+            let unverified = index.get_unverified(&key);
+            match index.get(&key) {
+                // Tags of two present keys may collide: the first in the
+                // probe chain wins, and it is live either way.
+                Some(found) => assert!(unverified == Some(found) || unverified.is_some_and(|e| live.contains(&e))),
+                None => assert!(unverified.is_none_or(|e| live.contains(&e)), "key {value}: a removed entry"),
+            }
+        }
+        let exact = (0u32..5_000)
+            .filter(|value| value % 3 != 0)
+            .filter(|value| index.get_unverified(&value.to_le_bytes()) == index.get(&value.to_le_bytes()))
+            .count();
+        assert!(exact * 100 >= 3_333 * 99, "16 tag bits make collisions rare: {exact} of 3333 exact");
     }
 
     #[test]

@@ -167,16 +167,28 @@ impl<R: RowKind> Table<R> {
     /// ([`RowKind::prefetch_value`]).
     #[inline]
     pub(crate) fn prefetch(&self, key: &[u8], value_len: usize) {
-        if let PrimaryIndex::Hash(index) = &self.primary {
-            // The probe usually hits the last-level cache; only the row is
-            // prefetched, so a batch of hints overlaps the rows' misses.
-            let Some(entry) = index.get(key) else { return };
-            // Header, key and value (the value follows the key inline).
-            let lines = (64 + key.len() + value_len).div_ceil(64).min(16);
-            crate::index::hash::prefetch_lines(entry.as_ptr() as *const u8, lines);
-            // SAFETY: indexed rows are alive (see the module docs).
-            unsafe { entry.as_ref() }.prefetch_value();
+        if let Some(row) = self.prefetch_row(key, value_len) {
+            row.prefetch_value();
         }
+    }
+
+    /// [`Table::prefetch`] of the row alone: returns the row (by its hash
+    /// tag, unverified: rarely another live row), whose
+    /// [`RowKind::prefetch_value`] the caller issues later (it reads the
+    /// row, so issued at once it would wait for the row's miss; a batch of
+    /// hints issues every row first, then every value).
+    #[inline]
+    pub(crate) fn prefetch_row(&self, key: &[u8], value_len: usize) -> Option<&R> {
+        let PrimaryIndex::Hash(index) = &self.primary else { return None };
+        // The probe usually hits the last-level cache; only the row is
+        // prefetched, so a batch of hints overlaps the rows' misses. The
+        // key is not compared: that would wait for the row's miss.
+        let entry = index.get_unverified(key)?;
+        // Header, key and value (the value follows the key inline).
+        let lines = (64 + key.len() + value_len).div_ceil(64).min(16);
+        crate::index::hash::prefetch_lines(entry.as_ptr() as *const u8, lines);
+        // SAFETY: indexed rows are alive (see the module docs).
+        Some(unsafe { entry.as_ref() })
     }
 
     /// The row of `key`, inserting an absent placeholder (with room for a

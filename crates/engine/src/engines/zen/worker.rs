@@ -82,6 +82,9 @@ pub(crate) struct ZenWorker<B: PmBackend> {
     retired: Vec<Garbage>,
     tombstones: Vec<(usize, u64)>,
     old_value: Vec<u8>,
+    /// Rows hinted by `prefetch` whose Met-Cache entries are not yet
+    /// prefetched (addresses; alive while the attempt is announced).
+    hinted: Vec<usize>,
     batch: PersistBatch,
     active: bool,
     /// `zen+`: the running transaction's accesses and exclusive stage.
@@ -310,6 +313,7 @@ impl<B: PmBackend> ZenWorker<B> {
             retired: Vec::new(),
             tombstones: Vec::new(),
             old_value: Vec::new(),
+            hinted: Vec::new(),
             batch: PersistBatch::new(),
             active: false,
             adaptive: AdaptiveTx::default(),
@@ -899,7 +903,21 @@ impl<B: PmBackend> ZenWorker<B> {
         }
     }
 
+    /// Issues the value prefetches of the rows hinted since the last
+    /// access (see `prefetch`).
+    #[inline]
+    fn prefetch_hinted_values(&mut self) {
+        for row in self.hinted.drain(..) {
+            // SAFETY: hinted while this attempt is announced (`prefetch`),
+            // and the list is emptied before the attempt ends
+            // (`after_attempt`, `leave`): indexed rows are freed only after
+            // every attempt announced when they were unlinked has ended.
+            unsafe { &*(row as *const Row) }.prefetch_value();
+        }
+    }
+
     fn leave(&mut self) {
+        self.hinted.clear();
         if self.active {
             self.shared.epochs.leave(self.id);
             self.active = false;
@@ -908,6 +926,7 @@ impl<B: PmBackend> ZenWorker<B> {
 
     /// Queues rows left absent and reclaims what is due.
     fn after_attempt(&mut self) {
+        self.hinted.clear();
         let shared = &*self.shared;
         self.tx.finish(shared.epochs.global());
         if self.tx.reclaimer.backlog() > 0 {
@@ -958,6 +977,7 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
     }
 
     fn get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
+        self.prefetch_hinted_values();
         self.count_partition(table, key);
         let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
         let result = self.tx.get(&self.shared.tables, &store, table, key, out);
@@ -965,6 +985,7 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
     }
 
     fn get_with(&mut self, table: TableId, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> TxResult<bool> {
+        self.prefetch_hinted_values();
         self.count_partition(table, key);
         let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
         let result = self.tx.get_with(&self.shared.tables, &store, table, key, visit);
@@ -972,6 +993,7 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
     }
 
     fn write(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool> {
+        self.prefetch_hinted_values();
         self.count_partition(table, key);
         let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
         let result = self.tx.write(&self.shared.tables, &store, table, key, op);
@@ -979,13 +1001,19 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
     }
 
     fn prefetch(&mut self, table: TableId, key: &[u8]) {
-        // The row, then its cached value (`Row::prefetch_value`).
-        if let Some(table) = self.shared.tables.get(table.0 as usize) {
-            table.prefetch(key, 0);
+        // The row now; its cached value (`Row::prefetch_value`, which reads
+        // the row) at the next access, once every hinted row is on its way:
+        // the entries' misses then overlap too instead of each waiting for
+        // its row.
+        if let Some(row) = self.shared.tables.get(table.0 as usize).and_then(|table| table.prefetch_row(key, 0)) {
+            if self.active {
+                self.hinted.push(row as *const Row as usize);
+            }
         }
     }
 
     fn update_with(&mut self, table: TableId, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> TxResult<bool> {
+        self.prefetch_hinted_values();
         self.count_partition(table, key);
         let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
         let result = self.tx.update_with(&self.shared.tables, &store, table, key, modify);
