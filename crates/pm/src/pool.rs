@@ -13,7 +13,7 @@ use crate::backend::{BackendInfo, PmBackend, PmOptions};
 use crate::error::{PoolError, PoolResult};
 use crate::layout::{self, header};
 use crate::mapping::Mapping;
-use crate::prefault::Prefault;
+use crate::prefault::{Prefault, PrefaultTarget};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -469,10 +469,6 @@ impl<B: PmBackend> Pool<B> {
         self.prefault.done.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    pub(crate) fn prefault_state(&self) -> &Prefault {
-        &self.prefault
-    }
-
     /// Populates the first of the `ahead` lowest free chunks that is not
     /// populated yet; `Ok(false)` when all of them are.
     pub(crate) fn prefault_next_free_chunk(&self, ahead: u64) -> std::io::Result<bool> {
@@ -657,6 +653,20 @@ impl<B: PmBackend> Pool<B> {
             chunks_used: self.owned_chunks().len() as u64,
             roots: self.roots(),
         }
+    }
+}
+
+impl<B: PmBackend> PrefaultTarget for Pool<B> {
+    fn prefault_state(&self) -> &Prefault {
+        &self.prefault
+    }
+
+    fn is_anonymous(&self) -> bool {
+        self.backend().mapping().kind() == crate::MappingKind::Anonymous
+    }
+
+    fn prefault_next_free_chunk(&self, ahead: u64) -> std::io::Result<bool> {
+        Pool::prefault_next_free_chunk(self, ahead)
     }
 }
 

@@ -16,12 +16,22 @@
 //! chunk at a time, so dropping the pool is never held up for long; the
 //! pool's [`Prefault`] stops it on drop.
 
-use crate::backend::PmBackend;
-use crate::pool::Pool;
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
+
+/// What the thread populates: the pool (`pool.rs` implements it, so this
+/// module needs nothing of the pool's and the two never import each other).
+pub(crate) trait PrefaultTarget: Send + Sync + 'static {
+    /// The target's side of the thread.
+    fn prefault_state(&self) -> &Prefault;
+    /// Whether the target lives in anonymous memory (nothing to populate).
+    fn is_anonymous(&self) -> bool;
+    /// Populates the first of the `ahead` chunks the allocator hands out
+    /// next that is not populated yet; `Ok(false)` when all of them are.
+    fn prefault_next_free_chunk(&self, ahead: u64) -> std::io::Result<bool>;
+}
 
 /// How long the thread sleeps when every chunk it looks after is populated
 /// and no allocation wakes it (an allocation always does).
@@ -97,15 +107,12 @@ impl Drop for Prefault {
 /// Starts the thread that keeps the `ahead` lowest free chunks of `pool`
 /// populated. Does nothing for `ahead == 0`, a pool in anonymous memory,
 /// or a pool whose thread already runs.
-pub(crate) fn start<B: PmBackend>(pool: &Arc<Pool<B>>, ahead: u64) -> std::io::Result<()> {
+pub(crate) fn start<T: PrefaultTarget>(pool: &Arc<T>, ahead: u64) -> std::io::Result<()> {
     let state = pool.prefault_state();
-    if ahead == 0
-        || pool.backend().mapping().kind() == crate::MappingKind::Anonymous
-        || state.started.swap(true, Ordering::AcqRel)
-    {
+    if ahead == 0 || pool.is_anonymous() || state.started.swap(true, Ordering::AcqRel) {
         return Ok(());
     }
-    let weak: Weak<Pool<B>> = Arc::downgrade(pool);
+    let weak: Weak<T> = Arc::downgrade(pool);
     let signal = Arc::clone(&state.signal);
     let spawned = std::thread::Builder::new().name("pmtx-prefault".into()).spawn(move || run(weak, signal, ahead));
     if let Err(error) = spawned {
@@ -115,7 +122,7 @@ pub(crate) fn start<B: PmBackend>(pool: &Arc<Pool<B>>, ahead: u64) -> std::io::R
     Ok(())
 }
 
-fn run<B: PmBackend>(pool: Weak<Pool<B>>, signal: Arc<Signal>, ahead: u64) {
+fn run<T: PrefaultTarget>(pool: Weak<T>, signal: Arc<Signal>, ahead: u64) {
     while !signal.stop.load(Ordering::Acquire) {
         let done = {
             let Some(pool) = pool.upgrade() else { return };

@@ -72,8 +72,9 @@
 
 use crate::cc::silo::WriteSet;
 use crate::durability::group_commit::GroupCommitLog;
+use crate::durability::log::SegmentStore;
 use crate::durability::log::{LogLayout, LogWriter};
-use crate::durability::segments::{PoolSegments, SegmentStore};
+use crate::durability::segments::PoolSegments;
 use crate::durability::EnginePolicy;
 use crate::durability::{CommitLog, CommitStage};
 use crate::engine::{CommitTicket, EngineKind, EngineStats};

@@ -35,7 +35,7 @@
 //! other failure is [`DbError::LogFile`] with the path and the operation.
 
 use crate::durability::log::{self, FoundSegment, LogRecord, LogStoreMode};
-use crate::durability::segments::{NewSegment, SegmentId, SegmentStore};
+use crate::durability::log::{NewSegment, SegmentId, SegmentStore};
 use crate::error::{DbError, DbResult};
 use crate::log_files::{LogFile, LogStorage};
 use parking_lot::Mutex;

@@ -25,7 +25,8 @@
 use crate::cc::silo::WriteSet;
 use crate::durability::checkpoint::{self, CheckpointMeta};
 use crate::durability::log::{self, LogShared, LogStoreMode, LogWriter, SegmentInfo};
-use crate::durability::segments::{PoolSegments, SegmentId, SegmentStore};
+use crate::durability::log::{SegmentId, SegmentStore};
+use crate::durability::segments::PoolSegments;
 use crate::durability::CommitLog;
 use crate::durability::EnginePolicy;
 use crate::engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};

@@ -43,7 +43,6 @@
 //! reads it.
 
 use crate::cc::silo::WriteSet;
-use crate::durability::segments::{PoolSegments, SegmentId, SegmentStore};
 use crate::error::{DbError, DbResult};
 use pmtx_pm::{ChunkId, PmBackend, Pool};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -214,6 +213,69 @@ pub struct LogShared {
     pub last_sequence: AtomicU64,
 }
 
+/// A segment's identity in its store (a chunk number, a file number).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SegmentId(pub u64);
+
+/// A new segment: its identity, its base address and the handle its writer
+/// appends through.
+pub struct NewSegment<H> {
+    /// Identity (for truncation).
+    pub id: SegmentId,
+    /// Address of its first byte.
+    pub base: u64,
+    /// What the writer writes through.
+    pub handle: H,
+}
+
+/// The storage of the redo log's segments.
+pub trait SegmentStore: Send + Sync + 'static {
+    /// Error of a store or a sync: [`std::convert::Infallible`] for the
+    /// pool (stores into PM cannot fail), [`DbError`] for files.
+    type Error: Into<DbError> + std::fmt::Debug;
+    /// What a writer holds to append to its current segment.
+    type Handle: Send;
+    /// Whether segments take pool chunks, so a new one must leave the
+    /// chunks reserved for the next checkpoint (which frees the log).
+    const IN_POOL: bool;
+
+    /// Bytes of a segment, header included.
+    fn segment_size(&self) -> u64;
+    /// Starts a segment of `worker` holding `header` followed by 8 zero
+    /// bytes (a record slot that cannot be mistaken for a record). The pool
+    /// persists the header at once; a file's header becomes durable with
+    /// the first sync of the file, which comes before any record in it
+    /// counts.
+    fn create_segment(&self, worker: u16, sequence: u64, header: &[u8]) -> DbResult<NewSegment<Self::Handle>>;
+    /// Stores `bytes` at `address` of the segment `handle` writes.
+    fn write(&self, handle: &Self::Handle, address: u64, bytes: &[u8], mode: LogStoreMode) -> Result<(), Self::Error>;
+    /// Makes every byte of every range durable (each range lies inside one
+    /// segment). The pool flushes the lines of ranges written with ordinary
+    /// stores and issues one fence; files `fdatasync` each file once (and
+    /// the directory first, when a file was created since it was last
+    /// synced). A range of a segment truncated meanwhile is skipped: a
+    /// writer makes a segment durable before it leaves it, and truncation
+    /// only frees segments their writers left.
+    fn sync(&self, ranges: &[(u64, u64)], mode: LogStoreMode) -> Result<(), Self::Error>;
+    /// Frees `segments` (truncation, recovery, clean close).
+    fn free(&self, segments: &[SegmentId]);
+    /// Every segment with a valid header, grouped by worker and ordered by
+    /// sequence, and the segments whose header is damaged (a crash while
+    /// one was being started), to be freed.
+    fn find_segments(&self) -> DbResult<(Vec<FoundSegment>, Vec<SegmentId>)>;
+    /// Visits the valid records of `segment` in order, up to the first
+    /// torn or invalid one.
+    fn scan_segment(&self, segment: &FoundSegment, visit: &mut dyn FnMut(LogRecord)) -> DbResult<()>;
+    /// Syncs of log files made since open (0 for the pool).
+    fn file_syncs(&self) -> u64 {
+        0
+    }
+    /// Syncs of the log directory made since open (0 for the pool).
+    fn directory_syncs(&self) -> u64 {
+        0
+    }
+}
+
 /// A worker's log appender, over the segments of store `S` (the pool by
 /// default).
 pub struct LogWriter<S: SegmentStore> {
@@ -232,20 +294,6 @@ pub struct LogWriter<S: SegmentStore> {
     layout: Option<LogLayout>,
     /// The record encoded by `prepare`, waiting for its TID.
     prepared: Option<Prepared>,
-}
-
-impl<B: PmBackend> LogWriter<PoolSegments<B>> {
-    /// A writer for `worker` in `pool`, starting a fresh segment numbered
-    /// `sequence`.
-    pub fn new(
-        pool: Arc<Pool<B>>,
-        worker: u16,
-        mode: LogStoreMode,
-        shared: Arc<LogShared>,
-        sequence: u64,
-    ) -> DbResult<Self> {
-        Self::in_store(Arc::new(PoolSegments::new(pool)), worker, mode, shared, sequence)
-    }
 }
 
 /// The 64-byte header of segment `sequence` of `worker`.

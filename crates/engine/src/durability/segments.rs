@@ -1,11 +1,14 @@
-//! Where the redo log's segments live: the one thing that differs between
-//! the PM log of `group-commit` and the DBXN family ([`PoolSegments`]: pool
-//! chunks, made durable with flushes and a fence) and the file log of
-//! `dbx-disk` and `dbx-naive:medium=disk` (`durability::file_log`: one file
-//! per segment, made durable with `fdatasync`). The record format, the
-//! writer ([`crate::durability::log::LogWriter`]), group commit, truncation
-//! and recovery (`durability::group_commit`) are written once over this
-//! trait.
+//! The redo log's segments in pool chunks ([`PoolSegments`]: made durable
+//! with flushes and a fence), the PM log of `group-commit` and the DBXN
+//! family. Where segments live is the one thing that differs between it and
+//! the file log of `dbx-disk` and `dbx-naive:medium=disk`
+//! (`durability::file_log`: one file per segment, made durable with
+//! `fdatasync`). The record format, the writer
+//! ([`crate::durability::log::LogWriter`]) and the store interface
+//! ([`SegmentStore`]) are in `durability::log`; group commit, truncation and
+//! recovery (`durability::group_commit`) are written once over that
+//! interface. (The interface lives with the format so that this module
+//! depends on the log and never the other way round.)
 //!
 //! *Addresses.* A store hands out segments at *addresses*: the segment's
 //! bytes are `[base, base + segment_size)`, with `base` a non-zero multiple
@@ -15,73 +18,13 @@
 //! one `u64` per position whatever the medium, and an address alone says
 //! which segment it is in.
 
-use crate::durability::log::{self, FoundSegment, LogStoreMode, LOG_CHUNK_KIND, SEGMENT_HEADER};
+use crate::durability::log::{
+    self, FoundSegment, LogShared, LogStoreMode, LogWriter, NewSegment, SegmentId, SegmentStore, LOG_CHUNK_KIND,
+    SEGMENT_HEADER,
+};
 use crate::error::{DbError, DbResult};
 use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError};
 use std::sync::Arc;
-
-/// A segment's identity in its store (a chunk number, a file number).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SegmentId(pub u64);
-
-/// A new segment: its identity, its base address and the handle its writer
-/// appends through.
-pub struct NewSegment<H> {
-    /// Identity (for truncation).
-    pub id: SegmentId,
-    /// Address of its first byte.
-    pub base: u64,
-    /// What the writer writes through.
-    pub handle: H,
-}
-
-/// The storage of the redo log's segments.
-pub trait SegmentStore: Send + Sync + 'static {
-    /// Error of a store or a sync: [`std::convert::Infallible`] for the
-    /// pool (stores into PM cannot fail), [`DbError`] for files.
-    type Error: Into<DbError> + std::fmt::Debug;
-    /// What a writer holds to append to its current segment.
-    type Handle: Send;
-    /// Whether segments take pool chunks, so a new one must leave the
-    /// chunks reserved for the next checkpoint (which frees the log).
-    const IN_POOL: bool;
-
-    /// Bytes of a segment, header included.
-    fn segment_size(&self) -> u64;
-    /// Starts a segment of `worker` holding `header` followed by 8 zero
-    /// bytes (a record slot that cannot be mistaken for a record). The pool
-    /// persists the header at once; a file's header becomes durable with
-    /// the first sync of the file, which comes before any record in it
-    /// counts.
-    fn create_segment(&self, worker: u16, sequence: u64, header: &[u8]) -> DbResult<NewSegment<Self::Handle>>;
-    /// Stores `bytes` at `address` of the segment `handle` writes.
-    fn write(&self, handle: &Self::Handle, address: u64, bytes: &[u8], mode: LogStoreMode) -> Result<(), Self::Error>;
-    /// Makes every byte of every range durable (each range lies inside one
-    /// segment). The pool flushes the lines of ranges written with ordinary
-    /// stores and issues one fence; files `fdatasync` each file once (and
-    /// the directory first, when a file was created since it was last
-    /// synced). A range of a segment truncated meanwhile is skipped: a
-    /// writer makes a segment durable before it leaves it, and truncation
-    /// only frees segments their writers left.
-    fn sync(&self, ranges: &[(u64, u64)], mode: LogStoreMode) -> Result<(), Self::Error>;
-    /// Frees `segments` (truncation, recovery, clean close).
-    fn free(&self, segments: &[SegmentId]);
-    /// Every segment with a valid header, grouped by worker and ordered by
-    /// sequence, and the segments whose header is damaged (a crash while
-    /// one was being started), to be freed.
-    fn find_segments(&self) -> DbResult<(Vec<FoundSegment>, Vec<SegmentId>)>;
-    /// Visits the valid records of `segment` in order, up to the first
-    /// torn or invalid one.
-    fn scan_segment(&self, segment: &FoundSegment, visit: &mut dyn FnMut(log::LogRecord)) -> DbResult<()>;
-    /// Syncs of log files made since open (0 for the pool).
-    fn file_syncs(&self) -> u64 {
-        0
-    }
-    /// Syncs of the log directory made since open (0 for the pool).
-    fn directory_syncs(&self) -> u64 {
-        0
-    }
-}
 
 /// The redo log in pool chunks (PM).
 pub struct PoolSegments<B: PmBackend> {
@@ -164,5 +107,19 @@ impl<B: PmBackend> SegmentStore for PoolSegments<B> {
     fn scan_segment(&self, segment: &FoundSegment, visit: &mut dyn FnMut(log::LogRecord)) -> DbResult<()> {
         log::scan_segment(&self.pool, segment, visit);
         Ok(())
+    }
+}
+
+impl<B: PmBackend> LogWriter<PoolSegments<B>> {
+    /// A writer for `worker` in `pool`, starting a fresh segment numbered
+    /// `sequence`.
+    pub fn new(
+        pool: Arc<Pool<B>>,
+        worker: u16,
+        mode: LogStoreMode,
+        shared: Arc<LogShared>,
+        sequence: u64,
+    ) -> DbResult<Self> {
+        Self::in_store(Arc::new(PoolSegments::new(pool)), worker, mode, shared, sequence)
     }
 }
