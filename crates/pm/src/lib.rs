@@ -33,7 +33,7 @@ pub use backend::{
 pub use counters::{reset_thread_counters, thread_counters, PmCounters};
 pub use cpu::{CpuFeatures, FlushInstruction, CACHE_LINE};
 pub use error::{PoolError, PoolResult};
-pub use mapping::{Mapping, MappingKind};
+pub use mapping::{temporary_pool_dir, Mapping, MappingKind};
 pub use persist_batch::PersistBatch;
 pub use pool::{ChunkId, ChunkOwner, Pool, PoolCheckReport, PoolInfo};
 pub use sim::Sim;

@@ -224,6 +224,45 @@ impl Mapping {
 /// Page size of the mappings (x86-64 base pages).
 const PAGE: u64 = 4096;
 
+/// Where a temporary pool file of `bytes` goes when the user names none:
+/// `/dev/shm` when it is a memory file system (tmpfs) with room for twice
+/// the whole pool, else the system's temporary directory. (The file is
+/// sparse: pages take room as they are first written, and a write through
+/// the mapping into a full tmpfs is a SIGBUS, so the margin leaves room for
+/// other users of /dev/shm and for a second pool at the same time.)
+///
+/// Why not always the temporary directory: on a disk file system every
+/// page the engines write is a page-cache page that the kernel also writes
+/// back to the disk (and, on ext4, reserves blocks and journals for in the
+/// write fault). Those costs grow with the bytes an engine persists and
+/// belong to no persistent medium: on real PM the pool is DAX, and the
+/// emulated backend models the medium's costs itself. A memory file system
+/// has neither, so the engines that write the pool are not charged twice.
+pub fn temporary_pool_dir(bytes: u64) -> PathBuf {
+    let memory = Path::new("/dev/shm");
+    match memory_file_system_free(memory) {
+        Some(free) if free / 2 >= bytes => memory.to_path_buf(),
+        _ => std::env::temp_dir(),
+    }
+}
+
+/// Bytes available to this user in `dir` if it is a tmpfs directory.
+fn memory_file_system_free(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `path` is a NUL-terminated string that outlives the call, and
+    // `stats` is a writable statfs the call fills in (zeroed is a valid one).
+    let mut stats: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::statfs(path.as_ptr(), &mut stats) } != 0 {
+        return None;
+    }
+    if stats.f_type as i64 != libc::TMPFS_MAGIC as i64 {
+        return None;
+    }
+    Some((stats.f_bavail as u64).saturating_mul(stats.f_bsize as u64))
+}
+
 fn os_result(rc: libc::c_int) -> std::io::Result<()> {
     if rc == 0 {
         Ok(())
@@ -267,5 +306,23 @@ fn lock_exclusive(file: &File, path: &Path) -> PoolResult<()> {
             return Err(PoolError::Locked(path.to_path_buf()));
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temporary_pools_go_to_memory_only_when_it_has_room() {
+        // No file system has room for this: the temporary directory.
+        assert_eq!(temporary_pool_dir(u64::MAX), std::env::temp_dir());
+        let small = temporary_pool_dir(1 << 20);
+        match memory_file_system_free(Path::new("/dev/shm")) {
+            Some(free) if free >= 2 << 20 => assert_eq!(small, Path::new("/dev/shm")),
+            _ => assert_eq!(small, std::env::temp_dir()),
+        }
+        // A directory on a disk file system (or missing) is not memory.
+        assert_eq!(memory_file_system_free(Path::new("/nonexistent-pmtx-dir")), None);
     }
 }

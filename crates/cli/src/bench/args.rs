@@ -77,7 +77,7 @@ pub struct BenchArgs {
     /// workload options, thread counts, duration, warm-up and seed as the
     /// engine runs. Each run gets a fresh pool file, removed afterwards:
     /// PATH.pmdk with --pool PATH (it must not exist: it is never replaced),
-    /// else a temporary file next to the engines' pools. Its size is what
+    /// else a temporary file in the system's temporary directory. Its size is what
     /// the workload needs (at least 64 MiB), not --pool-size: libpmemobj
     /// allocates its whole pool file up front.
     ///
@@ -110,7 +110,10 @@ pub enum Provision {
 #[derive(Args, Clone, Debug)]
 pub struct PoolRunArgs {
     /// Pool file, kept after the run [default: a temporary file per run,
-    /// deleted afterwards]. Replaced at each run if it is a pmtx pool; with
+    /// deleted afterwards, in /dev/shm when that is a memory file system
+    /// with room for the pool (a disk file system's page cache and
+    /// write-back would add costs no persistent medium has), else in the
+    /// temporary directory]. Replaced at each run if it is a pmtx pool; with
     /// several engines (bench) each gets its own file (PATH with "-<engine>"
     /// added).
     #[arg(long, help_heading = "Engine and pool")]

@@ -127,7 +127,13 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 warmup: args.warmup,
                 backend,
                 pm: &pm,
-                pool_path: pool_path(args.pool_options.pool.as_deref(), engine, engines.len() > 1, pid),
+                pool_path: pool_path(
+                    args.pool_options.pool.as_deref(),
+                    engine,
+                    engines.len() > 1,
+                    pid,
+                    args.pool_options.pool_size,
+                ),
                 keep_pool: args.pool_options.pool.is_some(),
                 pool_size: args.pool_options.pool_size,
                 epoch_interval: Duration::from_millis(args.pool_options.epoch_ms),
@@ -344,7 +350,10 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
         "pool:          {}, {} (durable engines only)",
         match &args.pool_options.pool {
             Some(path) => format!("{} (fresh for each run, kept afterwards)", path.display()),
-            None => format!("fresh temporary file in {} per run, deleted afterwards", std::env::temp_dir().display()),
+            None => format!(
+                "fresh temporary file in {} per run, deleted afterwards",
+                pmtx_pm::temporary_pool_dir(c.pool_size_bytes).display()
+            ),
         },
         format_bytes(c.pool_size_bytes)
     );
@@ -548,12 +557,14 @@ pub(crate) fn queue_summary(o: &WorkloadOptionsJson) -> String {
 }
 
 /// The pool file of a run: `--pool` (with "-<engine label>" before the
-/// extension when several engines run), else a temporary file. The label is
-/// made file-name safe (`dbxn:nt=off` becomes `dbxn.nt-off`).
-fn pool_path(pool: Option<&Path>, engine: &EngineSpec, several_engines: bool, pid: u32) -> PathBuf {
+/// extension when several engines run), else a temporary file of
+/// `pool_size` bytes (in memory when there is room:
+/// [`pmtx_pm::temporary_pool_dir`]). The label is made file-name safe
+/// (`dbxn:nt=off` becomes `dbxn.nt-off`).
+fn pool_path(pool: Option<&Path>, engine: &EngineSpec, several_engines: bool, pid: u32, pool_size: u64) -> PathBuf {
     let name = engine.file_label();
     match pool {
-        None => std::env::temp_dir().join(format!("pmtx-bench-{name}-{pid}.pool")),
+        None => pmtx_pm::temporary_pool_dir(pool_size).join(format!("pmtx-bench-{name}-{pid}.pool")),
         Some(path) if !several_engines => path.to_path_buf(),
         Some(path) => {
             let stem = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
@@ -600,15 +611,16 @@ mod tests {
     #[test]
     fn pool_paths() {
         let silo = &EngineSpec::plain(pmtx_engine::EngineKind::Silo);
-        assert_eq!(pool_path(Some(Path::new("/x/b.pool")), silo, false, 1), PathBuf::from("/x/b.pool"));
-        assert_eq!(pool_path(Some(Path::new("/x/b.pool")), silo, true, 1), PathBuf::from("/x/b-silo.pool"));
-        assert_eq!(pool_path(Some(Path::new("/x/b")), silo, true, 1), PathBuf::from("/x/b-silo"));
-        let temp = pool_path(None, &EngineSpec::plain(pmtx_engine::EngineKind::GroupCommit), true, 7);
+        assert_eq!(pool_path(Some(Path::new("/x/b.pool")), silo, false, 1, 1 << 20), PathBuf::from("/x/b.pool"));
+        assert_eq!(pool_path(Some(Path::new("/x/b.pool")), silo, true, 1, 1 << 20), PathBuf::from("/x/b-silo.pool"));
+        assert_eq!(pool_path(Some(Path::new("/x/b")), silo, true, 1, 1 << 20), PathBuf::from("/x/b-silo"));
+        let temp = pool_path(None, &EngineSpec::plain(pmtx_engine::EngineKind::GroupCommit), true, 7, 1 << 20);
+        assert_eq!(temp.parent(), Some(pmtx_pm::temporary_pool_dir(1 << 20).as_path()));
         assert!(temp.ends_with("pmtx-bench-group-commit-7.pool"), "{}", temp.display());
         let options = spec::parse_spec("dbxn:nt=off:align256=off").unwrap();
-        let kept = pool_path(Some(Path::new("/x/b.pool")), &options, true, 1);
+        let kept = pool_path(Some(Path::new("/x/b.pool")), &options, true, 1, 1 << 20);
         assert_eq!(kept, PathBuf::from("/x/b-dbxn.nt-off.align256-off.pool"));
-        let temp = pool_path(None, &options, true, 7);
+        let temp = pool_path(None, &options, true, 7, 1 << 20);
         assert!(temp.ends_with("pmtx-bench-dbxn.nt-off.align256-off-7.pool"), "{}", temp.display());
     }
 }

@@ -165,7 +165,8 @@ impl Plan {
 }
 
 /// The pool file of the PMDK runs: `--pool` PATH with ".pmdk" appended, else
-/// a file in the temporary directory the engines' pools go to.
+/// a file in the system's temporary directory (libpmemobj allocates the
+/// whole file up front, so it does not take memory-file-system room).
 pub fn pool_path(pool: Option<&Path>, pid: u32) -> PathBuf {
     match pool {
         Some(path) => {

@@ -493,7 +493,11 @@ pub fn run(args: SoakArgs) -> Result<(), CliError> {
         pm: &pm,
         pool_path: match &args.pool_options.pool {
             Some(path) => path.clone(),
-            None => std::env::temp_dir().join(format!("pmtx-soak-{}-{}.pool", engine.file_label(), std::process::id())),
+            None => pmtx_pm::temporary_pool_dir(args.pool_options.pool_size).join(format!(
+                "pmtx-soak-{}-{}.pool",
+                engine.file_label(),
+                std::process::id()
+            )),
         },
         keep_pool: args.pool_options.pool.is_some(),
         pool_size: args.pool_options.pool_size,
