@@ -257,7 +257,7 @@ fn memory_file_system_free(dir: &Path) -> Option<u64> {
     if unsafe { libc::statfs(path.as_ptr(), &mut stats) } != 0 {
         return None;
     }
-    if stats.f_type as i64 != libc::TMPFS_MAGIC as i64 {
+    if stats.f_type as u64 != libc::TMPFS_MAGIC as u64 {
         return None;
     }
     Some((stats.f_bavail as u64).saturating_mul(stats.f_bsize as u64))
