@@ -234,6 +234,17 @@ impl<E: HashEntry> HashIndex<E> {
     /// reusable slot)` (a tombstone on the way, else the empty slot).
     #[inline]
     fn probe(array: &SlotArray, key: &[u8], hash: u64) -> Result<NonNull<E>, usize> {
+        // SAFETY: a slot holds the address of an entry that was alive when
+        // it was stored; entries are freed only after they are unlinked and
+        // no lookup can still hold them (module documentation), so the
+        // entry is alive here.
+        Self::probe_with(array, hash, |entry| unsafe { (*entry).key() } == key)
+    }
+
+    /// The probe of `hash`'s chain in `array`: the first entry whose tag
+    /// matches and that `accept` takes, or `Err` as in `probe`.
+    #[inline(always)]
+    fn probe_with(array: &SlotArray, hash: u64, accept: impl Fn(*mut E) -> bool) -> Result<NonNull<E>, usize> {
         let tag = tag_of(hash);
         let mut position = hash as usize & array.mask;
         let mut reusable = None;
@@ -246,11 +257,7 @@ impl<E: HashEntry> HashIndex<E> {
                 }
                 _ if word >> ADDRESS_BITS == tag => {
                     let entry = (word & ADDRESS_MASK) as usize as *mut E;
-                    // SAFETY: a slot holds the address of an entry that was
-                    // alive when it was stored; entries are freed only after
-                    // they are unlinked and no lookup can still hold them
-                    // (module documentation), so the entry is alive here.
-                    if unsafe { (*entry).key() } == key {
+                    if accept(entry) {
                         // SAFETY: non-null: the address part of an entry
                         // word is never 0 (see `encode`).
                         return Ok(unsafe { NonNull::new_unchecked(entry) });
@@ -292,23 +299,9 @@ impl<E: HashEntry> HashIndex<E> {
             return None;
         }
         let hash = hash_key(key, self.seed);
-        let tag = tag_of(hash);
         // SAFETY: as in `get`.
         let array = unsafe { &*self.shard(hash).slots.load(Ordering::Acquire) };
-        let mut position = hash as usize & array.mask;
-        loop {
-            let word = array.words[position].load(Ordering::Acquire);
-            match word {
-                EMPTY => return None,
-                TOMBSTONE => {}
-                // SAFETY: non-null (see `encode`).
-                _ if word >> ADDRESS_BITS == tag => {
-                    return Some(unsafe { NonNull::new_unchecked((word & ADDRESS_MASK) as usize as *mut E) })
-                }
-                _ => {}
-            }
-            position = (position + 1) & array.mask;
-        }
+        Self::probe_with(array, hash, |_| true).ok()
     }
 
     /// Atomically returns the entry of `key`, inserting `make()` first if
