@@ -1615,6 +1615,9 @@ impl<W: AtomicWord> OrderedIndex<W> {
                     if !st.blobs.insert(b) {
                         return Err(format!("blob {b:#x} referenced twice"));
                     }
+                    if !w.extra_is_of(&k) {
+                        return Err(format!("tag {:#x} of key {k:?} carries other bytes 16..18", w.tag));
+                    }
                 }
                 None => {
                     if w.tag >> 1 > INLINE_KEY_LEN as u64 {

@@ -9,12 +9,24 @@
 //!   p0  = bytes  0..8  of the key, zero padded, big-endian
 //!   p1  = bytes  8..16 of the key, zero padded, big-endian
 //!   tag = (len << 1) | 1             if len <= INLINE_KEY_LEN (no blob)
-//!       = address of a blob [len: usize][bytes; len]   otherwise
+//!       = a blob [len: usize][bytes; len], otherwise:
+//!         bits 48..64  bytes 16..18 of the key, zero padded, big-endian
+//!                      (the *extra* word)
+//!         bits  3..48  the blob's address
+//!         bit   1      1: the extra word is there
+//!       or, where an address does not fit in 48 bits, the bare address
+//!       (bit 1 clear, no extra word)
 //!   (all three 0: empty slot)
 //! ```
 //!
-//! Blobs are `usize`-aligned, so a blob address has its low bit clear and an
-//! inline tag has it set; an empty slot's tag (0) is neither.
+//! Blobs are `usize`-aligned (at least 4 bytes), so a blob tag has its low
+//! bit clear and an inline tag has it set; an empty slot's tag (0) is
+//! neither. The extra word is there because keys of one table often share
+//! their first 16 bytes: a secondary index's composite key (secondary key,
+//! then primary key) of TPC-C's orders by customer has 20 bytes, and every
+//! order of one customer has the same first 16, so without it each
+//! comparison between them read the blob — a cache miss per comparison in
+//! a leaf's binary search.
 //!
 //! # Order
 //!
@@ -36,9 +48,11 @@
 //! * one key has at most 16 bytes, the other more: the short one is again a
 //!   prefix of the long one's first 16 bytes, so it sorts first;
 //! * both are longer than 16 bytes: their first 16 bytes are equal, so the
-//!   order is that of the remaining bytes, read from the blobs.
+//!   order is that of the remaining bytes. The same argument over bytes
+//!   16..18, zero padded, says that differing extra words give it; else it
+//!   is read from the blobs.
 //!
-//! So only comparisons between two long keys with equal 16-byte prefixes
+//! So only comparisons between two long keys with equal 18-byte prefixes
 //! dereference a blob, and an index whose keys are all at most 16 bytes
 //! never allocates one.
 //!
@@ -62,9 +76,16 @@ const HEADER: usize = size_of::<usize>();
 
 // Node words are 64-bit; addresses must fit.
 const _: () = assert!(size_of::<usize>() <= size_of::<u64>());
-// Blob addresses must have the low bit clear to be told apart from inline
-// tags.
-const _: () = assert!(align_of::<usize>() >= 2);
+// Blob addresses must have the two low bits clear to be told apart from
+// inline tags and to hold the extra-word flag.
+const _: () = assert!(align_of::<usize>() >= 4);
+
+/// Tag bit of a blob tag that carries the extra word.
+const EXTRA_PRESENT: u64 = 0b10;
+/// The address bits of a blob tag that carries the extra word.
+const EXTRA_ADDRESS_MASK: u64 = ((1 << 48) - 1) & !0b11;
+/// Bytes of a long key the extra word holds (after the 16 inline ones).
+const EXTRA_LEN: usize = 2;
 
 /// The three words of a stored key (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,10 +109,16 @@ impl KeyWords {
     #[inline]
     pub(crate) fn blob(&self) -> Option<u64> {
         if self.tag & 1 == 0 && self.tag != 0 {
-            Some(self.tag)
+            Some(blob_address(self.tag))
         } else {
             None
         }
+    }
+
+    /// Whether a blob tag's extra word, if it has one, holds bytes 16..18
+    /// of `key` (the index's invariant checks).
+    pub(crate) fn extra_is_of(&self, key: &[u8]) -> bool {
+        self.tag & 1 == 1 || self.tag & EXTRA_PRESENT == 0 || (self.tag >> 48) as u16 == extra_word(key)
     }
 
     /// Length of an inline key.
@@ -108,7 +135,7 @@ impl KeyWords {
     /// [`INLINE_KEY_LEN`].
     pub(crate) fn new_owned(key: &[u8]) -> KeyWords {
         let (p0, p1) = prefix_words(key);
-        let tag = if key.len() <= INLINE_KEY_LEN { inline_tag(key.len()) } else { alloc_key(key) };
+        let tag = if key.len() <= INLINE_KEY_LEN { inline_tag(key.len()) } else { blob_tag(alloc_key(key), key) };
         KeyWords { p0, p1, tag }
     }
 
@@ -129,7 +156,7 @@ impl KeyWords {
                 &buf[..len.min(INLINE_KEY_LEN)]
             }
             // SAFETY: the caller guarantees a live blob.
-            None => unsafe { key_bytes(self.tag) },
+            None => unsafe { key_bytes(blob_address(self.tag)) },
         }
     }
 }
@@ -139,6 +166,8 @@ impl KeyWords {
 pub(crate) struct SearchKey<'a> {
     p0: u64,
     p1: u64,
+    /// Bytes 16..18, zero padded (0 for keys of at most 16 bytes).
+    extra: u16,
     len: usize,
     /// The full key.  Only read when the key is longer than
     /// [`INLINE_KEY_LEN`].
@@ -150,7 +179,7 @@ impl<'a> SearchKey<'a> {
     #[inline]
     pub(crate) fn new(key: &'a [u8]) -> Self {
         let (p0, p1) = prefix_words(key);
-        SearchKey { p0, p1, len: key.len(), bytes: key }
+        SearchKey { p0, p1, extra: extra_word(key), len: key.len(), bytes: key }
     }
 
     /// Search key for a stored key.
@@ -164,11 +193,11 @@ impl<'a> SearchKey<'a> {
         match words.inline_len() {
             // Inline keys are compared by words and length alone; their
             // bytes are never read.
-            Some(len) => SearchKey { p0: words.p0, p1: words.p1, len, bytes: &[] },
+            Some(len) => SearchKey { p0: words.p0, p1: words.p1, extra: 0, len, bytes: &[] },
             None => {
                 // SAFETY: the caller guarantees a live blob.
-                let bytes = unsafe { key_bytes(words.tag) };
-                SearchKey { p0: words.p0, p1: words.p1, len: bytes.len(), bytes }
+                let bytes = unsafe { key_bytes(blob_address(words.tag)) };
+                SearchKey { p0: words.p0, p1: words.p1, extra: extra_word(bytes), len: bytes.len(), bytes }
             }
         }
     }
@@ -207,9 +236,17 @@ impl<'a> SearchKey<'a> {
         } else if !self_long {
             Ordering::Greater
         } else {
+            if tag & EXTRA_PRESENT != 0 {
+                let stored_extra = (tag >> 48) as u16;
+                if stored_extra != self.extra {
+                    // Differing padded bytes 16..18 decide (module docs),
+                    // without reading the blob.
+                    return stored_extra.cmp(&self.extra);
+                }
+            }
             // SAFETY: the caller guarantees a live blob.  Blobs are only
             // made for keys longer than INLINE_KEY_LEN.
-            let stored = unsafe { key_bytes(tag) };
+            let stored = unsafe { key_bytes(blob_address(tag)) };
             stored[INLINE_KEY_LEN..].cmp(&self.bytes[INLINE_KEY_LEN..])
         }
     }
@@ -238,6 +275,39 @@ pub(crate) fn prefix_words(key: &[u8]) -> (u64, u64) {
     b[..n].copy_from_slice(&key[..n]);
     let (a, c) = b.split_at(8);
     (u64::from_be_bytes(a.try_into().unwrap()), u64::from_be_bytes(c.try_into().unwrap()))
+}
+
+/// Bytes 16..18 of `key`, zero padded, big-endian (0 for a key of at most
+/// 16 bytes).
+#[inline]
+fn extra_word(key: &[u8]) -> u16 {
+    let mut b = [0u8; EXTRA_LEN];
+    let tail = key.get(INLINE_KEY_LEN..).unwrap_or(&[]);
+    let n = tail.len().min(EXTRA_LEN);
+    b[..n].copy_from_slice(&tail[..n]);
+    u16::from_be_bytes(b)
+}
+
+/// Tag of a long key `key` held in the blob at `address`: with the extra
+/// word where the address fits in 48 bits.
+#[inline]
+fn blob_tag(address: u64, key: &[u8]) -> u64 {
+    debug_assert!(address & 0b11 == 0 && address != 0);
+    if address & !EXTRA_ADDRESS_MASK == 0 {
+        address | EXTRA_PRESENT | (u64::from(extra_word(key)) << 48)
+    } else {
+        address
+    }
+}
+
+/// The blob address of a (non-empty, non-inline) blob tag.
+#[inline]
+fn blob_address(tag: u64) -> u64 {
+    if tag & EXTRA_PRESENT != 0 {
+        tag & EXTRA_ADDRESS_MASK
+    } else {
+        tag
+    }
 }
 
 /// Tag word of an inline key of `len <= INLINE_KEY_LEN` bytes.
@@ -321,6 +391,27 @@ mod tests {
         }
     }
 
+    /// A blob tag keeps its address and carries bytes 16..18 when the
+    /// address fits in 48 bits; otherwise it is the bare address.
+    #[test]
+    fn blob_tags_keep_the_address_and_bytes_16_to_18() {
+        let key = [b"0123456789abcdef".as_slice(), b"\x12\x34tail"].concat();
+        let low = 0x0000_7f00_1234_5678;
+        let tag = blob_tag(low, &key);
+        assert_eq!(tag & 1, 0);
+        assert_eq!(blob_address(tag), low);
+        assert_eq!(tag >> 48, 0x1234);
+        assert!(KeyWords { p0: 1, p1: 1, tag }.extra_is_of(&key));
+        assert!(!KeyWords { p0: 1, p1: 1, tag }.extra_is_of(b"0123456789abcdef\x12\x35"));
+        let seventeen = [b"0123456789abcdef".as_slice(), b"\x9a"].concat();
+        assert_eq!(blob_tag(low, &seventeen) >> 48, 0x9a00);
+        // An address above 48 bits (5-level paging) is kept whole.
+        let high = 0x0100_0000_0000_0008;
+        assert_eq!(blob_tag(high, &key), high);
+        assert_eq!(blob_address(high), high);
+        assert!(KeyWords { p0: 1, p1: 1, tag: high }.extra_is_of(&key));
+    }
+
     /// The word comparison agrees with byte-string order, including the
     /// tricky cases of the module documentation.
     #[test]
@@ -342,6 +433,13 @@ mod tests {
             [b"0123456789abcde".as_slice(), b""].concat(),
             [b"0123456789abcde".as_slice(), b"\xff"].concat(),
             [b"0123456789abcde".as_slice(), b"\xff\0"].concat(),
+            // Equal first 16 bytes, told apart by bytes 16..18 or past them.
+            [b"0123456789abcdef".as_slice(), b"x\0"].concat(),
+            [b"0123456789abcdef".as_slice(), b"xy\0"].concat(),
+            [b"0123456789abcdef".as_slice(), b"xya"].concat(),
+            [b"0123456789abcdef".as_slice(), b"xyb"].concat(),
+            [b"0123456789abcdef".as_slice(), b"xz"].concat(),
+            [b"0123456789abcdef".as_slice(), b"\xff\xff\xff"].concat(),
             vec![0xff; 40],
         ];
         keys.sort();
