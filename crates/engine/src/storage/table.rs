@@ -563,7 +563,7 @@ pub(crate) fn secondary_max_key_len(schema: &TableSchema) -> usize {
 /// The key of row `(primary_key, value)` in secondary index `position`.
 pub(crate) fn secondary_index_key(schema: &TableSchema, position: u32, primary_key: &[u8], value: &[u8]) -> Vec<u8> {
     let secondary = &schema.secondaries[position as usize];
-    secondary_composite((secondary.key)(primary_key, value), primary_key)
+    secondary_composite(&(secondary.key)(primary_key, value), primary_key)
 }
 
 /// Whether the secondary-index entry `composite` of index `position` still
@@ -588,11 +588,14 @@ pub(crate) fn in_range(range: (Bound<&[u8]>, Bound<&[u8]>), key: &[u8]) -> bool 
     range.contains(&key)
 }
 
-/// `secondary key || primary key || len(primary key) as u16 BE`.
-pub(crate) fn secondary_composite(mut secondary_key: Vec<u8>, primary_key: &[u8]) -> Vec<u8> {
-    secondary_key.extend_from_slice(primary_key);
-    secondary_key.extend_from_slice(&(primary_key.len() as u16).to_be_bytes());
-    secondary_key
+/// `secondary key || primary key || len(primary key) as u16 BE`, sized
+/// once (growing the extractor's vector reallocated it on every write).
+pub(crate) fn secondary_composite(secondary_key: &[u8], primary_key: &[u8]) -> Vec<u8> {
+    let mut composite = Vec::with_capacity(secondary_key.len() + primary_key.len() + PK_LEN_SUFFIX);
+    composite.extend_from_slice(secondary_key);
+    composite.extend_from_slice(primary_key);
+    composite.extend_from_slice(&(primary_key.len() as u16).to_be_bytes());
+    composite
 }
 
 /// The primary key inside a secondary composite key.
