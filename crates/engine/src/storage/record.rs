@@ -516,20 +516,25 @@ impl Record {
     }
 }
 
-/// Copies `len` bytes of `words` into `out` (cleared by the caller).
+/// Appends `len` bytes of `words` to `out`. The words are loaded one by
+/// one with relaxed atomic loads (a writer may be changing them: the
+/// caller's seqlock re-check rejects a torn copy), into bytes sized once:
+/// pushing word by word re-checked the capacity and length at every word,
+/// which cost more than the loads on rows of a few hundred bytes.
 #[inline]
-fn copy_out(words: &[AtomicU64], len: usize, out: &mut Vec<u8>) {
-    let count = len.div_ceil(8);
-    out.reserve(count * 8);
-    for word in &words[..count] {
-        out.extend_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
+pub(crate) fn copy_out(words: &[AtomicU64], len: usize, out: &mut Vec<u8>) {
+    let words = &words[..len.div_ceil(8)];
+    let start = out.len();
+    out.resize(start + words.len() * 8, 0);
+    for (bytes, word) in out[start..].chunks_exact_mut(8).zip(words) {
+        bytes.copy_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
     }
-    out.truncate(len);
+    out.truncate(start + len);
 }
 
 /// Writes `value` into `words` (which hold at least its length).
 #[inline]
-fn copy_in(words: &[AtomicU64], value: &[u8]) {
+pub(crate) fn copy_in(words: &[AtomicU64], value: &[u8]) {
     let mut chunks = value.chunks_exact(8);
     for (word, chunk) in words.iter().zip(&mut chunks) {
         word.store(u64::from_ne_bytes(chunk.try_into().expect("8 bytes")), Ordering::Relaxed);
