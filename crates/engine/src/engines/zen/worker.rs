@@ -231,10 +231,10 @@ impl<B: PmBackend> ZenStore<'_, B> {
         let cost = ClockRing::cost(value.len());
         let Some(evicted) = ring.make_room(cost, epochs) else { return };
         WorkerCounters::add(&self.shared.counters[self.id].cache_evictions, evicted);
-        let new = Cached::allocate(record::tid_of(seen_word), value, self.id);
+        let new = ring.allocate(record::tid_of(seen_word), value, self.id);
         if !row.replace_cached(seen, new.as_ptr()) {
             // SAFETY: `new` was never published.
-            unsafe { Cached::free(new) };
+            unsafe { ring.recycle(new) };
             return;
         }
         let index = ring.admit(row, new, cost);
@@ -882,7 +882,7 @@ impl<B: PmBackend> ZenWorker<B> {
                 let installed = ring.enabled().then(|| ClockRing::cost(value.len())).and_then(|cost| {
                     let evicted = ring.make_room(cost, &shared.epochs)?;
                     WorkerCounters::add(&shared.counters[self.id].cache_evictions, evicted);
-                    let new = Cached::allocate(cts, value, self.id);
+                    let new = ring.allocate(cts, value, self.id);
                     let old = row.install_cached(new.as_ptr());
                     ring.admit(row, new, cost);
                     Some(old)

@@ -50,7 +50,7 @@
 
 use crate::epoch::{DeferredFree, Epochs};
 use crate::index::HashEntry;
-use crate::storage::record::{alloc_keyed, free_keyed, key_after, KeyedHeader, RowKind};
+use crate::storage::record::{alloc_keyed, copy_in, copy_out, free_keyed, key_after, KeyedHeader, RowKind};
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU16, AtomicU32, AtomicU64, Ordering};
@@ -113,6 +113,26 @@ impl Cached {
         entry
     }
 
+    /// Makes `entry` (unpublished, unreachable: freed from a region's
+    /// retired list or never published) hold `value` at `cts` for region
+    /// `owner`, as [`Cached::allocate`] would; the value must fit its
+    /// capacity exactly (same word count).
+    ///
+    /// # Safety
+    /// No other reference to `entry` may exist.
+    unsafe fn reuse(entry: NonNull<Cached>, cts: u64, value: &[u8], owner: usize) {
+        // SAFETY: exclusive (the caller's contract); the header is
+        // initialized, so the field may be written through the pointer.
+        unsafe {
+            debug_assert_eq!(entry.as_ref().capacity_words as usize, value.len().div_ceil(8));
+            (*entry.as_ptr()).owner = owner as u32;
+            let entry = entry.as_ref();
+            entry.ring_index.store(u32::MAX, Ordering::Relaxed);
+            let written = entry.overwrite(cts, value);
+            debug_assert!(written);
+        }
+    }
+
     /// Frees an entry made by [`Cached::allocate`].
     ///
     /// # Safety
@@ -145,12 +165,7 @@ impl Cached {
     pub(crate) fn copy_into(&self, out: &mut Vec<u8>) {
         let words = self.words();
         let len = (self.len.load(Ordering::Relaxed) as usize).min(words.len() * 8);
-        let start = out.len();
-        out.reserve(len.div_ceil(8) * 8);
-        for word in &words[..len.div_ceil(8)] {
-            out.extend_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
-        }
-        out.truncate(start + len);
+        copy_out(words, len, out);
     }
 
     /// Overwrites the value in place if it fits (row locked by the caller).
@@ -161,16 +176,7 @@ impl Cached {
         }
         // Readers of the old version re-check the row's word, which the
         // caller holds locked; they never pair these bytes with `cts`.
-        let mut chunks = value.chunks_exact(8);
-        for (word, chunk) in words.iter().zip(&mut chunks) {
-            word.store(u64::from_ne_bytes(chunk.try_into().expect("8 bytes")), Ordering::Relaxed);
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut bytes = [0u8; 8];
-            bytes[..rest.len()].copy_from_slice(rest);
-            words[value.len() / 8].store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
-        }
+        copy_in(words, value);
         self.len.store(value.len() as u32, Ordering::Relaxed);
         self.cts.store(cts, Ordering::Release);
         true
@@ -413,6 +419,13 @@ pub(crate) struct ClockRing {
     bytes: u64,
     budget_bytes: u64,
     retired: DeferredFree<RetiredCached>,
+    /// Entries past the horizon kept for reuse instead of freed, by
+    /// capacity in words: once the region is at its budget every insert
+    /// evicts one entry and allocates another, and reusing them saves a
+    /// `malloc` and a `free` each. At most [`ClockRing::spare_limit`]
+    /// bytes, beyond the budget (they hold no tuple).
+    spare: Vec<(u32, Vec<RetiredCached>)>,
+    spare_bytes: u64,
 }
 
 impl ClockRing {
@@ -425,7 +438,41 @@ impl ClockRing {
             bytes: 0,
             budget_bytes,
             retired: DeferredFree::default(),
+            spare: Vec::new(),
+            spare_bytes: 0,
         }
+    }
+
+    /// Bytes of spare entries a region keeps: 1/32 of its budget.
+    fn spare_limit(&self) -> u64 {
+        self.budget_bytes / 32
+    }
+
+    /// A new, unpublished entry holding `value` at `cts`, admitted by this
+    /// region (`owner`): a spare one of the same capacity if any.
+    pub(crate) fn allocate(&mut self, cts: u64, value: &[u8], owner: usize) -> NonNull<Cached> {
+        let words = value.len().div_ceil(8) as u32;
+        if let Some((_, list)) = self.spare.iter_mut().find(|(capacity, _)| *capacity == words) {
+            if let Some(entry) = list.pop() {
+                self.spare_bytes -= Cached::layout(words as usize).size() as u64;
+                // SAFETY: spare entries are unreachable (see `spare`).
+                unsafe { Cached::reuse(entry.0, cts, value, owner) };
+                return entry.0;
+            }
+        }
+        Cached::allocate(cts, value, owner)
+    }
+
+    /// Takes back an entry no reader can reach: kept as a spare while
+    /// there is room, else freed.
+    ///
+    /// # Safety
+    /// `entry` is unpublished and no reference to it exists or is created
+    /// afterwards by anyone but this region.
+    pub(crate) unsafe fn recycle(&mut self, entry: NonNull<Cached>) {
+        let limit = self.spare_limit();
+        // SAFETY: the caller's contract.
+        unsafe { keep_or_free(&mut self.spare, &mut self.spare_bytes, limit, entry) };
     }
 
     /// Retires an entry of this region that was unpublished from its row
@@ -439,8 +486,10 @@ impl ClockRing {
     /// Frees the retired entries the horizon allows.
     fn collect(&mut self, epochs: &Epochs) {
         if self.retired.oldest().is_some_and(|stamp| stamp < epochs.global()) {
+            let limit = self.spare_limit();
+            let Self { retired, spare, spare_bytes, .. } = self;
             // SAFETY: the horizon passed their stamps: no reader holds them.
-            self.retired.collect(epochs.horizon(), |entry| unsafe { Cached::free(entry.0) });
+            retired.collect(epochs.horizon(), |entry| unsafe { keep_or_free(spare, spare_bytes, limit, entry.0) });
         }
     }
 
@@ -561,11 +610,40 @@ impl ClockRing {
     }
 }
 
+/// Keeps `entry` in `spare` if `limit` allows, else frees it.
+///
+/// # Safety
+/// As [`ClockRing::recycle`].
+unsafe fn keep_or_free(
+    spare: &mut Vec<(u32, Vec<RetiredCached>)>,
+    spare_bytes: &mut u64,
+    limit: u64,
+    entry: NonNull<Cached>,
+) {
+    // SAFETY: alive and unreachable (the caller's contract).
+    let words = unsafe { entry.as_ref() }.capacity_words;
+    let size = Cached::layout(words as usize).size() as u64;
+    if *spare_bytes + size > limit {
+        // SAFETY: as above.
+        unsafe { Cached::free(entry) };
+        return;
+    }
+    *spare_bytes += size;
+    match spare.iter_mut().find(|(capacity, _)| *capacity == words) {
+        Some((_, list)) => list.push(RetiredCached(entry)),
+        None => spare.push((words, vec![RetiredCached(entry)])),
+    }
+}
+
 impl Drop for ClockRing {
     fn drop(&mut self) {
         // The engine is being dropped: no reader can hold a retired entry.
         for (_, entry) in self.retired.drain() {
             // SAFETY: unpublished and unreachable.
+            unsafe { Cached::free(entry.0) };
+        }
+        for entry in self.spare.drain(..).flat_map(|(_, list)| list) {
+            // SAFETY: spare entries are unreachable.
             unsafe { Cached::free(entry.0) };
         }
     }
