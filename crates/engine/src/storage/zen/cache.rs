@@ -648,3 +648,48 @@ impl Drop for ClockRing {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry retired and freed past the horizon is reused by the next
+    /// allocation of its size, holding the new value and owner; spares of
+    /// another size are not, and the spares never exceed their limit.
+    #[test]
+    fn entries_past_the_horizon_are_reused_for_the_same_size_within_the_limit() {
+        let epochs = Epochs::new(1, 1);
+        // A budget whose spare limit (1/32) holds two 24 + 64-byte entries.
+        let mut ring = ClockRing::new(32 * 2 * 88);
+        let old = [7u8; 60];
+        let entries: Vec<_> = (0..3).map(|cts| ring.allocate(cts + 1, &old, 0)).collect();
+        let odd = ring.allocate(9, &[1u8; 20], 0);
+        for &entry in &entries {
+            ring.retire(entry, &epochs);
+        }
+        ring.retire(odd, &epochs);
+        // Nothing is reused before the horizon passes the stamps.
+        let early = ring.allocate(10, &old, 0);
+        assert!(!entries.contains(&early));
+        epochs.advance();
+        ring.collect(&epochs);
+        assert!(ring.spare_bytes <= ring.spare_limit(), "{} > {}", ring.spare_bytes, ring.spare_limit());
+        let spares: Vec<usize> =
+            ring.spare.iter().flat_map(|(_, list)| list.iter().map(|entry| entry.0.as_ptr() as usize)).collect();
+        assert_eq!(spares.len(), 2, "two entries fit the limit, the rest were freed");
+        let value = [3u8; 57];
+        let reused = ring.allocate(42, &value, 5);
+        assert!(spares.contains(&(reused.as_ptr() as usize)), "a spare of the same word count is reused");
+        // SAFETY: unpublished; freed below.
+        let entry = unsafe { reused.as_ref() };
+        let mut out = Vec::new();
+        entry.copy_into(&mut out);
+        assert_eq!((entry.cts(), out.as_slice(), entry.ring_slot()), (42, &value[..], (5, u32::MAX)));
+        let other = ring.allocate(43, &[2u8; 200], 0);
+        assert!(!spares.contains(&(other.as_ptr() as usize)), "no spare of another size is reused");
+        for entry in [early, reused, other] {
+            // SAFETY: never published; freed once.
+            unsafe { ring.recycle(entry) };
+        }
+    }
+}
