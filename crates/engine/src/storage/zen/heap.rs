@@ -1263,11 +1263,6 @@ mod tests {
         row
     }
 
-    /// Regression (found by `pmtx crashtest --engine zen --workload tpcc`):
-    /// the sweep must erase every stale slot stamped below its horizon, even
-    /// one queued behind newer garbage (another region's hand-over arrives
-    /// late), or a tombstone it releases can be reused while a stale version
-    /// of its key survives, and a crash then resurrects the deleted key.
     /// The tuple CRC is the CRC-32 of the Tx-CTS (LP bit clear), bytes
     /// 8..16 and everything after the CRC field, as the layout says: pools
     /// written before keep verifying, however the hashing is split.
@@ -1286,6 +1281,11 @@ mod tests {
         assert_eq!(tuple_crc(0x1234_5678, &buffer), stored);
     }
 
+    /// Regression (found by `pmtx crashtest --engine zen --workload tpcc`):
+    /// the sweep must erase every stale slot stamped below its horizon, even
+    /// one queued behind newer garbage (another region's hand-over arrives
+    /// late), or a tombstone it releases can be reused while a stale version
+    /// of its key survives, and a crash then resurrects the deleted key.
     #[test]
     fn sweep_erases_stale_slots_queued_behind_newer_garbage() {
         let options = PmOptions::default();
