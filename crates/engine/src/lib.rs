@@ -38,7 +38,8 @@ pub use fault::Fault;
 pub use index::ScanDirection;
 pub use log_files::MemoryLogStorage;
 pub use options::{
-    DbOptions, DbxnOptions, LogDirectory, LogMedium, PoolLocation, WblOptions, ZenOptions, ZenPlusOptions,
+    DbOptions, DbxnOptions, LogDirectory, LogMedium, PoolLocation, ReadOnlySnapshot, WblOptions, ZenOptions,
+    ZenPlusOptions,
 };
 pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, TableSchema};
 pub use storage::zen::HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND;

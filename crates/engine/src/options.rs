@@ -415,6 +415,43 @@ pub struct ZenPlusOptions {
     pub eta: f64,
     /// How often the partitions are remapped (Algorithm 4) [100 ms].
     pub remap_interval: Duration,
+    /// Where read-only transactions take their snapshot [oldest].
+    pub read_only_snapshot: ReadOnlySnapshot,
+}
+
+/// Where `zen+`'s read-only transactions read (`ZenPlusOptions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ReadOnlySnapshot {
+    /// At the oldest snapshot any transaction holds (the paper's "global
+    /// minimum Tx-CTS − 1", zen-plus.txt §4.1.2): never aborts, keeps no
+    /// snapshot of its own alive longer than the oldest running one, but
+    /// may miss commits acknowledged before it began while an older
+    /// transaction runs. Serializable, not strictly serializable.
+    #[default]
+    Oldest,
+    /// At the clock when it begins, like Hekaton's read-only transactions:
+    /// sees every commit acknowledged before it began (strictly
+    /// serializable), still never aborts.
+    Current,
+}
+
+impl ReadOnlySnapshot {
+    /// The option value (`snapshot=oldest|current`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadOnlySnapshot::Oldest => "oldest",
+            ReadOnlySnapshot::Current => "current",
+        }
+    }
+
+    /// The value named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "oldest" => Some(ReadOnlySnapshot::Oldest),
+            "current" => Some(ReadOnlySnapshot::Current),
+            _ => None,
+        }
+    }
 }
 
 impl Default for ZenPlusOptions {
@@ -428,6 +465,7 @@ impl Default for ZenPlusOptions {
             delta: 0.3,
             eta: 1.2,
             remap_interval: Duration::from_millis(100),
+            read_only_snapshot: ReadOnlySnapshot::Oldest,
         }
     }
 }

@@ -459,6 +459,268 @@ fn reverse_scans_limits_and_secondary(engine: impl Into<Setup>) {
     assert_eq!(first_odd, vec![4, 7], "the limit counts current rows, not stale entries");
 }
 
+/// Whether a transaction nested inside another on the same thread can
+/// never commit while the outer one is open: the locking protocols (the
+/// outer holds its read locks), H-Store's partitions and phtm's global
+/// lock without HTM.
+fn nested_blocks(setup: &Setup) -> bool {
+    setup.locks_reads() || setup.cc == CcProtocol::HStore || setup.runs_alone()
+}
+
+/// A secondary-index scan agrees with the rows the same transaction read
+/// by primary key, although a commit between the reads and the scan moved
+/// rows into and out of the scanned key: for read-write transactions that
+/// write nothing and for read-only ones, full and limited scans, both
+/// directions. (A multi-version snapshot lost the rows whose old entry the
+/// commit had removed.)
+fn secondary_scans_agree_with_primary_reads(engine: impl Into<Setup>) {
+    fn by_group(_key: &[u8], value: &[u8]) -> Vec<u8> {
+        vec![value[0]]
+    }
+    const ROWS: u8 = 16;
+    let setup = engine.into();
+    let blocks = nested_blocks(&setup);
+    let mut options = setup.options(vec![TableSchema::ordered("items").max_value_len(8).secondary("group", by_group)]);
+    if blocks {
+        options.max_attempts = 3;
+    }
+    let db = Database::open(options).unwrap();
+    let items = db.table_id("items").unwrap();
+    let group = db.secondary_id(items, "group").unwrap();
+    db.worker(0)
+        .unwrap()
+        .run(|tx| {
+            for i in 0..ROWS {
+                tx.put(items, &[b'a', i], &[i % 4])?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let mut reader = db.worker(0).unwrap();
+    let mut mover = db.worker(1).unwrap();
+    for read_only in [false, true] {
+        let mut moved = false;
+        let mut body = |tx: &mut pmtx_engine::Transaction<'_>| {
+            let mut by_primary = Vec::new();
+            for i in 0..ROWS {
+                if tx.get(items, &[b'a', i])?.unwrap()[0] == 2 {
+                    by_primary.push(i);
+                }
+            }
+            if !moved {
+                moved = true;
+                // Swap the groups of a row in group 2 and one outside it.
+                let inner = mover.run_pipelined(0, false, |tx2| {
+                    let a = tx2.get(items, &[b'a', 10])?.unwrap();
+                    let b = tx2.get(items, &[b'a', 3])?.unwrap();
+                    tx2.put(items, &[b'a', 10], &b)?;
+                    tx2.put(items, &[b'a', 3], &a)?;
+                    Ok(())
+                });
+                match inner {
+                    Ok((outcome, _)) => assert!(!blocks && matches!(outcome, Outcome::Committed(()))),
+                    Err(DbError::TooManyAborts { .. }) => assert!(blocks, "the move gave up"),
+                    Err(error) => panic!("the move failed: {error}"),
+                }
+            }
+            let scan = |tx: &mut pmtx_engine::Transaction<'_>, direction, limit| {
+                let mut upper = Vec::new();
+                tx.scan_secondary(items, group, prefix_range(&[2], &mut upper), direction, limit)
+                    .map(|rows| rows.into_iter().map(|(key, _)| key[1]).collect::<Vec<u8>>())
+            };
+            let forward = scan(tx, ScanDirection::Forward, 100)?;
+            let reverse = scan(tx, ScanDirection::Reverse, 100)?;
+            let first_two = scan(tx, ScanDirection::Forward, 2)?;
+            Ok((by_primary, forward, reverse, first_two))
+        };
+        let finished = if read_only { reader.run_read_only(&mut body) } else { reader.run(&mut body) }.unwrap();
+        let (by_primary, forward, reverse, first_two) = finished.committed().unwrap();
+        assert_eq!(by_primary.len(), 4, "{setup:?}: four rows in group 2");
+        assert_eq!(forward, by_primary, "{setup:?} (read-only {read_only}): the scan disagrees with the primary reads");
+        let mut reversed = by_primary.clone();
+        reversed.reverse();
+        assert_eq!(reverse, reversed, "{setup:?} (read-only {read_only}): reverse scan");
+        assert_eq!(first_two, by_primary[..2], "{setup:?} (read-only {read_only}): limited scan");
+        mover.wait_all_acknowledged(|_, _| {}).unwrap();
+    }
+}
+
+/// Two transactions that each insert into a range only while it holds
+/// fewer than `BOUND` rows never leave more than `BOUND` rows, whatever
+/// their timestamps: the second begins after the first, commits its insert
+/// before the first scans, and the first must then see it (or retry).
+/// (Timestamp ordering let the first, older one scan below the second's
+/// insert and commit its own: three rows, a phantom.)
+fn bounded_range_inserts_are_serializable(engine: impl Into<Setup>) {
+    const BOUND: usize = 2;
+    let setup = engine.into();
+    let blocks = nested_blocks(&setup);
+    let mut options = setup.options(vec![TableSchema::ordered("slots").max_value_len(8)]);
+    if blocks {
+        options.max_attempts = 3;
+    }
+    let db = Database::open(options).unwrap();
+    let slots = db.table_id("slots").unwrap();
+    let range = || (Bound::Included(&b"r"[..]), Bound::Excluded(&b"s"[..]));
+    let fill = |tx: &mut pmtx_engine::Transaction<'_>, slot: u8| -> Result<bool, TxError> {
+        let rows = tx.scan(slots, range(), ScanDirection::Forward, 100)?;
+        if rows.len() < BOUND {
+            tx.put(slots, &[b'r', slot], &[slot])?;
+            return Ok(true);
+        }
+        Ok(false)
+    };
+    let mut first = db.worker(0).unwrap();
+    let mut second = db.worker(1).unwrap();
+    first.run(|tx| tx.put(slots, b"r\x01", &[1])).unwrap();
+    let mut nested = false;
+    let finished = first
+        .run(|tx| {
+            if !nested {
+                nested = true;
+                match second.run_pipelined(0, false, |tx2| fill(tx2, 2)) {
+                    Ok((outcome, _)) => assert!(matches!(outcome, Outcome::Committed(true))),
+                    Err(DbError::TooManyAborts { .. }) => assert!(blocks, "the nested insert gave up"),
+                    Err(error) => panic!("the nested insert failed: {error}"),
+                }
+            }
+            fill(tx, 3)
+        })
+        .unwrap();
+    second.wait_all_acknowledged(|_, _| {}).unwrap();
+    let rows =
+        first.run_read_only(|tx| tx.scan(slots, range(), ScanDirection::Forward, 100)).unwrap().committed().unwrap();
+    let keys: Vec<u8> = rows.iter().map(|(key, _)| key[1]).collect();
+    assert!(
+        keys.len() <= BOUND,
+        "{setup:?}: the range holds {keys:?}, more than {BOUND} (the first inserted: {:?})",
+        finished.committed()
+    );
+    assert_eq!(keys.len(), BOUND, "{setup:?}: one of the two fills the range: {keys:?}");
+}
+
+/// Both patterns above from two threads at once, with rows moving between
+/// secondary keys, deleted and re-inserted (so stale entries meet
+/// reclamation), and ranges filled and drained: every transaction's
+/// secondary scan agrees with its primary reads, and no transaction ever
+/// sees the bounded range over its bound.
+fn secondary_and_range_invariants_under_concurrency(engine: impl Into<Setup>) {
+    fn by_group(_key: &[u8], value: &[u8]) -> Vec<u8> {
+        vec![value[0]]
+    }
+    const ROWS: u8 = 16;
+    const BOUND: usize = 3;
+    const ITERATIONS: u64 = 300;
+    let setup = engine.into();
+    let seed = 0x005E_C00D ^ ITERATIONS;
+    let db = Database::open(setup.options(vec![
+        TableSchema::ordered("items").max_value_len(8).secondary("group", by_group),
+        TableSchema::ordered("slots").max_value_len(8),
+    ]))
+    .unwrap();
+    let items = db.table_id("items").unwrap();
+    let group = db.secondary_id(items, "group").unwrap();
+    let slots = db.table_id("slots").unwrap();
+    db.worker(0)
+        .unwrap()
+        .run(|tx| {
+            for i in 0..ROWS {
+                tx.put(items, &[b'a', i], &[i % 4])?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let range = || (Bound::Included(&b"r"[..]), Bound::Excluded(&b"s"[..]));
+    let failure = std::sync::Mutex::new(None::<String>);
+    std::thread::scope(|scope| {
+        for id in 0..2u64 {
+            let (db, failure) = (&db, &failure);
+            scope.spawn(move || {
+                let mut worker = db.worker(id as usize).unwrap();
+                let mut state = seed ^ (id + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let mut next = move || {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state
+                };
+                for _ in 0..ITERATIONS {
+                    let (choice, row, target) = (next() % 100, (next() % ROWS as u64) as u8, (next() % 4) as u8);
+                    let result = match choice {
+                        0..=29 => worker.run(|tx| {
+                            if tx.get(items, &[b'a', row])?.is_some() {
+                                tx.put(items, &[b'a', row], &[target])?;
+                            }
+                            Ok(None)
+                        }),
+                        30..=39 => worker.run(|tx| {
+                            if tx.get(items, &[b'a', row])?.is_some() {
+                                tx.delete(items, &[b'a', row])?;
+                            } else {
+                                tx.put(items, &[b'a', row], &[target])?;
+                            }
+                            Ok(None)
+                        }),
+                        40..=79 => {
+                            let check = |tx: &mut pmtx_engine::Transaction<'_>| {
+                                let mut by_primary = Vec::new();
+                                for i in 0..ROWS {
+                                    if tx.get(items, &[b'a', i])?.is_some_and(|value| value[0] == target) {
+                                        by_primary.push(i);
+                                    }
+                                }
+                                let mut upper = Vec::new();
+                                let direction =
+                                    if row % 2 == 0 { ScanDirection::Forward } else { ScanDirection::Reverse };
+                                let mut scanned: Vec<u8> = tx
+                                    .scan_secondary(items, group, prefix_range(&[target], &mut upper), direction, 100)?
+                                    .into_iter()
+                                    .map(|(key, _)| key[1])
+                                    .collect();
+                                if direction == ScanDirection::Reverse {
+                                    scanned.reverse();
+                                }
+                                Ok((by_primary != scanned)
+                                    .then(|| format!("group {target}: primary {by_primary:?}, scan {scanned:?}")))
+                            };
+                            if choice < 60 {
+                                worker.run_read_only(check)
+                            } else {
+                                worker.run(check)
+                            }
+                        }
+                        _ => worker.run(|tx| {
+                            let rows = tx.scan(slots, range(), ScanDirection::Forward, 100)?;
+                            if rows.len() > BOUND {
+                                return Ok(Some(format!("the range holds {} rows", rows.len())));
+                            }
+                            if rows.len() < BOUND {
+                                tx.put(slots, &[b'r', row], &[row])?;
+                            } else {
+                                tx.delete(slots, &rows[(row as usize) % rows.len()].0)?;
+                            }
+                            Ok(None)
+                        }),
+                    };
+                    match result {
+                        Ok(finished) => {
+                            if let Some(Some(message)) = finished.committed() {
+                                failure.lock().unwrap().get_or_insert(message);
+                            }
+                        }
+                        // The locking protocols may give up on a conflict.
+                        Err(DbError::TooManyAborts { .. }) => {}
+                        Err(error) => panic!("{error}"),
+                    }
+                }
+                worker.wait_all_acknowledged(|_, _| {}).unwrap();
+            });
+        }
+    });
+    let failure = failure.into_inner().unwrap();
+    assert!(failure.is_none(), "{setup:?} (seed {seed:#x}): {}", failure.unwrap_or_default());
+}
+
 /// A transaction whose read and write sets are far larger than a linear
 /// search is used for sees its own writes, rewrites and deletes in place,
 /// and commits exactly its last values.
@@ -695,7 +957,10 @@ for_each_protocol!(
     phantoms_are_detected,
     reverse_scans_limits_and_secondary,
     large_transactions_read_their_own_writes,
-    bad_input_is_typed
+    bad_input_is_typed,
+    secondary_scans_agree_with_primary_reads,
+    bounded_range_inserts_are_serializable,
+    secondary_and_range_invariants_under_concurrency
 );
 
 /// A multi-version reader sees its snapshot: a transfer that commits while
@@ -765,6 +1030,52 @@ fn snapshot_reads_do_not_abort_on_zen_plus() {
     snapshot_reads_do_not_abort(EngineKind::ZenPlus);
 }
 
+/// zen+'s read-only transactions and a commit acknowledged before they
+/// began, while an older transaction still runs: at the oldest running
+/// snapshot (the paper's, the default) they miss it; at the current one
+/// (`snapshot=current`) they see it.
+fn zen_plus_read_only_snapshot(snapshot: pmtx_engine::ReadOnlySnapshot) -> (u64, u64) {
+    let mut options = Setup::from(EngineKind::ZenPlus)
+        .options(vec![TableSchema::ordered("accounts").max_value_len(64), TableSchema::hashed("flags")]);
+    options.zen_plus.read_only_snapshot = snapshot;
+    let db = Database::open(options).unwrap();
+    load(&db);
+    let accounts = db.table_id("accounts").unwrap();
+    let mut older = db.worker(0).unwrap();
+    let mut writer = db.worker(1).unwrap();
+    let mut reader = db.worker(2).unwrap();
+    let mut seen = None;
+    older
+        .run(|tx| {
+            let before = balance(&tx.get(accounts, &key(5))?.unwrap());
+            if seen.is_none() {
+                writer.run(|tx2| tx2.put(accounts, &key(5), &(INITIAL + 1).to_le_bytes())).unwrap();
+                // Acknowledged: the read-only transaction begins after it.
+                let read = reader.run_read_only(|tx3| Ok(balance(&tx3.get(accounts, &key(5))?.unwrap()))).unwrap();
+                assert_eq!(read.attempts, 1, "read-only transactions never abort");
+                seen = read.committed();
+            }
+            Ok(before)
+        })
+        .unwrap();
+    drop((older, writer, reader));
+    (seen.unwrap(), worker_get(&db, 5))
+}
+
+#[test]
+fn zen_plus_read_only_at_the_oldest_snapshot_misses_an_acknowledged_commit() {
+    let (seen, after) = zen_plus_read_only_snapshot(pmtx_engine::ReadOnlySnapshot::Oldest);
+    assert_eq!(seen, INITIAL, "the oldest running snapshot predates the commit");
+    assert_eq!(after, INITIAL + 1);
+}
+
+#[test]
+fn zen_plus_read_only_at_the_current_snapshot_sees_an_acknowledged_commit() {
+    let (seen, after) = zen_plus_read_only_snapshot(pmtx_engine::ReadOnlySnapshot::Current);
+    assert_eq!(seen, INITIAL + 1, "strictly serializable: an acknowledged commit is visible");
+    assert_eq!(after, INITIAL + 1);
+}
+
 /// zen+ with frequent exclusive stages: larger and retried transactions
 /// run alone (the others abort or wait), with direct NVM writes, beside
 /// ordinary ones. (Write skew and phantoms open a second transaction on
@@ -787,6 +1098,10 @@ mod zen_plus_exclusive {
     fn bad_input_is_typed() {
         super::bad_input_is_typed(super::Setup::zen_plus_exclusive())
     }
+    #[test]
+    fn secondary_and_range_invariants_under_concurrency() {
+        super::secondary_and_range_invariants_under_concurrency(super::Setup::zen_plus_exclusive())
+    }
 }
 
 /// The locking protocols refuse more workers than a lock word names.
@@ -807,5 +1122,8 @@ for_each_engine!(
     phantoms_are_detected,
     reverse_scans_limits_and_secondary,
     large_transactions_read_their_own_writes,
-    bad_input_is_typed
+    bad_input_is_typed,
+    secondary_scans_agree_with_primary_reads,
+    bounded_range_inserts_are_serializable,
+    secondary_and_range_invariants_under_concurrency
 );

@@ -11,7 +11,7 @@
 //! label made safe for a file name.
 
 use crate::units::{parse_duration, parse_size};
-use pmtx_engine::{CcProtocol, DbOptions, DbxnOptions, EngineKind, LogMedium, ZenPlusOptions};
+use pmtx_engine::{CcProtocol, DbOptions, DbxnOptions, EngineKind, LogMedium, ReadOnlySnapshot, ZenPlusOptions};
 use pmtx_htm::{HtmBackendKind, HtmConfig, PER_MILLION};
 use std::collections::BTreeMap;
 
@@ -113,6 +113,12 @@ const ZEN_PLUS_KEYS: &[OptionKey] = &[
         name: "eta",
         values: "<factor>",
         description: "a partition moves only to a node with this many times the accesses, at least 1 [1.2]",
+    },
+    OptionKey {
+        name: "snapshot",
+        values: "oldest|current",
+        description: "read-only transactions read at the oldest running snapshot (the paper's; may miss a commit \
+                      acknowledged before they began) or at the current one (strictly serializable) [oldest]",
     },
 ];
 
@@ -368,6 +374,7 @@ impl EngineSpec {
                     options.insert("partitions".into(), plus.partitions.to_string());
                     options.insert("delta".into(), plus.delta.to_string());
                     options.insert("eta".into(), plus.eta.to_string());
+                    options.insert("snapshot".into(), plus.read_only_snapshot.name().into());
                 }
             }
             _ => {}
@@ -589,6 +596,13 @@ pub fn parse_spec(text: &str) -> Result<EngineSpec, String> {
                 spec.zen_plus.eta = parse_decimal(&key, value, 1.0..=1e6, "a factor")?;
                 value.to_string()
             }
+            "snapshot" => {
+                spec.zen_plus.read_only_snapshot =
+                    ReadOnlySnapshot::parse(&value.to_ascii_lowercase()).ok_or_else(|| {
+                        format!("invalid value {value:?} for engine option snapshot: expected oldest or current")
+                    })?;
+                spec.zen_plus.read_only_snapshot.name().to_string()
+            }
             other => unreachable!("option {other} has no parser"),
         };
         spec.given.push((key, shown));
@@ -633,6 +647,10 @@ pub fn long_help() -> String {
         }
     }
     help.push_str(&format!("\nConcurrency-control protocols (cc=): {}\n", protocol_names(CcProtocol::ALL.into_iter())));
+    help.push_str("Isolation (every engine but nvm-ideal, which validates nothing and is not serializable):\n");
+    for protocol in CcProtocol::ALL {
+        help.push_str(&format!("  {}: {}\n", protocol.name(), protocol.isolation()));
+    }
     help.push_str("\nPresets (expand in place):\n");
     for preset in PRESETS {
         help.push_str(&format!("  {}: {}:\n    {}\n", preset.name, preset.description, preset.specs().join(",")));
@@ -869,6 +887,7 @@ mod tests {
             ("zen+:partitions=0", "expected a partition count"),
             ("zen+:delta=2", "expected a fraction from 0 to 1"),
             ("zen+:eta=0.5", "expected a factor"),
+            ("zen+:snapshot=newest", "expected oldest or current"),
             ("zen+:cc=silo", "takes cc=hekaton only"),
             ("zen+:nt=on", "valid keys of zen+: cache=<size>, alpha=<percent>, beta=<percent>, gamma=<tuples>"),
             ("zen:alpha=5", "valid keys of zen: cache=<size>"),
@@ -877,6 +896,23 @@ mod tests {
             assert!(error.contains(needle), "{text}: {error}");
         }
         assert!(long_help().contains("Options of zen+") && long_help().contains("eta=<factor>"));
+        // Read-only snapshots: the paper's oldest by default, current on request.
+        assert_eq!(defaults["snapshot"], "oldest");
+        let current = parse_spec("zen+:snapshot=current").unwrap();
+        assert_eq!(current.zen_plus.read_only_snapshot, ReadOnlySnapshot::Current);
+        assert_eq!(current.label(), "zen+:snapshot=current");
+        let mut db = DbOptions::in_memory(EngineKind::ZenPlus, Vec::new());
+        current.apply(&mut db, 1);
+        assert_eq!(db.zen_plus.read_only_snapshot, ReadOnlySnapshot::Current);
+    }
+
+    #[test]
+    fn the_help_states_each_protocol_s_isolation() {
+        let help = long_help();
+        for protocol in CcProtocol::ALL {
+            assert!(help.contains(&format!("  {}: {}", protocol.name(), protocol.isolation())), "{protocol}");
+        }
+        assert!(help.contains("nvm-ideal, which validates nothing and is not serializable"));
     }
 
     #[test]

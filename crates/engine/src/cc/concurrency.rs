@@ -155,9 +155,16 @@ impl Concurrency {
 
     /// Reclamation unlinked `row`: its older versions go (its address may
     /// be reused by another row).
-    pub(crate) fn unlinked<R>(&self, row: &R) {
+    /// Its stale secondary entries go from `table`'s indexes too.
+    pub(crate) fn unlinked<R: crate::storage::record::RowKind>(
+        &self,
+        table: &crate::storage::table::Table<R>,
+        row: &R,
+    ) {
         if let Some(versions) = &self.versions {
-            versions.forget(row as *const R as usize);
+            versions.forget(row as *const R as usize, &mut |stale| {
+                table.remove_secondary(stale.position, &stale.index_key, row);
+            });
         }
     }
 }

@@ -113,6 +113,30 @@ impl CcProtocol {
         matches!(self, CcProtocol::NoWait | CcProtocol::WaitDie | CcProtocol::DlDetect)
     }
 
+    /// The isolation a transaction gets under the protocol, on every
+    /// engine that validates (all but `nvm-ideal`), and what a read-only
+    /// transaction reads: the README's isolation table in one line.
+    pub fn isolation(self) -> &'static str {
+        match self {
+            CcProtocol::Silo | CcProtocol::Occ | CcProtocol::TicToc => {
+                "strictly serializable; reads see the latest committed versions, validated at commit"
+            }
+            CcProtocol::NoWait | CcProtocol::WaitDie | CcProtocol::DlDetect => {
+                "strictly serializable; reads see the latest committed versions under shared locks"
+            }
+            CcProtocol::HStore => {
+                "strictly serializable; reads see the latest committed versions under partition locks"
+            }
+            CcProtocol::Hekaton => {
+                "strictly serializable; read-only transactions read a snapshot taken when they begin and never abort \
+                 (zen+ by default: the oldest running snapshot, serializable but not strictly; snapshot=current)"
+            }
+            CcProtocol::Mvcc | CcProtocol::Cicada => {
+                "strictly serializable; every transaction reads at a timestamp taken when it begins"
+            }
+        }
+    }
+
     /// Refuses a worker count the protocol cannot serve.
     pub(crate) fn check(self, workers: usize) -> DbResult<()> {
         if self.uses_lock_table() && workers > MAX_LOCKING_WORKERS {

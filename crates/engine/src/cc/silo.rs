@@ -51,10 +51,10 @@ use crate::cc::hybrid::{Hybrid, PathState, TxPath, LINES_PER_ACCESS};
 use crate::cc::lock_table::HeldLocks;
 use crate::cc::position_index::PositionIndex;
 use crate::cc::protocol::CcProtocol;
-use crate::cc::versions::{OlderVersion, VersionQueue};
+use crate::cc::versions::{OlderVersion, StaleEntry, VersionQueue};
 use crate::engine::{ScanRequest, WriteOp};
 use crate::error::{AbortReason, DbError, TxError, TxResult};
-use crate::index::{LeafChange, ScanDirection};
+use crate::index::{LeafChange, LeafRef, ScanDirection};
 use crate::schema::TableId;
 use crate::storage::record::{self, RowKind, ABSENT, LOCKED, REMOVED, UNPERSISTED};
 use crate::storage::table::{self, RowReclaimer, ScannedLeaf, Table};
@@ -314,6 +314,18 @@ fn read_row_of<R>(entry: &ReadEntry<R>) -> *const R {
     entry.row
 }
 
+/// A secondary entry a commit added before its TID (multi-version
+/// protocols; `OccTx::add_secondaries`).
+struct AddedSecondary {
+    /// The write it belongs to.
+    write: usize,
+    position: u32,
+    composite: Vec<u8>,
+    /// The leaf it went into; `None`: the entry was there already (stale
+    /// from an older version of the row, which takes it back).
+    leaf: Option<LeafRef>,
+}
+
 /// A scanned leaf of a table.
 pub(crate) struct LeafEntry {
     table: TableId,
@@ -366,8 +378,13 @@ pub(crate) struct OccTx<R: RowKind> {
     /// The buffered writes.
     pub(crate) writes: WriteSet<R>,
     leaves: Vec<LeafEntry>,
-    /// Placeholders this attempt inserted (reclaimed if left absent).
-    created: Vec<(TableId, NonNull<R>)>,
+    /// Placeholders this attempt inserted (reclaimed if left absent), with
+    /// the leaf each went into (timestamp ordering checks its range).
+    created: Vec<(TableId, NonNull<R>, Option<LeafRef>)>,
+    /// Multi-version protocols: the secondary entries of the write set's
+    /// new keys, added once the write set is locked (before the commit's
+    /// TID exists), so a snapshot that can see the commit finds them.
+    added_secondaries: Vec<AddedSecondary>,
     scratch: Vec<u8>,
     /// This worker's reclamation of absent rows and replaced values.
     pub(crate) reclaimer: RowReclaimer<R>,
@@ -395,6 +412,7 @@ impl<R: RowKind> OccTx<R> {
             writes: WriteSet::default(),
             leaves: Vec::new(),
             created: Vec::new(),
+            added_secondaries: Vec::new(),
             scratch: Vec::new(),
             reclaimer: RowReclaimer::default(),
             path: PathState::default(),
@@ -470,13 +488,13 @@ impl<R: RowKind> OccTx<R> {
         }
         if let Some(versions) = self.cc.versions() {
             versions.end(self.worker);
-            versions.collect(&mut self.version_queue);
         }
         self.reads.clear();
         self.read_positions.clear();
         self.writes.clear();
         self.leaves.clear();
         self.created.clear();
+        self.added_secondaries.clear();
     }
 
     /// Releases the attempt's lock-table locks now (a broken variant of
@@ -489,8 +507,8 @@ impl<R: RowKind> OccTx<R> {
 
     /// Queues the rows this attempt left absent for reclamation, then
     /// forgets the attempt. `epoch` is the worker's current epoch.
-    pub(crate) fn finish(&mut self, epoch: u64) {
-        for &(table, row) in &self.created {
+    pub(crate) fn finish(&mut self, epoch: u64, tables: &[Table<R>]) {
+        for &(table, row, _) in &self.created {
             // SAFETY: see WriteEntry::row.
             let row = unsafe { row.as_ref() };
             if row.word() & ABSENT != 0 {
@@ -498,11 +516,14 @@ impl<R: RowKind> OccTx<R> {
             }
         }
         for entry in self.writes.entries() {
-            if entry.row().word() & ABSENT != 0 && !self.created.iter().any(|(_, row)| *row == entry.row) {
+            if entry.row().word() & ABSENT != 0 && !self.created.iter().any(|(_, row, _)| *row == entry.row) {
                 self.reclaimer.note_absent(epoch, entry.table, entry.row());
             }
         }
         self.clear();
+        if let Some(versions) = self.cc.versions() {
+            versions.collect(&mut self.version_queue, &mut unindex_stale(tables));
+        }
     }
 
     /// Whether the attempt wrote nothing.
@@ -513,11 +534,11 @@ impl<R: RowKind> OccTx<R> {
     /// Silo's node-set update for this transaction's own inserts: if it
     /// scanned the leaf at exactly the version before the insert, move it
     /// forward, so its own insert is not taken for a phantom.
-    fn note_own_insert(&mut self, table: TableId, change: Option<LeafChange>) {
+    fn note_own_insert(leaves: &mut [LeafEntry], table: TableId, secondary: Option<u32>, change: Option<LeafChange>) {
         if let Some(change) = change {
-            for entry in &mut self.leaves {
+            for entry in leaves {
                 if entry.table == table
-                    && entry.leaf.secondary.is_none()
+                    && entry.leaf.secondary == secondary
                     && entry.leaf.leaf == change.leaf
                     && entry.leaf.version == change.version_before
                 {
@@ -538,8 +559,8 @@ impl<R: RowKind> OccTx<R> {
     ) -> TxResult<&'t R> {
         let (row, inserted, change) = table.get_or_insert(key, value_capacity)?;
         if inserted {
-            self.created.push((table_id, NonNull::from(row)));
-            self.note_own_insert(table_id, change);
+            self.created.push((table_id, NonNull::from(row), change.map(|change| change.leaf)));
+            Self::note_own_insert(&mut self.leaves, table_id, None, change);
         }
         Ok(row)
     }
@@ -920,6 +941,9 @@ impl<R: RowKind> OccTx<R> {
         let mut failure: Option<TxError> = None;
         let mut leaves = Vec::new();
         let mut value = std::mem::take(&mut self.scratch);
+        // `mvcc` registers its reads eagerly, ranges included (`cicada` at
+        // validation): a later insert below the timestamp finds it.
+        let raise_leaves = (self.cc.protocol() == CcProtocol::Mvcc).then_some(self.snapshot);
         table.scan(
             request.secondary,
             request.range,
@@ -946,13 +970,15 @@ impl<R: RowKind> OccTx<R> {
                         return false;
                     }
                 };
-                let current = match request.secondary {
-                    None => true,
-                    Some(position) => {
-                        table::secondary_entry_is_current(table.schema(), position, index_key, key, &value)
-                    }
-                };
-                if matches!(seen, Seen::Present) && current {
+                // (An absent row's stale entry: no value to ask the key of.)
+                let current = matches!(seen, Seen::Present)
+                    && match request.secondary {
+                        None => true,
+                        Some(position) => {
+                            table::secondary_entry_is_current(table.schema(), position, index_key, key, &value)
+                        }
+                    };
+                if current {
                     delivered += 1;
                     if !visit(key, &value) || delivered >= request.limit {
                         stopped = true;
@@ -961,7 +987,12 @@ impl<R: RowKind> OccTx<R> {
                 }
                 true
             },
-            |leaf| leaves.push(LeafEntry { table: request.table, leaf }),
+            |leaf| {
+                if let Some(ts) = raise_leaves {
+                    table.raise_leaf_read_ts(&leaf, ts);
+                }
+                leaves.push(LeafEntry { table: request.table, leaf })
+            },
         )?;
         self.scratch = value;
         self.leaves.extend(leaves);
@@ -1032,6 +1063,7 @@ impl<R: RowKind> OccTx<R> {
                 // are checked for phantoms, and Cicada checks its reads.
                 CcProtocol::Cicada => {
                     self.validate_at_timestamp(self.snapshot)?;
+                    self.raise_scanned_leaves(tables, self.snapshot);
                     self.validate_leaves(tables)
                 }
                 _ => self.validate_leaves(tables),
@@ -1052,6 +1084,22 @@ impl<R: RowKind> OccTx<R> {
     /// `floor` (the worker's last), and at least the first TID of `epoch`
     /// (the durability schemes order and acknowledge by it).
     pub(crate) fn validate_and_stamp(
+        &mut self,
+        tables: &[Table<R>],
+        max_locked_tid: u64,
+        floor: u64,
+        epoch: u64,
+    ) -> Result<u64, AbortReason> {
+        self.add_secondaries(tables);
+        let stamped = self.validate_and_stamp_locked(tables, max_locked_tid, floor, epoch);
+        if stamped.is_err() {
+            self.remove_added_secondaries(tables);
+        }
+        stamped
+    }
+
+    /// [`OccTx::validate_and_stamp`] once the new secondary entries are in.
+    fn validate_and_stamp_locked(
         &self,
         tables: &[Table<R>],
         max_locked_tid: u64,
@@ -1086,17 +1134,25 @@ impl<R: RowKind> OccTx<R> {
     /// stamped with it before committing): Silo's validation, and `tid`
     /// above everything read or overwritten.
     pub(crate) fn validate_at_fixed_tid(
-        &self,
+        &mut self,
         tables: &[Table<R>],
         max_locked_tid: u64,
         tid: u64,
     ) -> Result<u64, AbortReason> {
-        self.validate_silo(tables)?;
-        if tid <= max_locked_tid.max(self.max_read_tid()) {
-            // A commit slipped in below it: the tuples stamped `tid` would
-            // not be the key's newest. (The exclusive stage runs alone, so
-            // this does not happen; refusing it keeps the heap ordered.)
-            return Err(AbortReason::ReadValidation);
+        self.add_secondaries(tables);
+        let valid = self.validate_silo(tables).and_then(|()| {
+            if tid <= max_locked_tid.max(self.max_read_tid()) {
+                // A commit slipped in below it: the tuples stamped `tid`
+                // would not be the key's newest. (The exclusive stage runs
+                // alone, so this does not happen; refusing it keeps the
+                // heap ordered.)
+                return Err(AbortReason::ReadValidation);
+            }
+            Ok(())
+        });
+        if let Err(reason) = valid {
+            self.remove_added_secondaries(tables);
+            return Err(reason);
         }
         if let Some(versions) = self.cc.versions() {
             versions.raise_clock(tid);
@@ -1124,11 +1180,105 @@ impl<R: RowKind> OccTx<R> {
                 return Err(AbortReason::TimestampOrder);
             }
         }
+        self.check_no_later_range_read(tables, ts)?;
         if self.cc.protocol() == CcProtocol::Cicada {
             self.validate_at_timestamp(ts)?;
+            self.raise_scanned_leaves(tables, ts);
         }
         self.validate_leaves(tables)?;
         Ok(ts)
+    }
+
+    /// Timestamp ordering's phantom check: no transaction with a later
+    /// timestamp read the range of a key this one makes present (a
+    /// placeholder it inserted, an absent row it fills, a new secondary
+    /// entry), since that reader, serialized after this commit, did not
+    /// see the key. Readers raise the read timestamps of the leaves they
+    /// scan (`OrderedIndex::raise_read_ts`) before validating them; the
+    /// key is in its leaf before this check.
+    fn check_no_later_range_read(&self, tables: &[Table<R>], ts: u64) -> Result<(), AbortReason> {
+        for entry in self.writes.entries() {
+            if entry.locked_word & ABSENT == 0 || entry.is_delete() {
+                continue;
+            }
+            let table = &tables[entry.table.0 as usize];
+            let read_ts = match self.created.iter().find(|(_, row, _)| *row == entry.row) {
+                Some(&(_, _, Some(leaf))) => table.leaf_read_ts(None, leaf),
+                _ => table.gap_read_ts(None, entry.row().key()),
+            };
+            if read_ts > ts {
+                return Err(AbortReason::TimestampOrder);
+            }
+        }
+        for added in &self.added_secondaries {
+            if let Some(leaf) = added.leaf {
+                let table = &tables[self.writes.entries()[added.write].table.0 as usize];
+                if table.leaf_read_ts(Some(added.position), leaf) > ts {
+                    return Err(AbortReason::TimestampOrder);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Raises the read timestamps of the leaves this attempt scanned to
+    /// `ts` (`cicada`, at validation: its reads write nothing shared
+    /// before).
+    fn raise_scanned_leaves(&self, tables: &[Table<R>], ts: u64) {
+        for entry in &self.leaves {
+            tables[entry.table.0 as usize].raise_leaf_read_ts(&entry.leaf, ts);
+        }
+    }
+
+    /// Multi-version protocols: adds the secondary entries of the write
+    /// set's new keys now that the write set is locked, before the commit
+    /// picks its TID (`Hekaton`: a snapshot at or above the TID is taken
+    /// after the entries exist, and meets the locked row through them) or
+    /// checks range reads (`mvcc`, `cicada`). An entry that is there
+    /// already is a stale one the row takes back. The attempt's own scans
+    /// of the leaves that receive them are moved forward, as for its
+    /// placeholders.
+    fn add_secondaries(&mut self, tables: &[Table<R>]) {
+        if self.cc.versions().is_none() {
+            return;
+        }
+        debug_assert!(self.added_secondaries.is_empty());
+        for write in 0..self.writes.len() {
+            let entry = &self.writes.entries()[write];
+            let (table_id, row) = (entry.table, entry.row());
+            let table = &tables[table_id.0 as usize];
+            if !entry.index_secondaries || table.schema().secondaries.is_empty() {
+                continue;
+            }
+            // (`zen+` never spills a row of a table with secondary indexes.)
+            let WriteValue::Bytes(value) = self.writes.value_state(write) else { continue };
+            let key = self.writes.key(write);
+            for position in 0..table.schema().secondaries.len() as u32 {
+                let composite = table::secondary_index_key(table.schema(), position, key, value);
+                let change = match table.add_secondary(position, &composite, row) {
+                    Ok(change) => change,
+                    Err(error) => unreachable!("secondary key lengths are checked when a write is buffered: {error}"),
+                };
+                self.added_secondaries.push(AddedSecondary {
+                    write,
+                    position,
+                    composite,
+                    leaf: change.map(|change| change.leaf),
+                });
+                Self::note_own_insert(&mut self.leaves, table_id, Some(position), change);
+            }
+        }
+    }
+
+    /// Undoes [`OccTx::add_secondaries`] for an attempt that does not
+    /// commit (rows still locked).
+    fn remove_added_secondaries(&mut self, tables: &[Table<R>]) {
+        for added in self.added_secondaries.drain(..) {
+            if added.leaf.is_some() {
+                let entry = &self.writes.entries()[added.write];
+                tables[entry.table.0 as usize].remove_secondary(added.position, &added.composite, entry.row());
+            }
+        }
     }
 
     /// A version read whose log is not yet durable (DBXN's odd version)
@@ -1285,7 +1435,14 @@ impl<R: RowKind> OccTx<R> {
     /// the entries of the row's current value that the new value does not
     /// keep (`current` is that value, read under the lock), and adds the new
     /// value's entries when the body found it needs them.
-    pub(crate) fn maintain_secondaries(&self, tables: &[Table<R>], index: usize, current: Option<&[u8]>) {
+    ///
+    /// Multi-version protocols keep the entries the new value drops until
+    /// no snapshot older than the commit (`tid`) is left, since such a
+    /// snapshot reads the old value and must find the row under its key
+    /// (`VersionStore::defer_unindex`); the new entries are in already
+    /// ([`OccTx::add_secondaries`]) unless the commit did not validate
+    /// (`nvm-ideal`).
+    pub(crate) fn maintain_secondaries(&mut self, tables: &[Table<R>], index: usize, current: Option<&[u8]>, tid: u64) {
         let entry = &self.writes.entries[index];
         let table = &tables[entry.table.0 as usize];
         if table.schema().secondaries.is_empty() {
@@ -1293,6 +1450,36 @@ impl<R: RowKind> OccTx<R> {
         }
         let key = self.writes.key(index);
         let new = self.writes.value(index);
+        if let Some(versions) = self.cc.versions() {
+            let (table_id, row) = (entry.table.0, entry.row());
+            let address = row as *const R as usize;
+            let queue = &mut self.version_queue;
+            if let Some(old) = current {
+                table.stale_secondaries(key, old, new, |position, composite| {
+                    versions.defer_unindex(queue, address, (table_id, position), composite, tid);
+                });
+            }
+            let (true, Some(value)) = (entry.index_secondaries, new) else { return };
+            let added: Vec<_> = self.added_secondaries.iter().filter(|added| added.write == index).collect();
+            if added.is_empty() {
+                // Not added before the TID: add them now.
+                for position in 0..table.schema().secondaries.len() as u32 {
+                    let composite = table::secondary_index_key(table.schema(), position, key, value);
+                    match table.add_secondary(position, &composite, row) {
+                        Ok(Some(_)) => {}
+                        Ok(None) => versions.cancel_unindex(address, position, &composite),
+                        Err(error) => {
+                            unreachable!("secondary key lengths are checked when a write is buffered: {error}")
+                        }
+                    }
+                }
+            } else {
+                for added in added.into_iter().filter(|added| added.leaf.is_none()) {
+                    versions.cancel_unindex(address, added.position, &added.composite);
+                }
+            }
+            return;
+        }
         if let Some(old) = current {
             table.unindex_secondaries(key, old, new, entry.row());
         }
@@ -1301,6 +1488,27 @@ impl<R: RowKind> OccTx<R> {
                 unreachable!("secondary key lengths are checked when a write is buffered: {error}");
             }
         }
+    }
+}
+
+/// The collection of stale secondary entries of rows of `tables`
+/// (`VersionStore::collect`): removes an entry from its index under the
+/// row's lock, or declines while a writer holds the row (it may be giving
+/// the row that key back) or once the row is unlinked (its unlink removes
+/// it).
+pub(crate) fn unindex_stale<R: RowKind>(tables: &[Table<R>]) -> impl FnMut(usize, &StaleEntry) -> bool + '_ {
+    move |address, stale| {
+        // SAFETY: the version store calls this under the lock of the row's
+        // chain, which exists until the row's unlink forgets it; the row is
+        // freed only after that (`Concurrency::unlinked`).
+        let row = unsafe { &*(address as *const R) };
+        let Some(word) = row.try_lock() else { return false };
+        let removed = word != REMOVED;
+        if removed {
+            tables[stale.table as usize].remove_secondary(stale.position, &stale.index_key, row);
+        }
+        row.unlock();
+        removed
     }
 }
 

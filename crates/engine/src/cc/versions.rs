@@ -73,8 +73,34 @@ struct Version {
     value: Option<Box<[u8]>>,
 }
 
+/// A secondary-index entry of a row that a commit at `end` left stale
+/// (the row's new version no longer carries that key), kept in the index
+/// until no snapshot older than `end` is left (module docs).
+pub(crate) struct StaleEntry {
+    /// The row's table.
+    pub(crate) table: u32,
+    /// The secondary index.
+    pub(crate) position: u32,
+    /// The entry's composite key.
+    pub(crate) index_key: Box<[u8]>,
+    end: u64,
+}
+
+/// A row's older versions and stale secondary entries.
+#[derive(Default)]
+struct Chain {
+    versions: Vec<Version>,
+    stale: Vec<StaleEntry>,
+}
+
+impl Chain {
+    fn is_empty(&self) -> bool {
+        self.versions.is_empty() && self.stale.is_empty()
+    }
+}
+
 /// Chains by row address.
-type Chains = HashMap<usize, Vec<Version>>;
+type Chains = HashMap<usize, Chain>;
 
 /// The version store of one engine.
 pub(crate) struct VersionStore {
@@ -219,8 +245,39 @@ impl VersionStore {
         }
         debug_assert!(wts < end);
         let version = Version { wts, end, value: value.map(Box::from) };
-        self.shards[shard_of(address)].lock().entry(address).or_default().push(version);
+        self.shards[shard_of(address)].lock().entry(address).or_default().versions.push(version);
         queue.queued.push_back((address, end));
+    }
+
+    /// Keeps the secondary entry `index_key` of index `position` of the
+    /// row at `address` (of table `table`), which the commit at `end` left
+    /// stale, until no snapshot older than `end` remains (the caller holds
+    /// the row's lock). A snapshot older than `end` reads a version that
+    /// carries the key and must find the row under it.
+    pub(crate) fn defer_unindex(
+        &self,
+        queue: &mut VersionQueue,
+        address: usize,
+        (table, position): (u32, u32),
+        index_key: Vec<u8>,
+        end: u64,
+    ) {
+        let entry = StaleEntry { table, position, index_key: index_key.into_boxed_slice(), end };
+        self.shards[shard_of(address)].lock().entry(address).or_default().stale.push(entry);
+        queue.queued.push_back((address, end));
+    }
+
+    /// The row at `address` carries `index_key` of index `position` again
+    /// (the caller holds its lock and commits a version with that key): the
+    /// entry is no longer stale.
+    pub(crate) fn cancel_unindex(&self, address: usize, position: u32, index_key: &[u8]) {
+        let mut shard = self.shards[shard_of(address)].lock();
+        if let Some(chain) = shard.get_mut(&address) {
+            chain.stale.retain(|stale| stale.position != position || &*stale.index_key != index_key);
+            if chain.is_empty() {
+                shard.remove(&address);
+            }
+        }
     }
 
     /// The version of the row at `address` valid at `snapshot`, its value
@@ -229,7 +286,7 @@ impl VersionStore {
         out.clear();
         let shard = self.shards[shard_of(address)].lock();
         let Some(chain) = shard.get(&address) else { return OlderVersion::None };
-        match chain.iter().find(|version| version.wts <= snapshot && snapshot < version.end) {
+        match chain.versions.iter().find(|version| version.wts <= snapshot && snapshot < version.end) {
             Some(version) => {
                 if let Some(value) = &version.value {
                     out.extend_from_slice(value);
@@ -240,17 +297,28 @@ impl VersionStore {
         }
     }
 
-    /// Drops the chain of a row that reclamation unlinked.
-    pub(crate) fn forget(&self, address: usize) {
-        self.shards[shard_of(address)].lock().remove(&address);
+    /// Drops the chain of a row that reclamation unlinked; `unindex`
+    /// removes each of its stale secondary entries (the row is `REMOVED`).
+    pub(crate) fn forget(&self, address: usize, unindex: &mut dyn FnMut(&StaleEntry)) {
+        let mut shard = self.shards[shard_of(address)].lock();
+        if let Some(chain) = shard.remove(&address) {
+            chain.stale.iter().for_each(&mut *unindex);
+        }
     }
 
-    /// Drops the versions of `queue` that no snapshot can read any more.
-    pub(crate) fn collect(&self, queue: &mut VersionQueue) {
+    /// Drops the versions of `queue` that no snapshot can read any more,
+    /// and asks `unindex` to remove the stale secondary entries no
+    /// snapshot can need (with the row's address, under the chain's shard
+    /// lock, so the row is alive: it is unlinked only after `forget`).
+    /// `unindex` returns false when it cannot now (the row is locked by a
+    /// writer, which may be giving it the key back): the entry is tried
+    /// again at a later collection.
+    pub(crate) fn collect(&self, queue: &mut VersionQueue, unindex: &mut dyn FnMut(usize, &StaleEntry) -> bool) {
         if queue.queued.is_empty() {
             return;
         }
         let oldest = self.collection_horizon();
+        let mut retry = Vec::new();
         while let Some(&(address, end)) = queue.queued.front() {
             if end > oldest {
                 break;
@@ -258,27 +326,33 @@ impl VersionStore {
             queue.queued.pop_front();
             let mut shard = self.shards[shard_of(address)].lock();
             if let Some(chain) = shard.get_mut(&address) {
-                chain.retain(|version| version.end > oldest);
+                chain.versions.retain(|version| version.end > oldest);
+                chain.stale.retain(|stale| stale.end > oldest || !unindex(address, stale));
+                if chain.stale.iter().any(|stale| stale.end <= oldest) {
+                    retry.push((address, end));
+                }
                 if chain.is_empty() {
                     shard.remove(&address);
                 }
             }
         }
+        queue.queued.extend(retry);
     }
 
     /// Drops every version no snapshot can read any more, whoever kept it
     /// (the exclusive stage's maintenance, with no other transaction
     /// running); the keepers' queues then name versions that are gone,
     /// which their collection skips.
-    pub(crate) fn collect_all(&self) -> usize {
+    pub(crate) fn collect_all(&self, unindex: &mut dyn FnMut(usize, &StaleEntry) -> bool) -> usize {
         let oldest = self.collection_horizon();
         let mut dropped = 0;
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
-            shard.retain(|_, chain| {
-                let before = chain.len();
-                chain.retain(|version| version.end > oldest);
-                dropped += before - chain.len();
+            shard.retain(|&address, chain| {
+                let before = chain.versions.len();
+                chain.versions.retain(|version| version.end > oldest);
+                dropped += before - chain.versions.len();
+                chain.stale.retain(|stale| stale.end > oldest || !unindex(address, stale));
                 !chain.is_empty()
             });
         }
@@ -288,7 +362,7 @@ impl VersionStore {
     /// Versions kept (statistics, tests).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|shard| shard.lock().values().map(Vec::len).sum::<usize>()).sum()
+        self.shards.iter().map(|shard| shard.lock().values().map(|chain| chain.versions.len()).sum::<usize>()).sum()
     }
 }
 
@@ -327,15 +401,15 @@ mod tests {
         store.preserve(&mut queue, 0x100, 0, Some(b"a"), tid);
         let newer = store.commit_tid(1);
         store.preserve(&mut queue, 0x100, tid, Some(b"b"), newer);
-        store.collect(&mut queue);
+        store.collect(&mut queue, &mut |_, _| true);
         // Worker 0's snapshot predates both replacements: both stay.
         assert_eq!(store.len(), 2);
         assert!(matches!(store.read(0x100, old, &mut out), OlderVersion::Found { present: true, .. }));
         store.end(0);
-        store.collect(&mut queue);
+        store.collect(&mut queue, &mut |_, _| true);
         assert_eq!(store.len(), 0, "no snapshot left that needs them");
         store.preserve(&mut queue, 0x400, 2, Some(b"x"), newer + 1);
-        store.forget(0x400);
+        store.forget(0x400, &mut |_| {});
         assert_eq!(store.len(), 0);
     }
 
@@ -371,14 +445,14 @@ mod oldest_tests {
         assert_eq!(reader, first);
         assert!(reader < replaced);
         store.end(0);
-        store.collect(&mut queue);
+        store.collect(&mut queue, &mut |_, _| true);
         assert!(
             matches!(store.read(0x100, reader, &mut out), OlderVersion::Found { wts, present: true } if wts == first)
         );
         assert_eq!(out, b"old");
-        assert_eq!(store.collect_all(), 0, "the reader still needs it");
+        assert_eq!(store.collect_all(&mut |_, _| true), 0, "the reader still needs it");
         store.end(1);
-        assert_eq!(store.collect_all(), 1);
+        assert_eq!(store.collect_all(&mut |_, _| true), 1);
         assert_eq!(store.len(), 0);
         // With nobody announced, the oldest snapshot is the clock.
         assert_eq!(store.begin_oldest(2), replaced);
@@ -444,5 +518,39 @@ mod timestamp_tests {
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), count, "{} timestamps were handed out twice", count - all.len());
+    }
+
+    #[test]
+    fn stale_entries_stay_while_an_older_snapshot_runs() {
+        let store = VersionStore::new(2);
+        let mut queue = VersionQueue::default();
+        let removed = std::cell::RefCell::new(Vec::new());
+        let mut unindex = |address: usize, stale: &StaleEntry| {
+            removed.borrow_mut().push((address, stale.index_key.to_vec()));
+            true
+        };
+        let old = store.begin(0);
+        let tid = store.commit_tid(1);
+        assert!(tid > old);
+        store.defer_unindex(&mut queue, 0x100, (0, 0), b"g2".to_vec(), tid);
+        store.defer_unindex(&mut queue, 0x200, (0, 0), b"g3".to_vec(), tid);
+        store.collect(&mut queue, &mut unindex);
+        assert!(removed.borrow().is_empty(), "worker 0's snapshot predates the commit");
+        // The row at 0x200 takes its key back: nothing to remove there.
+        store.cancel_unindex(0x200, 0, b"g3");
+        store.end(0);
+        // A writer holds the row: tried again later.
+        store.collect(&mut queue, &mut |_, _| false);
+        assert!(removed.borrow().is_empty());
+        store.collect(&mut queue, &mut unindex);
+        assert_eq!(*removed.borrow(), vec![(0x100, b"g2".to_vec())]);
+        // An unlinked row's stale entries go with its chain.
+        let next = store.commit_tid(1);
+        store.defer_unindex(&mut queue, 0x300, (0, 1), b"g1".to_vec(), next);
+        let mut forgotten = Vec::new();
+        store.forget(0x300, &mut |stale| forgotten.push(stale.position));
+        assert_eq!(forgotten, vec![1]);
+        store.collect(&mut queue, &mut unindex);
+        assert_eq!(removed.borrow().len(), 1, "nothing left to remove");
     }
 }

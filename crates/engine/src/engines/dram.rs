@@ -311,8 +311,8 @@ impl<L: CommitLog> ReclaimPolicy<Record> for LogReclaimPolicy<'_, L> {
     fn may_unlink(&self, row: &Record, word: u64) -> bool {
         self.0.delete_is_durable(record::tid_of(word)) && self.1.may_unlink(row, record::tid_of(word))
     }
-    fn unlinked(&self, row: &Record) {
-        self.1.unlinked(row);
+    fn unlinked(&self, table: &Table<Record>, row: &Record) {
+        self.1.unlinked(table, row);
     }
 }
 
@@ -610,7 +610,7 @@ impl<L: CommitLog> OccWorker<L> {
                 None
             };
             if has_secondaries {
-                tx.maintain_secondaries(&shared.tables, index, current);
+                tx.maintain_secondaries(&shared.tables, index, current, tid);
             }
             tx.preserve_version(row, locked_word, current, tid);
             row.set_value_locked(tx.writes.value(index), &mut |value| retired.push(value));
@@ -627,7 +627,7 @@ impl<L: CommitLog> OccWorker<L> {
                 self.tx.reclaimer.retired_values.push(stamp, value);
             }
         }
-        self.tx.finish(shared.epochs.global());
+        self.tx.finish(shared.epochs.global(), &shared.tables);
         if self.tx.reclaimer.backlog() > 0 || !self.tx.reclaimer.retired_values.is_empty() {
             let before = self.tx.reclaimer.unlinked;
             self.tx.reclaimer.run(&shared.tables, &shared.epochs, &LogReclaimPolicy(&shared.log, &shared.cc));

@@ -250,6 +250,18 @@ pub struct GetOrInsert {
 
 static NEXT_INDEX_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Raises `word` to at least `ts` (sequentially consistent: the read
+/// timestamps' argument in `OrderedIndex::raise_read_ts`).
+fn raise_word<W: AtomicWord>(word: &W, ts: u64) {
+    let mut current = word.load(Ordering::SeqCst);
+    while current < ts {
+        match word.compare_exchange(current, ts, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => return,
+            Err(actual) => current = actual,
+        }
+    }
+}
+
 struct Node<W: AtomicWord> {
     lock: VersionLock<W>,
     /// Number of keys.
@@ -257,6 +269,11 @@ struct Node<W: AtomicWord> {
     /// Structural version (leaves only).  Only grows, across unlink and
     /// reuse.
     leaf_version: W,
+    /// Leaves only: the largest timestamp of a timestamp-ordered
+    /// transaction that scanned this leaf (`OrderedIndex::raise_read_ts`).
+    /// Only grows, across splits (the new sibling inherits it), unlink and
+    /// reuse: an over-estimate is safe.
+    read_ts: W,
     /// Immutable after construction, also across unlink and reuse.
     is_leaf: bool,
     /// First words of keys `0..count` (the others are 0).  A binary search
@@ -278,6 +295,7 @@ impl<W: AtomicWord> Node<W> {
             lock: VersionLock::new(),
             count: W::new(0),
             leaf_version: W::new(0),
+            read_ts: W::new(0),
             is_leaf,
             p0: std::array::from_fn(|_| W::new(0)),
             rest: std::array::from_fn(|_| W::new(0)),
@@ -583,6 +601,8 @@ pub struct OrderedIndex<W: AtomicWord = AtomicU64> {
     /// Cleared only by tests, to leave emptied leaves behind as if every
     /// unlink attempt had lost its race.
     unlinking: AtomicBool,
+    /// The largest read timestamp of an unlinked leaf (`gap_read_ts`).
+    unlinked_read_ts: W,
 }
 
 impl OrderedIndex<AtomicU64> {
@@ -641,6 +661,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
             free_leaves: Mutex::new(Vec::new()),
             free_inners: Mutex::new(Vec::new()),
             unlinking: AtomicBool::new(true),
+            unlinked_read_ts: W::new(0),
         }
     }
 
@@ -903,6 +924,11 @@ impl<W: AtomicWord> OrderedIndex<W> {
         if node.is_leaf {
             // Structural change of this leaf: bump first (see module docs).
             node.bump_leaf_version();
+            // The right half's keys were read by whoever scanned this leaf:
+            // it inherits the read timestamp (after the bump, so a scanner
+            // raising it later fails its leaf validation).
+            std::sync::atomic::fence(Ordering::SeqCst);
+            raise_word(&right.read_ts, node.read_ts.load(Ordering::SeqCst));
             sep = Self::leaf_separator(node, mid);
             for i in mid..n {
                 right.move_key(i - mid, node, i);
@@ -1232,6 +1258,10 @@ impl<W: AtomicWord> OrderedIndex<W> {
         // The leaf's range moves to a neighbour: a structural change of the
         // leaf (see the phantom argument in the module docs).
         leaf.bump_leaf_version();
+        // The neighbour taking the range over is not at hand: its scanners'
+        // read timestamp becomes a floor for the whole index.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        raise_word(&self.unlinked_read_ts, leaf.read_ts.load(Ordering::SeqCst));
         // Remove child `idx` and the separator between it and the neighbour
         // taking over its range: the left neighbour's high fence (separator
         // idx-1) grows, or for the first child the right neighbour's low fence
@@ -1493,6 +1523,63 @@ impl<W: AtomicWord> OrderedIndex<W> {
     /// recorded).
     pub fn validate_leaf(&self, leaf: LeafRef, version: u64) -> bool {
         self.leaf_version(leaf) == Some(version)
+    }
+
+    // ------------------------------------------------------------------
+    // Read timestamps of ranges (timestamp ordering's phantom protection)
+    // ------------------------------------------------------------------
+
+    /// Raises `leaf`'s read timestamp to `ts`: a transaction at timestamp
+    /// `ts` read the keys (and gaps) of the leaf. A writer that later puts
+    /// a new key into the leaf's range at a smaller timestamp finds it with
+    /// [`OrderedIndex::gap_read_ts`]. The scanner must validate the leaf's
+    /// version *after* this (the insert bumps it first, then reads the
+    /// timestamp: one of the two sees the other).
+    pub fn raise_read_ts(&self, leaf: LeafRef, ts: u64) {
+        if leaf.index_id != self.id {
+            return;
+        }
+        // SAFETY: as in `leaf_version`.
+        let node = unsafe { self.node_at(leaf.addr as u64) };
+        raise_word(&node.read_ts, ts);
+        // IMPORTANT: before the caller's validation of the leaf's version.
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    /// The read timestamp of `leaf` (and of every leaf unlinked so far),
+    /// for a writer that just put a key into it (`raise_read_ts`). A
+    /// later split moves keys into a sibling that inherits it.
+    pub fn read_ts(&self, leaf: LeafRef) -> u64 {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let floor = self.unlinked_read_ts.load(Ordering::SeqCst);
+        if leaf.index_id != self.id {
+            return floor;
+        }
+        // SAFETY: as in `leaf_version`.
+        let node = unsafe { self.node_at(leaf.addr as u64) };
+        floor.max(node.read_ts.load(Ordering::SeqCst))
+    }
+
+    /// The largest timestamp of a transaction that read the range where
+    /// `key` lies (the read timestamp of the leaf that holds or would hold
+    /// it, and of every leaf unlinked so far). Called by a writer after it
+    /// put `key` into the index.
+    pub fn gap_read_ts(&self, key: &[u8]) -> u64 {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let floor = self.unlinked_read_ts.load(Ordering::SeqCst);
+        if key.len() > self.max_key_len {
+            return floor;
+        }
+        let sk = SearchKey::new(key);
+        let leaf_ts = self.with_guard(|g| {
+            Self::retry(|| {
+                let pos = self.descend(Target::Key(sk), READ, None, g)?;
+                let ts = pos.node.read_ts.load(Ordering::SeqCst);
+                pos.node.lock.check(pos.version)?;
+                Ok(ts)
+            })
+        });
+        floor.max(leaf_ts)
     }
 
     // ------------------------------------------------------------------

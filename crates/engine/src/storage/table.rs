@@ -242,13 +242,67 @@ impl<R: RowKind> Table<R> {
     /// `new` (the row's next value; `None` for a delete) does not keep.
     /// Called under the row's lock.
     pub(crate) fn unindex_secondaries(&self, key: &[u8], old: &[u8], new: Option<&[u8]>, row: &R) {
-        for position in 0..self.schema.secondaries.len() {
-            let old_key = secondary_index_key(&self.schema, position as u32, key, old);
-            if new.is_some_and(|new| secondary_index_key(&self.schema, position as u32, key, new) == old_key) {
+        self.stale_secondaries(key, old, new, |position, old_key| {
+            self.remove_secondary(position, &old_key, row);
+        });
+    }
+
+    /// Visits the secondary entries (index, composite key) of value `old`
+    /// of the row under `key` that its next value `new` (`None`: a
+    /// delete) does not keep.
+    pub(crate) fn stale_secondaries(
+        &self,
+        key: &[u8],
+        old: &[u8],
+        new: Option<&[u8]>,
+        mut visit: impl FnMut(u32, Vec<u8>),
+    ) {
+        for position in 0..self.schema.secondaries.len() as u32 {
+            let old_key = secondary_index_key(&self.schema, position, key, old);
+            if new.is_some_and(|new| secondary_index_key(&self.schema, position, key, new) == old_key) {
                 continue;
             }
-            self.secondaries[position].remove_if(&old_key, row as *const R as usize as u64);
+            visit(position, old_key);
         }
+    }
+
+    /// Removes the entry `composite` of secondary index `position` if it
+    /// points at `row`.
+    pub(crate) fn remove_secondary(&self, position: u32, composite: &[u8], row: &R) -> bool {
+        self.secondaries[position as usize].remove_if(composite, row as *const R as usize as u64)
+    }
+
+    /// Adds `row` under `composite` in secondary index `position` unless
+    /// the entry is there already (a stale entry the row takes back):
+    /// whether it was added, and the leaf-version change if so.
+    pub(crate) fn add_secondary(&self, position: u32, composite: &[u8], row: &R) -> DbResult<Option<LeafChange>> {
+        let raw = row as *const R as usize as u64;
+        let outcome = self.secondaries[position as usize]
+            .get_or_insert_with_info(composite, || raw)
+            .map_err(|e| self.key_error(e))?;
+        debug_assert!(outcome.inserted || outcome.value == raw, "a composite key names one row");
+        Ok(outcome.leaf_change)
+    }
+
+    /// Raises the read timestamp of a scanned leaf to `ts` (timestamp
+    /// ordering's range reads; `OrderedIndex::raise_read_ts`).
+    pub(crate) fn raise_leaf_read_ts(&self, leaf: &ScannedLeaf, ts: u64) {
+        if let Ok(index) = self.scan_index(leaf.secondary) {
+            index.raise_read_ts(leaf.leaf, ts);
+        }
+    }
+
+    /// The read timestamp of `leaf` of the primary index (`None`) or a
+    /// secondary one (`OrderedIndex::read_ts`).
+    pub(crate) fn leaf_read_ts(&self, secondary: Option<u32>, leaf: LeafRef) -> u64 {
+        self.scan_index(secondary).map_or(0, |index| index.read_ts(leaf))
+    }
+
+    /// The largest timestamp of a transaction that scanned the range of
+    /// `key` in the primary index (`None`) or a secondary one; 0 for a
+    /// hash index, which has no ranges.
+    pub(crate) fn gap_read_ts(&self, secondary: Option<u32>, key: &[u8]) -> u64 {
+        self.scan_index(secondary).map_or(0, |index| index.gap_read_ts(key))
     }
 
     /// The ordered index a scan of `secondary` (or the primary) reads.
@@ -396,11 +450,11 @@ unsafe impl<R> Send for RowPtr<R> {}
 /// locked-over word): the DRAM engines wait until the row's delete is
 /// durable (a checkpoint must not lose a delete whose log could still be
 /// lost), Zen until no tombstone references the row.
-pub(crate) trait ReclaimPolicy<R> {
+pub(crate) trait ReclaimPolicy<R: RowKind> {
     /// See the trait docs.
     fn may_unlink(&self, row: &R, word: u64) -> bool;
-    /// Called after `row` was unlinked (and marked `REMOVED`).
-    fn unlinked(&self, _row: &R) {}
+    /// Called after `row` of `table` was unlinked (and marked `REMOVED`).
+    fn unlinked(&self, _table: &Table<R>, _row: &R) {}
 }
 
 /// Rows examined per call of [`RowReclaimer::run`].
@@ -485,7 +539,7 @@ impl<R: RowKind> RowReclaimer<R> {
                 // IMPORTANT: REMOVED differs from every word a reader of the
                 // row can hold, so each of them fails validation.
                 row_ref.store_word(REMOVED);
-                policy.unlinked(row_ref);
+                policy.unlinked(table, row_ref);
                 unlinked.push(row);
             } else {
                 row_ref.unlock();
@@ -570,7 +624,9 @@ pub(crate) fn secondary_index_key(schema: &TableSchema, position: u32, primary_k
 /// describes the row `(primary_key, value)`. A scan can meet an entry whose
 /// row changed its secondary key since the leaf was read (the commit that
 /// changed it removes the entry, and the leaf-version change aborts the
-/// scanner at validation), so scans skip such entries.
+/// scanner at validation), or, under the multi-version protocols, an entry
+/// kept for older snapshots or added for a newer version than the one the
+/// scan reads (ARCHITECTURE.md §5): scans skip such entries.
 pub(crate) fn secondary_entry_is_current(
     schema: &TableSchema,
     position: u32,

@@ -118,6 +118,8 @@ pub(crate) struct ZenPlus {
     /// The soft partitions (`None` with one NUMA node).
     pub(crate) soft: Option<numa::SoftPartitions>,
     remap_interval: Duration,
+    /// Where read-only transactions read.
+    pub(crate) read_only_snapshot: crate::options::ReadOnlySnapshot,
 }
 
 impl<B: PmBackend> ZenShared<B> {
@@ -284,6 +286,7 @@ impl<B: PmBackend> ZenEngine<B> {
             soft: topology
                 .map(|topology| numa::SoftPartitions::new(topology, options.workers, &options.zen_plus, options.seed)),
             remap_interval: options.zen_plus.remap_interval,
+            read_only_snapshot: options.zen_plus.read_only_snapshot,
         });
         let shared = Arc::new(ZenShared {
             cc: Arc::new(Concurrency::after_recovery(options.cc, options.workers, &tables)),

@@ -293,8 +293,8 @@ impl ReclaimPolicy<Row> for ZenReclaimPolicy<'_> {
         fence(Ordering::SeqCst);
         row.slot() == 0 && !row.referenced() && self.0.may_unlink(row, record::tid_of(word))
     }
-    fn unlinked(&self, row: &Row) {
-        self.0.unlinked(row);
+    fn unlinked(&self, table: &crate::storage::table::Table<Row>, row: &Row) {
+        self.0.unlinked(table, row);
     }
 }
 
@@ -457,7 +457,7 @@ impl<B: PmBackend> ZenWorker<B> {
                     None
                 };
                 if has_secondaries {
-                    self.tx.maintain_secondaries(&shared.tables, index, current);
+                    self.tx.maintain_secondaries(&shared.tables, index, current, cts);
                 }
                 self.tx.preserve_version(row, locked_word, current, cts);
             }
@@ -838,7 +838,10 @@ impl<B: PmBackend> ZenWorker<B> {
         for region in &heap.regions {
             region.state.lock().reclaim_tombstones(heap, pool);
         }
-        let versions = shared.cc.versions().map_or(0, |versions| versions.collect_all());
+        let versions = shared
+            .cc
+            .versions()
+            .map_or(0, |versions| versions.collect_all(&mut crate::cc::silo::unindex_stale(&shared.tables)));
         let adaptive = &plus.adaptive;
         adaptive.maintenance_runs.fetch_add(1, Ordering::Relaxed);
         adaptive
@@ -928,7 +931,7 @@ impl<B: PmBackend> ZenWorker<B> {
     fn after_attempt(&mut self) {
         self.hinted.clear();
         let shared = &*self.shared;
-        self.tx.finish(shared.epochs.global());
+        self.tx.finish(shared.epochs.global(), &shared.tables);
         if self.tx.reclaimer.backlog() > 0 {
             // The reclaimer dereferences queued rows: stay announced.
             if !self.active {
@@ -968,7 +971,12 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
         // collector's fence of the heap's reclamation (`storage::zen::heap`).
         self.shared.epochs.enter(self.id);
         self.active = true;
-        if plus && read_only {
+        let oldest = self
+            .shared
+            .plus
+            .as_ref()
+            .is_some_and(|plus| plus.read_only_snapshot == crate::options::ReadOnlySnapshot::Oldest);
+        if oldest && read_only {
             self.tx.begin_snapshot_read_only();
             self.shared.plus.as_ref().expect("zen+").adaptive.count_snapshot_attempt(self.id);
         } else {
