@@ -57,7 +57,7 @@ use crate::error::{AbortReason, DbError, TxError, TxResult};
 use crate::index::{LeafChange, LeafRef, ScanDirection};
 use crate::schema::TableId;
 use crate::storage::record::{self, RowKind, ABSENT, LOCKED, REMOVED, UNPERSISTED};
-use crate::storage::table::{self, RowReclaimer, ScannedLeaf, Table};
+use crate::storage::table::{self, RowReclaimer, ScannedLeaf, SecondaryAdded, Table};
 use std::cmp::Ordering as KeyOrdering;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -321,8 +321,10 @@ struct AddedSecondary {
     write: usize,
     position: u32,
     composite: Vec<u8>,
-    /// The leaf it went into; `None`: the entry was there already (stale
-    /// from an older version of the row, which takes it back).
+    /// Whether the entry is new; `false`: it was there already (stale from
+    /// an older version of the row, which takes it back).
+    inserted: bool,
+    /// The leaf it went into, when the insert reported it.
     leaf: Option<LeafRef>,
 }
 
@@ -1210,12 +1212,14 @@ impl<R: RowKind> OccTx<R> {
                 return Err(AbortReason::TimestampOrder);
             }
         }
-        for added in &self.added_secondaries {
-            if let Some(leaf) = added.leaf {
-                let table = &tables[self.writes.entries()[added.write].table.0 as usize];
-                if table.leaf_read_ts(Some(added.position), leaf) > ts {
-                    return Err(AbortReason::TimestampOrder);
-                }
+        for added in self.added_secondaries.iter().filter(|added| added.inserted) {
+            let table = &tables[self.writes.entries()[added.write].table.0 as usize];
+            let read_ts = match added.leaf {
+                Some(leaf) => table.leaf_read_ts(Some(added.position), leaf),
+                None => table.gap_read_ts(Some(added.position), &added.composite),
+            };
+            if read_ts > ts {
+                return Err(AbortReason::TimestampOrder);
             }
         }
         Ok(())
@@ -1255,14 +1259,16 @@ impl<R: RowKind> OccTx<R> {
             let key = self.writes.key(write);
             for position in 0..table.schema().secondaries.len() as u32 {
                 let composite = table::secondary_index_key(table.schema(), position, key, value);
-                let change = match table.add_secondary(position, &composite, row) {
-                    Ok(change) => change,
+                let (inserted, change) = match table.add_secondary(position, &composite, row) {
+                    Ok(SecondaryAdded::Inserted(change)) => (true, change),
+                    Ok(SecondaryAdded::Present) => (false, None),
                     Err(error) => unreachable!("secondary key lengths are checked when a write is buffered: {error}"),
                 };
                 self.added_secondaries.push(AddedSecondary {
                     write,
                     position,
                     composite,
+                    inserted,
                     leaf: change.map(|change| change.leaf),
                 });
                 Self::note_own_insert(&mut self.leaves, table_id, Some(position), change);
@@ -1274,7 +1280,7 @@ impl<R: RowKind> OccTx<R> {
     /// commit (rows still locked).
     fn remove_added_secondaries(&mut self, tables: &[Table<R>]) {
         for added in self.added_secondaries.drain(..) {
-            if added.leaf.is_some() {
+            if added.inserted {
                 let entry = &self.writes.entries()[added.write];
                 tables[entry.table.0 as usize].remove_secondary(added.position, &added.composite, entry.row());
             }
@@ -1466,15 +1472,15 @@ impl<R: RowKind> OccTx<R> {
                 for position in 0..table.schema().secondaries.len() as u32 {
                     let composite = table::secondary_index_key(table.schema(), position, key, value);
                     match table.add_secondary(position, &composite, row) {
-                        Ok(Some(_)) => {}
-                        Ok(None) => versions.cancel_unindex(address, position, &composite),
+                        Ok(SecondaryAdded::Inserted(_)) => {}
+                        Ok(SecondaryAdded::Present) => versions.cancel_unindex(address, position, &composite),
                         Err(error) => {
                             unreachable!("secondary key lengths are checked when a write is buffered: {error}")
                         }
                     }
                 }
             } else {
-                for added in added.into_iter().filter(|added| added.leaf.is_none()) {
+                for added in added.into_iter().filter(|added| !added.inserted) {
                     versions.cancel_unindex(address, added.position, &added.composite);
                 }
             }

@@ -74,6 +74,16 @@ pub struct ScannedLeaf {
     pub version: u64,
 }
 
+/// What [`Table::add_secondary`] did.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum SecondaryAdded {
+    /// The entry is new (or replaced another row's): the leaf-version
+    /// change, when the insert knows it.
+    Inserted(Option<LeafChange>),
+    /// The entry was there, pointing at the row already.
+    Present,
+}
+
 /// Length suffix that lets a secondary composite key yield its primary key.
 const PK_LEN_SUFFIX: usize = 2;
 
@@ -273,36 +283,54 @@ impl<R: RowKind> Table<R> {
     }
 
     /// Adds `row` under `composite` in secondary index `position` unless
-    /// the entry is there already (a stale entry the row takes back):
-    /// whether it was added, and the leaf-version change if so.
-    pub(crate) fn add_secondary(&self, position: u32, composite: &[u8], row: &R) -> DbResult<Option<LeafChange>> {
+    /// the entry is there already (a stale entry the row takes back). An
+    /// entry of another row under the same composite key belongs to a row
+    /// with this primary key that reclamation is unlinking (its unlink
+    /// removes it only if it still points there): it is replaced.
+    pub(crate) fn add_secondary(&self, position: u32, composite: &[u8], row: &R) -> DbResult<SecondaryAdded> {
         let raw = row as *const R as usize as u64;
-        let outcome = self.secondaries[position as usize]
-            .get_or_insert_with_info(composite, || raw)
-            .map_err(|e| self.key_error(e))?;
-        debug_assert!(outcome.inserted || outcome.value == raw, "a composite key names one row");
-        Ok(outcome.leaf_change)
+        let index = &self.secondaries[position as usize];
+        let outcome = index.get_or_insert_with_info(composite, || raw).map_err(|e| self.key_error(e))?;
+        Ok(match outcome.leaf_change {
+            Some(change) => SecondaryAdded::Inserted(Some(change)),
+            None if outcome.value == raw => SecondaryAdded::Present,
+            None => {
+                // Overwriting keeps the leaf's version; the entry may also
+                // have gone meanwhile, and then this inserts it afresh.
+                index.insert(composite, raw).map_err(|e| self.key_error(e))?;
+                SecondaryAdded::Inserted(None)
+            }
+        })
     }
 
     /// Raises the read timestamp of a scanned leaf to `ts` (timestamp
     /// ordering's range reads; `OrderedIndex::raise_read_ts`).
     pub(crate) fn raise_leaf_read_ts(&self, leaf: &ScannedLeaf, ts: u64) {
-        if let Ok(index) = self.scan_index(leaf.secondary) {
+        if let Some(index) = self.ordered_index(leaf.secondary) {
             index.raise_read_ts(leaf.leaf, ts);
+        }
+    }
+
+    /// The ordered index `secondary` (or the primary), if it is one.
+    fn ordered_index(&self, secondary: Option<u32>) -> Option<&OrderedIndex> {
+        match (secondary, &self.primary) {
+            (None, PrimaryIndex::Ordered(index)) => Some(index),
+            (None, PrimaryIndex::Hash(_)) => None,
+            (Some(position), _) => self.secondaries.get(position as usize),
         }
     }
 
     /// The read timestamp of `leaf` of the primary index (`None`) or a
     /// secondary one (`OrderedIndex::read_ts`).
     pub(crate) fn leaf_read_ts(&self, secondary: Option<u32>, leaf: LeafRef) -> u64 {
-        self.scan_index(secondary).map_or(0, |index| index.read_ts(leaf))
+        self.ordered_index(secondary).map_or(0, |index| index.read_ts(leaf))
     }
 
     /// The largest timestamp of a transaction that scanned the range of
     /// `key` in the primary index (`None`) or a secondary one; 0 for a
     /// hash index, which has no ranges.
     pub(crate) fn gap_read_ts(&self, secondary: Option<u32>, key: &[u8]) -> u64 {
-        self.scan_index(secondary).map_or(0, |index| index.gap_read_ts(key))
+        self.ordered_index(secondary).map_or(0, |index| index.gap_read_ts(key))
     }
 
     /// The ordered index a scan of `secondary` (or the primary) reads.
