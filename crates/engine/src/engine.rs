@@ -260,16 +260,28 @@ pub trait Engine: Send + Sync + 'static {
     fn kind(&self) -> EngineKind;
     /// Tables, by id.
     fn tables(&self) -> &[Table];
-    /// A per-thread worker; `id` is below the configured worker count.
-    fn worker(self: std::sync::Arc<Self>, id: usize) -> Box<dyn EngineWorker>;
+    /// A per-thread worker; `id` is below the configured worker count and
+    /// no other worker of this `id` exists (the [`crate::Database`] sees
+    /// to both). An error if the worker's state cannot be set up, such as
+    /// [`crate::DbError::OutOfSpace`] when the pool has no chunk left for
+    /// its log segment.
+    fn worker(self: std::sync::Arc<Self>, id: usize) -> DbResult<Box<dyn EngineWorker>>;
     /// Whether `ticket` is durable now.
     fn is_durable(&self, ticket: CommitTicket) -> bool;
     /// Statistics.
     fn stats(&self) -> EngineStats;
     /// Takes a checkpoint now (durable engines; no-op otherwise).
     fn checkpoint(&self) -> DbResult<()>;
+    /// What the engine's background threads owe the caller
+    /// (`crate::background`): an error once per failed periodic
+    /// checkpoint, and at every call after one of them panicked.
+    fn background_error(&self) -> DbResult<()> {
+        Ok(())
+    }
     /// Stops background work, makes everything durable and marks a clean
-    /// shutdown.
+    /// shutdown; a failure of the background work the caller was not yet
+    /// told of is returned too (after a background panic, no clean
+    /// shutdown is marked).
     fn close(&self) -> DbResult<()>;
     /// Stops background work without marking a clean shutdown (a dropped,
     /// unclosed database behaves like a crash for the next open).
