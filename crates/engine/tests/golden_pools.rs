@@ -1,12 +1,15 @@
-//! Pools written by an earlier build keep opening: one small pool file per
-//! durable engine, created with a few rows and closed cleanly, is kept
-//! under `tests/golden/` and must open and read back the same rows (or be
-//! refused with a clear error naming what changed). Opening one as the
-//! wrong engine is refused with the engine the pool belongs to, which pins
-//! the engine codes on disk.
+//! Pools written by an earlier build keep opening: two small pool files
+//! per durable engine, created with a few rows and then closed cleanly
+//! (`<engine>.pool.sparse`: the checkpoint or heap format) or abandoned as
+//! a crash leaves them (`<engine>.crashed.pool.sparse`: recovery from the
+//! log, or the heap's), are kept under `tests/golden/` and must open and
+//! read back the same rows (or be refused with a clear error naming what
+//! changed). Opening one as the wrong engine is refused with the engine
+//! the pool belongs to, which pins the engine codes on disk.
 //!
-//! The pools are stored sparse (`<engine>.pool.sparse`): only the pages
-//! that are not all zero, since a fresh pool is mostly zero (format below).
+//! The pools are stored sparse: only the pages that are not all zero,
+//! since a fresh pool is mostly zero (format below); so are the files of
+//! `dbx-disk`'s log directory (`<engine>[.crashed].log/<file>.sparse`).
 //! To write them anew, after a deliberate format change (which must also
 //! change the layout version, so old pools are refused rather than
 //! misread):
@@ -18,9 +21,10 @@
 use pmtx_engine::{Database, DbError, DbOptions, EngineKind, LogMedium, PoolLocation, TableSchema};
 use std::path::{Path, PathBuf};
 
-/// Pool size: the smallest that every durable engine opens on with one
-/// worker (the log engines keep a segment per worker and the reserve of a
-/// checkpoint; the heap engines a chunk per table and worker).
+/// Pool size: 32 chunks of the smallest size, room for every durable
+/// engine with one worker (a log segment, a checkpoint and its reserve, or
+/// a heap chunk per table). The files are stored sparse, so only the pages
+/// written count.
 const POOL_SIZE: u64 = 2 << 20;
 /// The smallest chunk size the pool accepts.
 const CHUNK: u64 = pmtx_pm::layout::MIN_CHUNK_SIZE;
@@ -65,9 +69,33 @@ fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("golden")
 }
 
-fn golden_file(engine: EngineKind) -> PathBuf {
+/// How the golden pool's writer left it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shutdown {
+    /// `Database::close`.
+    Clean,
+    /// `Database::crash`: no final checkpoint, no clean-shutdown mark.
+    Crashed,
+}
+
+/// The golden files' name without extension.
+fn stem(engine: EngineKind, shutdown: Shutdown) -> String {
     // `zen+` is not a portable file name everywhere.
-    golden_dir().join(format!("{}.pool.sparse", engine.name().replace('+', "-plus")))
+    let name = engine.name().replace('+', "-plus");
+    match shutdown {
+        Shutdown::Clean => name,
+        Shutdown::Crashed => format!("{name}.crashed"),
+    }
+}
+
+fn golden_file(engine: EngineKind, shutdown: Shutdown) -> PathBuf {
+    golden_dir().join(format!("{}.pool.sparse", stem(engine, shutdown)))
+}
+
+/// The files of the redo log directory of a golden pool of `engine`, each
+/// stored sparse (`<name>.sparse`).
+fn golden_log_dir(engine: EngineKind, shutdown: Shutdown) -> PathBuf {
+    golden_dir().join(format!("{}.log", stem(engine, shutdown)))
 }
 
 fn durable_engines() -> impl Iterator<Item = EngineKind> {
@@ -128,53 +156,62 @@ fn read_all(db: &Database, table: &str) -> Rows {
 }
 
 /// Restores the golden pool of `engine` into `dir`; its path. A pool whose
-/// redo log lives in files (`dbx-disk`) also gets its log directory, empty
-/// after the clean close that wrote the golden pool.
-fn restore(engine: EngineKind, dir: &Path) -> PathBuf {
-    let golden = golden_file(engine);
+/// redo log lives in files (`dbx-disk`) also gets its log directory.
+fn restore(engine: EngineKind, shutdown: Shutdown, dir: &Path) -> PathBuf {
+    let golden = golden_file(engine, shutdown);
     let sparse = std::fs::read(&golden).unwrap_or_else(|error| panic!("{}: {error}", golden.display()));
     let path = dir.join("golden.pool");
     std::fs::write(&path, from_sparse(&sparse)).unwrap();
     if let Some(log_directory) = options(engine, &path).log_directory_path() {
         std::fs::create_dir(&log_directory).unwrap();
-        for entry in std::fs::read_dir(golden_log_dir(engine)).unwrap() {
+        for entry in std::fs::read_dir(golden_log_dir(engine, shutdown)).unwrap() {
             let entry = entry.unwrap();
-            std::fs::copy(entry.path(), log_directory.join(entry.file_name())).unwrap();
+            let name = entry.file_name().into_string().unwrap();
+            let name = name.strip_suffix(".sparse").expect("log files are stored sparse");
+            std::fs::write(log_directory.join(name), from_sparse(&std::fs::read(entry.path()).unwrap())).unwrap();
         }
     }
     path
 }
 
-/// The files of the redo log directory of `engine`'s golden pool (kept as
-/// they are: after a clean close only the file naming the pool is left).
-fn golden_log_dir(engine: EngineKind) -> PathBuf {
-    golden_dir().join(format!("{}.log", engine.name()))
-}
-
-#[test]
-fn every_durable_engine_opens_its_golden_pool_and_reads_the_rows() {
+/// Opens the golden pool of `engine` left by `shutdown` and checks its rows.
+fn open_and_read(shutdown: Shutdown) {
     let (rows, meta) = expected();
     for engine in durable_engines() {
+        let case = format!("{engine} ({shutdown:?})");
         let dir = tempfile::tempdir().unwrap();
-        let path = restore(engine, dir.path());
-        let db = Database::open(options(engine, &path)).unwrap_or_else(|error| panic!("{engine}: {error}"));
-        assert_eq!(read_all(&db, "rows"), rows, "{engine}: rows");
-        assert_eq!(read_all(&db, "meta"), meta, "{engine}: meta");
+        let path = restore(engine, shutdown, dir.path());
+        let db = Database::open(options(engine, &path)).unwrap_or_else(|error| panic!("{case}: {error}"));
+        if let Some(recovery) = db.stats().recovery {
+            assert_eq!(recovery.clean_shutdown, shutdown == Shutdown::Clean, "{case}: {recovery:?}");
+        }
+        assert_eq!(read_all(&db, "rows"), rows, "{case}: rows");
+        assert_eq!(read_all(&db, "meta"), meta, "{case}: meta");
         // And through a transaction.
         let table = db.table_id("rows").unwrap();
         let mut worker = db.worker(0).unwrap();
         let read = worker.run_read_only(|tx| Ok((tx.get(table, b"k01")?, tx.get(table, b"k03")?))).unwrap();
-        assert_eq!(read.committed(), Some((Some(b"updated".to_vec()), None)), "{engine}");
+        assert_eq!(read.committed(), Some((Some(b"updated".to_vec()), None)), "{case}");
         drop(worker);
-        db.close().unwrap_or_else(|error| panic!("{engine}: close: {error}"));
+        db.close().unwrap_or_else(|error| panic!("{case}: close: {error}"));
     }
+}
+
+#[test]
+fn every_durable_engine_opens_its_golden_pool_and_reads_the_rows() {
+    open_and_read(Shutdown::Clean);
+}
+
+#[test]
+fn every_durable_engine_recovers_its_crashed_golden_pool() {
+    open_and_read(Shutdown::Crashed);
 }
 
 #[test]
 fn a_golden_pool_opened_as_another_engine_names_its_own() {
     for engine in durable_engines() {
         let dir = tempfile::tempdir().unwrap();
-        let path = restore(engine, dir.path());
+        let path = restore(engine, Shutdown::Clean, dir.path());
         // Another engine with the same log medium, so the engine check is
         // the one that refuses.
         let mut wrong = match engine {
@@ -215,22 +252,37 @@ fn the_sparse_form_round_trips() {
 fn write_golden_pools() {
     std::fs::create_dir_all(golden_dir()).unwrap();
     for engine in durable_engines() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("golden.pool");
-        let create = options(engine, &path).create_if_missing(true);
-        let db = Database::open(create).unwrap_or_else(|error| panic!("{engine}: {error}"));
-        fill(&db);
-        db.close().unwrap();
-        let sparse = to_sparse(&std::fs::read(&path).unwrap());
-        std::fs::write(golden_file(engine), &sparse).unwrap();
-        if let Some(log_directory) = options(engine, &path).log_directory_path() {
-            let golden_log = golden_log_dir(engine);
-            std::fs::create_dir_all(&golden_log).unwrap();
-            for entry in std::fs::read_dir(&log_directory).unwrap() {
-                let entry = entry.unwrap();
-                std::fs::copy(entry.path(), golden_log.join(entry.file_name())).unwrap();
+        for shutdown in [Shutdown::Clean, Shutdown::Crashed] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("golden.pool");
+            let create = options(engine, &path).create_if_missing(true);
+            let db = Database::open(create).unwrap_or_else(|error| panic!("{engine}: {error}"));
+            fill(&db);
+            match shutdown {
+                Shutdown::Clean => db.close().unwrap(),
+                Shutdown::Crashed => {
+                    db.crash().unwrap();
+                    drop(db);
+                }
             }
+            let sparse = to_sparse(&std::fs::read(&path).unwrap());
+            std::fs::write(golden_file(engine, shutdown), &sparse).unwrap();
+            let mut bytes = sparse.len();
+            if let Some(log_directory) = options(engine, &path).log_directory_path() {
+                let golden_log = golden_log_dir(engine, shutdown);
+                if golden_log.exists() {
+                    std::fs::remove_dir_all(&golden_log).unwrap();
+                }
+                std::fs::create_dir_all(&golden_log).unwrap();
+                for entry in std::fs::read_dir(&log_directory).unwrap() {
+                    let entry = entry.unwrap();
+                    let sparse = to_sparse(&std::fs::read(entry.path()).unwrap());
+                    bytes += sparse.len();
+                    let name = format!("{}.sparse", entry.file_name().into_string().unwrap());
+                    std::fs::write(golden_log.join(name), sparse).unwrap();
+                }
+            }
+            println!("{engine} ({shutdown:?}): {bytes} bytes");
         }
-        println!("{engine}: {} bytes", sparse.len());
     }
 }
