@@ -511,7 +511,8 @@ fn fresh_pool(harness: &Harness, options: &DbOptions, path: &std::path::Path) ->
         std::fs::remove_dir_all(&directory)
             .map_err(|error| format!("cannot remove {}: {error}", directory.display()))?;
     }
-    let db = Arc::new(Database::open(options.clone()).map_err(|error| format!("cannot create the pool: {error}"))?);
+    let create = options.clone().create_if_missing(true);
+    let db = Arc::new(Database::open(create).map_err(|error| format!("cannot create the pool: {error}"))?);
     harness.load(&db)?;
     let state = harness.read_state(&db).map_err(|f| f.detail)?;
     harness.check_workload(&db).map_err(|f| f.detail)?;

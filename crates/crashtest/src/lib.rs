@@ -71,7 +71,7 @@ use std::time::Duration;
 
 pub use harness::{Harness, Scale, WorkloadKind};
 pub use kill::{child_main, run_kill, ChildConfig, KillConfig, KillReport};
-pub use sim::{replay_image, run_sim, SimConfig, SimReport};
+pub use sim::{replay_image, run_sim, EngineOptionsHook, SimConfig, SimReport};
 
 /// One oracle violation, with what is needed to replay it.
 #[derive(Clone, Debug)]

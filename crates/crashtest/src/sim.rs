@@ -38,6 +38,28 @@ use std::time::{Duration, Instant};
 /// Label of the harness's random capture points.
 pub const RANDOM_POINT: &str = "harness: random point";
 
+/// A named change to the engine's options ([`SimConfig::engine_options`]).
+#[derive(Clone)]
+pub struct EngineOptionsHook {
+    /// What it changes, for reports and replay lines.
+    pub name: String,
+    /// The change.
+    pub apply: Arc<dyn Fn(&mut pmtx_engine::DbOptions) + Send + Sync>,
+}
+
+impl EngineOptionsHook {
+    /// A hook named `name` that applies `apply`.
+    pub fn new(name: impl Into<String>, apply: impl Fn(&mut pmtx_engine::DbOptions) + Send + Sync + 'static) -> Self {
+        Self { name: name.into(), apply: Arc::new(apply) }
+    }
+}
+
+impl std::fmt::Debug for EngineOptionsHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineOptionsHook").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
 /// Configuration of a simulated-crash run.
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -73,8 +95,12 @@ pub struct SimConfig {
     /// The deliberately broken acknowledgement (see
     /// [`Harness::run_worker`]); for testing the harness only.
     pub fake_ack: bool,
-    /// A deliberately broken engine step; for testing the harness only.
-    pub fault: Option<pmtx_engine::Fault>,
+    /// A change to the engine's options at every open (run and recovery),
+    /// such as a deliberately broken engine step for testing the harness:
+    /// the harness's own tests select `DbOptions::fault`, which exists
+    /// only in builds of the engine with the `fault-injection` feature
+    /// (theirs, never the `pmtx` binary's).
+    pub engine_options: Option<EngineOptionsHook>,
     /// Write failing images here.
     pub save_dir: Option<PathBuf>,
     /// Keep at most this many violations in the report (all are counted).
@@ -102,7 +128,7 @@ impl SimConfig {
             recovery_crash_states: 3,
             checkpoint_every: Some(Duration::from_millis(15)),
             fake_ack: false,
-            fault: None,
+            engine_options: None,
             save_dir: None,
             max_reported: 50,
         }
@@ -124,7 +150,7 @@ impl SimConfig {
             self.chunk_size,
             crate::harness::scale_flags(&self.scale),
             if self.fake_ack { " --fake-ack" } else { "" }
-        ) + &self.fault.map(|fault| format!(" (engine built with fault {})", fault.name())).unwrap_or_default()
+        ) + &self.engine_options.as_ref().map(|hook| format!(" (engine options: {})", hook.name)).unwrap_or_default()
     }
 }
 
@@ -311,7 +337,9 @@ fn run_workload(config: &SimConfig, harness: &Harness, progress: &(dyn Fn(&str) 
     let mut options =
         db_options(config.engine, harness.tables(), config.threads, config.seed, config.pool_size, config.chunk_size);
     options.cc = config.cc;
-    options.fault = config.fault;
+    if let Some(hook) = &config.engine_options {
+        (hook.apply)(&mut options);
+    }
     let pool = Arc::new(
         Pool::<Sim>::create_in_memory(config.pool_size, config.chunk_size, &options.pm)
             .map_err(|error| format!("cannot create the sim pool: {error}"))?,
@@ -463,7 +491,9 @@ pub fn run_sim(config: &SimConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<S
     let mut options =
         db_options(config.engine, harness.tables(), config.threads, config.seed, config.pool_size, config.chunk_size);
     options.cc = config.cc;
-    options.fault = config.fault;
+    if let Some(hook) = &config.engine_options {
+        (hook.apply)(&mut options);
+    }
     let bounds_of = |event: u64| Bounds {
         lower: run.logs.iter().zip(&run.baseline.seqs).map(|(log, &base)| log.acked_by(event, base)).collect(),
         upper: run.logs.iter().zip(&run.baseline.seqs).map(|(log, &base)| log.started_by(event, base)).collect(),
@@ -616,7 +646,9 @@ pub fn replay_image(config: &SimConfig, bytes: &[u8]) -> Result<Vec<Violation>, 
     let mut options =
         db_options(config.engine, harness.tables(), config.threads, config.seed, bytes.len() as u64, config.chunk_size);
     options.cc = config.cc;
-    options.fault = config.fault;
+    if let Some(hook) = &config.engine_options {
+        (hook.apply)(&mut options);
+    }
     let replay = format!("{} --replay <image>", config.command_line());
     let recovered = recover_image::<Direct>(&harness, &options, bytes, None, true, |_| {});
     let mut findings = recovered.findings;

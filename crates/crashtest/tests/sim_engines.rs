@@ -10,7 +10,7 @@
 //! 0x-hex) to explore. A failure prints the violations with the seed, the
 //! crash point and the image description needed to replay them.
 
-use pmtx_crashtest::{parse_seed, run_sim, sim_engines, SimConfig, WorkloadKind};
+use pmtx_crashtest::{parse_seed, run_sim, sim_engines, EngineOptionsHook, SimConfig, WorkloadKind};
 use pmtx_engine::EngineKind;
 
 /// Durable engines this test does not run, with the reason. Empty: every
@@ -197,7 +197,8 @@ fn every_broken_engine_is_caught() {
             config.recovery_check_every = 0;
             config
         };
-        config.fault = Some(fault);
+        config.engine_options =
+            Some(EngineOptionsHook::new(format!("fault {}", fault.name()), move |options| options.fault = Some(fault)));
         if matches!(fault, Fault::Sp3AckBeforeDependencies | Fault::HybridUnlockBeforeLog) {
             // The dependent must commit and persist while its dependency
             // sits between its unlock and its fence: more threads than

@@ -17,29 +17,39 @@ use crate::options::DbOptions;
 use crate::schema::TableId;
 use rand::{Rng, SeedableRng};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// An open database.
 pub struct Database {
     engine: Arc<dyn Engine>,
+    /// Which worker ids a live [`Worker`] holds.
+    workers_in_use: Arc<[AtomicBool]>,
     options: DbOptions,
     closed: bool,
 }
 
 impl Database {
-    /// Opens (creating or recovering as needed) a database.
+    /// Opens (recovering as needed) a database. A pool file that does not
+    /// exist is created only if [`DbOptions::create_if_missing`] says so;
+    /// otherwise the open fails with [`DbError::PoolNotFound`].
     pub fn open(options: DbOptions) -> DbResult<Self> {
         options.validate()?;
         let engine = crate::engines::open(&options)?;
-        Ok(Self { engine, options, closed: false })
+        Ok(Self::with_engine(engine, options))
     }
 
     /// Opens over an existing pool (tests keep the pool to take crash images).
     pub fn open_on_pool<B: pmtx_pm::PmBackend>(options: DbOptions, pool: Arc<pmtx_pm::Pool<B>>) -> DbResult<Self> {
         options.validate()?;
         let engine = crate::engines::open_on_pool(&options, pool)?;
-        Ok(Self { engine, options, closed: false })
+        Ok(Self::with_engine(engine, options))
+    }
+
+    fn with_engine(engine: Arc<dyn Engine>, options: DbOptions) -> Self {
+        let workers_in_use = (0..options.workers).map(|_| AtomicBool::new(false)).collect();
+        Self { engine, workers_in_use, options, closed: false }
     }
 
     /// The engine kind.
@@ -75,7 +85,10 @@ impl Database {
         self.engine.tables().get(id.0 as usize).ok_or_else(|| DbError::UnknownTable(format!("#{}", id.0)))
     }
 
-    /// A worker for thread slot `id` (< `options.workers`).
+    /// A worker for thread slot `id` (< `options.workers`). One worker per
+    /// id at a time: [`DbError::WorkerInUse`] while another worker of `id`
+    /// exists (dropping it frees the id). [`DbError::OutOfSpace`] if the
+    /// pool has no room for the worker's log.
     pub fn worker(&self, id: usize) -> DbResult<Worker> {
         if id >= self.options.workers {
             return Err(DbError::InvalidConfig(format!(
@@ -83,7 +96,12 @@ impl Database {
                 self.options.workers
             )));
         }
-        let inner = Arc::clone(&self.engine).worker(id);
+        if self.workers_in_use[id].swap(true, Ordering::AcqRel) {
+            return Err(DbError::WorkerInUse(id));
+        }
+        // Frees the id again if the engine refuses the worker.
+        let slot = WorkerSlot { in_use: Arc::clone(&self.workers_in_use), id };
+        let inner = Arc::clone(&self.engine).worker(id)?;
         Ok(Worker {
             inner,
             engine: Arc::clone(&self.engine),
@@ -91,6 +109,7 @@ impl Database {
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(self.options.seed ^ (id as u64).wrapping_mul(0x9E37)),
             stats: WorkerStats::default(),
             pending: std::collections::VecDeque::new(),
+            _slot: slot,
         })
     }
 
@@ -147,7 +166,11 @@ impl Database {
         self.engine.close_on_drop()
     }
 
-    /// Makes everything durable and marks a clean shutdown.
+    /// Makes everything durable and marks a clean shutdown. Also returns a
+    /// failure of the engine's background work no transaction has reported
+    /// yet ([`DbError::CheckpointFailed`], after a clean close all the
+    /// same; [`DbError::BackgroundPanic`], without the clean-shutdown mark,
+    /// so the next open recovers).
     pub fn close(mut self) -> DbResult<()> {
         self.closed = true;
         self.engine.close()
@@ -212,6 +235,18 @@ impl WorkerStats {
     }
 }
 
+/// A worker id held by a live [`Worker`]; dropping it frees the id.
+struct WorkerSlot {
+    in_use: Arc<[AtomicBool]>,
+    id: usize,
+}
+
+impl Drop for WorkerSlot {
+    fn drop(&mut self) {
+        self.in_use[self.id].store(false, Ordering::Release);
+    }
+}
+
 /// A thread's handle for running transactions.
 pub struct Worker {
     inner: Box<dyn EngineWorker>,
@@ -220,6 +255,10 @@ pub struct Worker {
     rng: rand_chacha::ChaCha8Rng,
     stats: WorkerStats,
     pending: std::collections::VecDeque<(CommitTicket, Instant, u32)>,
+    /// IMPORTANT: the last field, so the id is freed only after the engine
+    /// worker above is dropped (fields drop in declaration order): a new
+    /// worker of the id never overlaps the old one's teardown.
+    _slot: WorkerSlot,
 }
 
 impl Worker {
@@ -282,7 +321,10 @@ impl Worker {
     }
 
     /// Runs `body` until it commits (retrying aborts), rolls back, or fails;
-    /// returns after the commit is durable.
+    /// returns after the commit is durable. Fails before running `body` if
+    /// the engine's background work failed ([`DbError::CheckpointFailed`]
+    /// once per failed periodic checkpoint, [`DbError::BackgroundPanic`]
+    /// for good once a background thread panicked).
     pub fn run<R>(&mut self, mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>) -> DbResult<Finished<R>> {
         self.run_with(false, &mut body)
     }
@@ -300,6 +342,9 @@ impl Worker {
         read_only: bool,
         body: &mut dyn FnMut(&mut Transaction<'_>) -> TxResult<R>,
     ) -> DbResult<Finished<R>> {
+        // A failure of the engine's background work reaches the caller
+        // here, before the transaction runs (so it commits nothing).
+        self.engine.background_error()?;
         let start = Instant::now();
         let (outcome, attempts) = self.attempt(read_only, body)?;
         let outcome = match outcome {
@@ -325,6 +370,7 @@ impl Worker {
         read_only: bool,
         mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>,
     ) -> DbResult<(Outcome<R>, u32)> {
+        self.engine.background_error()?;
         let start = Instant::now();
         let (outcome, attempts) = self.attempt(read_only, &mut body)?;
         // Between transactions the worker is idle, so group commit never

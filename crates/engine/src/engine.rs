@@ -110,6 +110,40 @@ impl EngineKind {
         EngineKind::ZenPlus,
     ];
 
+    /// The engine's persistent identity: the code a pool it creates keeps
+    /// in its engine root, which a later open checks. An explicit constant
+    /// per engine, never a position in [`EngineKind::ALL`], so reordering
+    /// or extending the list relabels no existing pool. The values are the
+    /// positions (plus one) the list gave before the codes were explicit,
+    /// so pools created then keep opening. Never change or reuse one.
+    pub const fn code(self) -> u64 {
+        match self {
+            EngineKind::Silo => 1,
+            EngineKind::GroupCommit => 2,
+            EngineKind::Dbxn => 3,
+            EngineKind::DbxnNvm => 4,
+            EngineKind::DbxNaive => 5,
+            EngineKind::Zen => 6,
+            EngineKind::ZenNaiveAlloc => 7,
+            EngineKind::Sp3 => 8,
+            EngineKind::NvmTx => 9,
+            EngineKind::NvmIdeal => 10,
+            EngineKind::Phytm => 11,
+            EngineKind::PhytmPaper => 12,
+            EngineKind::Phtm => 13,
+            EngineKind::TwoPl => 14,
+            EngineKind::DbxDisk => 15,
+            EngineKind::Mmdb => 16,
+            EngineKind::Wbl => 17,
+            EngineKind::ZenPlus => 18,
+        }
+    }
+
+    /// The engine whose [`EngineKind::code`] is `code`.
+    pub fn from_code(code: u64) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.code() == code)
+    }
+
     /// Parses an engine name.
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|kind| kind.name() == name)
@@ -260,16 +294,28 @@ pub trait Engine: Send + Sync + 'static {
     fn kind(&self) -> EngineKind;
     /// Tables, by id.
     fn tables(&self) -> &[Table];
-    /// A per-thread worker; `id` is below the configured worker count.
-    fn worker(self: std::sync::Arc<Self>, id: usize) -> Box<dyn EngineWorker>;
+    /// A per-thread worker; `id` is below the configured worker count and
+    /// no other worker of this `id` exists (the [`crate::Database`] sees
+    /// to both). An error if the worker's state cannot be set up, such as
+    /// [`crate::DbError::OutOfSpace`] when the pool has no chunk left for
+    /// its log segment.
+    fn worker(self: std::sync::Arc<Self>, id: usize) -> DbResult<Box<dyn EngineWorker>>;
     /// Whether `ticket` is durable now.
     fn is_durable(&self, ticket: CommitTicket) -> bool;
     /// Statistics.
     fn stats(&self) -> EngineStats;
     /// Takes a checkpoint now (durable engines; no-op otherwise).
     fn checkpoint(&self) -> DbResult<()>;
+    /// What the engine's background threads owe the caller
+    /// (`crate::background`): an error once per failed periodic
+    /// checkpoint, and at every call after one of them panicked.
+    fn background_error(&self) -> DbResult<()> {
+        Ok(())
+    }
     /// Stops background work, makes everything durable and marks a clean
-    /// shutdown.
+    /// shutdown; a failure of the background work the caller was not yet
+    /// told of is returned too (after a background panic, no clean
+    /// shutdown is marked).
     fn close(&self) -> DbResult<()>;
     /// Stops background work without marking a clean shutdown (a dropped,
     /// unclosed database behaves like a crash for the next open).
@@ -364,4 +410,57 @@ pub trait EngineWorker: Send {
     /// Blocks until `ticket` is durable; [`crate::DbError::Closed`] once the
     /// database is closed or crashed while waiting.
     fn wait_durable(&mut self, ticket: CommitTicket) -> DbResult<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EngineKind;
+
+    /// The codes pools keep: changing one makes every pool of that engine
+    /// unopenable (or, worse, opened as another engine).
+    #[test]
+    fn engine_codes_are_pinned() {
+        let pinned = [
+            ("silo", 1),
+            ("group-commit", 2),
+            ("dbxn", 3),
+            ("dbxn-nvm", 4),
+            ("dbx-naive", 5),
+            ("zen", 6),
+            ("zen-naive-alloc", 7),
+            ("sp3", 8),
+            ("nvm-tx", 9),
+            ("nvm-ideal", 10),
+            ("phytm", 11),
+            ("phytm-paper", 12),
+            ("phtm", 13),
+            ("2pl", 14),
+            ("dbx-disk", 15),
+            ("mmdb", 16),
+            ("wbl", 17),
+            ("zen+", 18),
+        ];
+        assert_eq!(pinned.len(), EngineKind::ALL.len(), "every engine has a pinned code");
+        for (name, code) in pinned {
+            let kind = EngineKind::parse(name).unwrap_or_else(|| panic!("unknown engine {name}"));
+            assert_eq!(kind.code(), code, "{name}");
+            assert_eq!(EngineKind::from_code(code), Some(kind), "{name}");
+        }
+        assert_eq!(EngineKind::from_code(0), None);
+        assert_eq!(EngineKind::from_code(19), None);
+    }
+
+    /// The code does not follow the list: a reordered list keeps it.
+    #[test]
+    fn engine_codes_do_not_depend_on_the_list_order() {
+        let mut reversed = EngineKind::ALL;
+        reversed.reverse();
+        for kind in reversed {
+            assert_eq!(EngineKind::from_code(kind.code()), Some(kind));
+        }
+        let mut codes: Vec<u64> = EngineKind::ALL.iter().map(|kind| kind.code()).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), EngineKind::ALL.len(), "codes are unique");
+    }
 }

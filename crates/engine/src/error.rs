@@ -103,6 +103,13 @@ pub enum DbError {
     /// The persistent-memory pool failed or is damaged.
     #[error(transparent)]
     Pool(#[from] PoolError),
+    /// The pool file does not exist and the options do not say to create
+    /// it ([`crate::DbOptions::create_if_missing`]).
+    #[error("pool file {} does not exist (set DbOptions::create_if_missing to create a new pool)", path.display())]
+    PoolNotFound {
+        /// The path given.
+        path: std::path::PathBuf,
+    },
     /// No table of that name or id.
     #[error("unknown table {0}")]
     UnknownTable(String),
@@ -167,6 +174,27 @@ pub enum DbError {
     /// The pool holds a database of another schema or engine.
     #[error("schema mismatch: {0}")]
     SchemaMismatch(String),
+    /// A [`crate::Worker`] of this id exists already: a worker owns its
+    /// slot's log tail and epoch announcement, so two at once would corrupt
+    /// them. Drop the first one before taking the id again.
+    #[error("worker {0} is in use: drop that worker before taking worker {0} again")]
+    WorkerInUse(usize),
+    /// A periodic checkpoint failed on the background thread (returned
+    /// once, to the next transaction or to `close`; the database stays
+    /// usable and a later checkpoint frees the log as well).
+    #[error("a periodic checkpoint failed: {0}")]
+    CheckpointFailed(#[source] Box<DbError>),
+    /// A background thread of the engine (epoch ticker, checkpointer,
+    /// `wbl`'s window) panicked: epochs or checkpoints stopped, so every
+    /// later transaction fails; `close` marks no clean shutdown and the
+    /// next open recovers.
+    #[error("background thread {thread} panicked ({message}); reopen the database to recover")]
+    BackgroundPanic {
+        /// The thread's name.
+        thread: String,
+        /// The panic message.
+        message: String,
+    },
     /// The database was poisoned by an earlier persistence failure.
     #[error("database is unusable after an earlier failure: {0}")]
     Poisoned(String),

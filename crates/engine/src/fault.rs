@@ -81,18 +81,67 @@ impl Fault {
     }
 }
 
+/// A failure of an engine's background work (`DbOptions::background_fault`),
+/// for the tests that such failures reach the caller; unlike a [`Fault`]
+/// it breaks no protocol step, so the crash harness does not run it.
+#[cfg(feature = "fault-injection")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BackgroundFault {
+    /// The first periodic checkpoint fails with `DbError::OutOfSpace`.
+    CheckpointError,
+    /// The checkpointer panics at its first periodic checkpoint.
+    CheckpointPanic,
+    /// The epoch thread panics at its first tick (`wbl`: its window
+    /// thread at its first window).
+    EpochPanic,
+}
+
 /// The fault an engine instance runs with (none without the feature).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Faults {
     #[cfg(feature = "fault-injection")]
     fault: Option<Fault>,
+    #[cfg(feature = "fault-injection")]
+    background: Option<BackgroundFault>,
 }
 
 impl Faults {
-    /// An engine instance with `fault`.
+    /// An engine instance with `fault` and `background`.
     #[cfg(feature = "fault-injection")]
-    pub(crate) fn new(fault: Option<Fault>) -> Self {
-        Faults { fault }
+    pub(crate) fn new(fault: Option<Fault>, background: Option<BackgroundFault>) -> Self {
+        Faults { fault, background }
+    }
+
+    /// Background work: the first periodic checkpoint fails.
+    #[inline(always)]
+    pub(crate) fn checkpoint_fails(&self) -> bool {
+        self.background_is(|f| matches!(f, BackgroundFaultKind::CheckpointError))
+    }
+
+    /// Background work: the checkpointer panics.
+    #[inline(always)]
+    pub(crate) fn checkpoint_panics(&self) -> bool {
+        self.background_is(|f| matches!(f, BackgroundFaultKind::CheckpointPanic))
+    }
+
+    /// Background work: the epoch (or window) thread panics.
+    #[inline(always)]
+    pub(crate) fn epoch_panics(&self) -> bool {
+        self.background_is(|f| matches!(f, BackgroundFaultKind::EpochPanic))
+    }
+
+    #[inline(always)]
+    fn background_is(&self, test: impl Fn(BackgroundFaultKind) -> bool) -> bool {
+        #[cfg(feature = "fault-injection")]
+        {
+            self.background.is_some_and(test)
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            let _ = test;
+            false
+        }
     }
 
     /// dbxn, mmdb: no fence before the acknowledgement.
@@ -164,7 +213,20 @@ impl Faults {
 }
 
 #[cfg(feature = "fault-injection")]
+use BackgroundFault as BackgroundFaultKind;
+#[cfg(feature = "fault-injection")]
 use Fault as FaultKind;
+
+/// Stand-in for [`BackgroundFault`] without the feature (never
+/// constructed).
+#[cfg(not(feature = "fault-injection"))]
+#[derive(Clone, Copy)]
+#[allow(dead_code)]
+enum BackgroundFaultKind {
+    CheckpointError,
+    CheckpointPanic,
+    EpochPanic,
+}
 
 /// Stand-in so the checks above compile without the feature (never
 /// constructed: every check is `false` then).

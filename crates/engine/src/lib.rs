@@ -13,6 +13,7 @@
 //!   values that cross them ([`engine`]), options ([`DbOptions`] and each
 //!   engine family's), schemas and errors.
 
+mod background;
 pub mod cc;
 mod db;
 pub mod durability;
@@ -34,7 +35,7 @@ pub use durability::dbxn_log::VALUE_CHUNK_KIND as DBXN_VALUE_CHUNK_KIND;
 pub use engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
 pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};
 #[cfg(feature = "fault-injection")]
-pub use fault::Fault;
+pub use fault::{BackgroundFault, Fault};
 pub use index::ScanDirection;
 pub use log_files::MemoryLogStorage;
 pub use options::{

@@ -18,7 +18,8 @@ pub enum PoolLocation {
         /// Bytes.
         size: u64,
     },
-    /// A file; created with `size` bytes if missing.
+    /// A file; created with `size` bytes if missing and
+    /// [`DbOptions::create_if_missing`] is set.
     File {
         /// The pool file.
         path: PathBuf,
@@ -99,6 +100,12 @@ pub struct DbOptions {
     pub workers: usize,
     /// Pool location (ignored by non-durable engines).
     pub pool: PoolLocation,
+    /// Whether [`crate::Database::open`] creates a pool file that does not
+    /// exist ([`PoolLocation::File`]; false by default, as in RocksDB and
+    /// redb). Without it, a path that names no file fails with
+    /// [`DbError::PoolNotFound`] instead of silently starting an empty
+    /// database. A pool in anonymous memory is always created.
+    pub create_if_missing: bool,
     /// PM backend.
     pub backend: BackendKind,
     /// PM options (flush instruction, domain, msync, latency model, seed).
@@ -141,11 +148,16 @@ pub struct DbOptions {
     /// self-tests (feature `fault-injection` only; never in production).
     #[cfg(feature = "fault-injection")]
     pub fault: Option<crate::fault::Fault>,
+    /// A failure of the engine's background work, for the tests that it
+    /// reaches the caller (feature `fault-injection` only).
+    #[cfg(feature = "fault-injection")]
+    pub background_fault: Option<crate::fault::BackgroundFault>,
 }
 
 impl DbOptions {
-    /// Defaults: 2 workers, 1 GiB pool file, direct backend, 40 ms epochs,
-    /// checkpoints every 10 s.
+    /// Defaults: 2 workers, an existing pool file at `path` (1 GiB when
+    /// created: see [`DbOptions::create_if_missing`]), direct backend, 40 ms
+    /// epochs, checkpoints every 10 s.
     pub fn new(engine: EngineKind, tables: Vec<TableSchema>, path: impl Into<PathBuf>) -> Self {
         Self {
             engine,
@@ -153,6 +165,7 @@ impl DbOptions {
             tables,
             workers: 2,
             pool: PoolLocation::File { path: path.into(), size: 1 << 30 },
+            create_if_missing: false,
             backend: BackendKind::Direct,
             pm: PmOptions::default(),
             chunk_size: pmtx_pm::layout::DEFAULT_CHUNK_SIZE,
@@ -169,6 +182,8 @@ impl DbOptions {
             log_directory: LogDirectory::BesidePool,
             #[cfg(feature = "fault-injection")]
             fault: None,
+            #[cfg(feature = "fault-injection")]
+            background_fault: None,
         }
     }
 
@@ -188,12 +203,18 @@ impl DbOptions {
         }
     }
 
+    /// These options with [`DbOptions::create_if_missing`] set to `create`.
+    pub fn create_if_missing(mut self, create: bool) -> Self {
+        self.create_if_missing = create;
+        self
+    }
+
     /// The deliberately broken step these options select (none without the
     /// `fault-injection` feature).
     pub(crate) fn faults(&self) -> crate::fault::Faults {
         #[cfg(feature = "fault-injection")]
         {
-            crate::fault::Faults::new(self.fault)
+            crate::fault::Faults::new(self.fault, self.background_fault)
         }
         #[cfg(not(feature = "fault-injection"))]
         {

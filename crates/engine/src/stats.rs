@@ -62,6 +62,12 @@ pub struct EngineStats {
     pub rows_unlinked: u64,
     /// Group-commit records (c_p, c_d) made durable since open (wbl).
     pub window_records: u64,
+    /// Periodic checkpoints that failed since open (each also returned
+    /// once as [`crate::DbError::CheckpointFailed`]).
+    pub checkpoint_failures: u64,
+    /// The last failure of a background thread (a failed checkpoint, a
+    /// panic), if any.
+    pub background_failure: Option<String>,
 }
 
 impl EngineStats {

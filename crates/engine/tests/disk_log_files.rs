@@ -14,6 +14,7 @@ fn tables() -> Vec<TableSchema> {
 fn options(engine: EngineKind, medium: LogMedium, pool: &Path) -> DbOptions {
     let mut options = DbOptions::new(engine, tables(), pool);
     options.pool = PoolLocation::File { path: pool.to_path_buf(), size: 16 << 20 };
+    options.create_if_missing = true;
     options.chunk_size = 256 << 10;
     options.epoch_interval = std::time::Duration::from_millis(2);
     options.checkpoint_interval = None;

@@ -38,6 +38,7 @@ fn file_options(path: &Path) -> DbOptions {
     let mut options = DbOptions::new(EngineKind::GroupCommit, tables(), path);
     options.workers = 2;
     options.pool = PoolLocation::File { path: path.to_path_buf(), size: 8 << 20 };
+    options.create_if_missing = true;
     options.backend = BackendKind::Direct;
     options.chunk_size = CHUNK;
     options.epoch_interval = Duration::from_millis(1);

@@ -392,6 +392,7 @@ fn snapshot_reads_do_not_fill_the_cache() {
         let mut options =
             DbOptions::new(EngineKind::ZenPlus, vec![TableSchema::ordered("rows").max_value_len(64)], &path);
         options.pool = pmtx_engine::PoolLocation::File { path: path.clone(), size: 16 << 20 };
+        options.create_if_missing = true;
         options.chunk_size = 256 << 10;
         options.prefault_chunks = 0;
         options

@@ -13,7 +13,7 @@ use pmtx_pm::{Direct, PmBackend, PmOptions, Pool, Sim};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{heap_slots, memory_pool, read_state, DbState, Recovery, LP_BIT};
+use support::{heap_slots, memory_pool, read_state, read_state_with, DbState, Recovery, LP_BIT};
 
 const CHUNK: u64 = pmtx_pm::layout::MIN_CHUNK_SIZE;
 
@@ -88,7 +88,7 @@ fn run_one_transaction(
     let (options, pool, db) = load_on_sim(engine, 10, 1, |n| n.to_le_bytes().to_vec());
     let (a, b) = (db.table_id("a").unwrap(), db.table_id("b").unwrap());
     let mut worker = db.worker(0).unwrap();
-    let before = read_state(&db, &options.tables, &[]);
+    let before = read_state_with(&mut worker, &db, &options.tables, &[]);
     pool.backend().set_capture(CapturePolicy::all());
     worker
         .run(|tx| {
@@ -102,7 +102,7 @@ fn run_one_transaction(
     let acked = pool.backend().event_count();
     pool.backend().set_capture(CapturePolicy::NONE);
     let states = pool.backend().take_crash_states();
-    let after = read_state(&db, &options.tables, &[]);
+    let after = read_state_with(&mut worker, &db, &options.tables, &[]);
     assert_ne!(before, after);
     drop(worker);
     drop(db);
@@ -163,16 +163,16 @@ fn missing_lp_bits_follow_algorithm_2() {
     let (options, pool, db) = load_on_sim(EngineKind::Zen, 4, 0, |_| vec![0]);
     let (a, b) = (db.table_id("a").unwrap(), db.table_id("b").unwrap());
     let mut worker = db.worker(0).unwrap();
-    let after_load = read_state(&db, &options.tables, &[]);
+    let after_load = read_state_with(&mut worker, &db, &options.tables, &[]);
     worker.run(|tx| tx.put(a, &key(1), &big(1, 1))).unwrap();
-    let after_t1 = read_state(&db, &options.tables, &[]);
+    let after_t1 = read_state_with(&mut worker, &db, &options.tables, &[]);
     worker
         .run(|tx| {
             tx.put(a, &key(2), &big(2, 2))?;
             tx.put(b, &key(2), &[2])
         })
         .unwrap();
-    let after_t2 = read_state(&db, &options.tables, &[]);
+    let after_t2 = read_state_with(&mut worker, &db, &options.tables, &[]);
     drop(worker);
     drop(db);
     let image = pool.backend().persisted_image();

@@ -523,6 +523,8 @@ pub fn open_fresh(workload: &dyn Workload, plan: &DatabasePlan<'_>) -> Result<Fr
     options.prefault_chunks = plan.prefault_chunks;
     options.seed = plan.seed;
     options.pool = pmtx_engine::PoolLocation::File { path: plan.pool_path.clone(), size: plan.pool_size };
+    // A fresh pool every run (an old pmtx pool there is removed below).
+    options.create_if_missing = true;
     engine.apply(&mut options, plan.seed);
 
     let mut guard = PoolFileGuard { path: None, log_directory: None };

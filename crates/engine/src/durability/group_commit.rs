@@ -474,14 +474,15 @@ pub(crate) fn check_identity<B: PmBackend>(
     tables: &[crate::schema::TableSchema],
 ) -> DbResult<()> {
     let digest = schema_digest(tables) as u64;
-    let code = EngineKind::ALL.iter().position(|k| *k == kind).expect("listed") as u64 + 1;
+    // The engine's explicit persistent code (`EngineKind::code`), never its
+    // position in a list.
+    let code = kind.code();
     match pool.root(ENGINE_ROOT) {
         Some(found) if found != code => {
-            let name = (found as usize)
-                .checked_sub(1)
-                .and_then(|index| EngineKind::ALL.get(index))
-                .map(|k| k.name())
-                .unwrap_or("an unknown engine");
+            let name = match EngineKind::from_code(found) {
+                Some(other) => other.name().to_string(),
+                None => format!("an unknown engine (code {found})"),
+            };
             return Err(DbError::SchemaMismatch(format!("the pool belongs to {name}, not {}", kind.name())));
         }
         Some(_) => {}

@@ -59,9 +59,9 @@ mod tests {
     #[test]
     fn a_reader_of_an_unpersisted_version_commits_only_once_the_log_is_durable() {
         let (engine, armed, installed, go) = paused_engine::<true>(EngineKind::Dbxn);
-        let mut writer = Arc::clone(&engine).worker(0);
-        let mut reader = Arc::clone(&engine).worker(1);
-        let mut other = Arc::clone(&engine).worker(2);
+        let mut writer = Arc::clone(&engine).worker(0).expect("worker");
+        let mut reader = Arc::clone(&engine).worker(1).expect("worker");
+        let mut other = Arc::clone(&engine).worker(2).expect("worker");
         put(writer.as_mut(), b"x", b"1").expect("load");
         armed.store(true, Ordering::SeqCst);
         let paused = put_on_thread(writer, b"x", b"2");
@@ -98,8 +98,8 @@ mod tests {
     #[test]
     fn dbx_naive_logs_inside_the_region() {
         let (engine, armed, installed, go) = paused_engine::<false>(EngineKind::DbxNaive);
-        let mut writer = Arc::clone(&engine).worker(0);
-        let mut reader = Arc::clone(&engine).worker(1);
+        let mut writer = Arc::clone(&engine).worker(0).expect("worker");
+        let mut reader = Arc::clone(&engine).worker(1).expect("worker");
         put(writer.as_mut(), b"x", b"1").expect("load");
         armed.store(true, Ordering::SeqCst);
         let paused = std::thread::spawn(move || put(writer.as_mut(), b"x", b"2"));
@@ -139,7 +139,7 @@ mod tests {
             options.dbxn = crate::options::DbxnOptions::default();
             assert!(options.dbxn.non_temporal, "the options ask for non-temporal log stores");
             let engine = crate::engines::open(&options).expect("open");
-            let mut worker = Arc::clone(&engine).worker(0);
+            let mut worker = Arc::clone(&engine).worker(0).expect("worker");
             // The first commit allocates the worker's log segment.
             put(worker.as_mut(), b"warm-up", b"0").expect("commit");
             let before = pmtx_pm::thread_counters();

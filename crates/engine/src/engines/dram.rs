@@ -49,7 +49,9 @@ impl<L: EnginePolicy> OccEngine<L> {
             let _replaying = epochs.pin_background();
             policy.recover(&tables, &epochs)?;
         }
+        let faults = options.faults();
         let shared = Arc::new(OccShared {
+            health: Arc::default(),
             cc: Arc::new(
                 Concurrency::after_recovery(options.cc, options.workers, &tables)
                     .with_hybrid(Hybrid::for_options(options)?, options.workers),
@@ -62,29 +64,33 @@ impl<L: EnginePolicy> OccEngine<L> {
         });
         let stop = Arc::new(AtomicBool::new(false));
         let background_pm = BackgroundCounters::default();
+        // A panic of either thread is recorded in `shared.health`; the
+        // waits for durability check it, so none needs waking.
         let ticker = {
             let shared = Arc::clone(&shared);
             let stop = Arc::clone(&stop);
             let interval = options.epoch_interval;
             let counters = Arc::clone(&background_pm);
-            std::thread::Builder::new()
-                .name("pmtx-epoch".into())
-                .spawn(move || ticker_loop(shared, stop, interval, counters))
-                .map_err(|e| crate::error::DbError::InvalidConfig(format!("cannot start epoch thread: {e}")))?
+            let health = Arc::clone(&shared.health);
+            crate::background::spawn(
+                "pmtx-epoch",
+                &health,
+                move || ticker_loop(shared, stop, interval, counters, faults),
+                || {},
+            )?
         };
         let checkpointer = match options.checkpoint_interval {
             Some(interval) => {
                 let shared = Arc::clone(&shared);
                 let stop = Arc::clone(&stop);
                 let counters = Arc::clone(&background_pm);
-                Some(
-                    std::thread::Builder::new()
-                        .name("pmtx-checkpoint".into())
-                        .spawn(move || checkpoint_loop(shared, stop, interval, counters))
-                        .map_err(|e| {
-                            crate::error::DbError::InvalidConfig(format!("cannot start checkpoint thread: {e}"))
-                        })?,
-                )
+                let health = Arc::clone(&shared.health);
+                Some(crate::background::spawn(
+                    "pmtx-checkpoint",
+                    &health,
+                    move || checkpoint_loop(shared, stop, interval, counters, faults),
+                    || {},
+                )?)
             }
             None => None,
         };
@@ -102,11 +108,14 @@ impl<L: EnginePolicy> OccEngine<L> {
         self.stop.store(true, Ordering::SeqCst);
         // The checkpointer may wait for durable epochs: stop it while the
         // ticker still runs.
-        if let Some(handle) = self.checkpointer.lock().take() {
-            let _ = handle.join();
-        }
-        if let Some(handle) = self.ticker.lock().take() {
-            let _ = handle.join();
+        // Their panics are caught and recorded in `shared.health` (see
+        // `background::spawn`), so a join does not fail.
+        for (name, thread) in [("pmtx-checkpoint", &self.checkpointer), ("pmtx-epoch", &self.ticker)] {
+            if let Some(handle) = thread.lock().take() {
+                if let Err(payload) = handle.join() {
+                    self.shared.health.thread_panicked(name, payload.as_ref());
+                }
+            }
         }
     }
 }
@@ -127,6 +136,7 @@ fn ticker_loop<L: EnginePolicy>(
     stop: Arc<AtomicBool>,
     interval: Duration,
     counters: BackgroundCounters,
+    faults: crate::fault::Faults,
 ) {
     // Short sleeps, so a close or crash never waits a whole (possibly long)
     // epoch for this thread.
@@ -139,6 +149,9 @@ fn ticker_loop<L: EnginePolicy>(
             continue;
         }
         waited = Duration::ZERO;
+        if faults.epoch_panics() {
+            panic!("injected panic of the epoch thread");
+        }
         counted(&counters, || {
             shared.epochs.advance();
             shared.log.on_epoch();
@@ -151,6 +164,7 @@ fn checkpoint_loop<L: EnginePolicy>(
     stop: Arc<AtomicBool>,
     interval: Duration,
     counters: BackgroundCounters,
+    faults: crate::fault::Faults,
 ) {
     let step = Duration::from_millis(10).min(interval);
     // A checkpoint forced by log-space pressure waits at least this long
@@ -158,14 +172,25 @@ fn checkpoint_loop<L: EnginePolicy>(
     // does not checkpoint back to back.
     let pressure_gap = Duration::from_millis(100).min(interval);
     let mut waited = Duration::ZERO;
+    let mut inject_failure = faults.checkpoint_fails();
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(step);
         waited += step;
         if waited >= interval || (waited >= pressure_gap && shared.log.log_space_low()) {
             waited = Duration::ZERO;
+            if faults.checkpoint_panics() {
+                panic!("injected panic of the checkpointer");
+            }
             counted(&counters, || {
-                if let Err(error) = shared.log.checkpoint(&shared.tables) {
-                    eprintln!("pmtx: periodic checkpoint failed: {error}");
+                let result = if std::mem::take(&mut inject_failure) {
+                    Err(DbError::OutOfSpace("injected failure of a periodic checkpoint".into()))
+                } else {
+                    shared.log.checkpoint(&shared.tables)
+                };
+                // The caller hears of it: the next transaction (or close)
+                // returns it, and the statistics count it.
+                if let Err(error) = result {
+                    shared.health.checkpoint_failed(error);
                 }
             });
         }
@@ -181,11 +206,8 @@ impl<L: EnginePolicy> Engine for OccEngine<L> {
         &self.shared.tables
     }
 
-    fn worker(self: Arc<Self>, id: usize) -> Box<dyn EngineWorker> {
-        match OccWorker::new(Arc::clone(&self.shared), id) {
-            Ok(worker) => Box::new(worker),
-            Err(error) => panic!("cannot create worker {id}: {error}"),
-        }
+    fn worker(self: Arc<Self>, id: usize) -> DbResult<Box<dyn EngineWorker>> {
+        Ok(Box::new(OccWorker::new(Arc::clone(&self.shared), id)?))
     }
 
     fn is_durable(&self, ticket: CommitTicket) -> bool {
@@ -198,6 +220,7 @@ impl<L: EnginePolicy> Engine for OccEngine<L> {
         stats.rows_indexed = self.shared.tables.iter().map(|table| table.indexed_rows() as u64).sum();
         stats.rows_unlinked = self.shared.rows_unlinked.load(Ordering::Relaxed);
         stats.background_pm = *self.background_pm.lock();
+        self.shared.health.report(&mut stats);
         if let Some(hybrid) = self.shared.cc.hybrid() {
             stats.path_commits = hybrid.path_commits();
             stats.htm = hybrid.htm().map(|htm| htm.stats().snapshot());
@@ -209,12 +232,25 @@ impl<L: EnginePolicy> Engine for OccEngine<L> {
         self.shared.log.checkpoint(&self.shared.tables)
     }
 
+    fn background_error(&self) -> DbResult<()> {
+        self.shared.health.take_error()
+    }
+
     fn close(&self) -> DbResult<()> {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
         self.stop_ticker();
-        self.shared.log.close(&self.shared.tables, true)
+        if self.shared.health.has_panicked() {
+            // The state the thread left is not trusted: no final checkpoint
+            // and no clean-shutdown mark, so the next open recovers.
+            self.shared.log.close(&self.shared.tables, false)?;
+            return self.shared.health.take_error();
+        }
+        self.shared.log.close(&self.shared.tables, true)?;
+        // A periodic checkpoint that failed unseen is still reported (the
+        // final checkpoint of the close succeeded all the same).
+        self.shared.health.take_error()
     }
 
     fn close_on_drop(&self) -> DbResult<()> {
@@ -282,6 +318,8 @@ impl Region<'_> {
 
 /// Shared state of an OCC engine over DRAM records.
 pub struct OccShared<L: CommitLog> {
+    /// Failures of the background threads, owed to the caller.
+    pub(crate) health: Arc<crate::background::BackgroundHealth>,
     /// The concurrency-control protocol's shared state.
     pub(crate) cc: Arc<Concurrency>,
     /// Tables by id.
@@ -334,7 +372,10 @@ impl<L: CommitLog> OccWorker<L> {
     /// Worker `id` over `shared`.
     pub fn new(shared: Arc<OccShared<L>>, id: usize) -> DbResult<Self> {
         assert!(id < shared.epochs.capacity(), "worker id {id} beyond the configured worker count");
-        let log = shared.log.worker(id)?;
+        let log = shared.log.worker(id).map_err(|error| match error {
+            DbError::OutOfSpace(reason) => DbError::OutOfSpace(format!("worker {id}: {reason}")),
+            other => other,
+        })?;
         let mut tx = OccTx::new(Arc::clone(&shared.cc), id);
         shared.orphans.lock().hand_over(&mut tx.reclaimer);
         let last_tid = shared.log.resume_tid(id);
@@ -699,6 +740,11 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
         while !self.shared.log.is_durable(ticket) {
             if self.shared.log.is_closed() {
                 return Err(DbError::Closed);
+            }
+            if self.shared.health.has_panicked() {
+                // The epoch thread may be the one that stopped: the ticket
+                // might never become durable.
+                return self.shared.health.take_error();
             }
             spins += 1;
             if spins < 64 {

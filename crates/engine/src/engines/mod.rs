@@ -11,7 +11,7 @@ pub(crate) mod test_support;
 pub(crate) mod zen;
 
 use crate::engine::{Engine, EngineKind};
-use crate::error::DbResult;
+use crate::error::{DbError, DbResult};
 use crate::options::{DbOptions, PoolLocation};
 use pmtx_pm::{BackendKind, Direct, Emulated, PmBackend, Pool, Sim};
 use std::sync::Arc;
@@ -37,8 +37,10 @@ fn open_pool<B: PmBackend>(options: &DbOptions) -> DbResult<Pool<B>> {
         PoolLocation::File { path, size } => {
             if path.exists() {
                 Pool::open(path, &options.pm)?
-            } else {
+            } else if options.create_if_missing {
                 Pool::create(path, *size, options.chunk_size, &options.pm)?
+            } else {
+                return Err(DbError::PoolNotFound { path: path.clone() });
             }
         }
     })

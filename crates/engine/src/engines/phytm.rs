@@ -66,7 +66,7 @@ mod tests {
         ];
         for (kind, htm, expected) in cases {
             let (engine, _, _, _) = paused_engine(kind, htm);
-            let mut worker = Arc::clone(&engine).worker(1);
+            let mut worker = Arc::clone(&engine).worker(1).expect("worker");
             for key in 0u32..20 {
                 put(worker.as_mut(), &key.to_be_bytes(), b"v").expect("commits");
             }
@@ -80,7 +80,7 @@ mod tests {
     fn a_transaction_too_large_for_the_hardware_moves_to_software() {
         for (kind, software) in [(EngineKind::Phytm, "stm"), (EngineKind::Phtm, "global_lock")] {
             let (engine, _, _, _) = paused_engine(kind, HtmConfig::sim(7, 0));
-            let mut worker = Arc::clone(&engine).worker(1);
+            let mut worker = Arc::clone(&engine).worker(1).expect("worker");
             let capacity = HtmConfig::sim(7, 0).sim.capacity_footprint_lines;
             let rows = capacity / crate::cc::hybrid::LINES_PER_ACCESS + 10;
             let mut attempt = 1;
@@ -120,8 +120,8 @@ mod tests {
     fn a_fast_htm_reader_never_commits_on_a_write_whose_log_is_not_durable() {
         for kind in [EngineKind::Phytm, EngineKind::PhytmPaper] {
             let (engine, armed, installed, go) = paused_engine(kind, HtmConfig::sim(7, 0));
-            let mut writer = Arc::clone(&engine).worker(0);
-            let mut reader = Arc::clone(&engine).worker(1);
+            let mut writer = Arc::clone(&engine).worker(0).expect("worker");
+            let mut reader = Arc::clone(&engine).worker(1).expect("worker");
             put(writer.as_mut(), b"x", b"1").expect("load");
             armed.store(true, Ordering::SeqCst);
             let paused = std::thread::spawn(move || {
@@ -173,7 +173,7 @@ mod tests {
     #[test]
     fn phtm_runs_its_software_path_alone() {
         let (engine, armed, installed, go) = paused_engine(EngineKind::Phtm, HtmConfig::software());
-        let mut writer = Arc::clone(&engine).worker(0);
+        let mut writer = Arc::clone(&engine).worker(0).expect("worker");
         put(writer.as_mut(), b"x", b"1").expect("load");
         armed.store(true, Ordering::SeqCst);
         let paused = put_on_thread(writer, b"x", b"2");
@@ -184,7 +184,7 @@ mod tests {
         let other_committed = Arc::clone(&committed);
         let engine_for_other = Arc::clone(&engine);
         let other = std::thread::spawn(move || {
-            let mut other = engine_for_other.worker(1);
+            let mut other = engine_for_other.worker(1).expect("worker");
             let mut timeouts = 0;
             for attempt in 1.. {
                 other.begin(false, attempt);

@@ -64,7 +64,7 @@ mod tests {
         let pool = Arc::new(Pool::<Direct>::open_image(image, &options.pm).expect("image"));
         let engine = crate::engines::open_on_pool(&options, pool).expect("recovery");
         let dropped = engine.stats().recovery.expect("recovered").log_records_missing_dependency;
-        let mut worker = Arc::clone(&engine).worker(0);
+        let mut worker = Arc::clone(&engine).worker(0).expect("worker");
         worker.begin(true, 1);
         let values = keys
             .iter()
@@ -83,8 +83,8 @@ mod tests {
     fn a_dependent_goes_on_waits_for_its_dependency_and_is_dropped_without_it() {
         let (engine, pool, armed, installed, go) =
             paused_engine::<{ crate::durability::sp3_log::SP3 }>(EngineKind::Sp3);
-        let mut writer = Arc::clone(&engine).worker(0);
-        let mut reader = Arc::clone(&engine).worker(1);
+        let mut writer = Arc::clone(&engine).worker(0).expect("worker");
+        let mut reader = Arc::clone(&engine).worker(1).expect("worker");
         put(writer.as_mut(), b"x", b"1").expect("load");
         armed.store(true, Ordering::SeqCst);
         let paused = put_on_thread(writer, b"x", b"2");
@@ -131,8 +131,8 @@ mod tests {
     fn nvm_tx_holds_its_locks_while_logging() {
         let (engine, _pool, armed, installed, go) =
             paused_engine::<{ crate::durability::sp3_log::NVM_TX }>(EngineKind::NvmTx);
-        let mut writer = Arc::clone(&engine).worker(0);
-        let mut reader = Arc::clone(&engine).worker(1);
+        let mut writer = Arc::clone(&engine).worker(0).expect("worker");
+        let mut reader = Arc::clone(&engine).worker(1).expect("worker");
         put(writer.as_mut(), b"x", b"1").expect("load");
         armed.store(true, Ordering::SeqCst);
         let paused = std::thread::spawn(move || put(writer.as_mut(), b"x", b"2"));
@@ -154,8 +154,8 @@ mod tests {
         for kind in [EngineKind::NvmIdeal, EngineKind::Sp3] {
             let options = options(kind);
             let engine = crate::engines::open(&options).expect("open");
-            let mut first = Arc::clone(&engine).worker(0);
-            let mut second = Arc::clone(&engine).worker(1);
+            let mut first = Arc::clone(&engine).worker(0).expect("worker");
+            let mut second = Arc::clone(&engine).worker(1).expect("worker");
             put(first.as_mut(), b"x", b"1").expect("load");
             // `first` reads x, `second` overwrites it, `first` commits a
             // write based on the stale read: a lost update.
@@ -179,14 +179,14 @@ mod tests {
     #[test]
     fn a_new_worker_of_a_slot_commits_above_the_last_one() {
         let engine = crate::engines::open(&options(EngineKind::Sp3)).expect("open");
-        let mut first = Arc::clone(&engine).worker(0);
+        let mut first = Arc::clone(&engine).worker(0).expect("worker");
         for round in 0..10u8 {
             put(first.as_mut(), b"x", &[round]).expect("commit");
         }
         drop(first);
         // The next instance of slot 0 reads and overwrites nothing: only
         // the slot's own history keeps its TID above the last one.
-        let mut second = Arc::clone(&engine).worker(0);
+        let mut second = Arc::clone(&engine).worker(0).expect("worker");
         put(second.as_mut(), b"y", b"1").expect("commit");
         drop(second);
         let x = engine.tables()[0].lookup(b"x").expect("x").word();

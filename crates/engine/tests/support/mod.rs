@@ -147,6 +147,19 @@ pub fn record_state(db: &Database, tables: &[TableSchema]) -> DbState {
 /// scanned; for hashed tables the given `hashed_keys` are read.
 pub fn read_state(db: &Database, tables: &[TableSchema], hashed_keys: &[Vec<u8>]) -> DbState {
     let mut worker = db.worker(0).unwrap();
+    let state = read_state_with(&mut worker, db, tables, hashed_keys);
+    drop(worker);
+    state
+}
+
+/// [`read_state`] on `worker`, for a test that holds worker 0 (only one
+/// worker of an id may exist at a time).
+pub fn read_state_with(
+    worker: &mut pmtx_engine::Worker,
+    db: &Database,
+    tables: &[TableSchema],
+    hashed_keys: &[Vec<u8>],
+) -> DbState {
     let state = worker
         .run_read_only(|tx| {
             let mut state = DbState::new();
@@ -173,7 +186,6 @@ pub fn read_state(db: &Database, tables: &[TableSchema], hashed_keys: &[Vec<u8>]
         .unwrap()
         .committed()
         .unwrap();
-    drop(worker);
     // The engine's own audit (for Zen: no heap slot both live and free).
     if let Err(error) = db.check_structure() {
         panic!("engine structure audit failed: {error}");

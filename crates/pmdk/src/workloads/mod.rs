@@ -396,8 +396,13 @@ fn drive<S: Structure>(
                 })
                 .collect();
 
-            barrier.wait();
+            // IMPORTANT: the clock starts before the barrier releases the
+            // workers. Read after it, on a loaded machine the workers could
+            // finish every operation before this thread ran again, and a
+            // fixed-count run would measure a zero-length interval (its end,
+            // the last worker's finish, lying before the start).
             let started = Instant::now();
+            barrier.wait();
             let snapshot = || counters.iter().map(Counters::snapshot).collect::<Vec<_>>();
             let all_done = || finished.load(Ordering::SeqCst) == threads;
             let mut next_report = started + Duration::from_secs(1);

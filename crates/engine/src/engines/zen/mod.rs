@@ -166,6 +166,8 @@ pub(crate) struct ZenEngine<B: PmBackend> {
     report: RecoveryReport,
     stop: Arc<AtomicBool>,
     ticker: Mutex<Option<JoinHandle<()>>>,
+    /// Failures of the background thread, owed to the caller.
+    health: Arc<crate::background::BackgroundHealth>,
 }
 
 /// Position of each table in the LP order (§3.3.4).
@@ -308,12 +310,21 @@ impl<B: PmBackend> ZenEngine<B> {
             plus,
         });
         let stop = Arc::new(AtomicBool::new(false));
+        let health = Arc::new(crate::background::BackgroundHealth::default());
         let ticker = if shared.window.is_some() {
             let (shared, stop) = (Arc::clone(&shared), Arc::clone(&stop));
             let interval = options.wbl.window;
-            std::thread::Builder::new()
-                .name("pmtx-wbl-window".into())
-                .spawn(move || window_loop(&shared, &stop, interval))
+            let on_panic = {
+                let shared = Arc::clone(&shared);
+                // No window closes any more: waits for durability give up.
+                move || shared.window.as_ref().expect("wbl has a write-behind log").close()
+            };
+            crate::background::spawn(
+                "pmtx-wbl-window",
+                &health,
+                move || window_loop(&shared, &stop, interval, faults),
+                on_panic,
+            )?
         } else {
             let (epochs, stop) = (Arc::clone(&shared.epochs), Arc::clone(&stop));
             let interval = options.epoch_interval;
@@ -321,22 +332,29 @@ impl<B: PmBackend> ZenEngine<B> {
             // (it holds the shared state until the engine stops it).
             let plus = shared.plus.is_some().then(|| Arc::clone(&shared));
             let mut since_remap = Duration::ZERO;
-            std::thread::Builder::new().name("pmtx-zen-epoch".into()).spawn(move || {
-                ticker_loop(&epochs, &stop, interval, |step| {
-                    if let Some(shared) = &plus {
-                        shared.plus_tick(&mut since_remap, step);
-                    }
-                })
-            })
-        }
-        .map_err(|e| DbError::InvalidConfig(format!("cannot start epoch thread: {e}")))?;
-        Ok(Arc::new(Self { kind, shared, report: recovered.report, stop, ticker: Mutex::new(Some(ticker)) }))
+            crate::background::spawn(
+                "pmtx-zen-epoch",
+                &health,
+                move || {
+                    ticker_loop(&epochs, &stop, interval, faults, |step| {
+                        if let Some(shared) = &plus {
+                            shared.plus_tick(&mut since_remap, step);
+                        }
+                    })
+                },
+                || {},
+            )?
+        };
+        Ok(Arc::new(Self { kind, shared, report: recovered.report, stop, ticker: Mutex::new(Some(ticker)), health }))
     }
 
     fn stop_ticker(&self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(handle) = self.ticker.lock().take() {
-            let _ = handle.join();
+            // A panic is caught and recorded (`background::spawn`).
+            if let Err(payload) = handle.join() {
+                self.health.thread_panicked("pmtx-zen-epoch", payload.as_ref());
+            }
         }
     }
 }
@@ -344,7 +362,13 @@ impl<B: PmBackend> ZenEngine<B> {
 /// Advances the epoch (TID epochs and the reclamation horizon); sleeps in
 /// short steps so close does not wait a whole interval, calling `tick`
 /// with the step after each.
-fn ticker_loop(epochs: &Epochs, stop: &AtomicBool, interval: Duration, mut tick: impl FnMut(Duration)) {
+fn ticker_loop(
+    epochs: &Epochs,
+    stop: &AtomicBool,
+    interval: Duration,
+    faults: crate::fault::Faults,
+    mut tick: impl FnMut(Duration),
+) {
     let step = interval.min(Duration::from_millis(5));
     let mut waited = Duration::ZERO;
     while !stop.load(Ordering::SeqCst) {
@@ -353,6 +377,9 @@ fn ticker_loop(epochs: &Epochs, stop: &AtomicBool, interval: Duration, mut tick:
         waited += step;
         if waited >= interval {
             waited = Duration::ZERO;
+            if faults.epoch_panics() {
+                panic!("injected panic of the epoch thread");
+            }
             epochs.advance();
         }
     }
@@ -361,7 +388,12 @@ fn ticker_loop(epochs: &Epochs, stop: &AtomicBool, interval: Duration, mut tick:
 /// `wbl`: one group commit per window (`WriteBehindLog::group_commit`,
 /// which also opens the next window); sleeps in short steps so close does
 /// not wait a whole interval.
-fn window_loop<B: PmBackend>(shared: &ZenShared<B>, stop: &AtomicBool, interval: Duration) {
+fn window_loop<B: PmBackend>(
+    shared: &ZenShared<B>,
+    stop: &AtomicBool,
+    interval: Duration,
+    faults: crate::fault::Faults,
+) {
     let window = shared.window.as_ref().expect("wbl has a write-behind log");
     let step = interval.min(Duration::from_millis(5));
     let mut waited = Duration::ZERO;
@@ -370,6 +402,9 @@ fn window_loop<B: PmBackend>(shared: &ZenShared<B>, stop: &AtomicBool, interval:
         waited += step;
         if waited >= interval {
             waited = Duration::ZERO;
+            if faults.epoch_panics() {
+                panic!("injected panic of the window thread");
+            }
             window.group_commit(false);
         }
     }
@@ -384,8 +419,8 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
         &self.shared.schema_tables
     }
 
-    fn worker(self: Arc<Self>, id: usize) -> Box<dyn EngineWorker> {
-        Box::new(worker::ZenWorker::new(Arc::clone(&self.shared), id))
+    fn worker(self: Arc<Self>, id: usize) -> DbResult<Box<dyn EngineWorker>> {
+        Ok(Box::new(worker::ZenWorker::new(Arc::clone(&self.shared), id)))
     }
 
     fn is_durable(&self, ticket: CommitTicket) -> bool {
@@ -398,6 +433,7 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
 
     fn stats(&self) -> EngineStats {
         let mut stats = EngineStats { recovery: Some(self.report.clone()), ..Default::default() };
+        self.health.report(&mut stats);
         for counters in &self.shared.counters {
             stats.cache_hits += counters.cache_hits.load(Ordering::Relaxed);
             stats.cache_misses += counters.cache_misses.load(Ordering::Relaxed);
@@ -448,11 +484,22 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
         Ok(()) // log-free: nothing to checkpoint
     }
 
+    fn background_error(&self) -> DbResult<()> {
+        self.health.take_error()
+    }
+
     fn close(&self) -> DbResult<()> {
         if self.shared.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
         self.stop_ticker();
+        if self.health.has_panicked() {
+            // Not trusted: no clean-shutdown mark, the next open recovers.
+            if let Some(window) = &self.shared.window {
+                window.close();
+            }
+            return self.health.take_error();
+        }
         // zen: every commit is durable already. wbl: the last windows'
         // records make every commit durable (no transaction runs).
         if let Some(window) = &self.shared.window {
@@ -551,7 +598,7 @@ mod tests {
     fn audit_finds_a_slot_both_live_and_free() {
         for kind in [EngineKind::Zen, EngineKind::ZenNaiveAlloc, EngineKind::Wbl] {
             let engine = engine(kind);
-            let mut worker = Arc::clone(&engine).worker(0);
+            let mut worker = Arc::clone(&engine).worker(0).expect("worker");
             for key in 0..40u64 {
                 commit(worker.as_mut(), key, WriteOp::Put(b"first"));
             }
@@ -624,7 +671,7 @@ mod tests {
         let pool = Arc::new(Pool::<Direct>::open_image(image, &options.pm).unwrap());
         let engine = crate::engines::open_on_pool(options, pool).unwrap();
         let report = engine.stats().recovery.unwrap();
-        let mut worker = Arc::clone(&engine).worker(0);
+        let mut worker = Arc::clone(&engine).worker(0).expect("worker");
         worker.begin(true, 1);
         let values = keys
             .iter()
@@ -656,8 +703,8 @@ mod tests {
     fn wbl_acknowledges_with_the_window_record_and_recovery_discards_the_dirty_window() {
         let (engine, pool, options) = wbl_on_sim();
         let window = engine.shared.window.as_ref().unwrap();
-        let mut writer = Arc::clone(&engine).worker(0);
-        let mut reader = Arc::clone(&engine).worker(1);
+        let mut writer = Arc::clone(&engine).worker(0).expect("worker");
+        let mut reader = Arc::clone(&engine).worker(1).expect("worker");
         let first = write(writer.as_mut(), 1, b"first");
         window.group_commit(true);
         window.group_commit(true);
@@ -703,7 +750,7 @@ mod tests {
     fn wbl_recovery_is_idempotent_and_the_next_life_starts_above_the_old_window() {
         let (engine, pool, options) = wbl_on_sim();
         let window = engine.shared.window.as_ref().unwrap();
-        let mut worker = Arc::clone(&engine).worker(0);
+        let mut worker = Arc::clone(&engine).worker(0).expect("worker");
         write(worker.as_mut(), 1, b"kept");
         window.group_commit(true);
         window.group_commit(true);
@@ -715,7 +762,7 @@ mod tests {
         let recovered = Arc::new(Pool::<pmtx_pm::Sim>::open_image(&image, &options.pm).unwrap());
         let again = crate::engines::open_on_pool(&options, Arc::clone(&recovered)).unwrap();
         let (old_persisted, old_dirty) = again.stats().recovery.unwrap().wbl_window.unwrap();
-        let mut worker = Arc::clone(&again).worker(0);
+        let mut worker = Arc::clone(&again).worker(0).expect("worker");
         let ticket = write(worker.as_mut(), 3, b"new life");
         let CommitTicket::Epoch(epoch) = ticket else { panic!("wbl hands out epoch tickets") };
         assert!(crate::storage::record::first_tid_of_epoch(epoch) > old_dirty, "a new TID inside the old window");
