@@ -21,9 +21,10 @@
 //!    has no side, so this never applies to it.
 //! 3. **reproduced** when the median lies within the paper's range widened
 //!    by the whole spread on each side: `[low - spread, high + spread]`.
-//!    The symmetric full spread (not the half below and above the median)
-//!    because three rounds place the median only roughly; no fixed factor,
-//!    so a run with little noise must land close to the paper.
+//!    The whole spread on each side, not only the part of it between the
+//!    median and that side's extreme, because three rounds place the
+//!    median only roughly; no fixed factor, so a run with little noise
+//!    must land close to the paper.
 //! 4. **direction** otherwise: the paper's engine wins, by a margin outside
 //!    that widened range (for a range containing 1: **not reproduced**).
 //!
