@@ -12,8 +12,9 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// `--list` names every figure; a figure runs its benches (tiny with
-/// --smoke), writes their reports and plots, and gives every claim a
-/// figure of ours and a verdict.
+/// --smoke) in three rounds, writes each round's reports and plots, and
+/// gives every claim its source in the paper, our median and spread over
+/// the rounds and a verdict.
 #[test]
 fn a_figure_runs_and_every_claim_gets_a_verdict() {
     let dir = tempfile::tempdir().unwrap();
@@ -27,17 +28,52 @@ fn a_figure_runs_and_every_claim_gets_a_verdict() {
     assert!(output.status.success(), "{}\n{}", text(&output.stdout), text(&output.stderr));
     let stdout = text(&output.stdout);
     assert!(stdout.contains("the paper's claims beside ours"), "{stdout}");
+    assert!(stdout.contains("estimated time"), "{stdout}");
     let out = dir.path().join("out");
-    assert!(out.join("dbxn-fig9-1.json").exists());
-    assert!(out.join("dbxn-fig9-1.svg").exists());
+    // One report and plot per round (the default three).
+    for round in 1..=3 {
+        assert!(out.join(format!("dbxn-fig9-1-round{round}.json")).exists(), "round {round}");
+        assert!(out.join(format!("dbxn-fig9-1-round{round}.svg")).exists(), "round {round}");
+    }
+    assert!(!out.join("dbxn-fig9-1-round4.json").exists());
     let verdicts: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("verdicts.json")).unwrap()).unwrap();
     let verdicts = verdicts.as_array().unwrap();
     assert_eq!(verdicts.len(), 6);
     for claim in verdicts {
-        assert!(claim["ours"].as_f64().is_some_and(|ours| ours > 0.0), "{claim}");
+        assert_eq!(claim["figure"], "dbxn-fig9", "{claim}");
+        assert!(claim["source"].as_str().is_some_and(|source| source.starts_with("Fig. 9")), "{claim}");
+        assert_eq!(claim["rounds"], 3, "{claim}");
+        assert_eq!(claim["smoke"], true, "{claim}");
+        let [median, min, max] =
+            ["ours_median", "ours_min", "ours_max"].map(|field| claim[field].as_f64().unwrap_or(f64::NAN));
+        assert!(min > 0.0 && min <= median && median <= max, "{claim}");
+        let per_round: Vec<f64> =
+            claim["ours_per_round"].as_array().unwrap().iter().map(|ratio| ratio.as_f64().unwrap()).collect();
+        assert_eq!(per_round.len(), 3, "{claim}");
+        assert!(per_round.contains(&min) && per_round.contains(&median) && per_round.contains(&max), "{claim}");
+        assert!(claim["paper_low"].as_f64().unwrap() <= claim["paper_high"].as_f64().unwrap(), "{claim}");
         let verdict = claim["verdict"].as_str().unwrap();
-        assert!(["reproduced", "direction", "not reproduced"].contains(&verdict), "{claim}");
+        assert!(["reproduced", "direction", "inconclusive", "not reproduced"].contains(&verdict), "{claim}");
+    }
+}
+
+/// A full run needs three rounds; --smoke may run fewer, and says so in
+/// every verdict.
+#[test]
+fn fewer_than_three_rounds_only_with_smoke() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = pmtx(dir.path(), &["reproduce", "phytm-fig5e", "--rounds", "2", "--out", "out"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("at least 3 rounds"), "{}", text(&output.stderr));
+    let output = pmtx(dir.path(), &["reproduce", "phytm-fig5e", "--smoke", "--rounds", "1", "--out", "out"]);
+    assert!(output.status.success(), "{}\n{}", text(&output.stdout), text(&output.stderr));
+    let verdicts: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out/verdicts.json")).unwrap()).unwrap();
+    for claim in verdicts.as_array().unwrap() {
+        assert_eq!(claim["rounds"], 1, "{claim}");
+        assert_eq!(claim["smoke"], true, "{claim}");
+        assert_eq!(claim["ours_min"], claim["ours_max"], "{claim}");
     }
 }
 
