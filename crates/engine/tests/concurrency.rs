@@ -467,26 +467,16 @@ fn nested_blocks(setup: &Setup) -> bool {
     setup.locks_reads() || setup.cc == CcProtocol::HStore || setup.runs_alone()
 }
 
-/// A secondary-index scan agrees with the rows the same transaction read
-/// by primary key, although a commit between the reads and the scan moved
-/// rows into and out of the scanned key: for read-write transactions that
-/// write nothing and for read-only ones, full and limited scans, both
-/// directions. (A multi-version snapshot lost the rows whose old entry the
-/// commit had removed.)
-fn secondary_scans_agree_with_primary_reads(engine: impl Into<Setup>) {
-    fn by_group(_key: &[u8], value: &[u8]) -> Vec<u8> {
-        vec![value[0]]
-    }
-    const ROWS: u8 = 16;
-    let setup = engine.into();
-    let blocks = nested_blocks(&setup);
-    let mut options = setup.options(vec![TableSchema::ordered("items").max_value_len(8).secondary("group", by_group)]);
-    if blocks {
-        options.max_attempts = 3;
-    }
-    let db = Database::open(options).unwrap();
-    let items = db.table_id("items").unwrap();
-    let group = db.secondary_id(items, "group").unwrap();
+/// Rows `a0`..`a15` of the secondary-key tests below.
+const ROWS: u8 = 16;
+
+/// The secondary key of an `items` row: its group, the value's first byte.
+fn group_of(_key: &[u8], value: &[u8]) -> Vec<u8> {
+    vec![value[0]]
+}
+
+/// Loads `items` with row `a<i>` in group `i % 4`.
+fn load_groups(db: &Database, items: pmtx_engine::TableId) {
     db.worker(0)
         .unwrap()
         .run(|tx| {
@@ -496,6 +486,25 @@ fn secondary_scans_agree_with_primary_reads(engine: impl Into<Setup>) {
             Ok(())
         })
         .unwrap();
+}
+
+/// A secondary-index scan agrees with the rows the same transaction read
+/// by primary key, although a commit between the reads and the scan moved
+/// rows into and out of the scanned key: for read-write transactions that
+/// write nothing and for read-only ones, full and limited scans, both
+/// directions. (A multi-version snapshot lost the rows whose old entry the
+/// commit had removed.)
+fn secondary_scans_agree_with_primary_reads(engine: impl Into<Setup>) {
+    let setup = engine.into();
+    let blocks = nested_blocks(&setup);
+    let mut options = setup.options(vec![TableSchema::ordered("items").max_value_len(8).secondary("group", group_of)]);
+    if blocks {
+        options.max_attempts = 3;
+    }
+    let db = Database::open(options).unwrap();
+    let items = db.table_id("items").unwrap();
+    let group = db.secondary_id(items, "group").unwrap();
+    load_groups(&db, items);
     let mut reader = db.worker(0).unwrap();
     let mut mover = db.worker(1).unwrap();
     for read_only in [false, true] {
@@ -605,31 +614,19 @@ fn bounded_range_inserts_are_serializable(engine: impl Into<Setup>) {
 /// secondary scan agrees with its primary reads, and no transaction ever
 /// sees the bounded range over its bound.
 fn secondary_and_range_invariants_under_concurrency(engine: impl Into<Setup>) {
-    fn by_group(_key: &[u8], value: &[u8]) -> Vec<u8> {
-        vec![value[0]]
-    }
-    const ROWS: u8 = 16;
     const BOUND: usize = 3;
     const ITERATIONS: u64 = 300;
     let setup = engine.into();
     let seed = 0x005E_C00D ^ ITERATIONS;
     let db = Database::open(setup.options(vec![
-        TableSchema::ordered("items").max_value_len(8).secondary("group", by_group),
+        TableSchema::ordered("items").max_value_len(8).secondary("group", group_of),
         TableSchema::ordered("slots").max_value_len(8),
     ]))
     .unwrap();
     let items = db.table_id("items").unwrap();
     let group = db.secondary_id(items, "group").unwrap();
     let slots = db.table_id("slots").unwrap();
-    db.worker(0)
-        .unwrap()
-        .run(|tx| {
-            for i in 0..ROWS {
-                tx.put(items, &[b'a', i], &[i % 4])?;
-            }
-            Ok(())
-        })
-        .unwrap();
+    load_groups(&db, items);
     let range = || (Bound::Included(&b"r"[..]), Bound::Excluded(&b"s"[..]));
     let failure = std::sync::Mutex::new(None::<String>);
     std::thread::scope(|scope| {
