@@ -291,6 +291,27 @@ fn dbx_disk_log_directory_lives_and_goes_with_the_pool() {
     assert!(dir.path().join("d.pool").exists(), "the pool is kept when its log directory is refused");
 }
 
+/// The report names the revision the binary was built from, found at
+/// build time: with no `git` to run (an empty PATH) and outside any
+/// checkout it still does.
+#[test]
+fn reports_name_the_revision_the_binary_was_built_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_pmtx"))
+        .args(["bench", "--workload", "smallbank", "--accounts", "100", "--engine", "silo"])
+        .args(["--duration", "0.1", "--warmup", "0", "--json", "r.json"])
+        .current_dir(dir.path())
+        .env("TMPDIR", dir.path())
+        .env("PATH", "")
+        .output()
+        .expect("run pmtx");
+    assert_ok(&output);
+    let report = read_json(&dir.path().join("r.json"));
+    let built = env!("PMTX_GIT_REVISION");
+    assert_eq!(report["config"]["git_revision"], built, "{}", report["config"]);
+    assert_eq!(report["runs"][0]["git_revision"], built);
+}
+
 fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).expect("valid JSON")
 }

@@ -577,31 +577,10 @@ fn pool_path(pool: Option<&Path>, engine: &EngineSpec, several_engines: bool, pi
     }
 }
 
-/// `git rev-parse --short HEAD` of the source tree this binary was built
-/// from (or of the current directory), with "-dirty" for uncommitted
-/// changes to tracked files; "unknown" without git.
+/// The git revision the binary was built from (`build.rs`): `-dirty` when
+/// the checkout had uncommitted changes then, `unknown` without git.
 pub(crate) fn git_revision() -> String {
-    let run = |directory: &str, arguments: &[&str]| {
-        std::process::Command::new("git")
-            .arg("-C")
-            .arg(directory)
-            .args(arguments)
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()
-    };
-    for directory in [env!("CARGO_MANIFEST_DIR"), "."] {
-        let Some(output) = run(directory, &["rev-parse", "--short", "HEAD"]) else { continue };
-        let revision = String::from_utf8_lossy(&output.stdout).trim().to_string();
-        if !output.status.success() || revision.is_empty() {
-            continue;
-        }
-        let dirty =
-            run(directory, &["diff", "--quiet", "HEAD", "--"]).is_some_and(|output| output.status.code() == Some(1));
-        return if dirty { format!("{revision}-dirty") } else { revision };
-    }
-    "unknown".to_string()
+    env!("PMTX_GIT_REVISION").to_string()
 }
 
 #[cfg(test)]
