@@ -1466,8 +1466,8 @@ impl<R: RowKind> OccTx<R> {
                 });
             }
             let (true, Some(value)) = (entry.index_secondaries, new) else { return };
-            let added: Vec<_> = self.added_secondaries.iter().filter(|added| added.write == index).collect();
-            if added.is_empty() {
+            let mut added = self.added_secondaries.iter().filter(|added| added.write == index).peekable();
+            if added.peek().is_none() {
                 // Not added before the TID: add them now.
                 for position in 0..table.schema().secondaries.len() as u32 {
                     let composite = table::secondary_index_key(table.schema(), position, key, value);
@@ -1480,7 +1480,7 @@ impl<R: RowKind> OccTx<R> {
                     }
                 }
             } else {
-                for added in added.into_iter().filter(|added| !added.inserted) {
+                for added in added.filter(|added| !added.inserted) {
                     versions.cancel_unindex(address, added.position, &added.composite);
                 }
             }
