@@ -1,5 +1,7 @@
-//! The embedding API: open a [`Database`], take a [`Worker`] per thread, run
-//! transaction bodies with automatic retry.
+//! The embedding API: open a [`Database`] and run transaction bodies with
+//! automatic retry, either from any thread ([`Database::run`], which lends
+//! the calling thread a worker slot) or on an explicit [`Worker`] per thread
+//! (benchmarks, pipelined acknowledgements).
 //!
 //! ```no_run
 //! use pmtx_engine::{Database, DbOptions, EngineKind, TableSchema, TableId};
@@ -18,7 +20,8 @@ use crate::schema::TableId;
 use rand::{Rng, SeedableRng};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 /// An open database.
@@ -26,8 +29,19 @@ pub struct Database {
     engine: Arc<dyn Engine>,
     /// Which worker ids a live [`Worker`] holds.
     workers_in_use: Arc<[AtomicBool]>,
+    /// Workers [`Database::run`] lends to callers, idle between calls.
+    lent: LentWorkers,
     options: DbOptions,
     closed: bool,
+}
+
+/// The idle workers of [`Database::run`] and its siblings, each with the
+/// thread that used it last: a thread gets its own worker back when it is
+/// idle, so its log segment and epoch announcement stay warm in its cache.
+#[derive(Default)]
+struct LentWorkers {
+    idle: Mutex<Vec<(Worker, ThreadId)>>,
+    returned: Condvar,
 }
 
 impl Database {
@@ -49,7 +63,7 @@ impl Database {
 
     fn with_engine(engine: Arc<dyn Engine>, options: DbOptions) -> Self {
         let workers_in_use = (0..options.workers).map(|_| AtomicBool::new(false)).collect();
-        Self { engine, workers_in_use, options, closed: false }
+        Self { engine, workers_in_use, lent: LentWorkers::default(), options, closed: false }
     }
 
     /// The engine kind.
@@ -113,6 +127,102 @@ impl Database {
         })
     }
 
+    /// Runs `body` as a transaction from whatever thread calls it, with the
+    /// semantics of [`Worker::run`] (aborts retried, returns once the commit
+    /// is durable). The call borrows a worker slot for its duration: the
+    /// one this thread used last if it is idle, else any idle one, else a
+    /// new one for a free id; when every one of the `options.workers` slots
+    /// is held (by explicit [`Worker`]s or other threads' calls) it waits
+    /// up to [`DbOptions::worker_wait`], then fails with
+    /// [`DbError::NoFreeWorker`]. Any number of threads may call it.
+    ///
+    /// Do not call it from inside a transaction body, or while this thread
+    /// holds explicit workers for every slot: the call would wait for a
+    /// slot that only this thread can free.
+    pub fn run<R>(&self, mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>) -> DbResult<Finished<R>> {
+        self.with_lent_worker(|worker| worker.run(&mut body))
+    }
+
+    /// Like [`Database::run`] for a body that only reads.
+    pub fn run_read_only<R>(&self, mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>) -> DbResult<Finished<R>> {
+        self.with_lent_worker(|worker| worker.run_read_only(&mut body))
+    }
+
+    /// Like [`Database::run`], but returns once the transaction commits,
+    /// without waiting for durability: the [`Pending`] says when the commit
+    /// is durable ([`Database::is_durable`], [`Database::wait_durable`]).
+    /// A pending commit is lost in a crash until it is durable.
+    pub fn run_pipelined<R>(
+        &self,
+        mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>,
+    ) -> DbResult<(Outcome<R>, Option<Pending>)> {
+        self.with_lent_worker(|worker| {
+            worker.engine.background_error()?;
+            let start = Instant::now();
+            let (outcome, _) = worker.attempt(false, &mut body)?;
+            worker.inner.idle();
+            Ok(match outcome {
+                Outcome::Committed((value, ticket)) => (Outcome::Committed(value), Some(Pending { ticket, start })),
+                Outcome::RolledBack => (Outcome::RolledBack, None),
+            })
+        })
+    }
+
+    /// Whether the commit `pending` is durable now.
+    pub fn is_durable(&self, pending: &Pending) -> bool {
+        self.engine.is_durable(pending.ticket)
+    }
+
+    /// Waits until the commit `pending` is durable and returns its latency
+    /// from the start of its transaction; [`DbError::Closed`] if the
+    /// database is crashed or closed first.
+    pub fn wait_durable(&self, pending: Pending) -> DbResult<Duration> {
+        if !self.engine.is_durable(pending.ticket) {
+            self.with_lent_worker(|worker| worker.inner.wait_durable(pending.ticket))?;
+        }
+        Ok(pending.start.elapsed())
+    }
+
+    /// Lends the calling thread a worker for `work` (see [`Database::run`]).
+    fn with_lent_worker<T>(&self, work: impl FnOnce(&mut Worker) -> DbResult<T>) -> DbResult<T> {
+        let mut worker = self.lend_worker()?;
+        // If `work` panics, the worker (whose attempt was aborted on the way
+        // out) is dropped by the unwinding, freeing its id, and never lent
+        // again.
+        let result = work(&mut worker);
+        let this_thread = std::thread::current().id();
+        self.lent.idle.lock().unwrap_or_else(|e| e.into_inner()).push((worker, this_thread));
+        self.lent.returned.notify_one();
+        result
+    }
+
+    fn lend_worker(&self) -> DbResult<Worker> {
+        let this_thread = std::thread::current().id();
+        let started = Instant::now();
+        let mut idle = self.lent.idle.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let own = idle.iter().position(|(_, last)| *last == this_thread);
+            if let Some(position) = own.or(if idle.is_empty() { None } else { Some(idle.len() - 1) }) {
+                return Ok(idle.swap_remove(position).0);
+            }
+            for id in 0..self.options.workers {
+                match self.worker(id) {
+                    Ok(worker) => return Ok(worker),
+                    Err(DbError::WorkerInUse(_)) => continue,
+                    Err(error) => return Err(error),
+                }
+            }
+            let waited = started.elapsed();
+            if waited >= self.options.worker_wait {
+                return Err(DbError::NoFreeWorker { workers: self.options.workers, waited });
+            }
+            // Lent workers come back with a notification; an explicit
+            // worker's drop frees its id without one, hence the bounded wait.
+            let slice = (self.options.worker_wait - waited).min(Duration::from_millis(5));
+            idle = self.lent.returned.wait_timeout(idle, slice).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
     /// Engine statistics.
     pub fn stats(&self) -> EngineStats {
         self.engine.stats()
@@ -163,6 +273,7 @@ impl Database {
     /// `sim` backend the file then holds what a killed process leaves
     /// (every store issued, flushed or not), so reopen it only after that.
     pub fn crash(&self) -> DbResult<()> {
+        self.lent.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.engine.close_on_drop()
     }
 
@@ -173,12 +284,16 @@ impl Database {
     /// so the next open recovers).
     pub fn close(mut self) -> DbResult<()> {
         self.closed = true;
+        // Idle lent workers go first, as explicit ones must be dropped
+        // before close.
+        self.lent.idle.get_mut().unwrap_or_else(|e| e.into_inner()).clear();
         self.engine.close()
     }
 }
 
 impl Drop for Database {
     fn drop(&mut self) {
+        self.lent.idle.get_mut().unwrap_or_else(|e| e.into_inner()).clear();
         if !self.closed {
             // Dropping without close stops background threads but does not
             // mark a clean shutdown: the next open runs full recovery.
@@ -235,6 +350,13 @@ impl WorkerStats {
     }
 }
 
+/// A commit of [`Database::run_pipelined`] that may not be durable yet.
+#[derive(Debug)]
+pub struct Pending {
+    ticket: CommitTicket,
+    start: Instant,
+}
+
 /// A worker id held by a live [`Worker`]; dropping it frees the id.
 struct WorkerSlot {
     in_use: Arc<[AtomicBool]>,
@@ -271,8 +393,22 @@ impl Worker {
         loop {
             attempts += 1;
             self.inner.begin(read_only, attempts);
-            let mut tx = Transaction { worker: self.inner.as_mut(), read_only };
-            let result = body(&mut tx).and_then(|value| self.inner.commit().map(|ticket| (value, ticket)));
+            let inner = &mut self.inner;
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut tx = Transaction { worker: inner.as_mut(), read_only };
+                body(&mut tx).and_then(|value| inner.commit().map(|ticket| (value, ticket)))
+            }));
+            let result = match result {
+                Ok(result) => result,
+                Err(panic) => {
+                    // A panicking body must not leave its locks held and its
+                    // epoch announced: abort the attempt, then let the panic
+                    // go on to the caller.
+                    self.inner.abort();
+                    self.inner.idle();
+                    std::panic::resume_unwind(panic);
+                }
+            };
             match result {
                 Ok(done) => {
                     self.stats.committed += 1;

@@ -179,6 +179,16 @@ pub enum DbError {
     /// them. Drop the first one before taking the id again.
     #[error("worker {0} is in use: drop that worker before taking worker {0} again")]
     WorkerInUse(usize),
+    /// [`crate::Database::run`] found every worker slot held (by explicit
+    /// [`crate::Worker`]s or by other threads' transactions) for the whole
+    /// of [`crate::DbOptions::worker_wait`].
+    #[error("all {workers} worker slots stayed in use for {waited:?}; open the database with more workers or a longer worker_wait")]
+    NoFreeWorker {
+        /// The configured number of worker slots.
+        workers: usize,
+        /// How long the call waited.
+        waited: std::time::Duration,
+    },
     /// A periodic checkpoint failed on the background thread (returned
     /// once, to the next transaction or to `close`; the database stays
     /// usable and a later checkpoint frees the log as well).

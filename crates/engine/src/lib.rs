@@ -30,7 +30,7 @@ mod stats;
 pub mod storage;
 
 pub use cc::CcProtocol;
-pub use db::{prefix_range, Database, Finished, Outcome, Transaction, Worker, WorkerStats};
+pub use db::{prefix_range, Database, Finished, Outcome, Pending, Transaction, Worker, WorkerStats};
 pub use durability::dbxn_log::VALUE_CHUNK_KIND as DBXN_VALUE_CHUNK_KIND;
 pub use engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
 pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};

@@ -124,6 +124,9 @@ pub struct DbOptions {
     pub checkpoint_interval: Option<Duration>,
     /// Attempts before a transaction gives up with `TooManyAborts`.
     pub max_attempts: u32,
+    /// How long [`crate::Database::run`] waits for a worker slot when every
+    /// slot is held, before it fails with [`crate::DbError::NoFreeWorker`].
+    pub worker_wait: Duration,
     /// Seed for backoff jitter and anything random inside the engine.
     pub seed: u64,
     /// HTM regions of the DBXN engines (`none`: the software path, no
@@ -173,6 +176,7 @@ impl DbOptions {
             epoch_interval: Duration::from_millis(40),
             checkpoint_interval: Some(Duration::from_secs(10)),
             max_attempts: 1000,
+            worker_wait: Duration::from_secs(10),
             seed: 0x5EED,
             htm: pmtx_htm::HtmConfig::software(),
             dbxn: crate::options::DbxnOptions::default(),
@@ -201,6 +205,12 @@ impl DbOptions {
             checkpoint_interval: None,
             ..Self::new(engine, tables, "")
         }
+    }
+
+    /// These options with [`DbOptions::worker_wait`] set to `wait`.
+    pub fn worker_wait(mut self, wait: Duration) -> Self {
+        self.worker_wait = wait;
+        self
     }
 
     /// These options with [`DbOptions::create_if_missing`] set to `create`.
