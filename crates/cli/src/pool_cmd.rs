@@ -1,4 +1,4 @@
-//! `pmtx pool create | info | check`.
+//! `pmtx pool create | info | check | dump`.
 
 use crate::units::{format_bytes, format_unix_time, parse_chunk_size, parse_size};
 use crate::CliError;
@@ -18,10 +18,15 @@ pub struct PoolArgs {
 enum PoolCommand {
     /// Create a new pool file.
     Create(CreateArgs),
-    /// Print a pool's header, geometry, backend, durability, usage and roots.
+    /// Print a pool's header, geometry, backend, durability, usage, roots,
+    /// and its database: engine, protocol, catalog format, tables with their
+    /// row counts and sizes.
     Info(InfoArgs),
     /// Verify a pool's header and allocator metadata (exit 1 if damaged).
     Check(CheckArgs),
+    /// Print the rows of one table (keys and values as UTF-8 text where
+    /// printable, else hex).
+    Dump(DumpArgs),
 }
 
 /// `pmtx pool create`
@@ -48,6 +53,26 @@ struct InfoArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Do not count rows. Counting opens the database, which (like any
+    /// open) first recovers a pool that was not shut down cleanly; without
+    /// counting, info only reads the file.
+    #[arg(long)]
+    no_rows: bool,
+}
+
+/// `pmtx pool dump`
+#[derive(Args, Debug)]
+struct DumpArgs {
+    /// Pool file.
+    path: PathBuf,
+    /// Table name (`pmtx pool info` lists them).
+    table: String,
+    /// Print at most this many rows.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Print keys and values as hex even when they are printable text.
+    #[arg(long)]
+    hex: bool,
 }
 
 /// `pmtx pool check`
@@ -63,6 +88,7 @@ pub fn run(args: PoolArgs) -> Result<(), CliError> {
         PoolCommand::Create(args) => create(args),
         PoolCommand::Info(args) => info(args),
         PoolCommand::Check(args) => check(args),
+        PoolCommand::Dump(args) => dump(args),
     }
 }
 
@@ -146,6 +172,32 @@ struct InfoJson {
     open_count: u64,
     backend: BackendJson,
     roots: Vec<RootJson>,
+    /// The stored catalog; `None` for a pool that stores none.
+    database: Option<DatabaseJson>,
+}
+
+/// What a pool's stored catalog says, with row counts if asked.
+#[derive(Serialize)]
+struct DatabaseJson {
+    engine: String,
+    protocol: String,
+    catalog_format_version: u32,
+    catalog_generation: u64,
+    tables: Vec<TableJson>,
+}
+
+#[derive(Serialize)]
+struct TableJson {
+    name: String,
+    primary_index: String,
+    max_key_bytes: usize,
+    max_value_bytes: usize,
+    secondary_indexes: Vec<String>,
+    /// Present rows; `None` with `--no-rows`.
+    rows: Option<u64>,
+    /// Bytes of their keys and values.
+    key_bytes: Option<u64>,
+    value_bytes: Option<u64>,
 }
 
 /// The backend part of reports (shared with `smoke`).
@@ -189,8 +241,76 @@ fn inspect(path: &Path) -> Result<(PoolInfo, PoolCheckReport, u64), CliError> {
     Ok((info, report, file_bytes))
 }
 
+fn engine_error(error: pmtx_engine::DbError) -> CliError {
+    CliError::runtime(error.to_string())
+}
+
+/// Options that reopen the pool at `path` from its stored catalog for
+/// inspection: stored secondary indexes get a placeholder key function,
+/// since inspection runs no transaction and secondary indexes live in DRAM
+/// only (rebuilt at every open).
+fn inspection_options(path: &Path) -> Result<pmtx_engine::DbOptions, CliError> {
+    let mut options = pmtx_engine::DbOptions::from_pool(path).map_err(engine_error)?;
+    let indexes: Vec<(String, String)> = options
+        .tables
+        .iter()
+        .flat_map(|table| table.secondaries.iter().map(|index| (table.name.clone(), index.name.clone())))
+        .collect();
+    for (table, index) in indexes {
+        options = options.secondary_key(&table, &index, |_, _| Vec::new());
+    }
+    options.checkpoint_interval = None;
+    Ok(options)
+}
+
+fn database_json(path: &Path, count_rows: bool) -> Result<Option<DatabaseJson>, CliError> {
+    let Some(stored) = pmtx_engine::catalog::read_file(path).map_err(engine_error)? else {
+        return Ok(None);
+    };
+    let mut tables: Vec<TableJson> = stored
+        .tables
+        .iter()
+        .map(|table| TableJson {
+            name: table.name.clone(),
+            primary_index: match table.primary {
+                pmtx_engine::PrimaryIndexKind::Ordered => "ordered".into(),
+                pmtx_engine::PrimaryIndexKind::Hash => "hash".into(),
+            },
+            max_key_bytes: table.max_key_len,
+            max_value_bytes: table.max_value_len,
+            secondary_indexes: table.secondaries.iter().map(|index| index.name.clone()).collect(),
+            rows: None,
+            key_bytes: None,
+            value_bytes: None,
+        })
+        .collect();
+    if count_rows {
+        let db = pmtx_engine::Database::open(inspection_options(path)?).map_err(engine_error)?;
+        for (id, table) in tables.iter_mut().enumerate() {
+            let (mut rows, mut key_bytes, mut value_bytes) = (0u64, 0u64, 0u64);
+            db.for_each_row(pmtx_engine::TableId(id as u32), |key, value| {
+                rows += 1;
+                key_bytes += key.len() as u64;
+                value_bytes += value.len() as u64;
+            })
+            .map_err(engine_error)?;
+            (table.rows, table.key_bytes, table.value_bytes) = (Some(rows), Some(key_bytes), Some(value_bytes));
+        }
+        db.close().map_err(engine_error)?;
+    }
+    Ok(Some(DatabaseJson {
+        engine: stored.engine.name().to_string(),
+        protocol: stored.protocol.name().to_string(),
+        catalog_format_version: stored.format_version,
+        catalog_generation: stored.generation,
+        tables,
+    }))
+}
+
 fn info(args: InfoArgs) -> Result<(), CliError> {
     let (info, report, file_bytes) = inspect(&args.path)?;
+    // The file facts are read before counting rows opens the database.
+    let database = database_json(&args.path, !args.no_rows)?;
     let g = &info.geometry;
     if args.json {
         let json = InfoJson {
@@ -214,6 +334,7 @@ fn info(args: InfoArgs) -> Result<(), CliError> {
             open_count: info.open_count,
             backend: BackendJson::new(&info.backend),
             roots: info.roots.iter().map(|(name, value)| RootJson { name: name.clone(), value: *value }).collect(),
+            database,
         };
         println!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(());
@@ -254,6 +375,85 @@ fn info(args: InfoArgs) -> Result<(), CliError> {
             println!("    {name:<48} {value:#018x}");
         }
     }
+    match database {
+        None => {
+            println!("  database          none (no stored catalog: an empty pool, or one written by an older pmtx)")
+        }
+        Some(database) => {
+            println!("  engine            {}", database.engine);
+            println!("  protocol          {} (of the last open that changed the catalog)", database.protocol);
+            println!(
+                "  catalog           format version {}, generation {}",
+                database.catalog_format_version, database.catalog_generation
+            );
+            println!("  tables            {}", database.tables.len());
+            for table in &database.tables {
+                let rows = match (table.rows, table.key_bytes, table.value_bytes) {
+                    (Some(rows), Some(keys), Some(values)) => {
+                        format!("{rows} rows, {} keys + {} values", format_bytes(keys), format_bytes(values))
+                    }
+                    _ => "rows not counted".to_string(),
+                };
+                let indexes = if table.secondary_indexes.is_empty() {
+                    String::new()
+                } else {
+                    format!(", secondary {}", table.secondary_indexes.join(", "))
+                };
+                println!(
+                    "    {:<24} {:<7} keys <= {} B, values <= {} B{indexes}: {rows}",
+                    table.name, table.primary_index, table.max_key_bytes, table.max_value_bytes
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Text for a key or value: UTF-8 when every character is printable, else
+/// hex.
+fn show_bytes(bytes: &[u8], hex: bool) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) if !hex && !text.is_empty() && text.chars().all(|c| !c.is_control()) => format!("{text:?}"),
+        _ => format!("0x{}", bytes.iter().map(|byte| format!("{byte:02x}")).collect::<String>()),
+    }
+}
+
+fn dump(args: DumpArgs) -> Result<(), CliError> {
+    let options = inspection_options(&args.path)?;
+    let Some(position) = options.tables.iter().position(|table| table.name == args.table) else {
+        let names: Vec<_> = options.tables.iter().map(|table| table.name.as_str()).collect();
+        return Err(CliError::usage(format!(
+            "pool {} has no table `{}` (its tables: {})",
+            args.path.display(),
+            args.table,
+            names.join(", ")
+        )));
+    };
+    let db = pmtx_engine::Database::open(options).map_err(engine_error)?;
+    let limit = args.limit.unwrap_or(usize::MAX);
+    let mut printed = 0usize;
+    let mut total = 0usize;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut write_error = None;
+    db.for_each_row(pmtx_engine::TableId(position as u32), |key, value| {
+        total += 1;
+        if printed < limit && write_error.is_none() {
+            use std::io::Write;
+            if let Err(error) = writeln!(out, "{}\t{}", show_bytes(key, args.hex), show_bytes(value, args.hex)) {
+                write_error = Some(error);
+            }
+            printed += 1;
+        }
+    })
+    .map_err(engine_error)?;
+    drop(out);
+    db.close().map_err(engine_error)?;
+    if let Some(error) = write_error {
+        if error.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(error.into());
+        }
+    }
+    eprintln!("{printed} of {total} rows of table {}", args.table);
     Ok(())
 }
 

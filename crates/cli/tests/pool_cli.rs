@@ -237,3 +237,87 @@ fn a_pool_open_elsewhere_is_neither_replaced_nor_inspected() {
     held.close();
     assert_ok(&pmtx(&["pool", "check", p]));
 }
+
+fn by_prefix(_: &[u8], value: &[u8]) -> Vec<u8> {
+    value[..1].to_vec()
+}
+
+/// A group-commit pool written by a program: two tables, three rows.
+fn database_pool(path: &Path) {
+    use pmtx_engine::{Database, DbOptions, EngineKind, PoolLocation, TableSchema};
+    let tables = vec![
+        TableSchema::ordered("notes").max_value_len(32).secondary("by_first_byte", by_prefix),
+        TableSchema::hashed("counters").max_value_len(8),
+    ];
+    let mut options = DbOptions::new(EngineKind::GroupCommit, tables, path).create_if_missing(true);
+    options.pool = PoolLocation::File { path: path.to_path_buf(), size: 16 << 20 };
+    options.chunk_size = 1 << 20;
+    options.prefault_chunks = 0;
+    let db = Database::open(options).unwrap();
+    let notes = db.table_id("notes").unwrap();
+    let counters = db.table_id("counters").unwrap();
+    db.run(|tx| {
+        tx.put(notes, b"n1", b"hello")?;
+        tx.put(notes, b"n2", b"world!")?;
+        tx.put(counters, b"c", &[0, 1, 2, 0xFF])
+    })
+    .unwrap();
+    db.close().unwrap();
+}
+
+#[test]
+fn info_lists_the_stored_tables_with_row_counts_and_dump_prints_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.pool");
+    database_pool(&path);
+    let pool = path.to_str().unwrap();
+    let stdout = assert_ok(&pmtx(&["pool", "info", pool]));
+    assert!(stdout.contains("engine            group-commit"), "{stdout}");
+    assert!(stdout.contains("catalog           format version 1"), "{stdout}");
+    let notes = stdout.lines().find(|line| line.trim_start().starts_with("notes")).expect("a notes line");
+    assert!(
+        notes.contains("ordered") && notes.contains("secondary by_first_byte") && notes.contains("2 rows"),
+        "{notes}"
+    );
+    let counters = stdout.lines().find(|line| line.trim_start().starts_with("counters")).expect("a counters line");
+    assert!(counters.contains("hash") && counters.contains("1 rows"), "{counters}");
+
+    let json: serde_json::Value = serde_json::from_str(&assert_ok(&pmtx(&["pool", "info", pool, "--json"]))).unwrap();
+    let tables = json["database"]["tables"].as_array().unwrap();
+    assert_eq!(tables[0]["rows"], 2);
+    assert_eq!(tables[0]["value_bytes"], 11);
+    assert_eq!(tables[1]["name"], "counters");
+
+    let output = pmtx(&["pool", "dump", pool, "notes"]);
+    let stdout = assert_ok(&output);
+    assert_eq!(stdout, "\"n1\"\t\"hello\"\n\"n2\"\t\"world!\"\n");
+    assert!(text(&output.stderr).contains("2 of 2 rows"), "{}", text(&output.stderr));
+    let stdout = assert_ok(&pmtx(&["pool", "dump", pool, "counters"]));
+    assert_eq!(stdout, "\"c\"\t0x000102ff\n", "binary values print as hex");
+    let stdout = assert_ok(&pmtx(&["pool", "dump", pool, "notes", "--limit", "1", "--hex"]));
+    assert_eq!(stdout, "0x6e31\t0x68656c6c6f\n");
+    let stderr = assert_fails(&pmtx(&["pool", "dump", pool, "nope"]), 2);
+    assert!(stderr.contains("no table `nope`") && stderr.contains("notes, counters"), "{stderr}");
+    // The rows are still there after inspection (it closed cleanly).
+    let stdout = assert_ok(&pmtx(&["pool", "info", pool]));
+    assert!(stdout.contains("clean shutdown    yes"), "{stdout}");
+}
+
+#[test]
+fn info_without_row_counts_only_reads_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.pool");
+    database_pool(&path);
+    // Mark the pool unclean, as a crash would leave it.
+    {
+        let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.seek(SeekFrom::Start(pmtx_pm::layout::CLEAN_SHUTDOWN_OFFSET)).unwrap();
+        file.write_all(&[0u8; 8]).unwrap();
+    }
+    let pool = path.to_str().unwrap();
+    for _ in 0..2 {
+        let stdout = assert_ok(&pmtx(&["pool", "info", pool, "--no-rows"]));
+        assert!(stdout.contains("clean shutdown    no"), "{stdout}");
+        assert!(stdout.contains("rows not counted"), "{stdout}");
+    }
+}

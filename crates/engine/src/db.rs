@@ -54,6 +54,14 @@ impl Database {
         Ok(Self::with_engine(engine, options))
     }
 
+    /// Opens the pool file at `path` with the engine, protocol and tables
+    /// it stores, declaring nothing ([`DbOptions::from_pool`] with the
+    /// other defaults). A pool with secondary indexes needs their key
+    /// functions: use `DbOptions::from_pool(path)?.secondary_key(..)`.
+    pub fn open_existing(path: impl Into<std::path::PathBuf>) -> DbResult<Self> {
+        Self::open(DbOptions::from_pool(path)?)
+    }
+
     /// Opens over an existing pool (tests keep the pool to take crash images).
     pub fn open_on_pool<B: pmtx_pm::PmBackend>(options: DbOptions, pool: Arc<pmtx_pm::Pool<B>>) -> DbResult<Self> {
         options.validate()?;

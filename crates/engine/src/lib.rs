@@ -14,6 +14,7 @@
 //!   engine family's), schemas and errors.
 
 mod background;
+pub mod catalog;
 pub mod cc;
 mod db;
 pub mod durability;

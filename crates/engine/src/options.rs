@@ -94,8 +94,18 @@ pub struct DbOptions {
     /// The concurrency-control protocol the engine runs (Silo's OCC by
     /// default; `cc=` in `--engine`).
     pub cc: crate::cc::CcProtocol,
-    /// The tables (the same list at every open of a pool).
+    /// The tables. The pool stores them at creation (`crate::catalog`);
+    /// a later open declares the same list, checked table by table, or
+    /// takes it from the pool ([`DbOptions::from_pool`]). Tables may be
+    /// appended when [`DbOptions::create_missing_tables`] is set.
     pub tables: Vec<TableSchema>,
+    /// Whether an open may add declared tables that the pool does not
+    /// store yet (appended after the stored ones; off by default, so a typo
+    /// in a table name is an error rather than a new empty table).
+    pub create_missing_tables: bool,
+    /// Key functions registered by [`DbOptions::secondary_key`] for indexes
+    /// the tables do not have (reported by the open).
+    unknown_secondary_keys: Vec<(String, String)>,
     /// Most worker threads that will run at once.
     pub workers: usize,
     /// Pool location (ignored by non-durable engines).
@@ -166,6 +176,8 @@ impl DbOptions {
             engine,
             cc: engine.default_cc(),
             tables,
+            create_missing_tables: false,
+            unknown_secondary_keys: Vec::new(),
             workers: 2,
             pool: PoolLocation::File { path: path.into(), size: 1 << 30 },
             create_if_missing: false,
@@ -205,6 +217,68 @@ impl DbOptions {
             checkpoint_interval: None,
             ..Self::new(engine, tables, "")
         }
+    }
+
+    /// Options to reopen the pool file at `path` from what it stores: its
+    /// engine, protocol and tables (the defaults of [`DbOptions::new`]
+    /// otherwise). A stored secondary index needs its key function
+    /// registered by name ([`DbOptions::secondary_key`]) before the open.
+    /// [`DbError::PoolNotFound`] if there is no file; [`DbError::Corrupt`]
+    /// if the pool stores no catalog (a pool of an engine that keeps no
+    /// pool, or written before catalogs were stored: declare its tables).
+    pub fn from_pool(path: impl Into<PathBuf>) -> DbResult<Self> {
+        let path = path.into();
+        if !path.exists() {
+            return Err(DbError::PoolNotFound { path });
+        }
+        // Read without opening: an unclean pool stays unclean for the open
+        // that follows (which then recovers it).
+        let (info, _, read) = pmtx_pm::Pool::<pmtx_pm::Direct>::inspect_with(&path, &PmOptions::default(), |pool| {
+            let logs_to_files = pool.root(crate::durability::group_commit::LOG_MEDIUM_ROOT)
+                == Some(crate::durability::group_commit::LOG_MEDIUM_FILES);
+            crate::catalog::read(pool).map(|stored| (stored, logs_to_files))
+        })?;
+        let (stored, logs_to_files) = read?;
+        let stored = stored.ok_or_else(|| {
+            DbError::Corrupt(format!(
+                "{} stores no table catalog (written by an older pmtx?): open it with its declared tables",
+                path.display()
+            ))
+        })?;
+        let size = info.geometry.size;
+        let chunk_size = info.geometry.chunk_size;
+        let mut options = Self::new(stored.engine, stored.tables, &path);
+        options.cc = stored.protocol;
+        options.pool = PoolLocation::File { path, size };
+        options.chunk_size = chunk_size;
+        if stored.engine == EngineKind::DbxNaive && logs_to_files {
+            options.dbxn.medium = LogMedium::Disk;
+        }
+        Ok(options)
+    }
+
+    /// Registers the key function of secondary index `index` of `table`
+    /// (for tables taken from the pool, whose stored indexes are known by
+    /// name only). Naming an index the tables do not have makes the open
+    /// fail with [`DbError::UnknownIndex`].
+    pub fn secondary_key(mut self, table: &str, index: &str, key: crate::schema::SecondaryKeyFn) -> Self {
+        let found = self
+            .tables
+            .iter_mut()
+            .filter(|schema| schema.name == table)
+            .flat_map(|schema| schema.secondaries.iter_mut())
+            .find(|secondary| secondary.name == index);
+        match found {
+            Some(secondary) => secondary.register(key),
+            None => self.unknown_secondary_keys.push((table.to_string(), index.to_string())),
+        }
+        self
+    }
+
+    /// These options with [`DbOptions::create_missing_tables`] set to `create`.
+    pub fn create_missing_tables(mut self, create: bool) -> Self {
+        self.create_missing_tables = create;
+        self
     }
 
     /// These options with [`DbOptions::worker_wait`] set to `wait`.
@@ -260,6 +334,21 @@ impl DbOptions {
     }
 
     pub(crate) fn validate(&self) -> DbResult<()> {
+        if let Some((table, index)) = self.unknown_secondary_keys.first() {
+            return Err(DbError::UnknownIndex { table: table.clone(), index: index.clone() });
+        }
+        for (position, table) in self.tables.iter().enumerate() {
+            if self.tables[..position].iter().any(|earlier| earlier.name == table.name) {
+                return Err(DbError::InvalidConfig(format!("table `{}` is declared twice", table.name)));
+            }
+            if let Some(index) = table.secondaries.iter().find(|index| !index.is_registered()) {
+                return Err(DbError::InvalidConfig(format!(
+                    "table `{}`: secondary index `{}` is stored in the pool but has no key function: register it \
+                     with DbOptions::secondary_key(\"{}\", \"{}\", f)",
+                    table.name, index.name, table.name, index.name
+                )));
+            }
+        }
         if self.workers == 0 || self.workers > 1024 {
             return Err(DbError::InvalidConfig(format!("workers must be 1..=1024, got {}", self.workers)));
         }

@@ -1,6 +1,7 @@
 //! Table schemas: name, value-size limit, primary index kind, secondary
-//! ordered indexes. Schemas are given when the database is opened (the same
-//! list every time: their digest is stored in the pool and checked).
+//! ordered indexes. The pool stores them (`crate::catalog`): an open either
+//! declares them, checked against what is stored, or takes them from the
+//! pool ([`crate::DbOptions::from_pool`]).
 
 /// Identifies a table by its position in the schema list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -27,6 +28,33 @@ pub struct SecondaryIndexSchema {
     pub name: String,
     /// Key extractor.
     pub key: SecondaryKeyFn,
+    /// False for an index read from the pool's catalog whose key function
+    /// the program has not registered yet (an open refuses it).
+    registered: bool,
+}
+
+impl SecondaryIndexSchema {
+    /// An index known by name only (from the stored catalog).
+    pub(crate) fn unregistered(name: String) -> Self {
+        Self { name, key: no_key_function, registered: false }
+    }
+
+    /// Gives the index its key function.
+    pub(crate) fn register(&mut self, key: SecondaryKeyFn) {
+        self.key = key;
+        self.registered = true;
+    }
+
+    /// Whether the index has a key function.
+    pub fn is_registered(&self) -> bool {
+        self.registered
+    }
+}
+
+/// The key function of an unregistered index: never called, since an open
+/// with an unregistered index fails (`DbOptions::validate`).
+fn no_key_function(_: &[u8], _: &[u8]) -> Vec<u8> {
+    Vec::new()
 }
 
 /// A table.
@@ -88,7 +116,7 @@ impl TableSchema {
 
     /// Adds a secondary ordered index.
     pub fn secondary(mut self, name: &str, key: SecondaryKeyFn) -> Self {
-        self.secondaries.push(SecondaryIndexSchema { name: name.to_string(), key });
+        self.secondaries.push(SecondaryIndexSchema { name: name.to_string(), key, registered: true });
         self
     }
 

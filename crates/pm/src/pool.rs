@@ -246,6 +246,20 @@ impl<B: PmBackend> Pool<B> {
         Ok((pool.info(), report))
     }
 
+    /// Like [`Pool::inspect`], and lends the validated pool to `read` for
+    /// reads of engine structures (the stored catalog) before dropping it.
+    /// Nothing is written unless `read` writes: it must only read.
+    pub fn inspect_with<T>(
+        path: &Path,
+        options: &PmOptions,
+        read: impl FnOnce(&Self) -> T,
+    ) -> PoolResult<(PoolInfo, PoolCheckReport, T)> {
+        let mapping = Mapping::open_file(path)?;
+        let (pool, report) = Self::validate_mapping(mapping, path, options)?;
+        let value = read(&pool);
+        Ok((pool.info(), report, value))
+    }
+
     fn open_mapping(mapping: Mapping, label: &Path, options: &PmOptions) -> PoolResult<Self> {
         let (pool, _) = Self::validate_mapping(mapping, label, options)?;
         let clean = pool.was_clean_shutdown;

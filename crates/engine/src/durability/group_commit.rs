@@ -33,7 +33,6 @@ use crate::engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
 use crate::options::DbOptions;
-use crate::schema::schema_digest;
 use crate::storage::record::{self, Record};
 use crate::storage::table::Table;
 use crossbeam_utils::CachePadded;
@@ -178,7 +177,7 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
         if !check_log_medium(&pool, S::IN_POOL)? {
             pool.set_root(LOG_MEDIUM_ROOT, if S::IN_POOL { LOG_MEDIUM_POOL } else { LOG_MEDIUM_FILES })?;
         }
-        check_identity(&pool, kind, &options.tables)?;
+        crate::catalog::check_identity(&pool, kind, options)?;
         Ok(Self {
             store: Arc::new(store),
             kind,
@@ -465,36 +464,6 @@ fn next_generation(generation: u64) -> DbResult<u64> {
     generation
         .checked_add(1)
         .ok_or_else(|| DbError::Corrupt(format!("checkpoint generation {generation} has no successor")))
-}
-
-/// Checks (or records, for a fresh pool) which engine and schema own it.
-pub(crate) fn check_identity<B: PmBackend>(
-    pool: &Pool<B>,
-    kind: EngineKind,
-    tables: &[crate::schema::TableSchema],
-) -> DbResult<()> {
-    let digest = schema_digest(tables) as u64;
-    // The engine's explicit persistent code (`EngineKind::code`), never its
-    // position in a list.
-    let code = kind.code();
-    match pool.root(ENGINE_ROOT) {
-        Some(found) if found != code => {
-            let name = match EngineKind::from_code(found) {
-                Some(other) => other.name().to_string(),
-                None => format!("an unknown engine (code {found})"),
-            };
-            return Err(DbError::SchemaMismatch(format!("the pool belongs to {name}, not {}", kind.name())));
-        }
-        Some(_) => {}
-        None => pool.set_root(ENGINE_ROOT, code)?,
-    }
-    match pool.root(SCHEMA_ROOT) {
-        Some(found) if found != digest => Err(DbError::SchemaMismatch(format!(
-            "the pool was created with another table list (digest {found:#x}, given {digest:#x})"
-        ))),
-        Some(_) => Ok(()),
-        None => Ok(pool.set_root(SCHEMA_ROOT, digest)?),
-    }
 }
 
 /// Installs a recovered version if it is newer than what the record holds.

@@ -205,7 +205,7 @@ impl<B: PmBackend> ZenEngine<B> {
         if options.workers > u16::MAX as usize {
             return Err(DbError::InvalidConfig("zen supports at most 65535 workers".into()));
         }
-        crate::durability::group_commit::check_identity(&pool, kind, &options.tables)?;
+        crate::catalog::check_identity(&pool, kind, options)?;
         let chunk_size = pool.geometry().chunk_size;
         let schema_tables = options
             .tables
