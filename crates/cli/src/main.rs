@@ -44,7 +44,7 @@ enum Command {
     Smoke(smoke::SmokeArgs),
     /// Run a workload (tpcc, smallbank, ycsb, queue) on engines and thread counts and report throughput and latency.
     Bench(Box<bench::BenchArgs>),
-    /// Draw the JSON results of `pmtx bench` as an SVG chart.
+    /// Draw the JSON results of `pmtx bench` as an SVG or PNG chart (the output extension picks).
     Plot(plot::PlotArgs),
     /// Crash-consistency test of an engine: simulated PM crash images (default) or process kills (--kill).
     Crashtest(Box<crashtest::CrashtestArgs>),

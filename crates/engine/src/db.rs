@@ -3,7 +3,7 @@
 //! the calling thread a worker slot) or on an explicit [`Worker`] per thread
 //! (benchmarks, pipelined acknowledgements).
 //!
-//! ```no_run
+//! ```
 //! use pmtx_engine::{Database, DbOptions, EngineKind, TableSchema, TableId};
 //! let options = DbOptions::in_memory(EngineKind::Silo, vec![TableSchema::ordered("accounts")]);
 //! let db = Database::open(options).unwrap();

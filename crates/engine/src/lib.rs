@@ -46,3 +46,9 @@ pub use options::{
 pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, TableSchema};
 pub use storage::zen::HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND;
 pub use storage::zen::WINDOW_CHUNK_KIND as WBL_WINDOW_CHUNK_KIND;
+
+/// The README's code blocks, compiled and run as doc tests so that the
+/// library example cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
