@@ -499,6 +499,43 @@ mod tests {
     }
 
     #[test]
+    fn every_crash_image_of_adding_a_table_holds_the_old_or_the_new_catalog() {
+        // Crash states at every fence of the first catalog write and of the
+        // write that adds a table; every image the media model allows must
+        // read back as a whole catalog, old or new, never an error.
+        let pool = pool();
+        let backend = pool.backend();
+        backend.set_capture(pmtx_pm::sim::CapturePolicy {
+            every_nth: 1,
+            random_per_million: 0,
+            at_labels_only: false,
+            max_states: 64,
+        });
+        write(&pool, EngineKind::Zen, CcProtocol::default(), &schema()).unwrap();
+        let first = backend.take_crash_states();
+        let mut more = schema();
+        more.push(TableSchema::ordered("audit"));
+        write(&pool, EngineKind::Zen, CcProtocol::default(), &more).unwrap();
+        let second = backend.take_crash_states();
+        assert!(!first.is_empty() && !second.is_empty(), "the writes fence");
+        let mut images = 0;
+        for (states, allowed) in [(&first, [0usize, 2]), (&second, [2, 3])] {
+            for state in states.iter() {
+                for image in state.images(7, pmtx_pm::sim::ImageBudget::default()) {
+                    images += 1;
+                    let crashed = Pool::<Sim>::open_image(&image.bytes, &PmOptions::default()).unwrap();
+                    let tables = match read(&crashed) {
+                        Ok(stored) => stored.map_or(0, |stored| stored.tables.len()),
+                        Err(error) => panic!("{}: {error}", image.description),
+                    };
+                    assert!(allowed.contains(&tables), "{}: {tables} tables", image.description);
+                }
+            }
+        }
+        assert!(images > 10, "only {images} images");
+    }
+
+    #[test]
     fn a_copy_of_a_newer_format_is_refused_clearly() {
         let pool = pool();
         write(&pool, EngineKind::GroupCommit, CcProtocol::default(), &schema()).unwrap();
