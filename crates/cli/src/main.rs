@@ -66,7 +66,10 @@ fn main() -> ExitCode {
         Command::Crashtest(args) => crashtest::run(*args),
         Command::Soak(args) => soak::run(*args),
         Command::Media(args) => media_cmd::run(args),
-        Command::Reproduce(args) => reproduce::run(args),
+        Command::Reproduce(args) => {
+            reproduce::force_pmem_flushes();
+            reproduce::run(args)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

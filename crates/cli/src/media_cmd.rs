@@ -68,6 +68,9 @@ struct PublishedJson {
     model: f64,
     ratio: f64,
     within_15_percent: bool,
+    /// False: the preset's parameters were fitted to this row; true: the
+    /// row was kept out of the fit (an independent measurement).
+    held_out: bool,
 }
 
 #[derive(Serialize)]
@@ -120,7 +123,7 @@ fn validate(args: &ValidateArgs) -> Result<(), CliError> {
     println!("(figures of the model: its virtual-time driver, {} accesses per thread)", args.accesses);
     println!();
     println!("published measurements of first-generation Optane DC PMem (six DIMMs unless one is named):");
-    println!("{:<84} {:>10} {:>10} {:>7}  source", "measurement", "published", "model", "ratio");
+    println!("{:<84} {:>10} {:>10} {:>7}  {:<8}  source", "measurement", "published", "model", "ratio", "row");
     let mut published = Vec::new();
     for row in PUBLISHED {
         let result = simulate(published_params(defaults, &row), row.stream, args.accesses, 7);
@@ -130,8 +133,9 @@ fn validate(args: &ValidateArgs) -> Result<(), CliError> {
             pmtx_pm::media::Metric::WaitNs => "ns",
         };
         let ratio = value / row.value;
+        let role = if row.held_out { "held out" } else { "fitted" };
         println!(
-            "{:<84} {:>7.0} {unit:<2} {:>7.0} {unit:<2} {:>6.2}x  {}",
+            "{:<84} {:>7.0} {unit:<2} {:>7.0} {unit:<2} {:>6.2}x  {role:<8}  {}",
             row.what, row.value, value, ratio, row.source
         );
         published.push(PublishedJson {
@@ -142,6 +146,7 @@ fn validate(args: &ValidateArgs) -> Result<(), CliError> {
             model: value,
             ratio,
             within_15_percent: (0.85..=1.15).contains(&ratio),
+            held_out: row.held_out,
         });
     }
     let mut curves = Vec::new();

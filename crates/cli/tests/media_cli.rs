@@ -12,7 +12,8 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// `pmtx media validate` prints the published figures beside the model's
-/// and writes them as JSON; the `optane` preset reproduces each within 15 %.
+/// and writes them as JSON, each marked fitted or held out; the `optane`
+/// preset reproduces each row it was fitted to within 15 %.
 #[test]
 fn validate_reproduces_the_published_figures() {
     let dir = tempfile::tempdir().unwrap();
@@ -23,10 +24,16 @@ fn validate_reproduces_the_published_figures() {
     assert!(stdout.contains("write nt seq"), "{stdout}");
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("v.json")).unwrap()).unwrap();
     let published = json["published"].as_array().unwrap();
-    assert!(published.len() >= 8);
-    for row in published {
+    assert!(published.len() >= 10);
+    for row in published.iter().filter(|row| row["held_out"] == false) {
         assert_eq!(row["within_15_percent"], true, "{row}");
     }
+    let held_out: Vec<_> = published.iter().filter(|row| row["held_out"] == true).collect();
+    assert!(held_out.len() >= 2, "held-out rows in {published:?}");
+    for row in held_out {
+        assert!(row["ratio"].as_f64().is_some_and(|ratio| ratio > 0.0), "{row}");
+    }
+    assert!(stdout.contains("held out") && stdout.contains("fitted"), "{stdout}");
     assert!(!json["curves"].as_array().unwrap().is_empty());
     assert!(json["real"].as_array().unwrap().is_empty(), "no --real, no real runs");
 }

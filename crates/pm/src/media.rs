@@ -744,6 +744,10 @@ pub struct Published {
     pub metric: Metric,
     /// The published value (MB/s or ns).
     pub value: f64,
+    /// Whether the `optane` preset's parameters were chosen to match this
+    /// row (fitted), or the row was kept out of the fit (held out): only a
+    /// held-out row tests the model rather than its fit.
+    pub held_out: bool,
 }
 
 /// A figure of [`StreamResult`].
@@ -770,14 +774,20 @@ const fn stream(threads: u32, access_bytes: u64, random: bool, write: bool, non_
 }
 
 /// The published figures the `optane` preset is validated against (six
-/// interleaved DIMMs unless the row says one).
-pub const PUBLISHED: [Published; 8] = [
+/// interleaved DIMMs unless the row says one). The first eight are the
+/// figures the preset was fitted to; the rest are held out: measurements of
+/// the same hardware by other authors and tools that no parameter was
+/// chosen for, so they show how far the model is from an independent
+/// measurement (DBXN's Table 2 measured reads with Intel's Memory Latency
+/// Checker, where FAST'20 used its own tester).
+pub const PUBLISHED: [Published; 10] = [
     Published {
         what: "64 B durable write, sequential (store + clwb + sfence), 1 thread",
         source: "DBXN Table 2",
         stream: stream(1, 64, false, true, false),
         metric: Metric::WaitNs,
         value: 171.0,
+        held_out: false,
     },
     Published {
         what: "64 B durable write, random, 1 thread",
@@ -785,6 +795,7 @@ pub const PUBLISHED: [Published; 8] = [
         stream: stream(1, 64, true, true, false),
         metric: Metric::WaitNs,
         value: 510.0,
+        held_out: false,
     },
     Published {
         what: "64 B read, sequential, 1 thread",
@@ -792,6 +803,7 @@ pub const PUBLISHED: [Published; 8] = [
         stream: stream(1, 64, false, false, false),
         metric: Metric::WaitNs,
         value: 169.0,
+        held_out: false,
     },
     Published {
         what: "64 B read, random, 1 thread",
@@ -799,6 +811,7 @@ pub const PUBLISHED: [Published; 8] = [
         stream: stream(1, 64, true, false, false),
         metric: Metric::WaitNs,
         value: 305.0,
+        held_out: false,
     },
     Published {
         what: "write bandwidth, one DIMM, 256 B non-temporal sequential, 4 threads",
@@ -806,6 +819,7 @@ pub const PUBLISHED: [Published; 8] = [
         stream: stream(4, 256, false, true, true),
         metric: Metric::BandwidthMbS,
         value: 2300.0,
+        held_out: false,
     },
     Published {
         what: "write bandwidth, 6 DIMMs, 4 KB non-temporal sequential, 4 threads (saturated)",
@@ -813,6 +827,7 @@ pub const PUBLISHED: [Published; 8] = [
         stream: stream(4, 4096, false, true, true),
         metric: Metric::BandwidthMbS,
         value: 13_900.0,
+        held_out: false,
     },
     Published {
         what: "read bandwidth, one DIMM, 4 KB sequential, 8 threads",
@@ -820,6 +835,7 @@ pub const PUBLISHED: [Published; 8] = [
         stream: stream(8, 4096, false, false, false),
         metric: Metric::BandwidthMbS,
         value: 6600.0,
+        held_out: false,
     },
     Published {
         what: "read bandwidth, 6 DIMMs, 4 KB sequential, 16 threads",
@@ -827,6 +843,23 @@ pub const PUBLISHED: [Published; 8] = [
         stream: stream(16, 4096, false, false, false),
         metric: Metric::BandwidthMbS,
         value: 39_400.0,
+        held_out: false,
+    },
+    Published {
+        what: "64 B read, sequential, 1 thread (Intel Memory Latency Checker)",
+        source: "DBXN Table 2 (248.06 ns)",
+        stream: stream(1, 64, false, false, false),
+        metric: Metric::WaitNs,
+        value: 248.06,
+        held_out: true,
+    },
+    Published {
+        what: "64 B read, random, 1 thread (Intel Memory Latency Checker)",
+        source: "DBXN Table 2 (276.6 ns)",
+        stream: stream(1, 64, true, false, false),
+        metric: Metric::WaitNs,
+        value: 276.6,
+        held_out: true,
     },
 ];
 
@@ -844,11 +877,12 @@ pub fn published_params(params: MediaParams, row: &Published) -> MediaParams {
 mod validation_tests {
     use super::*;
 
-    /// The `optane` preset reproduces every published figure within 15 %.
+    /// The `optane` preset reproduces every published figure it was fitted
+    /// to within 15 %.
     #[test]
     fn the_optane_preset_reproduces_the_published_figures() {
-        for row in PUBLISHED {
-            let result = simulate(published_params(MediaParams::OPTANE, &row), row.stream, 2000, 7);
+        for row in PUBLISHED.iter().filter(|row| !row.held_out) {
+            let result = simulate(published_params(MediaParams::OPTANE, row), row.stream, 2000, 7);
             let model = row.metric.of(&result);
             let ratio = model / row.value;
             assert!(
@@ -857,6 +891,19 @@ mod validation_tests {
                 row.what,
                 row.value
             );
+        }
+    }
+
+    /// Held-out rows exist and are not copies of fitted rows' values: the
+    /// validation table has at least one row no parameter was chosen for.
+    #[test]
+    fn some_rows_are_held_out_of_the_fit() {
+        let held_out: Vec<&Published> = PUBLISHED.iter().filter(|row| row.held_out).collect();
+        assert!(held_out.len() >= 2);
+        for row in held_out {
+            let fitted = PUBLISHED.iter().filter(|other| !other.held_out);
+            assert!(fitted.clone().all(|other| other.value != row.value), "{}", row.what);
+            assert!(row.source.contains("Table") || row.source.contains("Fig."), "{}", row.source);
         }
     }
 

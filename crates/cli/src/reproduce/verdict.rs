@@ -28,6 +28,12 @@
 //! 4. **direction** otherwise: the paper's engine wins, by a margin outside
 //!    that widened range (for a range containing 1: **not reproduced**).
 //!
+//! A claim about one run's own value (a count per transaction, entries
+//! into a stage: the paper's "at most one sfence per transaction") is not
+//! a ratio; [`verdict_absolute`] judges it: **reproduced** when the value
+//! lies in the paper's range in every round, **not reproduced** when in
+//! none, **inconclusive** when in some.
+//!
 //! A median of exactly 1 always has `min <= 1 <= max`, so "no effect" is
 //! never reproduced, however small the paper's effect. A single round
 //! (allowed in smoke runs only) has no spread: the rule then compares the
@@ -128,6 +134,21 @@ pub fn verdict(ours: &Spread, (low, high): (f64, f64)) -> Verdict {
         Verdict::Direction
     } else {
         Verdict::NotReproduced
+    }
+}
+
+/// The verdict on a run's own value, one per round, against the paper's
+/// range of that value (inclusive): reproduced when every round lies in
+/// it, not reproduced when none does, inconclusive otherwise (and not run
+/// without rounds).
+pub fn verdict_absolute(values: &[f64], (low, high): (f64, f64)) -> Verdict {
+    debug_assert!(low <= high, "paper range {low}-{high}");
+    let inside = values.iter().filter(|value| (low..=high).contains(*value)).count();
+    match inside {
+        _ if values.is_empty() => Verdict::NotRun,
+        0 => Verdict::NotReproduced,
+        n if n == values.len() => Verdict::Reproduced,
+        _ => Verdict::Inconclusive,
     }
 }
 
@@ -247,6 +268,16 @@ mod tests {
         assert_eq!(verdict(&one(1.1), (1.1, 1.1)), Verdict::Reproduced);
         assert_eq!(verdict(&one(1.09), (1.1, 1.1)), Verdict::Direction);
         assert_eq!(verdict(&one(0.99), (1.1, 1.1)), Verdict::NotReproduced);
+    }
+
+    #[test]
+    fn an_absolute_value_is_reproduced_only_inside_the_range_in_every_round() {
+        assert_eq!(verdict_absolute(&[0.0, 0.0, 0.0], (0.0, 0.0)), Verdict::Reproduced);
+        assert_eq!(verdict_absolute(&[0.9, 1.0, 0.5], (0.0, 1.0)), Verdict::Reproduced);
+        assert_eq!(verdict_absolute(&[0.9, 1.2, 0.5], (0.0, 1.0)), Verdict::Inconclusive);
+        assert_eq!(verdict_absolute(&[2.0, 1.2, 3.0], (0.0, 1.0)), Verdict::NotReproduced);
+        assert_eq!(verdict_absolute(&[0.0, 3.0, 1.0], (1.0, f64::MAX)), Verdict::Inconclusive);
+        assert_eq!(verdict_absolute(&[], (1.0, 1.0)), Verdict::NotRun);
     }
 
     #[test]
