@@ -116,14 +116,21 @@ fn bench_two_engines_two_thread_counts_then_plot() {
         assert!(number(latency, "p50") <= number(latency, "p99") && number(latency, "p99") <= number(latency, "max"));
         let per_type = run["per_type"].as_object().expect("per_type");
         assert!(!per_type.is_empty());
-        let mut committed = 0.0;
+        let (mut committed, mut aborted) = (0.0, 0.0);
         for entry in per_type.values() {
             for field in ["mean", "p50", "p90", "p99", "p999", "max", "committed"] {
                 number(entry, field);
             }
             committed += number(entry, "committed");
+            aborted += number(entry, "aborted_attempts");
+            let rate = number(entry, "abort_rate");
+            assert!((0.0..1.0).contains(&rate), "abort_rate {rate} in {entry}");
+            assert_eq!(rate > 0.0, number(entry, "aborted_attempts") > 0.0, "{entry}");
         }
         assert_eq!(committed, number(run, "committed"));
+        // The aborts by type are the run's aborts of completed transactions:
+        // never more than the run counts in all.
+        assert!(aborted <= number(run, "aborted"), "{aborted} aborts by type, {} in all", number(run, "aborted"));
         for field in [
             "flushes_per_txn",
             "fences_per_txn",

@@ -488,6 +488,13 @@ pub struct TypeJson {
     pub throughput_tps: f64,
     /// Rollbacks of this type.
     pub rolled_back: u64,
+    /// Attempts of this type that aborted (conflicts) and were retried.
+    #[serde(default)]
+    pub aborted_attempts: u64,
+    /// `aborted_attempts` over every attempt of the type (aborted, committed
+    /// or rolled back): the share of the type's work a conflict threw away.
+    #[serde(default)]
+    pub abort_rate: f64,
     /// Mean latency (µs).
     pub mean: f64,
     /// Median (µs).
@@ -509,6 +516,8 @@ impl TypeJson {
             committed,
             throughput_tps: committed as f64 / duration_s.max(f64::MIN_POSITIVE),
             rolled_back,
+            aborted_attempts: 0,
+            abort_rate: 0.0,
             mean: latency.mean,
             p50: latency.p50,
             p90: latency.p90,
@@ -516,6 +525,13 @@ impl TypeJson {
             p999: latency.p999,
             max: latency.max,
         }
+    }
+
+    /// Records the type's aborted (and retried) attempts.
+    pub fn set_aborts(&mut self, aborted_attempts: u64) {
+        self.aborted_attempts = aborted_attempts;
+        let attempts = aborted_attempts + self.committed + self.rolled_back;
+        self.abort_rate = if attempts == 0 { 0.0 } else { aborted_attempts as f64 / attempts as f64 };
     }
 }
 
@@ -1018,6 +1034,8 @@ pub fn per_type_table(runs: &[RunJson], pmdk_runs: &[PmdkRunJson], type_order: &
             "committed",
             "tps",
             "rolled back",
+            "aborts",
+            "abort %",
             "mean µs",
             "p50 µs",
             "p90 µs",
@@ -1039,6 +1057,8 @@ pub fn per_type_table(runs: &[RunJson], pmdk_runs: &[PmdkRunJson], type_order: &
                 t.committed.to_string(),
                 format_tps(t.throughput_tps),
                 t.rolled_back.to_string(),
+                t.aborted_attempts.to_string(),
+                format!("{:.2}", t.abort_rate * 100.0),
                 format_us(t.mean),
                 format_us(t.p50),
                 format_us(t.p90),

@@ -272,8 +272,9 @@ fn reopen<B: PmBackend>(options: DbOptions, path: &Path) -> Result<(Database, Bo
 
 /// One worker thread's measured results.
 struct ThreadResult {
-    /// Per type: (acknowledged commits, rollbacks, latency histogram).
-    per_type: Vec<(u64, u64, Histogram<u64>)>,
+    /// Per type: (acknowledged commits, rollbacks, aborted attempts that
+    /// were retried, latency histogram).
+    per_type: Vec<(u64, u64, u64, Histogram<u64>)>,
     total: Histogram<u64>,
     committed: u64,
     rolled_back: u64,
@@ -289,7 +290,7 @@ fn histogram() -> Histogram<u64> {
 impl ThreadResult {
     fn new(types: usize) -> Self {
         Self {
-            per_type: (0..types).map(|_| (0, 0, histogram())).collect(),
+            per_type: (0..types).map(|_| (0, 0, 0, histogram())).collect(),
             total: histogram(),
             committed: 0,
             rolled_back: 0,
@@ -303,16 +304,17 @@ impl ThreadResult {
         let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX).max(1);
         self.committed += 1;
         self.total.saturating_record(ns);
-        if let Some((committed, _, histogram)) = self.per_type.get_mut(tag as usize) {
+        if let Some((committed, _, _, histogram)) = self.per_type.get_mut(tag as usize) {
             *committed += 1;
             histogram.saturating_record(ns);
         }
     }
 
     fn merge(&mut self, other: &ThreadResult) {
-        for ((c, r, h), (oc, or, oh)) in self.per_type.iter_mut().zip(&other.per_type) {
+        for ((c, r, a, h), (oc, or, oa, oh)) in self.per_type.iter_mut().zip(&other.per_type) {
             *c += oc;
             *r += or;
+            *a += oa;
             h.add(oh).expect("same bounds");
         }
         self.total.add(&other.total).expect("same bounds");
@@ -402,12 +404,19 @@ fn worker_loop(
             reported = true;
             control.reported.fetch_add(1, Ordering::AcqRel);
         }
+        let aborts_before = worker.stats().total_aborts();
         match client.run_next(&mut worker) {
             Ok(summary) => {
-                if measuring && !summary.committed {
-                    result.rolled_back += 1;
-                    if let Some((_, rolled_back, _)) = result.per_type.get_mut(summary.type_index) {
-                        *rolled_back += 1;
+                if measuring {
+                    let aborted = worker.stats().total_aborts().saturating_sub(aborts_before);
+                    if let Some((_, rolled_back, aborts, _)) = result.per_type.get_mut(summary.type_index) {
+                        *aborts += aborted;
+                        if !summary.committed {
+                            *rolled_back += 1;
+                        }
+                    }
+                    if !summary.committed {
+                        result.rolled_back += 1;
                     }
                 }
             }
@@ -753,9 +762,11 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     let per_type = types
         .iter()
         .zip(&total.per_type)
-        .map(|(name, (committed, rolled_back, histogram))| {
+        .map(|(name, (committed, rolled_back, aborted, histogram))| {
             let latency = LatencyJson::from_nanoseconds(histogram);
-            (name.to_string(), TypeJson::new(*committed, *rolled_back, latency, duration_s))
+            let mut json = TypeJson::new(*committed, *rolled_back, latency, duration_s);
+            json.set_aborts(*aborted);
+            (name.to_string(), json)
         })
         .collect();
     let (backend, latency_model, durability) = match &backend_info {
