@@ -39,8 +39,8 @@ pub use fault::{BackgroundFault, Fault};
 pub use index::ScanDirection;
 pub use log_files::MemoryLogStorage;
 pub use options::{
-    DbOptions, DbxnOptions, LogDirectory, LogMedium, PoolLocation, ReadOnlySnapshot, WblOptions, ZenOptions,
-    ZenPlusOptions,
+    DbOptions, DbxnOptions, LogDirectory, LogMedium, MmdbOptions, PoolLocation, ReadOnlySnapshot, WblOptions,
+    ZenOptions, ZenPlusOptions,
 };
 pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, TableSchema};
 pub use storage::zen::HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND;

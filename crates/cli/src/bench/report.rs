@@ -123,6 +123,16 @@ pub struct ConfigJson {
     /// recovered (see `RunJson::recovery`).
     #[serde(default)]
     pub recover: bool,
+    /// `--nvm-dram-ratio`: the Zen paper's ratio P of NVM to DRAM, if given.
+    #[serde(default)]
+    pub nvm_dram_ratio: Option<f64>,
+    /// With `--nvm-dram-ratio`: the loaded database size (keys plus values).
+    #[serde(default)]
+    pub loaded_database_bytes: Option<u64>,
+    /// With `--nvm-dram-ratio`: every engine's DRAM budget,
+    /// `loaded_database_bytes / nvm_dram_ratio`.
+    #[serde(default)]
+    pub dram_budget_bytes: Option<u64>,
     /// `git rev-parse --short HEAD` of the source tree ("unknown" if none).
     pub git_revision: String,
     /// pmtx version.
@@ -1250,6 +1260,9 @@ mod tests {
             pool: None,
             seed: 42,
             recover: false,
+            nvm_dram_ratio: None,
+            loaded_database_bytes: None,
+            dram_budget_bytes: None,
             git_revision: "unknown".into(),
             pmtx_version: "0".into(),
             durability: String::new(),
