@@ -33,6 +33,7 @@ pub use cc::CcProtocol;
 pub use db::{prefix_range, Database, Finished, Outcome, Transaction, Worker, WorkerStats};
 pub use durability::dbxn_log::VALUE_CHUNK_KIND as DBXN_VALUE_CHUNK_KIND;
 pub use engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
+pub use engines::nvm_tuples::NVM_TUPLE_CHUNK_KIND as MMDB_VOLATILE_CHUNK_KIND;
 pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};
 #[cfg(feature = "fault-injection")]
 pub use fault::{BackgroundFault, Fault};

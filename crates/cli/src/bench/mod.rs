@@ -193,6 +193,9 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 run.rows_loaded,
                 run.bytes_per_loaded_row.map_or("n/a".to_string(), |bytes| format!("{bytes:.0}"))
             );
+            if engine.kind.is_durable() {
+                println!("  {}", run.nvm_access.line());
+            }
             if let Some(allocated) = run.pool_allocated_measured_bytes {
                 let provisioned = match (&run.pool_provision_error, run.pool_provisioned_bytes) {
                     (Some(error), _) => format!("provisioning failed ({error})"),

@@ -465,8 +465,9 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> EnginePolicy for DbxnLog
             self.free_all_value_chunks();
         }
         let closed = self.inner.close(tables, clean);
-        if let Some(nvm) = &self.nvm {
-            // Volatile: nothing in it is needed after the close.
+        if let (Some(nvm), true) = (&self.nvm, clean) {
+            // Volatile: nothing in it is needed after the close. (After a
+            // crash the next open frees it.)
             nvm.close();
         }
         closed

@@ -134,12 +134,13 @@ impl<B: PmBackend> NvmTuples<B> {
         *self.bump.lock() = Bump::default();
     }
 
-    /// Counters for [`crate::EngineStats::engine_counters`].
+    /// Counters for [`crate::EngineStats::engine_counters`] (names ending
+    /// in `_now` are levels, not counts of events).
     pub(crate) fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![
-            ("nvm_rows", self.rows_in_nvm.load(Ordering::Relaxed)),
-            ("dram_rows", self.rows_in_dram.load(Ordering::Relaxed)),
-            ("dram_row_bytes", self.dram_used.load(Ordering::Relaxed).min(self.dram_budget)),
+            ("nvm_rows_now", self.rows_in_nvm.load(Ordering::Relaxed)),
+            ("dram_rows_now", self.rows_in_dram.load(Ordering::Relaxed)),
+            ("dram_row_bytes_now", self.dram_used.load(Ordering::Relaxed).min(self.dram_budget)),
             ("nvm_region_full", self.region_full.load(Ordering::Relaxed)),
         ]
     }
