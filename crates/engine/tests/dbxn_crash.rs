@@ -62,9 +62,9 @@ fn options(engine: EngineKind, cc: CcProtocol, dbxn: DbxnOptions, seed: u64) -> 
     options.seed = seed;
     options.dbxn = dbxn;
     if engine == EngineKind::Mmdb {
-        // A DRAM budget of 2 KiB: most rows live in the pool used as
-        // volatile memory, which recovery must ignore.
-        options.mmdb.dram_bytes = 2 << 10;
+        // A DRAM budget of 1 KiB (a few rows): the others live in the pool
+        // used as volatile memory, which recovery must ignore.
+        options.mmdb.dram_bytes = 1 << 10;
     }
     if engine.is_hybrid() {
         // 10 % injected aborts: every path of the PHyTM family runs.

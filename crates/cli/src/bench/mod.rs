@@ -128,6 +128,14 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
             names.join(", ")
         );
     }
+    if engines.iter().any(|engine| engine.kind == pmtx_engine::EngineKind::Mmdb) {
+        println!(
+            "note: mmdb (MMDB with NVM capacity) places rows in DRAM in first-touch order up to its budget and the \
+             rest in the pool used as volatile memory; a row there keeps its DRAM copy and each access adds the NVM \
+             access (value read, new version and metadata written; metadata on reads only under protocols that \
+             write it: not silo's); aborted attempts pay no NVM write (ARCHITECTURE.md, mmdb)"
+        );
+    }
     if args.recover {
         println!(
             "note: --recover: each durable run keeps running {:.2} s after its measured phase, is crashed (no clean \

@@ -843,7 +843,7 @@ mod tests {
             ("wbl:window=0us", "more than 0"),
             ("wbl:window=100", "expected a number with us, ms or s"),
             ("zen:window=1ms", "valid keys of zen: cache=<size>"),
-            ("mmdb:nt=off", "valid keys of mmdb: cc=<protocol>"),
+            ("mmdb:nt=off", "valid keys of mmdb: dram=<size>, cc=<protocol>"),
         ] {
             let error = parse_spec(text).unwrap_err();
             assert!(error.contains(needle), "{text}: {error}");
