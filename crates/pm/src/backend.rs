@@ -702,6 +702,11 @@ pub fn thread_numa_node() -> u32 {
     THREAD_NODE.with(std::cell::Cell::get)
 }
 
+/// Lines of volatile writes (`PmBackend::write_volatile`) a thread's
+/// pending list holds at most before the media model charges them without
+/// a fence (64 KiB).
+const VOLATILE_BURST_LINES: usize = 1024;
+
 impl Emulated {
     /// The model in force.
     pub fn model(&self) -> LatencyModel {
@@ -823,8 +828,23 @@ impl PmBackend for Emulated {
         // media model then reads each XPLine it does not hold (the
         // ownership read) and writes the evicted ones; the per-line model
         // charges them as persisted lines.
-        if self.media.is_some() {
+        if let Some(media) = &self.media {
             self.note_lines(offset, source.len() as u64, false);
+            // A thread that never fences (read-only transactions writing
+            // metadata) still pays: once this many lines wait, they are
+            // charged as one write-back burst (one persist latency plus
+            // what the medium does), and the list stays bounded.
+            let now = self.tsc.now_ns();
+            let charge = Self::with_thread(media, |state| {
+                (state.pending.len() >= VOLATILE_BURST_LINES).then(|| {
+                    let charge = media.fence(now, &state.pending, &mut state.stream);
+                    state.pending.clear();
+                    charge
+                })
+            });
+            if let Some(charge) = charge {
+                self.pay(charge);
+            }
         } else if self.model.sequential_line_ns > 0 || self.model.random_line_ns > 0 {
             let base = self.direct.mapping.base() as u64;
             COUNTERS.with(|c| {
