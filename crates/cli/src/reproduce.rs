@@ -727,7 +727,8 @@ fn zen_capacity_figures() -> Vec<Figure> {
                     of: at(0, "zen", None),
                     over: at(0, "wbl", None),
                     paper: (1.02, 4.20),
-                    why: "wbl's concurrency-control metadata stays in DRAM here (ARCHITECTURE.md, wbl)",
+                    why: "wbl's metadata persists here follow its commits' writes; silo writes none on reads \
+                          (ARCHITECTURE.md, wbl)",
                 },
             ],
         },

@@ -91,7 +91,7 @@ struct Bump {
 
 /// Whether `cc` writes per-row metadata when a transaction reads a row
 /// (a read timestamp, or a read lock).
-fn writes_metadata_on_read(cc: CcProtocol) -> bool {
+pub(crate) fn writes_metadata_on_read(cc: CcProtocol) -> bool {
     matches!(
         cc,
         CcProtocol::TicToc
