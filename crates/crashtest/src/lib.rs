@@ -218,6 +218,11 @@ pub fn db_options(
         // the PHyTM family (with htm=none phytm is its STM path alone).
         options.htm = pmtx_htm::HtmConfig::sim(seed, HYBRID_SIM_ABORTS_PER_MILLION);
     }
+    if engine == EngineKind::Mmdb {
+        // A tiny DRAM budget: most rows live in the pool used as volatile
+        // memory, which recovery must ignore.
+        options.mmdb.dram_bytes = MMDB_DRAM_BYTES;
+    }
     if engine == EngineKind::ZenPlus {
         // Tiny Met-Cache regions and low thresholds, so a run crosses the
         // exclusive stage (larger transactions by α, retried ones by γ)
@@ -234,6 +239,10 @@ pub fn db_options(
 /// versions, so TPC-C's NewOrder and the larger Smallbank and YCSB
 /// transactions run in the exclusive stage and write their tuples early.
 pub const ZEN_PLUS_REGION_BYTES: u64 = 1200;
+
+/// DRAM budget of `mmdb` in harness runs: a few rows; the rest live in
+/// the pool's volatile region.
+pub const MMDB_DRAM_BYTES: u64 = 1024;
 
 /// Injected aborts per million simulated hardware attempts of the PHyTM
 /// family's engines in harness runs (10 %).

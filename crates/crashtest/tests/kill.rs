@@ -73,6 +73,17 @@ fn kill_every_durable_engine() {
     }
 }
 
+/// The Zen paper's baselines alone (`mmdb` with most rows in the pool's
+/// volatile region, `mmdb-ideal`, `wbl`), killed on every workload.
+#[test]
+fn kill_zen_baselines() {
+    for engine in [EngineKind::Mmdb, EngineKind::MmdbIdeal, EngineKind::Wbl] {
+        check(&config(engine, WorkloadKind::Smallbank, 3));
+        check(&config(engine, WorkloadKind::Ycsb, 2));
+        check(&config(engine, WorkloadKind::Tpcc, 2));
+    }
+}
+
 /// `dbx-naive` with its synchronous log on files (the ablation's disk row);
 /// `dbx-disk` runs above with every durable engine. A killed process's
 /// page cache survives, so this checks the logic around the log files

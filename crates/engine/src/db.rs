@@ -349,6 +349,12 @@ pub struct WorkerStats {
     pub rolled_back: u64,
     /// Aborted attempts by reason (index: `AbortReason::index`).
     pub aborts: [u64; AbortReason::ALL.len()],
+    /// Tuples the committed transactions read (each `get`, and each row a
+    /// scan visited), for per-tuple costs.
+    pub tuples_read: u64,
+    /// Tuples the committed transactions wrote (each put, insert, update,
+    /// delete and `update_with`).
+    pub tuples_written: u64,
 }
 
 impl WorkerStats {
@@ -403,10 +409,12 @@ impl Worker {
             self.inner.begin(read_only, attempts);
             let inner = &mut self.inner;
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let mut tx = Transaction { worker: inner.as_mut(), read_only };
-                body(&mut tx).and_then(|value| inner.commit().map(|ticket| (value, ticket)))
+                let mut tx = Transaction { worker: inner.as_mut(), read_only, reads: 0, writes: 0 };
+                let result = body(&mut tx);
+                let (reads, writes) = (tx.reads, tx.writes);
+                (result.and_then(|value| inner.commit().map(|ticket| (value, ticket))), reads, writes)
             }));
-            let result = match result {
+            let (result, reads, writes) = match result {
                 Ok(result) => result,
                 Err(panic) => {
                     // A panicking body must not leave its locks held and its
@@ -420,6 +428,8 @@ impl Worker {
             match result {
                 Ok(done) => {
                     self.stats.committed += 1;
+                    self.stats.tuples_read += reads;
+                    self.stats.tuples_written += writes;
                     return Ok((Outcome::Committed(done), attempts));
                 }
                 Err(TxError::Rollback) => {
@@ -587,17 +597,22 @@ impl Worker {
 pub struct Transaction<'w> {
     worker: &'w mut dyn EngineWorker,
     read_only: bool,
+    /// Tuples read and written by this attempt ([`WorkerStats`]).
+    reads: u64,
+    writes: u64,
 }
 
 impl Transaction<'_> {
     /// Reads `key`.
     pub fn get(&mut self, table: TableId, key: &[u8]) -> TxResult<Option<Vec<u8>>> {
         let mut out = Vec::new();
+        self.reads += 1;
         Ok(self.worker.get(table, key, &mut out)?.then_some(out))
     }
 
     /// Reads `key` into `out`; false if absent.
     pub fn get_into(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
+        self.reads += 1;
         self.worker.get(table, key, out)
     }
 
@@ -607,6 +622,7 @@ impl Transaction<'_> {
     pub fn get_with<R>(&mut self, table: TableId, key: &[u8], read: impl FnOnce(&[u8]) -> R) -> TxResult<Option<R>> {
         let mut read = Some(read);
         let mut result = None;
+        self.reads += 1;
         self.worker.get_with(table, key, &mut |value| {
             if let Some(read) = read.take() {
                 result = Some(read(value));
@@ -640,6 +656,7 @@ impl Transaction<'_> {
         }
         let mut modify = Some(modify);
         let mut result = None;
+        self.writes += 1;
         self.worker.update_with(table, key, &mut |row| {
             if let Some(modify) = modify.take() {
                 result = Some(modify(row));
@@ -652,6 +669,7 @@ impl Transaction<'_> {
         if self.read_only {
             return Err(TxError::Db(DbError::InvalidConfig("write in a read-only transaction".into())));
         }
+        self.writes += 1;
         self.worker.write(table, key, op)
     }
 
@@ -685,7 +703,13 @@ impl Transaction<'_> {
         mut visit: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> TxResult<()> {
         let request = ScanRequest { table, secondary: None, range, direction, limit };
-        self.worker.scan(request, &mut visit)
+        let mut visited = 0;
+        let result = self.worker.scan(request, &mut |key, value| {
+            visited += 1;
+            visit(key, value)
+        });
+        self.reads += visited;
+        result
     }
 
     /// Collects rows of the primary index in `range`.
@@ -720,6 +744,7 @@ impl Transaction<'_> {
             rows.push((k.to_vec(), v.to_vec()));
             true
         })?;
+        self.reads += rows.len() as u64;
         Ok(rows)
     }
 

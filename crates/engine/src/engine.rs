@@ -72,12 +72,19 @@ pub enum EngineKind {
     /// ([`crate::DbOptions::log_directory`]; checkpoints stay in the pool).
     DbxDisk,
     /// The Zen paper's "MMDB with NVM capacity" baseline (its WAL in PM):
-    /// tables and indexes in DRAM, one redo record per transaction written
-    /// with ordinary stores, `clwb` and one `sfence` before the commit is
-    /// acknowledged, checkpoints, recovery by checkpoint + log replay. The
-    /// same engine as `dbx-naive` with the DBXN log-write options off
-    /// (ARCHITECTURE.md §7).
+    /// tables and indexes in DRAM up to a DRAM budget
+    /// ([`crate::MmdbOptions::dram_bytes`]), the tuples beyond it in a
+    /// region of the pool used as *volatile* memory (their reads, their
+    /// new versions and the concurrency-control metadata written on them
+    /// go to PM); one redo record per transaction written with ordinary
+    /// stores, `clwb` and one `sfence` before the commit is acknowledged,
+    /// checkpoints, recovery by checkpoint + log replay (the volatile
+    /// region is ignored). The same engine as `dbx-naive` with the DBXN
+    /// log-write options off (ARCHITECTURE.md §7).
     Mmdb,
+    /// The Zen paper's "ideal MMDB" (Fig. 19): `mmdb` with the whole
+    /// database in DRAM, whatever the budget.
+    MmdbIdeal,
     /// Write-behind logging (Arulraj et al., as the Zen paper runs it):
     /// every version in a PM tuple heap (Zen's), persisted at commit, no
     /// redo log of values; a record (c_p, c_d) per group-commit window;
@@ -89,7 +96,7 @@ pub enum EngineKind {
 
 impl EngineKind {
     /// Every engine, for `--help` and tests.
-    pub const ALL: [EngineKind; 18] = [
+    pub const ALL: [EngineKind; 19] = [
         EngineKind::Silo,
         EngineKind::GroupCommit,
         EngineKind::Dbxn,
@@ -108,6 +115,7 @@ impl EngineKind {
         EngineKind::Mmdb,
         EngineKind::Wbl,
         EngineKind::ZenPlus,
+        EngineKind::MmdbIdeal,
     ];
 
     /// The engine's persistent identity: the code a pool it creates keeps
@@ -136,6 +144,7 @@ impl EngineKind {
             EngineKind::Mmdb => 16,
             EngineKind::Wbl => 17,
             EngineKind::ZenPlus => 18,
+            EngineKind::MmdbIdeal => 19,
         }
     }
 
@@ -169,6 +178,7 @@ impl EngineKind {
             EngineKind::TwoPl => "2pl",
             EngineKind::DbxDisk => "dbx-disk",
             EngineKind::Mmdb => "mmdb",
+            EngineKind::MmdbIdeal => "mmdb-ideal",
             EngineKind::Wbl => "wbl",
         }
     }
@@ -198,6 +208,11 @@ impl EngineKind {
     /// The SP^3 family (`sp3`, `nvm-tx`, `nvm-ideal`).
     pub fn is_sp3_family(self) -> bool {
         matches!(self, EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal)
+    }
+
+    /// The Zen paper's MMDB (`mmdb`, `mmdb-ideal`).
+    pub fn is_mmdb(self) -> bool {
+        matches!(self, EngineKind::Mmdb | EngineKind::MmdbIdeal)
     }
 
     /// The PHyTM family (`phytm`, `phytm-paper`, `phtm`, `2pl`): hybrid
@@ -439,6 +454,7 @@ mod tests {
             ("mmdb", 16),
             ("wbl", 17),
             ("zen+", 18),
+            ("mmdb-ideal", 19),
         ];
         assert_eq!(pinned.len(), EngineKind::ALL.len(), "every engine has a pinned code");
         for (name, code) in pinned {
@@ -447,7 +463,7 @@ mod tests {
             assert_eq!(EngineKind::from_code(code), Some(kind), "{name}");
         }
         assert_eq!(EngineKind::from_code(0), None);
-        assert_eq!(EngineKind::from_code(19), None);
+        assert_eq!(EngineKind::from_code(20), None);
     }
 
     /// The code does not follow the list: a reordered list keeps it.

@@ -34,14 +34,15 @@ pub use cc::CcProtocol;
 pub use db::{prefix_range, Database, Finished, Outcome, Pending, Transaction, Worker, WorkerStats};
 pub use durability::dbxn_log::VALUE_CHUNK_KIND as DBXN_VALUE_CHUNK_KIND;
 pub use engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
+pub use engines::nvm_tuples::NVM_TUPLE_CHUNK_KIND as MMDB_VOLATILE_CHUNK_KIND;
 pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};
 #[cfg(feature = "fault-injection")]
 pub use fault::{BackgroundFault, Fault};
 pub use index::ScanDirection;
 pub use log_files::MemoryLogStorage;
 pub use options::{
-    DbOptions, DbxnOptions, LogDirectory, LogMedium, PoolLocation, ReadOnlySnapshot, WblOptions, ZenOptions,
-    ZenPlusOptions,
+    DbOptions, DbxnOptions, LogDirectory, LogMedium, MmdbOptions, PoolLocation, ReadOnlySnapshot, WblOptions,
+    ZenOptions, ZenPlusOptions,
 };
 pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, TableSchema};
 pub use storage::zen::HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND;

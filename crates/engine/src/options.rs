@@ -151,6 +151,8 @@ pub struct DbOptions {
     pub zen: crate::options::ZenOptions,
     /// Options of `wbl` (its group-commit window).
     pub wbl: crate::options::WblOptions,
+    /// Options of `mmdb` (the DRAM budget of its tables).
+    pub mmdb: crate::options::MmdbOptions,
     /// Options of `zen+` only: the thresholds of its adaptive execution
     /// and its NUMA-aware soft partitions.
     pub zen_plus: crate::options::ZenPlusOptions,
@@ -194,6 +196,7 @@ impl DbOptions {
             dbxn: crate::options::DbxnOptions::default(),
             zen: crate::options::ZenOptions::default(),
             wbl: crate::options::WblOptions::default(),
+            mmdb: crate::options::MmdbOptions::default(),
             zen_plus: crate::options::ZenPlusOptions::default(),
             log_directory: LogDirectory::BesidePool,
             #[cfg(feature = "fault-injection")]
@@ -495,6 +498,25 @@ pub struct WblOptions {
 impl Default for WblOptions {
     fn default() -> Self {
         Self { window: Duration::from_micros(100) }
+    }
+}
+
+/// Options of `mmdb` (`DbOptions::mmdb`): the Zen paper's "MMDB with NVM
+/// capacity" keeps its tables in DRAM up to a budget and the tuples beyond
+/// it in PM used as volatile memory (zen-plus.txt §2.3, §5.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmdbOptions {
+    /// DRAM budget of the tables' rows in bytes (row header, key and value
+    /// capacity). Rows are placed in the order they are first written or
+    /// read: in DRAM while the budget lasts, in the pool's volatile region
+    /// after. 256 MiB by default, as Zen's Met-Cache. `mmdb-ideal` ignores
+    /// it (everything in DRAM).
+    pub dram_bytes: u64,
+}
+
+impl Default for MmdbOptions {
+    fn default() -> Self {
+        Self { dram_bytes: ZenOptions::default().cache_bytes }
     }
 }
 

@@ -61,6 +61,11 @@ fn options(engine: EngineKind, cc: CcProtocol, dbxn: DbxnOptions, seed: u64) -> 
     options.pm = PmOptions { sim_seed: seed, ..PmOptions::default() };
     options.seed = seed;
     options.dbxn = dbxn;
+    if engine == EngineKind::Mmdb {
+        // A DRAM budget of 1 KiB (a few rows): the others live in the pool
+        // used as volatile memory, which recovery must ignore.
+        options.mmdb.dram_bytes = 1 << 10;
+    }
     if engine.is_hybrid() {
         // 10 % injected aborts: every path of the PHyTM family runs.
         options.htm = pmtx_htm::HtmConfig::sim(seed, 100_000);
@@ -135,6 +140,10 @@ fn run_workload(engine: EngineKind, cc: CcProtocol, dbxn: DbxnOptions, seed: u64
         acked
     });
     assert!(checkpoints >= 1);
+    if engine == EngineKind::Mmdb {
+        let nvm_rows = db.stats().engine_counters.iter().find(|(name, _)| *name == "nvm_rows_now").map_or(0, |c| c.1);
+        assert!(nvm_rows > ACCOUNTS / 2, "{nvm_rows} rows in volatile PM");
+    }
     db.close().unwrap();
     assert_eq!(pool.backend().dropped_captures(), 0, "capture cap reached");
     let states = pool.backend().take_crash_states();

@@ -17,6 +17,8 @@
 //! ```text
 //! cargo test -p pmtx-engine --test golden_pools -- --ignored write_golden_pools
 //! ```
+//!
+//! (with `PMTX_GOLDEN_ENGINE=NAME` for a new engine's pools alone).
 
 use pmtx_engine::{Database, DbError, DbOptions, EngineKind, LogMedium, PoolLocation, TableSchema};
 use std::path::{Path, PathBuf};
@@ -251,7 +253,10 @@ fn the_sparse_form_round_trips() {
 #[ignore]
 fn write_golden_pools() {
     std::fs::create_dir_all(golden_dir()).unwrap();
-    for engine in durable_engines() {
+    // PMTX_GOLDEN_ENGINE=NAME writes one engine's pools only (a new engine),
+    // leaving the others as an earlier build wrote them.
+    let only = std::env::var("PMTX_GOLDEN_ENGINE").ok();
+    for engine in durable_engines().filter(|engine| only.as_deref().is_none_or(|name| name == engine.name())) {
         for shutdown in [Shutdown::Clean, Shutdown::Crashed] {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("golden.pool");

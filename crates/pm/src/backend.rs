@@ -11,7 +11,7 @@
 //! byte-range `read`/`write` must not race with writes to overlapping bytes
 //! (engines write new data into fresh space and publish it with a word store).
 
-use crate::counters::{bump, note_persisted_line, COUNTERS};
+use crate::counters::{bump, count_read, count_write, note_persisted_line, COUNTERS};
 use crate::cpu::{self, FlushInstruction, TscCalibration, CACHE_LINE};
 use crate::error::{PoolError, PoolResult};
 use crate::mapping::{Mapping, MappingKind};
@@ -352,6 +352,41 @@ pub trait PmBackend: Send + Sync + Sized + 'static {
         0
     }
 
+    /// Stores `source` at the 8-aligned `offset` (its length a multiple of
+    /// 8) into pool memory the caller uses as *volatile* memory: never made
+    /// durable, meaningless after a crash (the Zen paper's "MMDB with NVM
+    /// capacity" keeps tuples there). Word by word with atomic stores, so a
+    /// concurrent [`PmBackend::read_volatile`] of the same bytes is defined
+    /// (it may see a mix, which its caller discards). The `emulated`
+    /// backend charges what the cache's later write-back of the lines costs
+    /// (their ownership reads and media writes) at the thread's next fence;
+    /// this default, used by the crash simulator, also flushes the lines
+    /// so that its lists of pending stores stay short (no recovery reads
+    /// them).
+    fn write_volatile(&self, offset: u64, source: &[u8]) {
+        debug_assert!(offset.is_multiple_of(8) && source.len().is_multiple_of(8));
+        for (index, word) in source.chunks_exact(8).enumerate() {
+            let value = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+            self.store_u64(offset + 8 * index as u64, value);
+        }
+        self.flush(offset, source.len() as u64);
+    }
+
+    /// Loads the `len` bytes (a multiple of 8) at the 8-aligned `offset` of
+    /// volatile pool memory (see [`PmBackend::write_volatile`]) word by
+    /// word, charging the read like [`PmBackend::read`], and returns their
+    /// XOR (the caller needs the cost of the access, not the bytes).
+    fn read_volatile(&self, offset: u64, len: u64) -> u64 {
+        debug_assert!(offset.is_multiple_of(8) && len.is_multiple_of(8));
+        let mut folded = 0;
+        let mut word = 0;
+        while word < len {
+            folded ^= self.load_u64(offset + word);
+            word += 8;
+        }
+        folded
+    }
+
     /// Writes `len` zero bytes at `offset`.
     fn write_zeros(&self, offset: u64, len: u64) {
         const ZEROS: [u8; 4096] = [0; 4096];
@@ -479,6 +514,7 @@ impl PmBackend for Direct {
         // SAFETY: range checked; the backend contract forbids racing writes
         // to these bytes.
         unsafe { std::ptr::copy_nonoverlapping(self.address(offset), destination.as_mut_ptr(), destination.len()) }
+        COUNTERS.with(|c| count_read(c, offset, destination.len() as u64));
     }
 
     #[inline(always)]
@@ -486,7 +522,9 @@ impl PmBackend for Direct {
         check_word(self.mapping.len(), offset);
         // SAFETY: in range and 8-aligned (the mapping is page-aligned), so a
         // valid AtomicU64 location for the mapping's lifetime.
-        unsafe { (*(self.address(offset) as *const AtomicU64)).load(Ordering::Acquire) }
+        let value = unsafe { (*(self.address(offset) as *const AtomicU64)).load(Ordering::Acquire) };
+        COUNTERS.with(|c| count_read(c, offset, 8));
+        value
     }
 
     #[inline(always)]
@@ -494,7 +532,41 @@ impl PmBackend for Direct {
         check_range(self.mapping.len(), offset, source.len() as u64);
         // SAFETY: range checked; no overlapping concurrent access by contract.
         unsafe { std::ptr::copy_nonoverlapping(source.as_ptr(), self.address(offset), source.len()) }
-        COUNTERS.with(|c| bump(&c.bytes_written, source.len() as u64));
+        COUNTERS.with(|c| {
+            bump(&c.bytes_written, source.len() as u64);
+            count_write(c, offset, source.len() as u64);
+        });
+    }
+
+    #[inline]
+    fn write_volatile(&self, offset: u64, source: &[u8]) {
+        check_range(self.mapping.len(), offset, source.len() as u64);
+        assert!(offset.is_multiple_of(8) && source.len().is_multiple_of(8), "unaligned volatile write at {offset}");
+        for (index, word) in source.chunks_exact(8).enumerate() {
+            let value = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+            // SAFETY: in range and 8-aligned (the mapping is page-aligned),
+            // so a valid AtomicU64 location for the mapping's lifetime.
+            unsafe { (*(self.address(offset + 8 * index as u64) as *const AtomicU64)).store(value, Ordering::Relaxed) }
+        }
+        COUNTERS.with(|c| {
+            bump(&c.bytes_written, source.len() as u64);
+            count_write(c, offset, source.len() as u64);
+        });
+    }
+
+    #[inline]
+    fn read_volatile(&self, offset: u64, len: u64) -> u64 {
+        check_range(self.mapping.len(), offset, len);
+        assert!(offset.is_multiple_of(8) && len.is_multiple_of(8), "unaligned volatile read at {offset}");
+        let mut folded = 0;
+        let mut word = 0;
+        while word < len {
+            // SAFETY: in range and 8-aligned; see write_volatile.
+            folded ^= unsafe { (*(self.address(offset + word) as *const AtomicU64)).load(Ordering::Relaxed) };
+            word += 8;
+        }
+        COUNTERS.with(|c| count_read(c, offset, len));
+        folded
     }
 
     #[inline(always)]
@@ -502,7 +574,10 @@ impl PmBackend for Direct {
         check_word(self.mapping.len(), offset);
         // SAFETY: in range and aligned; see load_u64.
         unsafe { (*(self.address(offset) as *const AtomicU64)).store(value, Ordering::Release) }
-        COUNTERS.with(|c| bump(&c.bytes_written, 8));
+        COUNTERS.with(|c| {
+            bump(&c.bytes_written, 8);
+            count_write(c, offset, 8);
+        });
     }
 
     #[inline(always)]
@@ -518,7 +593,10 @@ impl PmBackend for Direct {
             )
         };
         if result.is_ok() {
-            COUNTERS.with(|c| bump(&c.bytes_written, 8));
+            COUNTERS.with(|c| {
+                bump(&c.bytes_written, 8);
+                count_write(c, offset, 8);
+            });
         }
         result
     }
@@ -532,6 +610,7 @@ impl PmBackend for Direct {
         COUNTERS.with(|c| {
             bump(&c.bytes_written, source.len() as u64);
             bump(&c.non_temporal_bytes, source.len() as u64);
+            count_write(c, offset, source.len() as u64);
             let first = (base + offset) & !(CACHE_LINE - 1);
             let mut line = first;
             while line < base + offset + source.len() as u64 {
@@ -623,6 +702,11 @@ pub fn thread_numa_node() -> u32 {
     THREAD_NODE.with(std::cell::Cell::get)
 }
 
+/// Lines of volatile writes (`PmBackend::write_volatile`) a thread's
+/// pending list holds at most before the media model charges them without
+/// a fence (64 KiB).
+const VOLATILE_BURST_LINES: usize = 1024;
+
 impl Emulated {
     /// The model in force.
     pub fn model(&self) -> LatencyModel {
@@ -659,6 +743,23 @@ impl Emulated {
                 line += CACHE_LINE;
             }
         });
+    }
+
+    /// Charges a read of `len` bytes at `offset`.
+    #[inline(always)]
+    fn charge_read(&self, offset: u64, len: u64) {
+        if let Some(media) = &self.media {
+            let now = self.tsc.now_ns();
+            let charge = Self::with_thread(media, |state| media.read(now, offset, len, &mut state.stream));
+            self.pay(charge);
+            return;
+        }
+        if self.model.read_line_ns > 0 && len > 0 {
+            let first = offset / CACHE_LINE;
+            let last = (offset + len - 1) / CACHE_LINE;
+            let waited = self.tsc.spin((last - first + 1) * self.model.read_line_ns);
+            COUNTERS.with(|c| bump(&c.stall_ns, waited));
+        }
     }
 
     /// Spins for what `charge` says and counts it.
@@ -709,18 +810,50 @@ impl PmBackend for Emulated {
     #[inline(always)]
     fn read(&self, offset: u64, destination: &mut [u8]) {
         self.direct.read(offset, destination);
+        self.charge_read(offset, destination.len() as u64);
+    }
+
+    #[inline]
+    fn read_volatile(&self, offset: u64, len: u64) -> u64 {
+        let folded = self.direct.read_volatile(offset, len);
+        self.charge_read(offset, len);
+        folded
+    }
+
+    #[inline]
+    fn write_volatile(&self, offset: u64, source: &[u8]) {
+        self.direct.write_volatile(offset, source);
+        // The lines are never flushed; the cache writes them back some time
+        // later. Charged as pending lines at this thread's next fence: the
+        // media model then reads each XPLine it does not hold (the
+        // ownership read) and writes the evicted ones; the per-line model
+        // charges them as persisted lines.
         if let Some(media) = &self.media {
+            self.note_lines(offset, source.len() as u64, false);
+            // A thread that never fences (read-only transactions writing
+            // metadata) still pays: once this many lines wait, they are
+            // charged as one write-back burst (one persist latency plus
+            // what the medium does), and the list stays bounded.
             let now = self.tsc.now_ns();
-            let charge =
-                Self::with_thread(media, |state| media.read(now, offset, destination.len() as u64, &mut state.stream));
-            self.pay(charge);
-            return;
-        }
-        if self.model.read_line_ns > 0 && !destination.is_empty() {
-            let first = offset / CACHE_LINE;
-            let last = (offset + destination.len() as u64 - 1) / CACHE_LINE;
-            let waited = self.tsc.spin((last - first + 1) * self.model.read_line_ns);
-            COUNTERS.with(|c| bump(&c.stall_ns, waited));
+            let charge = Self::with_thread(media, |state| {
+                (state.pending.len() >= VOLATILE_BURST_LINES).then(|| {
+                    let charge = media.fence(now, &state.pending, &mut state.stream);
+                    state.pending.clear();
+                    charge
+                })
+            });
+            if let Some(charge) = charge {
+                self.pay(charge);
+            }
+        } else if self.model.sequential_line_ns > 0 || self.model.random_line_ns > 0 {
+            let base = self.direct.mapping.base() as u64;
+            COUNTERS.with(|c| {
+                let mut line = (base + offset) & !(CACHE_LINE - 1);
+                while line < base + offset + source.len() as u64 {
+                    note_persisted_line(c, line);
+                    line += CACHE_LINE;
+                }
+            });
         }
     }
 

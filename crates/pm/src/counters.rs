@@ -32,6 +32,19 @@ pub struct PmCounters {
     /// XPLines the media model read from the medium (reads, reads for
     /// ownership, read-modify-writes).
     pub media_xplines_read: u64,
+    /// Reads of pool memory: one per `read`, `load_u64` or `read_volatile`
+    /// call (an access to one object, however many lines it spans).
+    pub reads: u64,
+    /// 64-byte lines those reads touched.
+    pub lines_read: u64,
+    /// Bytes those reads copied.
+    pub bytes_read: u64,
+    /// Writes to pool memory: one per `write`, `store_u64`, successful
+    /// `compare_exchange_u64`, `write_non_temporal` or `write_volatile`
+    /// call.
+    pub writes: u64,
+    /// 64-byte lines those writes touched.
+    pub lines_written: u64,
 }
 
 impl PmCounters {
@@ -46,6 +59,11 @@ impl PmCounters {
         self.msyncs += other.msyncs;
         self.media_xplines_written += other.media_xplines_written;
         self.media_xplines_read += other.media_xplines_read;
+        self.reads += other.reads;
+        self.lines_read += other.lines_read;
+        self.bytes_read += other.bytes_read;
+        self.writes += other.writes;
+        self.lines_written += other.lines_written;
     }
 
     /// Field-wise difference `self - earlier` (saturating).
@@ -60,6 +78,11 @@ impl PmCounters {
             msyncs: self.msyncs.saturating_sub(earlier.msyncs),
             media_xplines_written: self.media_xplines_written.saturating_sub(earlier.media_xplines_written),
             media_xplines_read: self.media_xplines_read.saturating_sub(earlier.media_xplines_read),
+            reads: self.reads.saturating_sub(earlier.reads),
+            lines_read: self.lines_read.saturating_sub(earlier.lines_read),
+            bytes_read: self.bytes_read.saturating_sub(earlier.bytes_read),
+            writes: self.writes.saturating_sub(earlier.writes),
+            lines_written: self.lines_written.saturating_sub(earlier.lines_written),
         }
     }
 }
@@ -77,6 +100,11 @@ pub(crate) struct ThreadCounters {
     pub msyncs: Cell<u64>,
     pub media_xplines_written: Cell<u64>,
     pub media_xplines_read: Cell<u64>,
+    pub reads: Cell<u64>,
+    pub lines_read: Cell<u64>,
+    pub bytes_read: Cell<u64>,
+    pub writes: Cell<u64>,
+    pub lines_written: Cell<u64>,
     /// Absolute address / 256 of the last persisted line, `u64::MAX` if none.
     pub last_block: Cell<u64>,
     /// Lines since the last fence that continued a sequential stream.
@@ -97,6 +125,11 @@ thread_local! {
             msyncs: Cell::new(0),
             media_xplines_written: Cell::new(0),
             media_xplines_read: Cell::new(0),
+            reads: Cell::new(0),
+            lines_read: Cell::new(0),
+            bytes_read: Cell::new(0),
+            writes: Cell::new(0),
+            lines_written: Cell::new(0),
             last_block: Cell::new(u64::MAX),
             pending_sequential_lines: Cell::new(0),
             pending_random_lines: Cell::new(0),
@@ -107,6 +140,32 @@ thread_local! {
 #[inline(always)]
 pub(crate) fn bump(cell: &Cell<u64>, amount: u64) {
     cell.set(cell.get().wrapping_add(amount));
+}
+
+/// 64-byte lines `[offset, offset + len)` overlaps (0 for an empty range).
+#[inline(always)]
+pub(crate) fn lines_spanned(offset: u64, len: u64) -> u64 {
+    if len == 0 {
+        0
+    } else {
+        (offset + len - 1) / 64 - offset / 64 + 1
+    }
+}
+
+/// Counts one read of `len` bytes at `offset`.
+#[inline(always)]
+pub(crate) fn count_read(counters: &ThreadCounters, offset: u64, len: u64) {
+    bump(&counters.reads, 1);
+    bump(&counters.lines_read, lines_spanned(offset, len));
+    bump(&counters.bytes_read, len);
+}
+
+/// Counts one write of `len` bytes at `offset` (not its bytes: the callers
+/// count those as they always did).
+#[inline(always)]
+pub(crate) fn count_write(counters: &ThreadCounters, offset: u64, len: u64) {
+    bump(&counters.writes, 1);
+    bump(&counters.lines_written, lines_spanned(offset, len));
 }
 
 /// Records that the line at absolute address `line_address` is on its way to
@@ -138,6 +197,11 @@ pub fn thread_counters() -> PmCounters {
         msyncs: c.msyncs.get(),
         media_xplines_written: c.media_xplines_written.get(),
         media_xplines_read: c.media_xplines_read.get(),
+        reads: c.reads.get(),
+        lines_read: c.lines_read.get(),
+        bytes_read: c.bytes_read.get(),
+        writes: c.writes.get(),
+        lines_written: c.lines_written.get(),
     })
 }
 
@@ -154,6 +218,11 @@ pub fn reset_thread_counters() {
             &c.msyncs,
             &c.media_xplines_written,
             &c.media_xplines_read,
+            &c.reads,
+            &c.lines_read,
+            &c.bytes_read,
+            &c.writes,
+            &c.lines_written,
             &c.pending_sequential_lines,
             &c.pending_random_lines,
         ] {

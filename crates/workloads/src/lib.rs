@@ -92,6 +92,13 @@ pub trait Workload: Send + Sync {
     fn expected_rows(&self) -> Option<u64> {
         None
     }
+    /// Bytes of tuple data the load writes (keys plus values over every
+    /// loaded row): the database size of the Zen paper's ratio P of NVM to
+    /// DRAM (`pmtx bench --nvm-dram-ratio`), or `None` when the workload
+    /// does not state it.
+    fn loaded_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A per-thread source of transactions.

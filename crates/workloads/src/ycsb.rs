@@ -308,6 +308,11 @@ impl Workload for Ycsb {
         vec![table.max_key_len(8).max_value_len(self.shared.row_len())]
     }
 
+    fn loaded_bytes(&self) -> Option<u64> {
+        // 8-byte keys and rows of fields x field_size bytes.
+        Some(self.shared.records.saturating_mul(8 + self.shared.row_len() as u64))
+    }
+
     fn transaction_types(&self) -> &'static [&'static str] {
         if self.shared.long_threads > 0 {
             &MIXED_TRANSACTION_TYPES

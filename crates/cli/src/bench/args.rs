@@ -91,6 +91,17 @@ pub struct BenchArgs {
     /// (Debian package libpmemobj-dev).
     #[arg(long, help_heading = "Engine and pool")]
     pub pmdk: bool,
+    /// The Zen paper's ratio P of NVM to DRAM capacity (zen-plus.txt §5.1:
+    /// 4, 8 or 16): every engine's DRAM budget becomes the loaded database
+    /// size (keys plus values of the rows the workload loads) divided by P,
+    /// the same for all engines of the run: the Met-Cache of zen, zen+,
+    /// zen-naive-alloc and wbl (cache=), the DRAM tables of mmdb (dram=),
+    /// whose other rows then live in the pool used as volatile memory.
+    /// Engines without a DRAM budget ignore it. A number of at least 1;
+    /// not with cache= or dram= in --engine; workloads that state their
+    /// database size only (ycsb).
+    #[arg(long, value_name = "P", value_parser = parse_nvm_dram_ratio, help_heading = "Engine and pool")]
+    pub nvm_dram_ratio: Option<f64>,
     #[command(flatten)]
     pub pm: BenchPmArgs,
     #[command(flatten)]
@@ -559,6 +570,18 @@ fn parse_checkpoint(text: &str) -> Result<f64, String> {
     }
 }
 
+/// `--nvm-dram-ratio`: a finite number of at least 1.
+pub(crate) fn parse_nvm_dram_ratio(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(ratio) if ratio.is_finite() && ratio >= 1.0 => Ok(ratio),
+        Ok(_) => Err(format!(
+            "invalid NVM/DRAM ratio {text:?}: P must be a number of at least 1 (the paper's P is 4, 8 or 16; 1 \
+             gives every engine DRAM for the whole database)"
+        )),
+        Err(_) => Err(format!("invalid NVM/DRAM ratio {text:?}: expected a number of at least 1, e.g. 4")),
+    }
+}
+
 fn parse_probability(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
@@ -649,6 +672,39 @@ fn parse_ycsb(text: &str) -> Result<YcsbVariant, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nvm_dram_ratio_takes_numbers_of_at_least_one() {
+        assert_eq!(parse_nvm_dram_ratio("4"), Ok(4.0));
+        assert_eq!(parse_nvm_dram_ratio(" 1 "), Ok(1.0));
+        assert_eq!(parse_nvm_dram_ratio("2.5"), Ok(2.5));
+        for (text, says) in [
+            ("0.5", "at least 1"),
+            ("0", "at least 1"),
+            ("-4", "at least 1"),
+            ("inf", "at least 1"),
+            ("NaN", "at least 1"),
+            ("four", "expected a number"),
+            ("", "expected a number"),
+        ] {
+            let error = parse_nvm_dram_ratio(text).unwrap_err();
+            assert!(error.contains(says), "{text:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn nvm_dram_ratio_is_a_bench_option() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let parsed = Cli::try_parse_from(["pmtx", "--workload", "ycsb", "--nvm-dram-ratio", "8"]).unwrap();
+        assert_eq!(parsed.bench.nvm_dram_ratio, Some(8.0));
+        let error = Cli::try_parse_from(["pmtx", "--workload", "ycsb", "--nvm-dram-ratio", "0.9"]).err().unwrap();
+        assert!(error.to_string().contains("at least 1"), "{error}");
+    }
 
     #[test]
     fn engines_come_from_the_engine_crate() {

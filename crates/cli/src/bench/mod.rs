@@ -65,7 +65,20 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         None
     };
 
-    let engines = args.engines();
+    let mut engines = args.engines();
+    let dram_budget = match args.nvm_dram_ratio {
+        Some(ratio) => {
+            let loaded = workload.loaded_bytes().ok_or_else(|| {
+                CliError::usage(format!(
+                    "--nvm-dram-ratio: workload {} does not state its database size (ycsb does)",
+                    workload.name()
+                ))
+            })?;
+            let budget = spec::apply_nvm_dram_ratio(&mut engines, ratio, loaded).map_err(CliError::usage)?;
+            Some((ratio, loaded, budget))
+        }
+        None => None,
+    };
     let pmdk_runs_total = if pmdk_plan.is_some() { args.threads.len() } else { 0 };
     let runs_total = engines.len() * args.threads.len() + pmdk_runs_total;
     println!(
@@ -80,6 +93,14 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         args.warmup.as_secs_f64(),
         args.seed
     );
+    if let Some((ratio, loaded, budget)) = dram_budget {
+        println!(
+            "NVM/DRAM ratio P = {ratio}: DRAM budget {} = loaded database {} / P, for every engine (Met-Cache of \
+             zen and wbl, DRAM tables of mmdb; the other mmdb rows live in the pool used as volatile memory)",
+            format_bytes(budget),
+            format_bytes(loaded)
+        );
+    }
     if args.workload_options.non_standard_tpcc() && workload.name() == "tpcc" {
         println!("note: non-standard TPC-C scale (--tpcc-items/--tpcc-customers): results are not comparable");
     }
@@ -105,6 +126,14 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
             "note: {} has no concurrency control (an upper bound, not serializable): its consistency checks may \
              fail, which does not fail the command",
             names.join(", ")
+        );
+    }
+    if engines.iter().any(|engine| engine.kind == pmtx_engine::EngineKind::Mmdb) {
+        println!(
+            "note: mmdb (MMDB with NVM capacity) places rows in DRAM in first-touch order up to its budget and the \
+             rest in the pool used as volatile memory; a row there keeps its DRAM copy and each access adds the NVM \
+             access (value read, new version and metadata written; metadata on reads only under protocols that \
+             write it: not silo's); aborted attempts pay no NVM write (ARCHITECTURE.md, mmdb)"
         );
     }
     if args.recover {
@@ -172,6 +201,9 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 run.rows_loaded,
                 run.bytes_per_loaded_row.map_or("n/a".to_string(), |bytes| format!("{bytes:.0}"))
             );
+            if engine.kind.is_durable() {
+                println!("  {}", run.nvm_access.line());
+            }
             if let Some(allocated) = run.pool_allocated_measured_bytes {
                 let provisioned = match (&run.pool_provision_error, run.pool_provisioned_bytes) {
                     (Some(error), _) => format!("provisioning failed ({error})"),
@@ -267,6 +299,9 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         pool: args.pool_options.pool.as_ref().map(|path| path.display().to_string()),
         seed: args.seed,
         recover: args.recover,
+        nvm_dram_ratio: dram_budget.map(|(ratio, _, _)| ratio),
+        loaded_database_bytes: dram_budget.map(|(_, loaded, _)| loaded),
+        dram_budget_bytes: dram_budget.map(|(_, _, budget)| budget),
         git_revision,
         pmtx_version: env!("CARGO_PKG_VERSION").to_string(),
         durability,

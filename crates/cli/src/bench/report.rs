@@ -123,6 +123,16 @@ pub struct ConfigJson {
     /// recovered (see `RunJson::recovery`).
     #[serde(default)]
     pub recover: bool,
+    /// `--nvm-dram-ratio`: the Zen paper's ratio P of NVM to DRAM, if given.
+    #[serde(default)]
+    pub nvm_dram_ratio: Option<f64>,
+    /// With `--nvm-dram-ratio`: the loaded database size (keys plus values).
+    #[serde(default)]
+    pub loaded_database_bytes: Option<u64>,
+    /// With `--nvm-dram-ratio`: every engine's DRAM budget,
+    /// `loaded_database_bytes / nvm_dram_ratio`.
+    #[serde(default)]
+    pub dram_budget_bytes: Option<u64>,
     /// `git rev-parse --short HEAD` of the source tree ("unknown" if none).
     pub git_revision: String,
     /// pmtx version.
@@ -332,6 +342,10 @@ pub struct RunJson {
     pub per_type: BTreeMap<String, TypeJson>,
     /// PM work per committed transaction.
     pub pm: PmJson,
+    /// The workers' reads and writes of pool memory per committed
+    /// transaction and per tuple it accessed.
+    #[serde(default)]
+    pub nvm_access: NvmAccessJson,
     /// HTM region statistics (zeros for engines without HTM).
     pub htm: HtmJson,
     /// Aborted attempts by reason (every reason listed).
@@ -578,6 +592,81 @@ impl PmJson {
             media_xplines_read_per_txn: per(counters.media_xplines_read),
             scope: scope.to_string(),
         }
+    }
+}
+
+/// The worker threads' accesses to pool memory (NVM) in the measured
+/// phase, per committed transaction and per tuple those transactions read
+/// or wrote: the Zen paper's arithmetic of NVM writes per tuple (§5.2.1).
+/// A read or a write is one access to one object, whatever its length
+/// (a tuple, a log record, a metadata word: one backend call), and its
+/// lines are counted beside it. Work of aborted attempts counts (it costs
+/// the same); their tuples do not. Background threads (group-commit
+/// flushes, checkpoints, `wbl`'s window records) are not included: see
+/// `pm` for them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NvmAccessJson {
+    /// Tuples read per committed transaction (gets and scanned rows).
+    pub tuples_read_per_txn: f64,
+    /// Tuples written per committed transaction.
+    pub tuples_written_per_txn: f64,
+    /// Reads of pool memory per committed transaction.
+    pub reads_per_txn: f64,
+    /// 64-byte lines those reads touched.
+    pub lines_read_per_txn: f64,
+    /// Writes to pool memory per committed transaction.
+    pub writes_per_txn: f64,
+    /// 64-byte lines those writes touched.
+    pub lines_written_per_txn: f64,
+    /// The workers' `clwb`s (lines flushed) per committed transaction.
+    pub flushes_per_txn: f64,
+    /// The workers' `sfence`s per committed transaction.
+    pub fences_per_txn: f64,
+    /// `reads_per_txn` over the tuples accessed (read plus written) per
+    /// transaction; for a read-only mix, NVM reads per tuple read.
+    pub reads_per_tuple: f64,
+    /// `writes_per_txn` over the tuples accessed per transaction; for a
+    /// read-only mix, NVM writes per tuple read.
+    pub writes_per_tuple: f64,
+}
+
+impl NvmAccessJson {
+    /// The values of the workers' `counters` over `committed` commits that
+    /// read and wrote `tuples`.
+    pub fn new(counters: &pmtx_pm::PmCounters, committed: u64, tuples: (u64, u64)) -> Self {
+        let per = |value: u64| if committed == 0 { 0.0 } else { value as f64 / committed as f64 };
+        let accessed = tuples.0 + tuples.1;
+        let per_tuple = |value: u64| if accessed == 0 { 0.0 } else { value as f64 / accessed as f64 };
+        Self {
+            tuples_read_per_txn: per(tuples.0),
+            tuples_written_per_txn: per(tuples.1),
+            reads_per_txn: per(counters.reads),
+            lines_read_per_txn: per(counters.lines_read),
+            writes_per_txn: per(counters.writes),
+            lines_written_per_txn: per(counters.lines_written),
+            flushes_per_txn: per(counters.lines_flushed),
+            fences_per_txn: per(counters.fences),
+            reads_per_tuple: per_tuple(counters.reads),
+            writes_per_tuple: per_tuple(counters.writes),
+        }
+    }
+
+    /// One line for the text report.
+    pub fn line(&self) -> String {
+        format!(
+            "NVM access per txn (workers): {:.1} tuples read, {:.1} written; {:.2} reads ({:.1} lines), {:.2} writes \
+             ({:.1} lines), {:.2} clwb, {:.2} sfence; per tuple accessed: {:.3} reads, {:.3} writes",
+            self.tuples_read_per_txn,
+            self.tuples_written_per_txn,
+            self.reads_per_txn,
+            self.lines_read_per_txn,
+            self.writes_per_txn,
+            self.lines_written_per_txn,
+            self.flushes_per_txn,
+            self.fences_per_txn,
+            self.reads_per_tuple,
+            self.writes_per_tuple
+        )
     }
 }
 
@@ -1270,6 +1359,9 @@ mod tests {
             pool: None,
             seed: 42,
             recover: false,
+            nvm_dram_ratio: None,
+            loaded_database_bytes: None,
+            dram_budget_bytes: None,
             git_revision: "unknown".into(),
             pmtx_version: "0".into(),
             durability: String::new(),

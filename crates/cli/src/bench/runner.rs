@@ -26,7 +26,9 @@
 //! the reopen is timed, and the consistency check runs on the recovered
 //! database instead of before the crash.
 
-use super::report::{EngineStatsJson, HtmJson, LatencyJson, LogFileJson, PmJson, RecoveryJson, RunJson, TypeJson};
+use super::report::{
+    EngineStatsJson, HtmJson, LatencyJson, LogFileJson, NvmAccessJson, PmJson, RecoveryJson, RunJson, TypeJson,
+};
 use super::spec::EngineSpec;
 use crate::progress::Progress;
 use crate::CliError;
@@ -281,6 +283,8 @@ struct ThreadResult {
     gave_up: u64,
     aborts: [u64; AbortReason::ALL.len()],
     pm: PmCounters,
+    /// Tuples the measured committed transactions read and wrote.
+    tuples: (u64, u64),
 }
 
 fn histogram() -> Histogram<u64> {
@@ -297,6 +301,7 @@ impl ThreadResult {
             gave_up: 0,
             aborts: [0; AbortReason::ALL.len()],
             pm: PmCounters::default(),
+            tuples: (0, 0),
         }
     }
 
@@ -325,6 +330,8 @@ impl ThreadResult {
             *sum += value;
         }
         self.pm.add(&other.pm);
+        self.tuples.0 += other.tuples.0;
+        self.tuples.1 += other.tuples.1;
     }
 }
 
@@ -357,6 +364,7 @@ fn finish_measurement(worker: &mut Worker, result: &mut ThreadResult, skip: &mut
     if measuring {
         result.pm = thread_counters();
         result.aborts = worker.stats().aborts;
+        result.tuples = (worker.stats().tuples_read, worker.stats().tuples_written);
     }
 }
 
@@ -711,10 +719,14 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     let mut total = ThreadResult::new(workload.transaction_types().len());
     // The engine's epoch and checkpoint threads persist on the workers'
     // behalf (group commit flushes the logs there): count their work too.
+    let mut workers_pm = PmCounters::default();
     total.pm.add(&background);
     for result in results {
         match result {
-            Ok(Ok(result)) => total.merge(&result),
+            Ok(Ok(result)) => {
+                workers_pm.add(&result.pm);
+                total.merge(&result)
+            }
             Ok(Err(error)) => {
                 let hint = match error {
                     DbError::OutOfSpace(_) => {
@@ -804,6 +816,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         latency_us: LatencyJson::from_nanoseconds(&total.total),
         per_type,
         pm: PmJson::new(&total.pm, total.committed, "worker threads plus the engine's background threads"),
+        nvm_access: NvmAccessJson::new(&workers_pm, total.committed, total.tuples),
         htm: HtmJson::new(engine.htm_backend(), htm.stats.as_ref(), total.committed).with_paths(htm.paths),
         aborts_by_reason: AbortReason::ALL
             .iter()
@@ -979,7 +992,8 @@ struct HtmDelta {
     paths: std::collections::BTreeMap<String, u64>,
 }
 
-/// The engine-specific counters of the measured phase.
+/// The engine-specific counters of the measured phase (levels, named
+/// `*_now`, at its end).
 fn engine_counter_delta(
     before: &pmtx_engine::EngineStats,
     after: &pmtx_engine::EngineStats,
@@ -988,6 +1002,10 @@ fn engine_counter_delta(
         .engine_counters
         .iter()
         .map(|(name, count)| {
+            // A level (`mmdb`'s rows in NVM now) is reported as it is.
+            if name.ends_with("_now") {
+                return (name.to_string(), *count);
+            }
             let earlier = before.engine_counters.iter().find(|(other, _)| other == name).map_or(0, |(_, c)| *c);
             (name.to_string(), count.saturating_sub(earlier))
         })

@@ -76,6 +76,14 @@ const WBL_KEYS: &[OptionKey] = &[
     },
 ];
 
+/// Options of `mmdb`: the DRAM budget of its tables.
+const MMDB_KEYS: &[OptionKey] = &[OptionKey {
+    name: "dram",
+    values: "<size>",
+    description: "DRAM budget of the tables, e.g. 64MiB; rows beyond it live in the pool used as volatile \
+                  memory [256MiB]",
+}];
+
 /// Options of `zen+`: Zen's, the thresholds of its adaptive execution and
 /// its NUMA-aware soft partitions (zen-plus.txt §4).
 const ZEN_PLUS_KEYS: &[OptionKey] = &[
@@ -136,6 +144,7 @@ fn family_keys_of(kind: EngineKind) -> &'static [OptionKey] {
         EngineKind::Zen | EngineKind::ZenNaiveAlloc => ZEN_KEYS,
         EngineKind::Wbl => WBL_KEYS,
         EngineKind::ZenPlus => ZEN_PLUS_KEYS,
+        EngineKind::Mmdb => MMDB_KEYS,
         kind if kind.is_hybrid() => HYBRID_KEYS,
         _ => &[],
     }
@@ -284,6 +293,8 @@ pub struct EngineSpec {
     pub htm: HtmChoice,
     /// Zen Met-Cache budget, if given.
     pub zen_cache_bytes: Option<u64>,
+    /// `mmdb`'s DRAM budget of its tables, if given.
+    pub mmdb_dram_bytes: Option<u64>,
     /// wbl group-commit window, if given.
     pub wbl_window: Option<std::time::Duration>,
     /// `zen+`'s thresholds and soft partitions (defaults unless given).
@@ -301,6 +312,7 @@ impl EngineSpec {
             dbxn: DbxnOptions::default(),
             htm: HtmChoice { backend: HtmBackendKind::None, abort_per_million: 0 },
             zen_cache_bytes: None,
+            mmdb_dram_bytes: None,
             wbl_window: None,
             zen_plus: ZenPlusOptions::default(),
             cc: kind.default_cc(),
@@ -358,6 +370,10 @@ impl EngineSpec {
                 insert_htm(&mut options);
             }
             kind if kind.is_hybrid() => insert_htm(&mut options),
+            EngineKind::Mmdb => {
+                let bytes = self.mmdb_dram_bytes.unwrap_or(pmtx_engine::MmdbOptions::default().dram_bytes);
+                options.insert("dram".into(), bytes.to_string());
+            }
             kind if kind.uses_tuple_heap() => {
                 let bytes = self.zen_cache_bytes.unwrap_or(pmtx_engine::ZenOptions::default().cache_bytes);
                 options.insert("cache".into(), bytes.to_string());
@@ -393,6 +409,9 @@ impl EngineSpec {
         if let Some(bytes) = self.zen_cache_bytes {
             options.zen.cache_bytes = bytes;
         }
+        if let Some(bytes) = self.mmdb_dram_bytes {
+            options.mmdb.dram_bytes = bytes;
+        }
         if let Some(window) = self.wbl_window {
             options.wbl.window = window;
         }
@@ -411,6 +430,30 @@ impl std::fmt::Display for EngineSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.label())
     }
+}
+
+/// `--nvm-dram-ratio P`: sets every engine's DRAM budget to
+/// `loaded_bytes / P` (the Met-Cache of the tuple-heap engines, the DRAM
+/// tables of `mmdb`) and returns it. Refuses an engine that was given its
+/// own budget (`cache=`, `dram=`): the run compares engines at one P.
+pub fn apply_nvm_dram_ratio(engines: &mut [EngineSpec], ratio: f64, loaded_bytes: u64) -> Result<u64, String> {
+    if !(ratio.is_finite() && ratio >= 1.0) {
+        return Err(format!("--nvm-dram-ratio {ratio}: P must be a number of at least 1"));
+    }
+    if let Some(engine) =
+        engines.iter().find(|engine| engine.given.iter().any(|(key, _)| key == "cache" || key == "dram"))
+    {
+        return Err(format!(
+            "--nvm-dram-ratio sets every engine's DRAM budget; {} gives its own (cache= or dram=): drop one of them",
+            engine.label()
+        ));
+    }
+    let budget = (loaded_bytes as f64 / ratio).floor() as u64;
+    for engine in engines.iter_mut() {
+        engine.zen_cache_bytes = Some(budget);
+        engine.mmdb_dram_bytes = Some(budget);
+    }
+    Ok(budget)
 }
 
 /// The engines of one `--engine` list entry (a preset gives several).
@@ -556,6 +599,10 @@ pub fn parse_spec(text: &str) -> Result<EngineSpec, String> {
                     Some(parse_size(value).map_err(|error| format!("engine option cache: {error}"))?);
                 value.to_string()
             }
+            "dram" => {
+                spec.mmdb_dram_bytes = Some(parse_size(value).map_err(|error| format!("engine option dram: {error}"))?);
+                value.to_string()
+            }
             "window" => {
                 spec.wbl_window =
                     Some(parse_duration(value).map_err(|error| format!("engine option window: {error}"))?);
@@ -673,6 +720,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn nvm_dram_ratio_sets_one_budget_for_every_engine() {
+        let mut engines: Vec<EngineSpec> = ["zen", "mmdb", "wbl", "silo"].map(|name| parse_spec(name).unwrap()).into();
+        let budget = apply_nvm_dram_ratio(&mut engines, 4.0, 1_000_000).unwrap();
+        assert_eq!(budget, 250_000);
+        for engine in &engines {
+            let mut options = DbOptions::in_memory(engine.kind, Vec::new());
+            engine.apply(&mut options, 0);
+            assert_eq!((options.zen.cache_bytes, options.mmdb.dram_bytes), (250_000, 250_000), "{engine}");
+        }
+        assert_eq!(engines[0].effective_options()["cache"], "250000");
+        assert_eq!(engines[1].effective_options()["dram"], "250000");
+        // Labels (which the reproduce claims name) do not change.
+        assert_eq!(engines.iter().map(EngineSpec::label).collect::<Vec<_>>(), ["zen", "mmdb", "wbl", "silo"]);
+    }
+
+    #[test]
+    fn nvm_dram_ratio_refuses_an_engine_with_its_own_budget() {
+        for own in ["zen:cache=1MiB", "mmdb:dram=1MiB", "wbl:cache=0"] {
+            let mut engines = vec![parse_spec("zen").unwrap(), parse_spec(own).unwrap()];
+            let error = apply_nvm_dram_ratio(&mut engines, 4.0, 1 << 20).unwrap_err();
+            assert!(error.contains(own) && error.contains("drop one"), "{error}");
+        }
+        let mut engines = vec![parse_spec("zen").unwrap()];
+        assert!(apply_nvm_dram_ratio(&mut engines, 0.5, 1 << 20).unwrap_err().contains("at least 1"));
+        assert!(apply_nvm_dram_ratio(&mut engines, f64::NAN, 1 << 20).unwrap_err().contains("at least 1"));
+    }
+
+    #[test]
+    fn mmdb_takes_a_dram_budget_and_mmdb_ideal_none() {
+        let spec = parse_spec("mmdb:dram=64MiB").unwrap();
+        let mut options = DbOptions::in_memory(EngineKind::Mmdb, Vec::new());
+        spec.apply(&mut options, 0);
+        assert_eq!(options.mmdb.dram_bytes, 64 << 20);
+        assert!(parse_spec("mmdb-ideal:dram=64MiB").unwrap_err().contains("valid keys of mmdb-ideal: cc=<protocol>"));
+        assert!(parse_spec("mmdb:dram=lots").unwrap_err().contains("invalid size"));
+    }
+
+    #[test]
     fn plain_engines_parse() {
         for kind in EngineKind::ALL {
             let spec = parse_spec(kind.name()).unwrap();
@@ -758,7 +843,7 @@ mod tests {
             ("wbl:window=0us", "more than 0"),
             ("wbl:window=100", "expected a number with us, ms or s"),
             ("zen:window=1ms", "valid keys of zen: cache=<size>"),
-            ("mmdb:nt=off", "valid keys of mmdb: cc=<protocol>"),
+            ("mmdb:nt=off", "valid keys of mmdb: dram=<size>, cc=<protocol>"),
         ] {
             let error = parse_spec(text).unwrap_err();
             assert!(error.contains(needle), "{text}: {error}");

@@ -78,6 +78,7 @@ use crate::durability::segments::PoolSegments;
 use crate::durability::EnginePolicy;
 use crate::durability::{CommitLog, CommitStage};
 use crate::engine::{CommitTicket, EngineKind, EngineStats};
+use crate::engines::nvm_tuples::NvmTuples;
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
 use crate::options::DbOptions;
@@ -229,6 +230,8 @@ pub(crate) struct DbxnLog<B: PmBackend, const PARITY: bool, S: SegmentStore = Po
     values: Option<Vec<ValueChunks>>,
     faults: crate::fault::Faults,
     epochs: OnceLock<Arc<Epochs>>,
+    /// `mmdb`: the rows beyond its DRAM budget (`engines::nvm_tuples`).
+    nvm: Option<NvmTuples<B>>,
     #[cfg(test)]
     before_log: Option<BeforeLogHook>,
 }
@@ -244,10 +247,11 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> DbxnLog<B, PARITY, S> {
     /// The policy with its log's segments in `store`.
     pub(crate) fn open_in(options: &DbOptions, pool: Arc<Pool<B>>, store: S) -> DbResult<Self> {
         let kind = options.engine;
-        debug_assert_eq!(PARITY, !matches!(kind, EngineKind::DbxNaive | EngineKind::Mmdb));
+        debug_assert_eq!(PARITY, !(kind == EngineKind::DbxNaive || kind.is_mmdb()));
         debug_assert!(
             kind.is_hybrid()
-                || matches!(kind, EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive | EngineKind::Mmdb)
+                || matches!(kind, EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive)
+                || kind.is_mmdb()
         );
         // The hybrid engines keep their HTM with their paths (`cc::hybrid`);
         // dbx-naive's log sits inside its commit region, which would abort
@@ -260,6 +264,9 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> DbxnLog<B, PARITY, S> {
                     .map_err(|error| DbError::InvalidConfig(format!("htm {}: {error}", options.htm.backend)))?,
             ),
         };
+        // mmdb's volatile region, freed before anything else reads the pool:
+        // recovery never looks at it.
+        let nvm = (kind == EngineKind::Mmdb).then(|| NvmTuples::open(options, Arc::clone(&pool)));
         let inner = GroupCommitLog::open_in(options, Arc::clone(&pool), store, kind, true)?;
         let values =
             (kind == EngineKind::DbxnNvm).then(|| (0..options.workers).map(|_| ValueChunks::default()).collect());
@@ -268,11 +275,12 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> DbxnLog<B, PARITY, S> {
             pool,
             kind,
             // mmdb is the Zen paper's plain WAL: ordinary stores + clwb.
-            layout: if kind == EngineKind::Mmdb { LogLayout::PLAIN } else { layout_of(&options.dbxn) },
+            layout: if kind.is_mmdb() { LogLayout::PLAIN } else { layout_of(&options.dbxn) },
             htm,
             values,
             faults: options.faults(),
             epochs: OnceLock::new(),
+            nvm,
             #[cfg(test)]
             before_log: None,
         })
@@ -328,7 +336,22 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> DbxnLog<B, PARITY, S> {
 impl<B: PmBackend, const PARITY: bool, S: SegmentStore> CommitLog for DbxnLog<B, PARITY, S> {
     const STAGE: CommitStage =
         if PARITY { CommitStage::LogAfterInstallParity } else { CommitStage::LogAfterInstallLocked };
+    const VOLATILE_ROWS: bool = !PARITY;
     type Worker = DbxnWorker<B, S>;
+
+    #[inline]
+    fn on_row_read(&self, row: &Record, value_len: usize) {
+        if let Some(nvm) = &self.nvm {
+            nvm.on_read(row, value_len);
+        }
+    }
+
+    #[inline]
+    fn on_row_install(&self, row: &Record, value: &[u8], word: u64) {
+        if let Some(nvm) = &self.nvm {
+            nvm.on_install(row, value, word);
+        }
+    }
 
     fn worker(&self, id: usize) -> DbResult<DbxnWorker<B, S>> {
         let log = self.inner.worker(id)?.with_layout(self.layout);
@@ -441,12 +464,21 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> EnginePolicy for DbxnLog
             // No worker runs any more, and recovery never needs the copies.
             self.free_all_value_chunks();
         }
-        self.inner.close(tables, clean)
+        let closed = self.inner.close(tables, clean);
+        if let (Some(nvm), true) = (&self.nvm, clean) {
+            // Volatile: nothing in it is needed after the close. (After a
+            // crash the next open frees it.)
+            nvm.close();
+        }
+        closed
     }
 
     fn stats(&self) -> EngineStats {
         let mut stats = self.inner.stats();
         stats.htm = self.htm.as_ref().map(|htm| htm.stats().snapshot());
+        if let Some(nvm) = &self.nvm {
+            stats.engine_counters.extend(nvm.counters());
+        }
         stats
     }
 }

@@ -75,6 +75,16 @@ pub trait CommitLog: Send + Sync + 'static {
     /// Appends the redo record of `tid` at the point [`CommitLog::STAGE`]
     /// says. Returns the ticket of the commit.
     fn append(&self, worker: &mut Self::Worker, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket>;
+    /// Whether the policy keeps rows in volatile NVM (`mmdb`): the worker
+    /// then reports each row read ([`CommitLog::on_row_read`]) and install
+    /// ([`CommitLog::on_row_install`]). A constant, so no other engine's
+    /// read or install path has these calls.
+    const VOLATILE_ROWS: bool = false;
+    /// A transaction read `row`'s value of `value_len` bytes from DRAM.
+    fn on_row_read(&self, _row: &Record, _value_len: usize) {}
+    /// A commit installed `value` into `row` (locked), whose new version
+    /// word will be `word`.
+    fn on_row_install(&self, _row: &Record, _value: &[u8], _word: u64) {}
     /// Whether commits validate their reads (false only for `nvm-ideal`,
     /// the bound without concurrency control).
     const VALIDATES: bool = true;

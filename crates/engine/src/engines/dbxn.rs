@@ -21,7 +21,9 @@ pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbR
             OccEngine::open(options, DbxnLog::<B, false, _>::open_in(options, pool, store)?)?
         }
         // mmdb's log is always in PM (the Zen paper's MMDB).
-        EngineKind::DbxNaive | EngineKind::Mmdb => OccEngine::open(options, DbxnLog::<B, false>::open(options, pool)?)?,
+        EngineKind::DbxNaive | EngineKind::Mmdb | EngineKind::MmdbIdeal => {
+            OccEngine::open(options, DbxnLog::<B, false>::open(options, pool)?)?
+        }
         EngineKind::Dbxn | EngineKind::DbxnNvm => OccEngine::open(options, DbxnLog::<B, true>::open(options, pool)?)?,
         other => unreachable!("{other} is not a DBXN engine"),
     })

@@ -278,6 +278,34 @@ impl RowStore<Record> for DramStore {
     }
 }
 
+/// The DRAM storage of an engine whose policy keeps rows in volatile NVM
+/// (`mmdb`, [`CommitLog::VOLATILE_ROWS`]): each read of a present row is
+/// also reported to the policy, which charges the row's NVM home.
+struct VolatileRowStore<'a, L: CommitLog>(&'a L);
+
+impl<L: CommitLog> RowStore<Record> for VolatileRowStore<'_, L> {
+    #[inline]
+    fn read(&self, row: &Record, out: &mut Vec<u8>) -> Result<u64, AbortReason> {
+        let word = DramStore.read(row, out)?;
+        if !out.is_empty() {
+            self.0.on_row_read(row, out.len());
+        }
+        Ok(word)
+    }
+}
+
+/// Runs `$call` on the worker's transaction with the row store its policy
+/// needs (a compile-time choice: [`CommitLog::VOLATILE_ROWS`]).
+macro_rules! with_store {
+    ($worker:ident, $method:ident ( $($arg:expr),* )) => {
+        if L::VOLATILE_ROWS {
+            $worker.tx.$method(&$worker.shared.tables, &VolatileRowStore(&$worker.shared.log), $($arg),*)
+        } else {
+            $worker.tx.$method(&$worker.shared.tables, &DramStore, $($arg),*)
+        }
+    };
+}
+
 /// Where a commit's validation and install run.
 #[derive(Clone, Copy)]
 enum Region<'a> {
@@ -655,6 +683,11 @@ impl<L: CommitLog> OccWorker<L> {
             }
             tx.preserve_version(row, locked_word, current, tid);
             row.set_value_locked(tx.writes.value(index), &mut |value| retired.push(value));
+            if L::VOLATILE_ROWS {
+                // A delete (no value) writes the metadata word alone.
+                let value = tx.writes.value(index).unwrap_or(&[]);
+                shared.log.on_row_install(row, value, record::word_of(tid, 0));
+            }
         }
     }
 
@@ -690,15 +723,15 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
     }
 
     fn get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
-        self.tx.get(&self.shared.tables, &DramStore, table, key, out)
+        with_store!(self, get(table, key, out))
     }
 
     fn get_with(&mut self, table: TableId, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> TxResult<bool> {
-        self.tx.get_with(&self.shared.tables, &DramStore, table, key, visit)
+        with_store!(self, get_with(table, key, visit))
     }
 
     fn write(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool> {
-        self.tx.write(&self.shared.tables, &DramStore, table, key, op)
+        with_store!(self, write(table, key, op))
     }
 
     fn prefetch(&mut self, table: TableId, key: &[u8]) {
@@ -708,11 +741,11 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
     }
 
     fn update_with(&mut self, table: TableId, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> TxResult<bool> {
-        self.tx.update_with(&self.shared.tables, &DramStore, table, key, modify)
+        with_store!(self, update_with(table, key, modify))
     }
 
     fn scan(&mut self, request: ScanRequest<'_>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
-        self.tx.scan(&self.shared.tables, &DramStore, request, visit)
+        with_store!(self, scan(request, visit))
     }
 
     fn commit(&mut self) -> TxResult<CommitTicket> {

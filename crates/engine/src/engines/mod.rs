@@ -3,6 +3,7 @@
 
 pub(crate) mod dbxn;
 pub(crate) mod dram;
+pub(crate) mod nvm_tuples;
 pub(crate) mod phytm;
 pub(crate) mod silo;
 pub(crate) mod sp3;
@@ -71,7 +72,9 @@ pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>
             )?;
             Ok(OccEngine::open(options, log)?)
         }
-        EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive | EngineKind::Mmdb => dbxn::open(options, pool),
+        EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive | EngineKind::Mmdb | EngineKind::MmdbIdeal => {
+            dbxn::open(options, pool)
+        }
         EngineKind::Zen | EngineKind::ZenNaiveAlloc | EngineKind::ZenPlus | EngineKind::Wbl => zen::open(options, pool),
         EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal => sp3::open(options, pool),
         EngineKind::Phytm | EngineKind::PhytmPaper | EngineKind::Phtm | EngineKind::TwoPl => phytm::open(options, pool),

@@ -297,7 +297,10 @@ pub struct Record {
     key_len: u16,
     /// Set while the row sits in a reclaimer's queue (`storage::table`).
     queued: AtomicU16,
-    _reserved: [u16; 2],
+    /// Where `mmdb` keeps the row (`engines::nvm_tuples`): 0 not yet
+    /// placed, 1 in DRAM, `n >= 2` in the pool's volatile region at unit
+    /// `n - 2`. Every other engine leaves it 0.
+    home: AtomicU32,
 }
 
 const _: () = assert!(std::mem::size_of::<Record>() == 32 && std::mem::align_of::<Record>() == 8);
@@ -336,7 +339,7 @@ impl RowKind for Record {
             external: AtomicPtr::new(std::ptr::null_mut()),
             key_len: u16::try_from(key.len()).expect("keys are at most u16::MAX / 2 bytes (checked by Table)"),
             queued: AtomicU16::new(0),
-            _reserved: [0; 2],
+            home: AtomicU32::new(0),
         };
         alloc_keyed(header, key, inline_capacity)
     }
@@ -356,6 +359,18 @@ impl RowKind for Record {
 }
 
 impl Record {
+    /// Where `mmdb` keeps the row (see the field).
+    #[inline(always)]
+    pub(crate) fn home(&self) -> &AtomicU32 {
+        &self.home
+    }
+
+    /// Bytes of value the row holds room for in DRAM (its inline area, or
+    /// its external buffer).
+    pub(crate) fn value_capacity(&self) -> usize {
+        self.value_words().len() * 8
+    }
+
     /// The record's key.
     pub fn key(&self) -> &[u8] {
         key_after(self)

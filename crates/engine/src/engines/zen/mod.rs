@@ -35,6 +35,7 @@
 
 pub(crate) mod adaptive;
 pub(crate) mod numa;
+pub(crate) mod wbl_meta;
 mod worker;
 
 use crate::cc::concurrency::Concurrency;
@@ -108,6 +109,8 @@ pub(crate) struct ZenShared<B: PmBackend> {
     pub(crate) faults: crate::fault::Faults,
     /// `wbl`: the group-commit record log, which also advances the epochs.
     pub(crate) window: Option<WriteBehindLog<B>>,
+    /// `wbl`: its per-tuple metadata in PM (`wbl_meta`).
+    pub(crate) wbl_meta: Option<wbl_meta::WblMeta<B>>,
     /// `zen+` only: its adaptive execution and soft partitions.
     pub(crate) plus: Option<ZenPlus>,
 }
@@ -254,6 +257,9 @@ impl<B: PmBackend> ZenEngine<B> {
         )
         .with_placement(placement);
         let faults = options.faults();
+        // wbl's metadata region: freed (whatever a previous life left)
+        // before recovery, which never reads it.
+        let wbl_meta = (kind == EngineKind::Wbl).then(|| wbl_meta::WblMeta::open(Arc::clone(&pool), options.cc));
         let (window, horizon) = match rule {
             heap::CommitRule::LastPersisted => (None, recovery::CommitHorizon::LastPersisted),
             heap::CommitRule::Window => {
@@ -307,6 +313,7 @@ impl<B: PmBackend> ZenEngine<B> {
             rows_unlinked: AtomicU64::new(0),
             faults,
             window,
+            wbl_meta,
             plus,
         });
         let stop = Arc::new(AtomicBool::new(false));
@@ -505,6 +512,10 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
         if let Some(window) = &self.shared.window {
             window.finish();
         }
+        if let Some(meta) = &self.shared.wbl_meta {
+            // Read by no one: nothing in it is needed after the close.
+            meta.close();
+        }
         self.shared.pool.mark_clean_shutdown();
         Ok(())
     }
@@ -666,6 +677,61 @@ mod tests {
         (ZenEngine::open(&options, Arc::clone(&pool)).unwrap(), pool, options)
     }
 
+    /// wbl persists per-tuple metadata as the WBL design keeps it in NVM
+    /// (`wbl_meta`): a writing commit one fence per version it supersedes
+    /// plus one for its new versions (Zen: two in all); a read-only
+    /// transaction none under Silo's OCC, one per tuple read under a
+    /// protocol that writes metadata on reads (Cicada's read timestamps).
+    #[test]
+    fn wbl_persists_per_tuple_metadata_with_a_fence_each() {
+        for (cc, read_fences) in [(crate::cc::CcProtocol::Silo, 0), (crate::cc::CcProtocol::Cicada, 4)] {
+            let mut options = DbOptions::in_memory(EngineKind::Wbl, vec![TableSchema::hashed("t").max_value_len(32)]);
+            options.workers = 1;
+            options.cc = cc;
+            let engine = crate::engines::open(&options).expect("open");
+            let mut worker = Arc::clone(&engine).worker(0).expect("worker");
+            // Four keys (written twice: the metadata region's chunk is
+            // allocated, a fence of the pool's chunk table), then three of
+            // them overwritten and one new, in one transaction.
+            for _ in 0..2 {
+                worker.begin(false, 1);
+                for key in 0..4u64 {
+                    worker.write(TableId(0), &key.to_be_bytes(), WriteOp::Put(b"one")).unwrap();
+                }
+                worker.commit().unwrap();
+                worker.idle();
+            }
+            let before = pmtx_pm::thread_counters();
+            worker.begin(false, 1);
+            for key in 1..5u64 {
+                worker.write(TableId(0), &key.to_be_bytes(), WriteOp::Put(b"two")).unwrap();
+            }
+            worker.commit().unwrap();
+            worker.idle();
+            let writing = pmtx_pm::thread_counters().since(&before);
+            // A write reads its row first (every protocol), so under a
+            // protocol that writes metadata on reads the three present rows
+            // also get their read timestamps persisted.
+            assert_eq!(
+                writing.fences,
+                3 + 1 + if read_fences > 0 { 3 } else { 0 },
+                "{cc}: three superseded versions claimed, one fence for the versions"
+            );
+            let before = pmtx_pm::thread_counters();
+            worker.begin(true, 1);
+            let mut value = Vec::new();
+            for key in 0..4u64 {
+                assert!(worker.get(TableId(0), &key.to_be_bytes(), &mut value).unwrap());
+            }
+            worker.commit().unwrap();
+            worker.idle();
+            let reading = pmtx_pm::thread_counters().since(&before);
+            assert_eq!(reading.fences, read_fences, "{cc}: {reading:?}");
+            drop(worker);
+            engine.close().expect("close");
+        }
+    }
+
     /// Recovers `image` as `wbl` and reads `keys`; also returns the report.
     fn recover_wbl(options: &DbOptions, image: &[u8], keys: &[u64]) -> (Vec<Option<Vec<u8>>>, RecoveryReport) {
         let pool = Arc::new(Pool::<Direct>::open_image(image, &options.pm).unwrap());
@@ -695,7 +761,7 @@ mod tests {
     }
 
     /// A wbl commit's versions are durable when it returns (one fence, no
-    /// LP bit), but it is acknowledged only once its window's record is:
+    /// LP bit, after the metadata persist of the version it supersedes), but it is acknowledged only once its window's record is:
     /// a crash before that record recovers the version it superseded (kept
     /// intact meanwhile) and discards the new one, even though a reader
     /// already saw it; a crash after recovers the new one.
@@ -705,6 +771,11 @@ mod tests {
         let window = engine.shared.window.as_ref().unwrap();
         let mut writer = Arc::clone(&engine).worker(0).expect("worker");
         let mut reader = Arc::clone(&engine).worker(1).expect("worker");
+        // An overwrite of another key first: its metadata region's chunk
+        // is allocated (a fence of the pool's chunk table) before the
+        // counted commit.
+        write(writer.as_mut(), 2, b"warm");
+        write(writer.as_mut(), 2, b"warm");
         let first = write(writer.as_mut(), 1, b"first");
         window.group_commit(true);
         window.group_commit(true);
@@ -712,7 +783,10 @@ mod tests {
         let before = pmtx_pm::thread_counters();
         let second = write(writer.as_mut(), 1, b"second");
         let persisted = pmtx_pm::thread_counters().since(&before);
-        assert_eq!(persisted.fences, 1, "one fence per writing commit, no LP bit");
+        assert_eq!(
+            persisted.fences, 2,
+            "one fence for the superseded version's metadata, one for the new versions, no LP bit"
+        );
         assert!(matches!(second, CommitTicket::Epoch(_)));
         assert!(!engine.is_durable(second), "acknowledged before its window's record");
         // A reader sees the new version and must wait for the same window.

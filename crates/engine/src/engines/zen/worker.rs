@@ -170,6 +170,13 @@ impl<B: PmBackend> RowStore<Row> for ZenStore<'_, B> {
             if row.word() != before {
                 continue;
             }
+            if let Some(meta) = self.shared.wbl_meta.as_ref().filter(|meta| meta.on_read) {
+                // wbl: the read timestamp in the version's NVM header.
+                let slot = row.slot();
+                if slot != 0 {
+                    meta.persist(slot, before);
+                }
+            }
             let counters = &self.shared.counters[self.id];
             if hit {
                 row.touch();
@@ -601,6 +608,16 @@ impl<B: PmBackend> ZenWorker<B> {
         if order.is_empty() && written_early.is_empty() {
             self.persist_order = order;
             return 0;
+        }
+        if let Some(meta) = &shared.wbl_meta {
+            // wbl: each superseded version is claimed in its NVM header
+            // (transaction id, end timestamp), persisted on its own.
+            for &index in &order {
+                let slot = writes.entries()[index].row().slot();
+                if slot != 0 {
+                    meta.persist(slot, cts);
+                }
+            }
         }
         if shared.window.is_some() {
             // wbl: no LP bit, so no persist order and no pinned slot.
