@@ -239,6 +239,9 @@ impl std::fmt::Display for WorkerError {
 
 /// What a worker loop reports.
 pub trait WorkerEvents {
+    /// The worker was opened (or failed to open) and is about to run its
+    /// first transaction.
+    fn ready(&mut self) {}
     /// Transaction `s` is about to start (its first attempt).
     fn started(&mut self, s: u64);
     /// Transaction `s` committed (`run`/`run_pipelined` returned); `order` is
@@ -651,7 +654,9 @@ impl Harness {
         events: &mut dyn WorkerEvents,
     ) -> Result<(), WorkerError> {
         let WorkerPlan { id, first, count, fake_ack } = plan;
-        let mut worker = db.worker(id).map_err(|error| WorkerError::Failed(format!("worker {id}: {error}")))?;
+        let worker = db.worker(id);
+        events.ready();
+        let mut worker = worker.map_err(|error| WorkerError::Failed(format!("worker {id}: {error}")))?;
         let mut client = self.random_client(id);
         let mut rng = self.spec_rng(4, id, first);
         let end = count.map(|count| first + count);
