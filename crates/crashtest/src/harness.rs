@@ -499,8 +499,12 @@ impl Harness {
     fn ycsb_value(&self, worker: usize, s: u64, key: u64) -> Vec<u8> {
         let mut value = vec![0u8; YCSB_FIELDS * YCSB_FIELD_SIZE];
         self.spec_rng(3 ^ (key << 8), worker, s).fill_bytes(&mut value);
-        value[..8].copy_from_slice(&(worker as u64).to_le_bytes());
-        value[8..16].copy_from_slice(&s.to_le_bytes());
+        let header = ycsb::ROW_HEADER;
+        value[header..header + 8].copy_from_slice(&(worker as u64).to_le_bytes());
+        value[header + 8..header + 16].copy_from_slice(&s.to_le_bytes());
+        // The workload's check verifies every row's header: the write
+        // version here is the writer's sequence.
+        ycsb::seal_row(&ycsb::key(key), s, &mut value);
         value
     }
 
