@@ -16,7 +16,9 @@ pub enum Fault {
     /// zen: set the LP bit on the first tuple of a transaction, written with
     /// the others, instead of on the last one after the fence.
     ZenLpOnFirstTuple,
-    /// group-commit: persist the durable epoch before the epoch's log lines.
+    /// group-commit: persist (and acknowledge) the durable epoch before the
+    /// epoch's log lines are durable: each group commit flushes only the
+    /// log bytes the previous one saw.
     GroupCommitEpochBeforeLog,
     /// sp3: acknowledge once the own log record is durable, without waiting
     /// for the transactions it depends on. The committer is also held
