@@ -298,7 +298,9 @@ pub fn child_main(config: &ChildConfig) -> i32 {
                 }
             });
         }
-        if config.checkpoint_ms > 0 {
+        // The control takes no checkpoints (a checkpoint makes the data it
+        // copies durable).
+        if config.checkpoint_ms > 0 && !config.fake_ack {
             let (db, stop, failure) = (&db, &stop, &failure);
             scope.spawn(move || {
                 while !stop.load(std::sync::atomic::Ordering::SeqCst) {
@@ -397,7 +399,8 @@ pub struct KillConfig {
     /// a minute is a violation).
     pub min_acks_before_kill: u64,
     /// The harness's control (group-commit only): the child stalls its
-    /// epochs, so no commit after its open becomes durable, and reports
+    /// epochs and takes no checkpoints, so no commit after its open
+    /// becomes durable, and reports
     /// each pipelined commit as acknowledged when it returns; every kill
     /// after an acknowledgement must then be reported as a lost
     /// acknowledged commit.
