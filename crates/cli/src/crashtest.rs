@@ -107,7 +107,8 @@ pub struct CrashtestArgs {
     tpcc_customers: u32,
     /// Harness self-test: acknowledge pipelined commits when they return
     /// instead of when durable (a deliberately broken engine the oracle must
-    /// catch).
+    /// catch); with --kill (group-commit only) the child also stalls its
+    /// epochs, so no acknowledged commit is durable.
     #[arg(long, hide = true)]
     fake_ack: bool,
     /// Internal: run as the child of `--kill`.
@@ -171,6 +172,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
             chunk_size: args.chunk_size,
             iteration: args.iteration,
             checkpoint_ms: args.checkpoint_ms,
+            fake_ack: args.fake_ack,
         };
         std::process::exit(pmtx_crashtest::child_main(&config));
     }
@@ -192,6 +194,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         config.max_kill_delay = std::time::Duration::from_millis(args.max_kill_ms);
         config.min_acks_before_kill = args.min_acks;
         config.checkpoint_ms = args.checkpoint_ms;
+        config.fake_ack = args.fake_ack;
         progress(&format!("seed {seed:#x}: {}", config.command_line()));
         let report = pmtx_crashtest::run_kill(&config, &progress).map_err(CliError::runtime)?;
         eprintln!(

@@ -239,6 +239,9 @@ impl std::fmt::Display for WorkerError {
 
 /// What a worker loop reports.
 pub trait WorkerEvents {
+    /// The worker was opened (or failed to open) and is about to run its
+    /// first transaction.
+    fn ready(&mut self) {}
     /// Transaction `s` is about to start (its first attempt).
     fn started(&mut self, s: u64);
     /// Transaction `s` committed (`run`/`run_pipelined` returned); `order` is
@@ -496,8 +499,12 @@ impl Harness {
     fn ycsb_value(&self, worker: usize, s: u64, key: u64) -> Vec<u8> {
         let mut value = vec![0u8; YCSB_FIELDS * YCSB_FIELD_SIZE];
         self.spec_rng(3 ^ (key << 8), worker, s).fill_bytes(&mut value);
-        value[..8].copy_from_slice(&(worker as u64).to_le_bytes());
-        value[8..16].copy_from_slice(&s.to_le_bytes());
+        let header = ycsb::ROW_HEADER;
+        value[header..header + 8].copy_from_slice(&(worker as u64).to_le_bytes());
+        value[header + 8..header + 16].copy_from_slice(&s.to_le_bytes());
+        // The workload's check verifies every row's header: the write
+        // version here is the writer's sequence.
+        ycsb::seal_row(&ycsb::key(key), s, &mut value);
         value
     }
 
@@ -651,7 +658,9 @@ impl Harness {
         events: &mut dyn WorkerEvents,
     ) -> Result<(), WorkerError> {
         let WorkerPlan { id, first, count, fake_ack } = plan;
-        let mut worker = db.worker(id).map_err(|error| WorkerError::Failed(format!("worker {id}: {error}")))?;
+        let worker = db.worker(id);
+        events.ready();
+        let mut worker = worker.map_err(|error| WorkerError::Failed(format!("worker {id}: {error}")))?;
         let mut client = self.random_client(id);
         let mut rng = self.spec_rng(4, id, first);
         let end = count.map(|count| first + count);

@@ -65,11 +65,15 @@ pub struct ChildConfig {
     pub iteration: u64,
     /// Checkpoint period in milliseconds (0: none).
     pub checkpoint_ms: u64,
+    /// The harness's control (`KillConfig::fake_ack`): acknowledge
+    /// pipelined commits when they return, with durability stalled.
+    pub fake_ack: bool,
 }
 
 impl ChildConfig {
     /// The command-line flags of this configuration (the `pmtx crashtest`
-    /// flags of the same names, plus `--pool` and `--iteration`).
+    /// flags of the same names, plus `--pool` and `--iteration`; a bare
+    /// `--fake-ack` last when set).
     pub fn to_args(&self) -> Vec<String> {
         let pairs = [
             ("--engine", crate::engine_label(self.engine, self.medium)),
@@ -87,15 +91,24 @@ impl ChildConfig {
             ("--tpcc-items", self.scale.tpcc_items.to_string()),
             ("--tpcc-customers", self.scale.tpcc_customers.to_string()),
         ];
-        pairs.into_iter().flat_map(|(flag, value)| [flag.to_string(), value]).collect()
+        let mut args: Vec<String> = pairs.into_iter().flat_map(|(flag, value)| [flag.to_string(), value]).collect();
+        if self.fake_ack {
+            args.push(FAKE_ACK_FLAG.to_string());
+        }
+        args
     }
 
     /// Parses [`ChildConfig::to_args`] output (unknown flags are errors;
     /// `--cc` may be missing: silo).
     pub fn parse(args: &[String]) -> Result<Self, String> {
         let mut values: HashMap<&str, &str> = HashMap::new();
+        let mut fake_ack = false;
         let mut iter = args.iter();
         while let Some(flag) = iter.next() {
+            if flag == FAKE_ACK_FLAG {
+                fake_ack = true;
+                continue;
+            }
             let value = iter.next().ok_or_else(|| format!("{flag} needs a value"))?;
             values.insert(flag.as_str(), value.as_str());
         }
@@ -131,6 +144,7 @@ impl ChildConfig {
             chunk_size: number("--chunk-size")?,
             iteration: number("--iteration")?,
             checkpoint_ms: number("--checkpoint-ms")?,
+            fake_ack,
         })
     }
 
@@ -151,6 +165,13 @@ impl ChildConfig {
         "--tpcc-customers",
     ];
 }
+
+/// The child's flag of [`ChildConfig::fake_ack`] (no value).
+const FAKE_ACK_FLAG: &str = "--fake-ack";
+
+/// An epoch interval no run reaches: the child of the fake-acknowledgement
+/// control makes no commit durable after its open.
+const STALLED_EPOCHS: Duration = Duration::from_secs(24 * 3600);
 
 /// Database options over the pool file.
 #[allow(clippy::too_many_arguments)]
@@ -225,7 +246,7 @@ pub fn child_main(config: &ChildConfig) -> i32 {
         Ok(harness) => harness,
         Err(error) => return fail(error),
     };
-    let options = file_options(
+    let mut options = file_options(
         config.engine,
         config.medium,
         config.cc,
@@ -235,6 +256,12 @@ pub fn child_main(config: &ChildConfig) -> i32 {
         config.chunk_size,
         config.seed,
     );
+    if config.fake_ack {
+        // The control: no epoch after the open becomes durable, and the
+        // workers report their pipelined commits as acknowledged when they
+        // return, so every `A` line is a commit a kill loses.
+        options.epoch_interval = STALLED_EPOCHS;
+    }
     let db = match retry_locked(
         || Database::open(options.clone()),
         |error| matches!(error, pmtx_engine::DbError::Pool(PoolError::Locked(_))),
@@ -264,14 +291,16 @@ pub fn child_main(config: &ChildConfig) -> i32 {
             let (db, harness, stop, out, failure) = (&db, &harness, &stop, &out, &failure);
             scope.spawn(move || {
                 let mut events = LineEvents { worker, out };
-                let plan = WorkerPlan { id: worker, first: seq + 1, count: None, fake_ack: false };
+                let plan = WorkerPlan { id: worker, first: seq + 1, count: None, fake_ack: config.fake_ack };
                 if let Err(error) = harness.run_worker(db, plan, stop, &mut events) {
                     failure.lock().unwrap().get_or_insert(error);
                     stop.store(true, std::sync::atomic::Ordering::SeqCst);
                 }
             });
         }
-        if config.checkpoint_ms > 0 {
+        // The control takes no checkpoints (a checkpoint makes the data it
+        // copies durable).
+        if config.checkpoint_ms > 0 && !config.fake_ack {
             let (db, stop, failure) = (&db, &stop, &failure);
             scope.spawn(move || {
                 while !stop.load(std::sync::atomic::Ordering::SeqCst) {
@@ -369,6 +398,13 @@ pub struct KillConfig {
     /// with acknowledged commits to lose (a child that reaches none within
     /// a minute is a violation).
     pub min_acks_before_kill: u64,
+    /// The harness's control (group-commit only): the child stalls its
+    /// epochs and takes no checkpoints, so no commit after its open
+    /// becomes durable, and reports
+    /// each pipelined commit as acknowledged when it returns; every kill
+    /// after an acknowledgement must then be reported as a lost
+    /// acknowledged commit.
+    pub fake_ack: bool,
 }
 
 impl KillConfig {
@@ -399,6 +435,7 @@ impl KillConfig {
             dir: None,
             max_reported: 50,
             min_acks_before_kill: 16,
+            fake_ack: false,
         }
     }
 
@@ -406,7 +443,7 @@ impl KillConfig {
     pub fn command_line(&self) -> String {
         format!(
             "pmtx crashtest --kill --engine {}{} --workload {} --iterations {} --seed {:#x} --threads {} --pool-size {} \
-             --chunk-size {} --max-kill-ms {}{}",
+             --chunk-size {} --max-kill-ms {} --min-acks {}{}{}",
             crate::engine_label(self.engine, self.medium),
             crate::cc_flag(self.engine, self.cc),
             self.workload,
@@ -416,7 +453,9 @@ impl KillConfig {
             self.pool_size,
             self.chunk_size,
             self.max_kill_delay.as_millis(),
-            crate::harness::scale_flags(&self.scale)
+            self.min_acks_before_kill,
+            crate::harness::scale_flags(&self.scale),
+            if self.fake_ack { " --fake-ack" } else { "" }
         )
     }
 }
@@ -527,6 +566,13 @@ pub fn run_kill(config: &KillConfig, progress: &(dyn Fn(&str) + Sync)) -> Result
     if config.medium == LogMedium::Disk && config.engine != EngineKind::DbxNaive {
         return Err(format!("medium=disk is an option of dbx-naive only, not of {}", config.engine));
     }
+    if config.fake_ack && config.engine != EngineKind::GroupCommit {
+        return Err(format!(
+            "--fake-ack with --kill needs group-commit (its commits become durable by epochs, which the control \
+             stalls), not {}",
+            config.engine
+        ));
+    }
     let harness = Harness::new(config.workload, config.scale, config.threads, config.seed)?;
     let dir = match &config.dir {
         Some(dir) => tempfile::Builder::new().prefix("pmtx-crashtest-").tempdir_in(dir),
@@ -578,6 +624,7 @@ pub fn run_kill(config: &KillConfig, progress: &(dyn Fn(&str) + Sync)) -> Result
             chunk_size: config.chunk_size,
             iteration,
             checkpoint_ms: config.checkpoint_ms,
+            fake_ack: config.fake_ack,
         };
         let mut child = Command::new(&config.program)
             .args(&config.program_args)
@@ -835,9 +882,12 @@ mod tests {
             chunk_size: 256 << 10,
             iteration: 4,
             checkpoint_ms: 10,
+            fake_ack: false,
         };
         let args = config.to_args();
         assert_eq!(ChildConfig::parse(&args), Ok(config.clone()));
+        let lying = ChildConfig { fake_ack: true, ..config.clone() };
+        assert_eq!(ChildConfig::parse(&lying.to_args()), Ok(lying));
         // Flags without --cc (an older parent) mean silo.
         let position = args.iter().position(|arg| arg == "--cc").unwrap();
         let mut without = args.clone();

@@ -5,17 +5,20 @@
 //!    workload and take the baseline (the load is acknowledged, so it is
 //!    not part of the model).
 //! 2. Capture every fence and every labelled crash point, plus random
-//!    `capture_now` points taken by the main thread, while `threads`
-//!    workers run the harness transactions (and a thread takes checkpoints
-//!    every few milliseconds); a clean close at the end is captured too.
+//!    `capture_now` points taken by the main thread and one right after
+//!    every acknowledgement (taken by the acknowledged worker, [`ACK_POINT`]),
+//!    while `threads` workers run the harness transactions (they start
+//!    together; a thread takes checkpoints every few milliseconds); a clean
+//!    close at the end is captured too.
 //!    Each worker records, per transaction, the simulator's event count
 //!    when it started and when it was acknowledged, so for a crash state
 //!    with event `e` the recovered sequence of the worker must lie between
 //!    the last transaction acknowledged at an event `<= e` and the last
 //!    started at an event `<= e`.
-//! 3. States are kept by seeded reservoir sampling (labelled points, fences
-//!    and random points separately). Images are drawn round-robin over the
-//!    kept states (`CrashState::images`: nothing extra, everything,
+//! 3. States are kept by seeded reservoir sampling (labelled points, fences,
+//!    random points and acknowledgement points separately). Images are
+//!    drawn round-robin over the kept states (every acknowledgement point
+//!    and half of the others active from the start) (`CrashState::images`: nothing extra, everything,
 //!    flushed-but-not-fenced, all-but-line-L, then seeded random prefix
 //!    vectors), until `images` images were checked.
 //! 4. Every image is recovered on a fresh pool and engine and checked
@@ -37,6 +40,12 @@ use std::time::{Duration, Instant};
 
 /// Label of the harness's random capture points.
 pub const RANDOM_POINT: &str = "harness: random point";
+
+/// Label of the crash states the harness takes right after each
+/// acknowledgement (by the acknowledged worker's thread, before it does
+/// anything else): an engine that acknowledges before its commit is durable
+/// leaves that commit's stores pending there, whatever the timing.
+pub const ACK_POINT: &str = "harness: right after an acknowledgement";
 
 /// A named change to the engine's options ([`SimConfig::engine_options`]).
 #[derive(Clone)]
@@ -204,9 +213,17 @@ struct WorkerLog {
 struct Recorder<'a> {
     sim: &'a Sim,
     log: WorkerLog,
+    /// Every worker waits here once its `Worker` exists, so the workers run
+    /// side by side (a thread started late could otherwise run its whole
+    /// share alone).
+    start: &'a std::sync::Barrier,
 }
 
 impl WorkerEvents for Recorder<'_> {
+    fn ready(&mut self) {
+        self.start.wait();
+    }
+
     fn started(&mut self, s: u64) {
         let index = (s - self.log.first) as usize;
         debug_assert_eq!(index, self.log.starts.len());
@@ -225,6 +242,9 @@ impl WorkerEvents for Recorder<'_> {
         if let Some(slot) = self.log.acks.get_mut((s - self.log.first) as usize) {
             *slot = (*slot).min(event);
         }
+        // Its event is at least `event`, so the state counts `s` as
+        // acknowledged.
+        self.sim.capture_now(ACK_POINT);
     }
 }
 
@@ -281,18 +301,21 @@ struct Sampler {
     labels: Reservoir,
     fences: Reservoir,
     random: Reservoir,
+    acks: Reservoir,
 }
 
 impl Sampler {
     fn new(seed: u64, states: usize) -> Self {
-        let labels = (states * 2 / 5).max(1);
+        let labels = (states * 3 / 10).max(1);
         let random = (states / 5).max(1);
-        let fences = states.saturating_sub(labels + random).max(1);
+        let acks = (states / 5).max(1);
+        let fences = states.saturating_sub(labels + random + acks).max(1);
         Self {
             rng: ChaCha8Rng::seed_from_u64(derive(seed, &[0x5A, 1])),
             labels: Reservoir::new(labels),
             fences: Reservoir::new(fences),
             random: Reservoir::new(random),
+            acks: Reservoir::new(acks),
         }
     }
 
@@ -302,6 +325,7 @@ impl Sampler {
             let bucket = match state.label {
                 "fence" => &mut self.fences,
                 RANDOM_POINT => &mut self.random,
+                ACK_POINT => &mut self.acks,
                 _ => &mut self.labels,
             };
             bucket.offer(state, &mut self.rng);
@@ -310,8 +334,14 @@ impl Sampler {
     }
 
     fn into_states(self) -> Vec<CrashState> {
-        let mut states: Vec<CrashState> =
-            self.labels.states.into_iter().chain(self.fences.states).chain(self.random.states).collect();
+        let mut states: Vec<CrashState> = self
+            .labels
+            .states
+            .into_iter()
+            .chain(self.fences.states)
+            .chain(self.random.states)
+            .chain(self.acks.states)
+            .collect();
         states.sort_by_key(|state| state.event);
         states
     }
@@ -366,17 +396,18 @@ fn run_workload(config: &SimConfig, harness: &Harness, progress: &(dyn Fn(&str) 
     let checkpoints = AtomicU64::new(0);
     let violations: Mutex<Vec<Violation>> = Mutex::new(Vec::new());
     let full: Mutex<Option<String>> = Mutex::new(None);
+    let start = std::sync::Barrier::new(config.threads);
     let mut captured = 0u64;
     let mut rng = ChaCha8Rng::seed_from_u64(derive(config.seed, &[0x5A, 2]));
     let replay = config.command_line();
     let logs: Vec<WorkerLog> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..config.threads)
             .map(|id| {
-                let (db, harness, stop, done, violations, replay, full) =
-                    (&db, harness, &stop, &done, &violations, &replay, &full);
+                let (db, harness, stop, done, violations, replay, full, start) =
+                    (&db, harness, &stop, &done, &violations, &replay, &full, &start);
                 let first = baseline.seqs[id] + 1;
                 scope.spawn(move || {
-                    let mut recorder = Recorder { sim, log: WorkerLog { first, ..WorkerLog::default() } };
+                    let mut recorder = Recorder { sim, log: WorkerLog { first, ..WorkerLog::default() }, start };
                     let plan = WorkerPlan { id, first, count: Some(config.txns_per_thread), fake_ack: config.fake_ack };
                     let result = harness.run_worker(db, plan, stop, &mut recorder);
                     match result {
@@ -564,17 +595,20 @@ pub fn run_sim(config: &SimConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<S
             });
         }
         // Round-robin over the states: the first round gives each state's
-        // "nothing extra" image, the next "everything", and so on. Half of
-        // the kept states (a seeded choice) start active; a state whose
-        // images are exhausted is replaced by a spare one.
+        // "nothing extra" image, the next "everything", and so on. Every
+        // kept state taken right after an acknowledgement and half of the
+        // others (a seeded choice) start active; a state whose images are
+        // exhausted is replaced by a spare one.
         let images_of = |index: usize| run.states[index].images(derive(config.seed, &[0x1A, index as u64]), RUN_BUDGET);
-        let mut order: Vec<usize> = (0..run.states.len()).collect();
+        let (mut order, acks): (Vec<usize>, Vec<usize>) =
+            (0..run.states.len()).partition(|&index| run.states[index].label != ACK_POINT);
         let mut shuffle = ChaCha8Rng::seed_from_u64(derive(config.seed, &[0x5A, 3]));
         for i in (1..order.len()).rev() {
             order.swap(i, shuffle.gen_range(0..=i));
         }
         let active = order.len().div_ceil(2);
         let mut spares: Vec<usize> = order.split_off(active);
+        order.extend(acks);
         order.sort_unstable();
         let mut iterators: Vec<(usize, pmtx_pm::sim::CrashImages<'_>)> =
             order.into_iter().map(|index| (index, images_of(index))).collect();

@@ -99,3 +99,44 @@ fn kill_dbx_naive_with_its_log_on_disk() {
         assert!(report.acknowledged > 0, "{}: nothing was acknowledged", config.command_line());
     }
 }
+
+/// The kill harness's control: a child that acknowledges commits which
+/// never become durable (its epochs are stalled and it reports each
+/// pipelined commit when it returns) is killed once it reported an
+/// acknowledgement; every such iteration must be reported as a lost
+/// acknowledged commit. The kill comes after the parent read the `A` line,
+/// so no timing decides the outcome.
+#[test]
+fn kill_catches_a_child_acknowledging_before_durability() {
+    let mut config = config(EngineKind::GroupCommit, WorkloadKind::Smallbank, 3);
+    config.fake_ack = true;
+    config.min_acks_before_kill = 1;
+    config.checkpoint_ms = 0;
+    let report = run_kill(&config, &|_| {}).unwrap_or_else(|error| panic!("{}: {error}", config.command_line()));
+    eprintln!(
+        "fake acknowledgements: {} iterations ({} after acks), {} acks, {} violations: {:?}",
+        report.iterations,
+        report.kills_after_acks,
+        report.acknowledged,
+        report.violation_count,
+        report.violations.iter().map(|violation| violation.oracle).collect::<Vec<_>>()
+    );
+    assert!(report.kills_after_acks > 0, "no kill came after an acknowledgement: {}", config.command_line());
+    let lost = report.violations.iter().filter(|violation| violation.oracle == "acknowledged-lost").count() as u64;
+    assert!(
+        lost >= report.kills_after_acks,
+        "{} of {} kills after a fake acknowledgement reported as lost: {:?}",
+        lost,
+        report.kills_after_acks,
+        report.violations.first()
+    );
+}
+
+/// The control's control: the same run with honest acknowledgements.
+#[test]
+fn kill_control_passes_with_honest_acknowledgements() {
+    let mut config = config(EngineKind::GroupCommit, WorkloadKind::Smallbank, 3);
+    config.min_acks_before_kill = 1;
+    config.checkpoint_ms = 0;
+    check(&config);
+}

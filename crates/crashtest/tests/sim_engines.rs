@@ -4,7 +4,10 @@
 //! self-test: a deliberately broken acknowledgement (pipelined commits
 //! reported as acknowledged when they return, not when durable) must be
 //! caught, and every concurrency-control protocol on Smallbank (100
-//! images each, under a durable engine of each storage in turn).
+//! images each, under a durable engine of each storage in turn). Each
+//! durable engine's broken variants (`pmtx_engine::Fault`) have a test of
+//! their own: one run with the fixed seed, no retry, must report a
+//! violation; a control runs the same configurations honestly.
 //!
 //! The seed is fixed; override it with `PMTX_CRASHTEST_SEED` (decimal or
 //! 0x-hex) to explore. A failure prints the violations with the seed, the
@@ -129,21 +132,23 @@ fn honest_acknowledgement_passes() {
     assert_eq!(report.violation_count, 0, "{:?}", report.violations.first());
 }
 
-/// The controls of the broken variants below: the same contended runs,
-/// honest, have no violation (sp3 waits for its dependencies and phytm
-/// holds its locks until its log is durable, with four threads as their
-/// cases; mmdb fences its record before acknowledging, and wbl waits for
-/// its window's record and discards the dirty window, with two).
+/// The controls of the broken variants below: the same contended runs
+/// (engine, workload, scale, threads), honest, have no violation (the
+/// zen+ one is `zen_plus_direct_writes_control_passes`).
 #[test]
 fn contended_controls_pass_where_the_broken_variants_fail() {
-    for (engine, threads) in [(EngineKind::Sp3, 4), (EngineKind::Phytm, 4), (EngineKind::Mmdb, 2), (EngineKind::Wbl, 2)]
-    {
-        let mut config = config(engine, WorkloadKind::Smallbank, 300);
-        config.scale.accounts = 8;
-        config.recovery_check_every = 0;
-        config.threads = threads;
+    let mut done = Vec::new();
+    for fault in pmtx_engine::Fault::ALL {
+        let mut config = broken_config(fault);
+        config.engine_options = None;
+        let key = (config.engine, config.threads, config.workload);
+        if config.engine == EngineKind::ZenPlus || done.contains(&key) {
+            continue;
+        }
+        done.push(key);
         let report = run_sim(&config, &|_| {}).unwrap();
-        assert_eq!(report.violation_count, 0, "{engine} seed {:#x}: {:?}", seed(), report.violations.first());
+        eprintln!("{} control: {} images, {} violations", config.engine, report.images, report.violation_count);
+        assert_eq!(report.violation_count, 0, "{} seed {:#x}: {:?}", config.engine, seed(), report.violations.first());
     }
 }
 
@@ -169,39 +174,100 @@ fn zen_plus_direct_writes_control_passes() {
     assert!(counter("exclusive_entries_alpha") > 0, "{:?}", report.engine_counters);
 }
 
-/// One deliberately broken step per durable engine family: the harness
-/// must report each. A small, contended Smallbank makes dependent
-/// transactions (which the epoch rule exists for) common.
-#[test]
-fn every_broken_engine_is_caught() {
+/// The run that must catch `fault` (on the engine it breaks): a small,
+/// contended Smallbank makes dependent transactions (which the epoch and
+/// dependency rules exist for) common; zen+ runs TPC-C, whose NewOrder
+/// writes tuples early.
+fn broken_config(fault: pmtx_engine::Fault) -> SimConfig {
     use pmtx_engine::Fault;
-    broken_variants_are_caught(&[
-        (EngineKind::Dbxn, Fault::DbxnAckBeforeFence),
-        (EngineKind::Zen, Fault::ZenSkipFirstFence),
-        (EngineKind::Zen, Fault::ZenLpOnFirstTuple),
-        (EngineKind::GroupCommit, Fault::GroupCommitEpochBeforeLog),
-        (EngineKind::Sp3, Fault::Sp3AckBeforeDependencies),
-        (EngineKind::Phytm, Fault::HybridUnlockBeforeLog),
-        (EngineKind::Mmdb, Fault::MmdbAckBeforeFence),
-        (EngineKind::Wbl, Fault::WblAckBeforeWindow),
-        (EngineKind::Wbl, Fault::WblKeepDirtyWindow),
-        (EngineKind::ZenPlus, Fault::ZenPlusSpillWithLp),
-    ]);
+    let engine = fault.engine();
+    let mut config = if fault == Fault::ZenPlusSpillWithLp {
+        zen_plus_direct_writes_config()
+    } else {
+        let mut config = config(engine, WorkloadKind::Smallbank, 300);
+        config.scale.accounts = 8;
+        config.recovery_check_every = 0;
+        config
+    };
+    if matches!(fault, Fault::Sp3AckBeforeDependencies | Fault::HybridUnlockBeforeLog) {
+        // The held committer's writes are read by the other workers.
+        config.threads = 4;
+    }
+    config.engine_options =
+        Some(EngineOptionsHook::new(format!("fault {}", fault.name()), move |options| options.fault = Some(fault)));
+    config
 }
 
-/// The Zen paper's baselines alone (`mmdb`, with most of its rows in the
-/// pool's volatile region in harness runs, and `wbl`): their broken
-/// variants are caught, their honest runs pass on every workload.
-#[test]
-fn zen_baselines_broken_variants_are_caught() {
-    use pmtx_engine::Fault;
-    broken_variants_are_caught(&[
-        (EngineKind::Mmdb, Fault::MmdbAckBeforeFence),
-        (EngineKind::Wbl, Fault::WblAckBeforeWindow),
-        (EngineKind::Wbl, Fault::WblKeepDirtyWindow),
-    ]);
+/// One run (the fixed seed, no retry) of `fault`'s engine with the fault
+/// must report a violation. Each variant's bug shows at a point the harness
+/// always captures: right after an acknowledgement whose commit is not
+/// durable (its stores still pending), or, for the variants that need a
+/// second transaction in their window, after dependents were acknowledged
+/// while the broken committer is held in that window
+/// (`pmtx_engine::Fault::Sp3AckBeforeDependencies`).
+fn assert_caught(fault: pmtx_engine::Fault) {
+    let config = broken_config(fault);
+    let engine = config.engine;
+    let report = run_sim(&config, &|_| {}).unwrap_or_else(|error| panic!("{engine} {}: {error}", fault.name()));
+    eprintln!(
+        "{engine} with {}: {} commits, run {:.1} s, {} states, {} images, {} violations (first: {})",
+        fault.name(),
+        report.committed,
+        report.run_time.as_secs_f64(),
+        report.states_captured,
+        report.images,
+        report.violation_count,
+        report.violations.first().map_or("none".into(), |violation| violation.to_string())
+    );
+    assert!(report.violation_count > 0, "seed {:#x}: the harness missed {engine} with {}", seed(), fault.name());
 }
 
+macro_rules! broken_variant_tests {
+    ($($name:ident => $fault:ident,)*) => {
+        $(
+            #[test]
+            fn $name() {
+                assert_caught(pmtx_engine::Fault::$fault);
+            }
+        )*
+
+        /// Every broken variant has its test above, and every engine the
+        /// simulator checks has a broken variant.
+        #[test]
+        fn every_broken_variant_has_a_test() {
+            let tested = [$(pmtx_engine::Fault::$fault),*];
+            for fault in pmtx_engine::Fault::ALL {
+                assert!(tested.contains(&fault), "{} has no test", fault.name());
+            }
+            for engine in sim_engines() {
+                assert!(
+                    tested.iter().any(|fault| fault.engine() == engine)
+                        || SHARED_VARIANTS.iter().any(|(shared, _)| *shared == engine),
+                    "{engine} has no broken variant"
+                );
+            }
+        }
+    };
+}
+
+/// Engines that share another engine's durability step run that engine's
+/// broken variant (tests below).
+const SHARED_VARIANTS: [(EngineKind, pmtx_engine::Fault); 1] =
+    [(EngineKind::MmdbIdeal, pmtx_engine::Fault::MmdbAckBeforeFence)];
+
+#[test]
+fn shared_variants_are_caught() {
+    for (engine, fault) in SHARED_VARIANTS {
+        let mut config = broken_config(fault);
+        config.engine = engine;
+        let report = run_sim(&config, &|_| {}).unwrap_or_else(|error| panic!("{engine} {}: {error}", fault.name()));
+        assert!(report.violation_count > 0, "seed {:#x}: the harness missed {engine} with {}", seed(), fault.name());
+    }
+}
+
+/// The Zen paper's baselines (`mmdb`, with most of its rows in the pool's
+/// volatile region in harness runs, `mmdb-ideal` and `wbl`): their honest
+/// runs pass on every workload.
 #[test]
 fn zen_baselines_every_workload() {
     for engine in [EngineKind::Mmdb, EngineKind::MmdbIdeal, EngineKind::Wbl] {
@@ -220,50 +286,23 @@ fn zen_baselines_every_workload() {
     }
 }
 
-fn broken_variants_are_caught(cases: &[(EngineKind, pmtx_engine::Fault)]) {
-    use pmtx_engine::Fault;
-    let mut missed = Vec::new();
-    for &(engine, fault) in cases {
-        let mut config = if fault == Fault::ZenPlusSpillWithLp {
-            zen_plus_direct_writes_config()
-        } else {
-            let mut config = config(engine, WorkloadKind::Smallbank, 300);
-            config.scale.accounts = 8;
-            config.recovery_check_every = 0;
-            config
-        };
-        config.engine_options =
-            Some(EngineOptionsHook::new(format!("fault {}", fault.name()), move |options| options.fault = Some(fault)));
-        if matches!(fault, Fault::Sp3AckBeforeDependencies | Fault::HybridUnlockBeforeLog) {
-            // The dependent must commit and persist while its dependency
-            // sits between its unlock and its fence: more threads than
-            // cores make that window a whole time slice now and then.
-            config.threads = 4;
-        }
-        // A broken variant's window is timing: a run on loaded cores can
-        // leave it unmet. Up to three runs (other seeds) must catch it.
-        let mut caught = false;
-        for attempt in 0..3u64 {
-            config.seed = seed() ^ attempt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let report = run_sim(&config, &|_| {}).unwrap_or_else(|error| panic!("{engine} {}: {error}", fault.name()));
-            eprintln!(
-                "{engine} with {} (run {}): {} images, {} violations (first: {})",
-                fault.name(),
-                attempt + 1,
-                report.images,
-                report.violation_count,
-                report.violations.first().map_or("none".into(), |violation| violation.oracle.to_string())
-            );
-            if report.violation_count > 0 {
-                caught = true;
-                break;
-            }
-        }
-        if !caught {
-            missed.push(format!("{engine} with {}", fault.name()));
-        }
-    }
-    assert!(missed.is_empty(), "seed {:#x}: the harness missed {}", seed(), missed.join(", "));
+broken_variant_tests! {
+    dbxn_ack_before_fence_is_caught => DbxnAckBeforeFence,
+    dbxn_nvm_fence_before_record_is_caught => DbxnNvmFenceBeforeRecord,
+    dbx_naive_fence_left_to_next_commit_is_caught => DbxNaiveFenceLeftToNextCommit,
+    zen_skip_first_fence_is_caught => ZenSkipFirstFence,
+    zen_lp_on_first_tuple_is_caught => ZenLpOnFirstTuple,
+    zen_naive_alloc_lp_unfenced_is_caught => ZenNaiveAllocLpUnfenced,
+    group_commit_epoch_before_log_is_caught => GroupCommitEpochBeforeLog,
+    sp3_ack_before_dependencies_is_caught => Sp3AckBeforeDependencies,
+    nvm_tx_skip_last_line_flush_is_caught => NvmTxSkipLastLineFlush,
+    phytm_unlock_before_log_is_caught => HybridUnlockBeforeLog,
+    phtm_xend_persists_log_is_caught => PhtmXendPersistsLog,
+    two_pl_fence_per_two_commits_is_caught => TwoPlFencePerTwoCommits,
+    mmdb_ack_before_fence_is_caught => MmdbAckBeforeFence,
+    wbl_ack_before_window_is_caught => WblAckBeforeWindow,
+    wbl_keep_dirty_window_is_caught => WblKeepDirtyWindow,
+    zen_plus_spill_with_lp_is_caught => ZenPlusSpillWithLp,
 }
 
 /// Every concurrency-control protocol under a durable engine of each

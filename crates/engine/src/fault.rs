@@ -16,16 +16,19 @@ pub enum Fault {
     /// zen: set the LP bit on the first tuple of a transaction, written with
     /// the others, instead of on the last one after the fence.
     ZenLpOnFirstTuple,
-    /// group-commit: persist the durable epoch before the epoch's log lines.
+    /// group-commit: persist (and acknowledge) the durable epoch before the
+    /// epoch's log lines are durable: each group commit flushes only the
+    /// log bytes the previous one saw.
     GroupCommitEpochBeforeLog,
     /// sp3: acknowledge once the own log record is durable, without waiting
-    /// for the transactions it depends on (the committer also sleeps 200 µs
-    /// between its unlock and its log, as a descheduled one would).
+    /// for the transactions it depends on. The committer is also held
+    /// between its unlock and its log (see [`FaultWindow`]), as a
+    /// descheduled one would be, so dependents commit in that window.
     Sp3AckBeforeDependencies,
     /// phytm family: release the row locks and leave the versions even
     /// before the log record is durable, so a reader on any path can commit
-    /// on a write a crash then loses (the committer also sleeps 200 µs in
-    /// that window, as a descheduled one would).
+    /// on a write a crash then loses. The committer is held in that window
+    /// (see [`FaultWindow`]).
     HybridUnlockBeforeLog,
     /// mmdb: acknowledge before the log record's fence (the record is
     /// written and `clwb`'d, never fenced before the acknowledgement).
@@ -41,12 +44,34 @@ pub enum Fault {
     /// the LP bit, as if each were a transaction of its own, instead of
     /// waiting for the commit's LP tuple after the fence.
     ZenPlusSpillWithLp,
+    /// dbxn-nvm: the one fence of the commit is issued after the value
+    /// copies, before the redo record's (non-temporal) stores, so the
+    /// record is acknowledged unfenced.
+    DbxnNvmFenceBeforeRecord,
+    /// dbx-naive: the record's fence is moved out of the commit region
+    /// (to shorten it) and left to the worker's next commit, so a commit
+    /// is acknowledged with its record not yet fenced.
+    DbxNaiveFenceLeftToNextCommit,
+    /// zen-naive-alloc: Algorithm 1's second fence (after the LP bit) is
+    /// left out, as the paper does, relying on the next allocation's bitmap
+    /// fence to persist the LP bit; the commit is acknowledged before it.
+    ZenNaiveAllocLpUnfenced,
+    /// nvm-tx: the flush of the redo record stops one line short (the
+    /// record's last line stays in the cache) before the fence.
+    NvmTxSkipLastLineFlush,
+    /// phtm: no fence after the redo record, as if the hardware commit
+    /// (`xend`) made the record durable (the PHyTM paper's assumption).
+    PhtmXendPersistsLog,
+    /// 2pl: one fence per two commits (the second commit's fence covers
+    /// the first's record), so every other commit is acknowledged before
+    /// its record is fenced.
+    TwoPlFencePerTwoCommits,
 }
 
 #[cfg(feature = "fault-injection")]
 impl Fault {
     /// Every fault, for tests and `--help`.
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 16] = [
         Fault::DbxnAckBeforeFence,
         Fault::ZenSkipFirstFence,
         Fault::ZenLpOnFirstTuple,
@@ -57,6 +82,12 @@ impl Fault {
         Fault::WblAckBeforeWindow,
         Fault::WblKeepDirtyWindow,
         Fault::ZenPlusSpillWithLp,
+        Fault::DbxnNvmFenceBeforeRecord,
+        Fault::DbxNaiveFenceLeftToNextCommit,
+        Fault::ZenNaiveAllocLpUnfenced,
+        Fault::NvmTxSkipLastLineFlush,
+        Fault::PhtmXendPersistsLog,
+        Fault::TwoPlFencePerTwoCommits,
     ];
 
     /// Stable name.
@@ -72,6 +103,34 @@ impl Fault {
             Fault::WblAckBeforeWindow => "wbl-ack-before-window",
             Fault::WblKeepDirtyWindow => "wbl-keep-dirty-window",
             Fault::ZenPlusSpillWithLp => "zen-plus-spill-with-lp",
+            Fault::DbxnNvmFenceBeforeRecord => "dbxn-nvm-fence-before-record",
+            Fault::DbxNaiveFenceLeftToNextCommit => "dbx-naive-fence-left-to-next-commit",
+            Fault::ZenNaiveAllocLpUnfenced => "zen-naive-alloc-lp-unfenced",
+            Fault::NvmTxSkipLastLineFlush => "nvm-tx-skip-last-line-flush",
+            Fault::PhtmXendPersistsLog => "phtm-xend-persists-log",
+            Fault::TwoPlFencePerTwoCommits => "2pl-fence-per-two-commits",
+        }
+    }
+
+    /// The engine whose durability step the fault breaks (the others may
+    /// share the code but are not what it models).
+    pub fn engine(self) -> crate::EngineKind {
+        use crate::EngineKind as E;
+        match self {
+            Fault::DbxnAckBeforeFence => E::Dbxn,
+            Fault::ZenSkipFirstFence | Fault::ZenLpOnFirstTuple => E::Zen,
+            Fault::GroupCommitEpochBeforeLog => E::GroupCommit,
+            Fault::Sp3AckBeforeDependencies => E::Sp3,
+            Fault::HybridUnlockBeforeLog => E::Phytm,
+            Fault::MmdbAckBeforeFence => E::Mmdb,
+            Fault::WblAckBeforeWindow | Fault::WblKeepDirtyWindow => E::Wbl,
+            Fault::ZenPlusSpillWithLp => E::ZenPlus,
+            Fault::DbxnNvmFenceBeforeRecord => E::DbxnNvm,
+            Fault::DbxNaiveFenceLeftToNextCommit => E::DbxNaive,
+            Fault::ZenNaiveAllocLpUnfenced => E::ZenNaiveAlloc,
+            Fault::NvmTxSkipLastLineFlush => E::NvmTx,
+            Fault::PhtmXendPersistsLog => E::Phtm,
+            Fault::TwoPlFencePerTwoCommits => E::TwoPl,
         }
     }
 
@@ -198,6 +257,42 @@ impl Faults {
         self.is(|f| matches!(f, FaultKind::ZenPlusSpillWithLp))
     }
 
+    /// dbxn-nvm: the fence before the record's stores.
+    #[inline(always)]
+    pub(crate) fn fence_before_record(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::DbxnNvmFenceBeforeRecord))
+    }
+
+    /// dbx-naive: the record's fence left to the next commit.
+    #[inline(always)]
+    pub(crate) fn fence_left_to_next_commit(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::DbxNaiveFenceLeftToNextCommit))
+    }
+
+    /// zen-naive-alloc: no fence after the LP bit.
+    #[inline(always)]
+    pub(crate) fn lp_unfenced(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::ZenNaiveAllocLpUnfenced))
+    }
+
+    /// nvm-tx: the record's last line is not flushed.
+    #[inline(always)]
+    pub(crate) fn skip_last_line_flush(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::NvmTxSkipLastLineFlush))
+    }
+
+    /// phtm: no fence after the record.
+    #[inline(always)]
+    pub(crate) fn xend_persists_log(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::PhtmXendPersistsLog))
+    }
+
+    /// 2pl: one fence per two commits.
+    #[inline(always)]
+    pub(crate) fn fence_per_two_commits(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::TwoPlFencePerTwoCommits))
+    }
+
     #[inline(always)]
     fn is(&self, test: impl Fn(FaultKind) -> bool) -> bool {
         #[cfg(feature = "fault-injection")]
@@ -244,4 +339,86 @@ enum FaultKind {
     WblAckBeforeWindow,
     WblKeepDirtyWindow,
     ZenPlusSpillWithLp,
+    DbxnNvmFenceBeforeRecord,
+    DbxNaiveFenceLeftToNextCommit,
+    ZenNaiveAllocLpUnfenced,
+    NvmTxSkipLastLineFlush,
+    PhtmXendPersistsLog,
+    TwoPlFencePerTwoCommits,
+}
+
+/// The window of the broken variants whose bug needs a second transaction
+/// inside it (`sp3-ack-before-dependencies`, `hybrid-unlock-before-log`):
+/// a committer in that window (its writes visible, its log not yet
+/// written) is held there, as a descheduled one would be, instead of for a
+/// fixed time. It waits until another transaction overwrote one of its
+/// writes (so that one committed on them; it is acknowledged while the
+/// held log is missing), and then until one of the workers existing when
+/// it was held went away (a worker finished its run) or the database
+/// closed: every acknowledgement in between depends on a log a crash then
+/// loses, whatever the machine's load. A committer whose writes nobody
+/// overwrites within [`FaultWindow::HELD_FOR`] commits of the others is let
+/// go, and the next writing commit is held instead. One committer is held
+/// at a time, and only while at least two workers exist (a single worker
+/// would wait for itself). Without a fault nothing is ever held.
+#[derive(Debug, Default)]
+pub(crate) struct FaultWindow {
+    live: std::sync::atomic::AtomicUsize,
+    holding: std::sync::atomic::AtomicBool,
+    commits: std::sync::atomic::AtomicU64,
+}
+
+/// A worker's registration with a [`FaultWindow`] (deregisters on drop).
+#[derive(Debug)]
+pub(crate) struct FaultWindowWorker(std::sync::Arc<FaultWindow>);
+
+impl Drop for FaultWindowWorker {
+    fn drop(&mut self) {
+        self.0.live.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl FaultWindow {
+    /// Commits of the other workers a held committer waits for an
+    /// overwrite of its writes.
+    pub(crate) const HELD_FOR: u64 = 64;
+
+    /// Only a safety net against a run that can no longer make progress
+    /// while a committer is held (the releases are counted in commits and
+    /// workers).
+    const SAFETY_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// Registers a worker (for as long as the result lives).
+    pub(crate) fn register(self: &std::sync::Arc<Self>) -> FaultWindowWorker {
+        self.live.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        FaultWindowWorker(std::sync::Arc::clone(self))
+    }
+
+    /// A writing commit finished.
+    pub(crate) fn committed(&self) {
+        self.commits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Holds the calling committer (see the type's documentation);
+    /// `overwritten`: whether another transaction overwrote one of its
+    /// writes.
+    pub(crate) fn hold(&self, closed: impl Fn() -> bool, overwritten: impl Fn() -> bool) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let live = self.live.load(SeqCst);
+        if live < 2 || self.holding.swap(true, SeqCst) {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let first = self.commits.load(SeqCst);
+        let going = || self.live.load(SeqCst) >= live && !closed() && started.elapsed() < Self::SAFETY_LIMIT;
+        let mut seen = false;
+        while going() {
+            seen = seen || overwritten();
+            if !seen && self.commits.load(SeqCst) - first >= Self::HELD_FOR {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        self.holding.store(false, SeqCst);
+    }
 }

@@ -27,11 +27,17 @@
 //! The check: every partition's sequences are contiguous, every item has
 //! `field_size` bytes, and each partition holds the loaded length plus the
 //! enqueues minus the dequeues its clients committed (counters the clients
-//! share with the [`Queue`] value, reset by `load`). After a crash the
-//! commits that were not yet durable are lost, so on a database recovered
-//! from a crash the count only has to lie between the loaded length minus
-//! the dequeues and plus the enqueues; a [`Queue`] value that did not load
-//! the database knows no counters and checks contiguity only.
+//! share with the [`Queue`] value, reset by `load`), and exactly the
+//! sequences those operations leave. After a crash the commits that were
+//! not yet durable are lost: each client records its operations in commit
+//! order and which of them its worker acknowledged (a worker acknowledges
+//! its pipelined commits in commit order; the client must be the worker's
+//! only user, as in the benchmark drivers), so on a database recovered from
+//! a crash each partition must hold exactly the items left by its
+//! acknowledged operations and some prefix of the unacknowledged ones
+//! (after that check the lost ones are forgotten). A [`Queue`] value that
+//! did not load the database knows no counters and checks contiguity
+//! only.
 
 use crate::common::{load_parallel, scan_pages, verify_tables, LOAD_BATCH_BYTES};
 use crate::gen::{child_seed, format_weights, parse_weights, rng, Mix};
@@ -150,11 +156,97 @@ struct Partition {
     /// the database). A hint: an enqueue that finds the key taken looks
     /// the tail up instead.
     next_sequence: AtomicU64,
+    /// The partition's acknowledged state and its committed operations not
+    /// yet acknowledged (`None`: the start is unknown, this value did not
+    /// load the database).
+    history: Mutex<Option<History>>,
 }
 
 impl Partition {
-    fn new(next_sequence: u64) -> Self {
-        Self { enqueued: AtomicU64::new(0), dequeued: AtomicU64::new(0), next_sequence: AtomicU64::new(next_sequence) }
+    fn new(next_sequence: u64, start: Option<Span>) -> Self {
+        Self {
+            enqueued: AtomicU64::new(0),
+            dequeued: AtomicU64::new(0),
+            next_sequence: AtomicU64::new(next_sequence),
+            history: Mutex::new(start.map(|acknowledged| History { acknowledged, ..History::default() })),
+        }
+    }
+
+    fn history(&self) -> std::sync::MutexGuard<'_, Option<History>> {
+        self.history.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The items of a partition: sequences `head..tail`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Span {
+    head: u64,
+    tail: u64,
+}
+
+impl Span {
+    fn apply(self, op: QueueOp) -> Span {
+        match op {
+            QueueOp::Enqueue(sequence) => Span { tail: self.tail.max(sequence + 1), ..self },
+            QueueOp::Dequeue(sequence) => Span { head: self.head.max(sequence + 1), ..self },
+        }
+    }
+
+    fn rows(self) -> u64 {
+        self.tail.saturating_sub(self.head)
+    }
+
+    /// After `enqueued` enqueues and `dequeued` dequeues, for a partition
+    /// whose clients kept no history.
+    fn apply_counts(self, enqueued: u64, dequeued: u64) -> Span {
+        Span { head: self.head + dequeued, tail: self.tail + enqueued }
+    }
+}
+
+/// A committed queue operation and the sequence it took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum QueueOp {
+    Enqueue(u64),
+    Dequeue(u64),
+}
+
+/// The client's record of one partition: its pipelined commits are
+/// acknowledged in commit order (`Worker::drain_acknowledged`), so the
+/// first `commits - pending` of them are acknowledged; the state after the
+/// acknowledged operations, and the committed ones after them.
+#[derive(Debug, Default)]
+struct History {
+    /// Pipelined commits of the partition's client (every type).
+    commits: u64,
+    acknowledged: Span,
+    /// (commit number, operation), oldest first: committed, not known to be
+    /// acknowledged.
+    pending: std::collections::VecDeque<(u64, QueueOp)>,
+}
+
+impl History {
+    /// Folds the operations acknowledged by now (`pending` commits of the
+    /// client's worker are not) into the acknowledged state.
+    fn acknowledge(&mut self, pending: usize) {
+        let acknowledged = self.commits.saturating_sub(pending as u64);
+        while let Some(&(number, op)) = self.pending.front() {
+            if number >= acknowledged {
+                break;
+            }
+            self.acknowledged = self.acknowledged.apply(op);
+            self.pending.pop_front();
+        }
+    }
+
+    /// The states a crash may leave: after the acknowledged operations and
+    /// each longer prefix of the committed ones.
+    fn possible(&self) -> Vec<Span> {
+        let mut states = vec![self.acknowledged];
+        for &(_, op) in &self.pending {
+            let last = *states.last().expect("not empty");
+            states.push(last.apply(op));
+        }
+        states
     }
 }
 
@@ -193,7 +285,7 @@ impl Shared {
                 Some(_) => 0,
                 None => UNKNOWN,
             };
-            Arc::new(Partition::new(next))
+            Arc::new(Partition::new(next, loaded.map(|_| Span { head: 0, tail: next })))
         }))
     }
 }
@@ -399,25 +491,63 @@ impl Workload for Queue {
                         (counters.enqueued.load(Ordering::Acquire), counters.dequeued.load(Ordering::Acquire))
                     });
                     let expected = (start + enqueued).checked_sub(dequeued);
-                    let fits = match expected {
-                        // More dequeues than items ever: the counters are wrong.
-                        None => false,
-                        Some(expected) if !crashed => rows == expected,
-                        Some(_) => (start.saturating_sub(dequeued)..=start + enqueued).contains(&rows),
+                    // The items found: sequences `first..=last`, or none.
+                    let found_span =
+                        found.get(&partition).map(|&(first, last, _)| Span { head: first, tail: last + 1 });
+                    let matches = |span: Span| match found_span {
+                        None => span.rows() == 0,
+                        Some(found_span) => found_span == span && span.rows() == rows,
                     };
+                    let history = counters.partitions.get(&partition).map(|counters| counters.history());
+                    let possible = history.as_ref().and_then(|history| history.as_ref()).map(History::possible);
+                    let possible = possible
+                        .unwrap_or_else(|| vec![Span { head: 0, tail: start }.apply_counts(enqueued, dequeued)]);
+                    let (fits, told) = if crashed {
+                        // Exactly the state after the acknowledged operations
+                        // and some prefix of the unacknowledged ones.
+                        let first = possible.iter().position(|&span| matches(span));
+                        (
+                            first.is_some(),
+                            format!(
+                                "items {found_span:?}, expected the acknowledged {:?} or one of the {} committed \
+                                 operations after it: {:?}",
+                                possible[0],
+                                possible.len() - 1,
+                                &possible[1..]
+                            ),
+                        )
+                    } else {
+                        let last = *possible.last().expect("not empty");
+                        (
+                            expected == Some(rows) && matches(last),
+                            format!(
+                                "{rows} items {found_span:?}, loaded {start} + {enqueued} enqueued - {dequeued} \
+                                 dequeued, expected {last:?}"
+                            ),
+                        )
+                    };
+                    drop(history);
+                    if fits && crashed {
+                        // The lost operations are gone: later checks compare
+                        // against what was recovered.
+                        if let Some(counters) = counters.partitions.get(&partition) {
+                            if let Some(history) = counters.history().as_mut() {
+                                history.acknowledged = found_span.unwrap_or(Span { head: 0, tail: 0 });
+                                history.pending.clear();
+                            }
+                        }
+                    }
                     if !fits && wrong.len() < 5 {
-                        wrong.push(format!(
-                            "partition {partition}: {rows} items, loaded {start} + {enqueued} enqueued - {dequeued} \
-                             dequeued"
-                        ));
+                        wrong.push(format!("partition {partition}: {told}"));
                     }
                 }
                 let detail = if !wrong.is_empty() {
                     wrong.join("; ")
                 } else if crashed {
                     format!(
-                        "{} partitions within the loaded length minus the dequeues and plus the enqueues (recovered \
-                         from a crash: commits that were not durable are lost)",
+                        "{} partitions each hold exactly the items after their acknowledged operations and a prefix \
+                         of the committed ones after them (recovered from a crash: commits that were not durable are \
+                         lost)",
                         ids.len()
                     )
                 } else {
@@ -429,7 +559,7 @@ impl Workload for Queue {
         // Later enqueues continue after the last item found.
         for (&partition, &(_, last, _)) in &found {
             let next = last.saturating_add(1);
-            let entry = counters.partitions.entry(partition).or_insert_with(|| Arc::new(Partition::new(next)));
+            let entry = counters.partitions.entry(partition).or_insert_with(|| Arc::new(Partition::new(next, None)));
             let _ = entry.next_sequence.compare_exchange(UNKNOWN, next, Ordering::AcqRel, Ordering::Acquire);
             entry.next_sequence.fetch_max(next, Ordering::AcqRel);
         }
@@ -480,6 +610,7 @@ impl QueueClient {
             Outcome::Committed(sequence) => {
                 partition.next_sequence.fetch_max(sequence + 1, Ordering::AcqRel);
                 partition.enqueued.fetch_add(1, Ordering::AcqRel);
+                Self::record(partition, worker, Some(QueueOp::Enqueue(sequence)));
                 true
             }
             Outcome::RolledBack => false,
@@ -503,11 +634,12 @@ impl QueueClient {
                     "queue partition {partition_id}: the head the scan returned is gone"
                 )));
             }
-            Ok(())
+            Ok(parse_key(&head).map_or(0, |(_, sequence)| sequence))
         })?;
-        let committed = matches!(outcome, Outcome::Committed(()));
-        if committed {
+        let committed = matches!(outcome, Outcome::Committed(_));
+        if let Outcome::Committed(sequence) = outcome {
             self.partition.dequeued.fetch_add(1, Ordering::AcqRel);
+            Self::record(&self.partition, worker, Some(QueueOp::Dequeue(sequence)));
         }
         Ok(TxnSummary { type_index: DEQUEUE, committed, attempts })
     }
@@ -523,7 +655,25 @@ impl QueueClient {
             })?;
             Ok(seen)
         })?;
-        Ok(TxnSummary { type_index: PEEK, committed: matches!(outcome, Outcome::Committed(_)), attempts })
+        let committed = matches!(outcome, Outcome::Committed(_));
+        if committed {
+            Self::record(&self.partition, worker, None);
+        }
+        Ok(TxnSummary { type_index: PEEK, committed, attempts })
+    }
+
+    /// Records a pipelined commit of this client (`op`: what it did to the
+    /// partition) and folds what its worker acknowledged by now. The
+    /// worker is this client's alone, as in the benchmark drivers.
+    fn record(partition: &Partition, worker: &Worker, op: Option<QueueOp>) {
+        if let Some(history) = partition.history().as_mut() {
+            let number = history.commits;
+            history.commits += 1;
+            if let Some(op) = op {
+                history.pending.push_back((number, op));
+            }
+            history.acknowledge(worker.pending_acknowledgements());
+        }
     }
 }
 
@@ -540,6 +690,10 @@ fn tail(tx: &mut Transaction<'_>, partition: u32) -> TxResult<Option<u64>> {
 
 impl Client for QueueClient {
     fn run_next(&mut self, worker: &mut Worker) -> Result<TxnSummary, DbError> {
+        // What the driver drained since the last transaction.
+        if let Some(history) = self.partition.history().as_mut() {
+            history.acknowledge(worker.pending_acknowledgements());
+        }
         match self.next_type() {
             ENQUEUE => self.enqueue(worker),
             DEQUEUE => self.dequeue(worker),

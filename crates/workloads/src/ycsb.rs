@@ -16,6 +16,14 @@
 //! Inserts (D, E) take keys from a counter shared by the clients of one
 //! [`Ycsb`] value, starting after the largest key in the database.
 //!
+//! Every row starts with a [`ROW_HEADER`]-byte header: its write version
+//! (0 when loaded or inserted, one more per update) and a checksum of the
+//! key, that version and the rest of the row ([`seal_row`]). An update
+//! changes its field and re-seals the row inside the same in-place change,
+//! so the check ([`Workload::check`]) verifies every row, also on a
+//! database recovered from a crash: a torn, mixed-up or partly lost row
+//! fails it.
+//!
 //! PHyTM's mixed workload (its Fig. 5e: one thread runs long range queries
 //! while the others run short ones) is `long_threads` with a range variant:
 //! workers with an index below it run the long variant of the pair
@@ -115,6 +123,48 @@ pub fn key(number: u64) -> [u8; 8] {
     number.to_be_bytes()
 }
 
+/// Bytes of a row's header: write version (`u64` little-endian), then the
+/// checksum of the key, the version and the rest of the row.
+pub const ROW_HEADER: usize = 16;
+
+/// The checksum of a row: of its `key`, its write `version` and its bytes
+/// after the header (`payload`).
+pub fn row_checksum(key: &[u8], version: u64, payload: &[u8]) -> u64 {
+    const MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut hash = 0x243F_6A88_85A3_08D3 ^ (key.len() as u64) ^ ((payload.len() as u64) << 32);
+    let mut mix = |word: u64| hash = (hash ^ word).wrapping_mul(MULTIPLIER).rotate_left(31);
+    mix(version);
+    for bytes in [key, payload] {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            mix(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+        }
+        let mut last = [0u8; 8];
+        last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        mix(u64::from_le_bytes(last) ^ 0xFF);
+    }
+    hash ^ (hash >> 29)
+}
+
+/// Writes the header of `row` (at least [`ROW_HEADER`] bytes) for `key`
+/// and write `version`.
+pub fn seal_row(key: &[u8], version: u64, row: &mut [u8]) {
+    let checksum = row_checksum(key, version, &row[ROW_HEADER..]);
+    row[..8].copy_from_slice(&version.to_le_bytes());
+    row[8..ROW_HEADER].copy_from_slice(&checksum.to_le_bytes());
+}
+
+/// The write version of `row` if its checksum matches `key`, else `None`
+/// (also for a row shorter than the header).
+pub fn verify_row(key: &[u8], row: &[u8]) -> Option<u64> {
+    if row.len() < ROW_HEADER {
+        return None;
+    }
+    let version = u64::from_le_bytes(row[..8].try_into().expect("8 bytes"));
+    let checksum = u64::from_le_bytes(row[8..ROW_HEADER].try_into().expect("8 bytes"));
+    (row_checksum(key, version, &row[ROW_HEADER..]) == checksum).then_some(version)
+}
+
 const UNKNOWN: u64 = u64::MAX;
 
 impl YcsbVariant {
@@ -183,10 +233,14 @@ impl Ycsb {
         if options.records == 0 || options.records >= 1 << 62 {
             return invalid(format!("records must be positive, got {}", options.records));
         }
-        if options.fields == 0 || options.field_size == 0 || options.fields.saturating_mul(options.field_size) > 1 << 20
+        if options.fields == 0
+            || options.field_size == 0
+            || options.fields.saturating_mul(options.field_size) > 1 << 20
+            || options.fields.saturating_mul(options.field_size) < ROW_HEADER
         {
             return invalid(format!(
-                "rows of {} fields x {} bytes: both must be positive and rows at most 1 MiB",
+                "rows of {} fields x {} bytes: both must be positive and rows from {ROW_HEADER} bytes (the version \
+                 and checksum header) to 1 MiB",
                 options.fields, options.field_size
             ));
         }
@@ -352,6 +406,9 @@ impl Workload for Ycsb {
             let last = (first + per_task).min(shared.records);
             let mut values = vec![0u8; shared.row_len() * (last - first) as usize];
             rng.fill_bytes(&mut values);
+            for (number, value) in (first..last).zip(values.chunks_mut(shared.row_len())) {
+                seal_row(&key(number), 0, value);
+            }
             worker.run_pipelined(0, false, |tx| {
                 for (number, value) in (first..last).zip(values.chunks(shared.row_len())) {
                     if !tx.insert(table::USERTABLE, &key(number), value)? {
@@ -376,6 +433,7 @@ impl Workload for Ycsb {
         verify_tables(db, &self.tables())?;
         let shared = &self.shared;
         let (mut base, mut inserted, mut bad_length, mut bad_key) = (0u64, 0u64, 0u64, 0u64);
+        let (mut bad_checksum, mut bad_inserted, mut first_bad) = (0u64, 0u64, None);
         let mut next = 0u64;
         // A quiescent dump: the table may be a hash table (no scans).
         db.for_each_row(table::USERTABLE, |k, value| {
@@ -384,10 +442,16 @@ impl Workload for Ycsb {
                 return;
             };
             next = next.max(number + 1);
+            let intact = verify_row(k, value).is_some();
+            if !intact {
+                bad_checksum += 1;
+                first_bad.get_or_insert(number);
+            }
             if number < shared.records {
                 base += 1;
             } else {
                 inserted += 1;
+                bad_inserted += !intact as u64;
             }
             bad_length += (value.len() != shared.row_len()) as u64;
         })?;
@@ -402,15 +466,40 @@ impl Workload for Ycsb {
             bad_length == 0,
             format!("{bad_length} rows of another length than {} bytes", shared.row_len()),
         );
-        let assigned = match shared.next_insert.load(Ordering::Acquire) {
-            UNKNOWN => None,
-            counter => Some(counter.saturating_sub(shared.records)),
-        };
         report.push(
-            "inserted rows",
-            assigned.is_none_or(|assigned| inserted <= assigned),
-            format!("{inserted} rows above the loaded keys ({assigned:?} keys handed out by this process)"),
+            "row checksums",
+            bad_checksum == 0,
+            format!(
+                "{bad_checksum} rows whose header does not match their key, write version and content (first: \
+                 {first_bad:?})"
+            ),
         );
+        // Rows above the loaded keys: no more than this process handed out
+        // keys for; a process that handed out none (a fresh value, e.g. on
+        // a recovered database) cannot count them, and checks that each
+        // one is an intact row its clients inserted (an insert seals its
+        // row for its key).
+        match shared.next_insert.load(Ordering::Acquire) {
+            UNKNOWN => report.push(
+                "inserted rows",
+                bad_inserted == 0,
+                format!(
+                    "{inserted} rows above the loaded keys, {bad_inserted} of them not intact (this process \
+                     handed out no keys, so it cannot count them)"
+                ),
+            ),
+            counter => {
+                let assigned = counter.saturating_sub(shared.records);
+                report.push(
+                    "inserted rows",
+                    inserted <= assigned && bad_inserted == 0,
+                    format!(
+                        "{inserted} rows above the loaded keys ({assigned} keys handed out by this process), \
+                         {bad_inserted} of them not intact"
+                    ),
+                );
+            }
+        }
         // Later inserts start after every key present.
         let next = next.max(shared.records);
         let _ = shared.next_insert.compare_exchange(UNKNOWN, next, Ordering::AcqRel, Ordering::Acquire);
@@ -602,8 +691,10 @@ impl YcsbClient {
                             Op::Scan(start, self.rng.gen_range(1..=MAX_SCAN_LENGTH))
                         }
                         (YcsbVariant::D | YcsbVariant::E, false) => {
-                            let key = shared.next_insert.fetch_add(1, Ordering::AcqRel);
-                            Op::Insert(key, self.new_row(&mut used))
+                            let number = shared.next_insert.fetch_add(1, Ordering::AcqRel);
+                            let slot = self.new_row(&mut used);
+                            seal_row(&key(number), 0, &mut self.values[slot]);
+                            Op::Insert(number, slot)
                         }
                         (_, true) => Op::Read(self.choose_key(count)),
                         (YcsbVariant::F, false) => {
@@ -659,12 +750,19 @@ impl Client for YcsbClient {
                     }
                     Op::Update(number, field, slot) | Op::ReadModifyWrite(number, field, slot) => {
                         let value = &values[slot];
-                        let changed = tx.update_with(table::USERTABLE, &key(number), |row| {
+                        let row_key = key(number);
+                        let changed = tx.update_with(table::USERTABLE, &row_key, |row| {
                             // A row of another length (the check reports
                             // it) gets what fits of the field.
+                            let version = row.get(..8).map_or(0, |word| {
+                                u64::from_le_bytes(word.try_into().expect("8 bytes")).wrapping_add(1)
+                            });
                             let end = ((field + 1) * field_size).min(row.len());
                             let start = (field * field_size).min(end);
                             row[start..end].copy_from_slice(&value[..end - start]);
+                            if row.len() >= ROW_HEADER {
+                                seal_row(&row_key, version, row);
+                            }
                         })?;
                         found += changed.is_some() as usize;
                     }

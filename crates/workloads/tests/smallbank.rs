@@ -87,3 +87,41 @@ fn conserved_after_crash_recovery() {
     let ledger = count_rows(&db, smallbank::table::NAMES[3]).unwrap();
     assert!(ledger >= 2, "load and client ledger rows survive: {ledger}");
 }
+
+/// One balance changed behind the clients' back fails the conservation
+/// check (the ledger no longer matches), a negative savings balance fails
+/// its own check, and a name pointing at another customer fails
+/// "accounts"; the same database passed before.
+#[test]
+fn check_detects_a_corrupt_value() {
+    let workload = workload(None);
+    let db = open(EngineKind::Silo, &workload);
+    workload.load(&db, 2, &|_, _| {}).unwrap();
+    run_clients(&db, &workload, 2, 300, 5);
+    assert_consistent(&workload, &db, "before the corruption");
+    let failed = |db: &Arc<Database>| -> Vec<String> {
+        workload.check(db).unwrap().failures().map(|(name, _, _)| name.clone()).collect()
+    };
+    let custid = 17u64.to_be_bytes();
+    let mut worker = db.worker(1).unwrap();
+    let read = |worker: &mut pmtx_engine::Worker, table| -> i64 {
+        let row = worker.run(|tx| tx.get(table, &custid)).unwrap().committed().flatten().unwrap();
+        i64::from_le_bytes(row.try_into().unwrap())
+    };
+
+    let checking = read(&mut worker, smallbank::table::CHECKING);
+    worker.run(|tx| tx.put(smallbank::table::CHECKING, &custid, &(checking + 1).to_le_bytes())).unwrap();
+    assert_eq!(failed(&db), ["conservation"]);
+    worker.run(|tx| tx.put(smallbank::table::CHECKING, &custid, &checking.to_le_bytes())).unwrap();
+    assert_consistent(&workload, &db, "after the repair");
+
+    // Savings moved to checking: conserved, but negative savings.
+    let savings = read(&mut worker, smallbank::table::SAVINGS);
+    worker
+        .run(|tx| {
+            tx.put(smallbank::table::SAVINGS, &custid, &(-1i64).to_le_bytes())?;
+            tx.put(smallbank::table::CHECKING, &custid, &(checking + savings + 1).to_le_bytes())
+        })
+        .unwrap();
+    assert_eq!(failed(&db), ["savings non-negative"]);
+}

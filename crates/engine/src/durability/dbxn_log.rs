@@ -209,6 +209,8 @@ pub(crate) struct DbxnWorker<B: PmBackend, S: SegmentStore> {
     id: usize,
     log: LogWriter<S>,
     values: Option<ValueHeap<B>>,
+    /// Records appended (the `2pl-fence-per-two-commits` broken variant).
+    appended: u64,
 }
 
 /// Test-only: runs in the committing thread after the install, before the
@@ -364,7 +366,7 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> CommitLog for DbxnLog<B,
             non_temporal: self.layout.non_temporal,
             buffer: Vec::new(),
         });
-        Ok(DbxnWorker { id, log, values })
+        Ok(DbxnWorker { id, log, values, appended: 0 })
     }
 
     fn prepare(&self, worker: &mut DbxnWorker<B, S>, writes: &WriteSet<Record>) -> DbResult<()> {
@@ -392,14 +394,29 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> CommitLog for DbxnLog<B,
             hook(worker.id);
         }
         let value_range = worker.values.as_mut().and_then(|values| values.append(tid, writes));
+        if self.kind == EngineKind::DbxnNvm && self.faults.fence_before_record() {
+            // Broken on purpose: the commit's one fence follows the value
+            // copies but comes before the record's stores.
+            if let (Some((start, end)), false) = (value_range, self.layout.non_temporal) {
+                self.pool.backend().flush(start, end - start);
+            }
+            self.pool.backend().fence();
+        }
         let range = worker.log.append_prepared(tid).map_err(|error| self.poison(error.into()))?;
+        worker.appended += 1;
         if let (Some((start, end)), false) = (value_range, self.layout.non_temporal) {
             self.pool.backend().flush(start, end - start);
         }
         // One fence for the record (and the values): the logging phase (an
-        // fdatasync for a log on a file). The broken variants (dbxn, mmdb)
-        // acknowledge without it.
-        if !self.faults.ack_before_fence() {
+        // fdatasync for a log on a file). The broken variants acknowledge
+        // without it (dbxn, mmdb, dbxn-nvm, dbx-naive and phtm always,
+        // 2pl every other commit).
+        let broken = self.faults.ack_before_fence()
+            || (self.kind == EngineKind::DbxnNvm && self.faults.fence_before_record())
+            || (self.kind == EngineKind::DbxNaive && self.faults.fence_left_to_next_commit())
+            || (self.kind == EngineKind::Phtm && self.faults.xend_persists_log())
+            || (self.kind == EngineKind::TwoPl && self.faults.fence_per_two_commits() && worker.appended % 2 == 1);
+        if !broken {
             worker.log.make_durable(range).map_err(|error| self.poison(error.into()))?;
         }
         self.pool.backend().crash_point("dbxn: log record durable");

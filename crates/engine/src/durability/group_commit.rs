@@ -99,7 +99,10 @@ pub(crate) struct GroupCommitLog<B: PmBackend, S: SegmentStore = PoolSegments<B>
     /// Set when no ticker runs (closing): waiters drive epochs themselves.
     self_driving: AtomicBool,
     /// Serialises the epoch flush between the ticker and self-driving callers.
-    flush_lock: Mutex<()>,
+    /// The flush lock; holds, for the `group-commit-epoch-before-log`
+    /// broken variant, the log tails of the previous group commit (the
+    /// only bytes it flushes).
+    flush_lock: Mutex<Vec<u64>>,
     closed: AtomicBool,
     /// The engine this log serves (`group-commit`, or a DBXN engine).
     kind: EngineKind,
@@ -203,7 +206,7 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
                 .max()
                 .unwrap_or(0),
             self_driving: AtomicBool::new(false),
-            flush_lock: Mutex::new(()),
+            flush_lock: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
         })
     }
@@ -220,26 +223,23 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
     /// Makes every log byte written so far durable and publishes
     /// `durable_epoch` (all records of epochs <= it are complete).
     fn flush_logs(&self, durable_epoch: u64) -> DbResult<()> {
-        let _guard = self.flush_lock.lock();
-        if self.faults.epoch_before_log() && durable_epoch > self.epochs().durable() {
+        let mut previous_tails = self.flush_lock.lock();
+        let broken = self.faults.epoch_before_log();
+        if broken && durable_epoch > self.epochs().durable() {
             // Broken on purpose: the epoch is published (persisted, and
-            // acknowledged to workers) before its log lines are durable.
+            // acknowledged to workers) before its log lines are durable;
+            // they are flushed only by the next group commit, which flushes
+            // up to the tails this one saw.
             self.pool.set_root(DURABLE_EPOCH_ROOT, durable_epoch)?;
             self.epochs().set_durable(durable_epoch);
-            // The broken flusher is descheduled in its window now and then
-            // (as one is on a busy machine), so a bounded run that samples
-            // crash states of a file log while it runs meets the window.
-            // (The PM simulator captures its crash states at the fences
-            // and needs no help.)
-            if !S::IN_POOL {
-                std::thread::sleep(Duration::from_micros(300));
-            }
         }
+        let now: Vec<u64> = self.logs.iter().map(|shared| shared.tail.load(Ordering::Acquire)).collect();
+        let limits = if broken { std::mem::replace(&mut *previous_tails, now) } else { now };
         let segment_size = self.store.segment_size();
         let mut ranges = Vec::with_capacity(self.logs.len());
         let mut advances = Vec::with_capacity(self.logs.len());
-        for shared in &self.logs {
-            let tail = shared.tail.load(Ordering::Acquire);
+        for (index, shared) in self.logs.iter().enumerate() {
+            let tail = limits.get(index).copied().unwrap_or(0);
             let flushed = shared.flushed.load(Ordering::Acquire);
             if tail == 0 {
                 continue;

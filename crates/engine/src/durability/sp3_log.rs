@@ -165,17 +165,6 @@ impl<B: PmBackend, const MODE: u8> Sp3Log<B, MODE> {
 
     /// Publishes that worker `id`'s commit `tid` is durable with its
     /// dependencies.
-    /// The broken variant's committer is descheduled between its unlock
-    /// and its log (as one is now and then), so that the harness's bounded
-    /// run meets a reader that depends on it inside that window whatever
-    /// the machine's load: without the pause the window is microseconds,
-    /// and a loaded two-core run could miss the variant.
-    fn broken_window(&self) {
-        if self.faults.ack_before_dependencies() {
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-    }
-
     fn publish(&self, id: usize, tid: u64) {
         debug_assert_eq!(sp3_writer_of(tid), id);
         debug_assert!(self.committed[id].load(Ordering::Relaxed) < tid, "a worker's TIDs grow");
@@ -193,6 +182,13 @@ impl<B: PmBackend, const MODE: u8> Sp3Log<B, MODE> {
         // Stores into the pool cannot fail (the store's error type is
         // uninhabited).
         let Ok(range) = worker.log.append_prepared_with_dependencies(tid, writes, dependencies);
+        let range = if MODE == NVM_TX && self.faults.skip_last_line_flush() {
+            // Broken on purpose: the flush stops before the record's last
+            // line (the fence below then leaves that line in the cache).
+            (range.0, ((range.1 - 1) & !63).max(range.0))
+        } else {
+            range
+        };
         let Ok(()) = worker.log.make_durable(range);
         backend.crash_point("sp3: log record durable");
         self.inner.note_logged(worker.id, writes);
@@ -238,7 +234,6 @@ impl<B: PmBackend, const MODE: u8> CommitLog for Sp3Log<B, MODE> {
     }
 
     fn append(&self, worker: &mut Sp3Worker<B>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
-        self.broken_window();
         self.persist(worker, tid, writes, &[]);
         self.publish(worker.id, tid);
         Ok(CommitTicket::Durable)
@@ -251,7 +246,6 @@ impl<B: PmBackend, const MODE: u8> CommitLog for Sp3Log<B, MODE> {
         writes: &WriteSet<Record>,
         dependencies: &[u64],
     ) -> DbResult<CommitTicket> {
-        self.broken_window();
         self.persist(worker, tid, writes, dependencies);
         // Step 5 (pending): acknowledge only once every predecessor is
         // durable; the deliberately broken variant skips the wait.

@@ -61,6 +61,8 @@ impl<L: EnginePolicy> OccEngine<L> {
             log: policy,
             orphans: Default::default(),
             rows_unlinked: Default::default(),
+            faults,
+            fault_window: Arc::default(),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let background_pm = BackgroundCounters::default();
@@ -360,6 +362,9 @@ pub struct OccShared<L: CommitLog> {
     pub(crate) orphans: Mutex<RowReclaimer<Record>>,
     /// Rows unlinked by every worker's reclamation since open.
     pub(crate) rows_unlinked: std::sync::atomic::AtomicU64,
+    /// The broken variants' window (`FaultWindow`): used only with a fault.
+    pub(crate) faults: crate::fault::Faults,
+    pub(crate) fault_window: Arc<crate::fault::FaultWindow>,
 }
 
 impl<L: CommitLog> Drop for OccShared<L> {
@@ -394,6 +399,7 @@ pub struct OccWorker<L: CommitLog> {
     /// SP^3: the TIDs this transaction depends on, at most one per other
     /// worker (its newest), none already durable.
     dependencies: Vec<u64>,
+    _fault_window: crate::fault::FaultWindowWorker,
 }
 
 impl<L: CommitLog> OccWorker<L> {
@@ -407,7 +413,18 @@ impl<L: CommitLog> OccWorker<L> {
         let mut tx = OccTx::new(Arc::clone(&shared.cc), id);
         shared.orphans.lock().hand_over(&mut tx.reclaimer);
         let last_tid = shared.log.resume_tid(id);
-        Ok(Self { shared, id, log, tx, last_tid, active: false, retired: Vec::new(), dependencies: Vec::new() })
+        let _fault_window = shared.fault_window.register();
+        Ok(Self {
+            shared,
+            id,
+            log,
+            tx,
+            last_tid,
+            active: false,
+            retired: Vec::new(),
+            dependencies: Vec::new(),
+            _fault_window,
+        })
     }
 
     /// The append of the `LogAfterInstall*` stages. The policy reserved the
@@ -504,10 +521,18 @@ impl<L: CommitLog> OccWorker<L> {
                 let tid = Self::note_region_abort(&mut self.tx.path, installed).map_err(TxError::Abort)?;
                 if hybrid.is_some_and(Hybrid::unlocks_before_log) {
                     self.tx.release_locks();
-                    // The broken variant's committer is descheduled in its
-                    // window (as one is now and then), so the harness's
-                    // bounded run meets a reader inside it.
-                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+                if hybrid.is_some_and(Hybrid::unlocks_before_log)
+                    || (L::STAGE == CommitStage::LogAfterUnlock && shared.faults.ack_before_dependencies())
+                {
+                    // The broken variants' committer is held in its window
+                    // (writes visible, log not yet written) until another
+                    // worker finished, so readers commit on its writes.
+                    let writes = &self.tx.writes;
+                    shared.fault_window.hold(
+                        || shared.log.is_closed(),
+                        || writes.entries().iter().any(|entry| record::tid_of(entry.row().word()) != tid),
+                    );
                 }
                 tid
             }
@@ -537,6 +562,9 @@ impl<L: CommitLog> OccWorker<L> {
                 hybrid.end_writeback();
             }
             hybrid.committed(path);
+        }
+        if hybrid.is_some_and(Hybrid::unlocks_before_log) || self.shared.faults.ack_before_dependencies() {
+            self.shared.fault_window.committed();
         }
         self.last_tid = tid;
         Ok(ticket)

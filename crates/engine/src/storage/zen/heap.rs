@@ -361,7 +361,9 @@ pub(crate) fn persist_tuples<'a, B: PmBackend>(
     // durable (fence 1); this 8-byte store is failure-atomic.
     backend.store_u64(last_slot, cts | LP_BIT);
     backend.flush(last_slot, 8);
-    backend.fence();
+    if !faults.lp_unfenced() {
+        backend.fence();
+    }
 }
 
 /// Writes the encoded tuple `bytes` into `slot` ahead of its transaction's
