@@ -28,7 +28,7 @@ use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
 use crate::storage::record::{self, Record};
 use crate::storage::table::Table;
-use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError};
+use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError, Structure};
 
 /// Chunk-owner kind of checkpoint chunks.
 pub const CHECKPOINT_CHUNK_KIND: u16 = 0x20;
@@ -277,7 +277,8 @@ pub fn current_checkpoint<B: PmBackend>(pool: &Pool<B>) -> DbResult<Option<(Chec
         .map(|(chunk, o)| (o.thread(), chunk))
         .collect();
     chunks.sort();
-    let corrupt = |detail: String| DbError::Corrupt(format!("checkpoint generation {generation}: {detail}"));
+    let corrupt =
+        |detail: String| DbError::corrupt(Structure::Checkpoint, format!("generation {generation}: {detail}"));
     if generation == u64::MAX {
         // Generations count checkpoints; the next one could not be numbered.
         return Err(corrupt("the generation is out of range".into()));
@@ -359,18 +360,21 @@ pub fn read_rows<B: PmBackend>(
     let mut first = None;
     for (position, chunk) in chunks.iter().enumerate() {
         let header = read_header(pool, *chunk)
-            .ok_or_else(|| DbError::Corrupt(format!("checkpoint chunk {position} header is damaged")))?;
+            .ok_or_else(|| DbError::corrupt(Structure::Checkpoint, format!("chunk {position} header is damaged")))?;
         if header.index != position as u64 || header.used > chunk_size || header.used < CHUNK_HEADER {
-            return Err(DbError::Corrupt(format!("checkpoint chunk {position} header is inconsistent")));
+            return Err(DbError::corrupt(Structure::Checkpoint, format!("chunk {position} header is inconsistent")));
         }
         // Every chunk of a checkpoint carries the same generation and epochs.
         let first = *first.get_or_insert((header.generation, header.start_epoch, header.end_epoch));
         if (header.generation, header.start_epoch, header.end_epoch) != first {
-            return Err(DbError::Corrupt(format!(
-                "checkpoint chunk {position} header says generation {} with epochs {}..{}, chunk 0 generation {} \
+            return Err(DbError::corrupt(
+                Structure::Checkpoint,
+                format!(
+                    "checkpoint chunk {position} header says generation {} with epochs {}..{}, chunk 0 generation {} \
                  with epochs {}..{}",
-                header.generation, header.start_epoch, header.end_epoch, first.0, first.1, first.2
-            )));
+                    header.generation, header.start_epoch, header.end_epoch, first.0, first.1, first.2
+                ),
+            ));
         }
         let base = pool.chunk_offset(*chunk);
         let mut at = CHUNK_HEADER;
@@ -379,12 +383,18 @@ pub fn read_rows<B: PmBackend>(
             pool.backend().read(base + at, &mut head);
             let total = u32::from_le_bytes(head[0..4].try_into().expect("4")) as u64;
             if total < ROW_HEADER as u64 || !total.is_multiple_of(8) || at + total > header.used {
-                return Err(DbError::Corrupt(format!("checkpoint chunk {position}: bad row length at {at}")));
+                return Err(DbError::corrupt(
+                    Structure::Checkpoint,
+                    format!("chunk {position}: bad row length at {at}"),
+                ));
             }
             bytes.resize(total as usize, 0);
             pool.backend().read(base + at, &mut bytes);
             if crc32fast::hash(&bytes[8..]) != u32::from_le_bytes(head[4..8].try_into().expect("4")) {
-                return Err(DbError::Corrupt(format!("checkpoint chunk {position}: row checksum mismatch at {at}")));
+                return Err(DbError::corrupt(
+                    Structure::Checkpoint,
+                    format!("chunk {position}: row checksum mismatch at {at}"),
+                ));
             }
             let table = u32::from_le_bytes(bytes[8..12].try_into().expect("4"));
             let key_len = u16::from_le_bytes(bytes[12..14].try_into().expect("2")) as usize;
@@ -393,17 +403,20 @@ pub fn read_rows<B: PmBackend>(
             // Every row's TID is of an epoch at most the checkpoint's end
             // epoch (the writer takes the maximum over the rows it writes).
             if tid > record::MAX_TID || record::epoch_of_tid(tid) > header.end_epoch {
-                return Err(DbError::Corrupt(format!(
+                return Err(DbError::corrupt(
+                    Structure::Checkpoint,
+                    format!(
                     "checkpoint chunk {position}: row at {at} has TID {tid:#x}, beyond the checkpoint's end epoch {}",
                     header.end_epoch
-                )));
+                ),
+                ));
             }
             let key = bytes
                 .get(ROW_HEADER..ROW_HEADER + key_len)
-                .ok_or_else(|| DbError::Corrupt("checkpoint row key out of bounds".into()))?;
+                .ok_or_else(|| DbError::corrupt(Structure::Checkpoint, "row key out of bounds"))?;
             let value = bytes
                 .get(ROW_HEADER + key_len..ROW_HEADER + key_len + value_len)
-                .ok_or_else(|| DbError::Corrupt("checkpoint row value out of bounds".into()))?;
+                .ok_or_else(|| DbError::corrupt(Structure::Checkpoint, "row value out of bounds"))?;
             visit(table, key, tid, value)?;
             rows += 1;
             at += total;

@@ -38,7 +38,7 @@ use crate::storage::record::{self, Record};
 use crate::storage::table::Table;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
-use pmtx_pm::{PmBackend, Pool};
+use pmtx_pm::{PmBackend, Pool, Structure};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -146,9 +146,10 @@ pub(crate) fn check_log_medium<B: PmBackend>(pool: &Pool<B>, in_pool: bool) -> D
     match pool.root(LOG_MEDIUM_ROOT) {
         Some(found) if found == wanted => Ok(true),
         Some(found) if found == LOG_MEDIUM_POOL || found == LOG_MEDIUM_FILES => Err(mismatch(found)),
-        Some(found) => {
-            Err(DbError::Corrupt(format!("root {LOG_MEDIUM_ROOT} holds {found}, which names no log medium")))
-        }
+        Some(found) => Err(DbError::corrupt(
+            Structure::RootTable,
+            format!("root {LOG_MEDIUM_ROOT} holds {found}, which names no log medium"),
+        )),
         // A pool whose engine ran before this root existed kept its log in
         // the pool.
         None if pool.root(ENGINE_ROOT).is_some() => {
@@ -464,7 +465,7 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
 fn next_generation(generation: u64) -> DbResult<u64> {
     generation
         .checked_add(1)
-        .ok_or_else(|| DbError::Corrupt(format!("checkpoint generation {generation} has no successor")))
+        .ok_or_else(|| DbError::corrupt(Structure::Checkpoint, format!("generation {generation} has no successor")))
 }
 
 /// Checks (or records, for a fresh pool) which engine and schema own it.
@@ -645,6 +646,25 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
         let pool = &*self.pool;
         let mut report = RecoveryReport { clean_shutdown: pool.begin_engine_session(), ..Default::default() };
         let (segments, broken) = self.store.find_segments()?;
+        let has_checkpoint = pool.root(checkpoint::CHECKPOINT_ROOT).is_some();
+        // Every recovery ends by storing the durable epoch, and log segments
+        // and checkpoints exist only after one finished: a pool holding
+        // either without the root lost it, and reading it as 0 would drop
+        // every committed record of a later epoch.
+        let durable_epoch = match pool.root(DURABLE_EPOCH_ROOT) {
+            Some(epoch) => epoch,
+            None if !segments.is_empty() || !broken.is_empty() || has_checkpoint => {
+                return Err(DbError::corrupt(
+                    Structure::RootTable,
+                    format!(
+                        "root {DURABLE_EPOCH_ROOT} is missing, but the pool holds {} log segments{}",
+                        segments.len() + broken.len(),
+                        if has_checkpoint { " and a checkpoint" } else { "" }
+                    ),
+                ))
+            }
+            None => 0,
+        };
         self.store.free(&broken);
         let current = checkpoint::current_checkpoint(pool)?;
         checkpoint::free_other_generations(pool, current.as_ref().map(|(m, _)| m.generation).unwrap_or(0));
@@ -665,24 +685,29 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
                 Ok(())
             })?;
         }
-        let durable_epoch = pool.root(DURABLE_EPOCH_ROOT).unwrap_or(0);
         if durable_epoch > record::MAX_EPOCH {
-            return Err(DbError::Corrupt(format!(
-                "durable epoch {durable_epoch} is beyond the largest epoch {}",
-                record::MAX_EPOCH
-            )));
+            return Err(DbError::corrupt(
+                Structure::RootTable,
+                format!("durable epoch {durable_epoch} is beyond the largest epoch {}", record::MAX_EPOCH),
+            ));
         }
         // A life's segment sequences are `incarnation << 32 | n`, and the
         // incarnation root is durable before any segment of its life.
         let previous_incarnation = pool.root(LOG_INCARNATION_ROOT).unwrap_or(0);
         if previous_incarnation >= u64::from(u32::MAX) {
-            return Err(DbError::Corrupt(format!("log incarnation {previous_incarnation} is out of range")));
+            return Err(DbError::corrupt(
+                Structure::RootTable,
+                format!("log incarnation {previous_incarnation} is out of range"),
+            ));
         }
         if let Some(segment) = segments.iter().find(|segment| segment.sequence >> 32 > previous_incarnation) {
-            return Err(DbError::Corrupt(format!(
-                "log segment of worker {} has sequence {:#x}, beyond log incarnation {previous_incarnation}",
-                segment.worker, segment.sequence
-            )));
+            return Err(DbError::corrupt(
+                Structure::LogSegment,
+                format!(
+                    "log segment of worker {} has sequence {:#x}, beyond log incarnation {previous_incarnation}",
+                    segment.worker, segment.sequence
+                ),
+            ));
         }
         let synchronous = self.synchronous;
         // SP^3: the records whose dependencies were never durable, and the
@@ -733,10 +758,10 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
                         let scan = store.scan_segment(segment, &mut |record| {
                             scanned.fetch_add(1, Ordering::Relaxed);
                             if record.tid > record::MAX_TID {
-                                failure.lock().get_or_insert(DbError::Corrupt(format!(
-                                    "log record TID {:#x} is beyond the largest TID",
-                                    record.tid
-                                )));
+                                failure.lock().get_or_insert(DbError::corrupt(
+                                    Structure::LogRecord,
+                                    format!("log record TID {:#x} is beyond the largest TID", record.tid),
+                                ));
                                 return;
                             }
                             let epoch = record::epoch_of_tid(record.tid);

@@ -51,7 +51,7 @@ use crate::storage::zen::cache::{Row, ABSENT};
 use crate::storage::zen::heap::{decode_slot, Heap, SlotContent, SlotKind, Tombstone, HEAP_CHUNK_KIND, META_LEN};
 use crate::storage::zen::meta::ZenTableMeta;
 use parking_lot::Mutex;
-use pmtx_pm::{ChunkId, PmBackend, Pool};
+use pmtx_pm::{ChunkId, PmBackend, Pool, Structure};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -133,9 +133,10 @@ impl<B: PmBackend> Context<'_, B> {
             if cts == record::tid_of(word) {
                 // One transaction writes a key once and a key's Tx-CTS grow:
                 // only a damaged heap holds two such versions.
-                return Err(DbError::Corrupt(format!(
-                    "zen heap holds two versions of one key of table #{table} with Tx-CTS {cts}"
-                )));
+                return Err(DbError::corrupt(
+                    Structure::ZenHeap,
+                    format!("zen heap holds two versions of one key of table #{table} with Tx-CTS {cts}"),
+                ));
             }
             (slot, kind_of(deleted))
         } else {
@@ -198,10 +199,13 @@ impl<B: PmBackend> Context<'_, B> {
                 *max_id = (*max_id).max(tuple.tuple_id);
                 if let Some(dirty) = window {
                     if tuple.cts > dirty {
-                        return Err(DbError::Corrupt(format!(
-                            "wbl heap slot {slot:#x} holds Tx-CTS {:#x}, above the durable window's c_d {dirty:#x}",
-                            tuple.cts
-                        )));
+                        return Err(DbError::corrupt(
+                            Structure::ZenHeap,
+                            format!(
+                                "wbl heap slot {slot:#x} holds Tx-CTS {:#x}, above the durable window's c_d {dirty:#x}",
+                                tuple.cts
+                            ),
+                        ));
                     }
                 } else if tuple.lp && tuple.cts > scan.ts_commit {
                     scan.ts_commit = tuple.cts;
@@ -281,10 +285,10 @@ pub(crate) fn recover<B: PmBackend>(
         }
         let (table, thread) = (owner.group(), owner.thread() as usize);
         if table as usize >= tables.len() || thread >= regions {
-            return Err(DbError::Corrupt(format!(
-                "heap chunk {} is owned by table #{table}, thread {thread}, which do not exist",
-                chunk.0
-            )));
+            return Err(DbError::corrupt(
+                Structure::ChunkTable,
+                format!("heap chunk {} is owned by table #{table}, thread {thread}, which do not exist", chunk.0),
+            ));
         }
         heap.register_chunk(chunk, table, thread as u16);
         heap.regions[thread].state.lock().add_recovered_chunk(table, chunk);

@@ -81,7 +81,7 @@ use crate::error::{DbError, DbResult};
 use crate::storage::record::{self, MAX_EPOCH};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
-use pmtx_pm::{ChunkOwner, PmBackend, Pool, PoolError, CACHE_LINE};
+use pmtx_pm::{ChunkOwner, PmBackend, Pool, PoolError, Structure, CACHE_LINE};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -201,7 +201,10 @@ impl<B: PmBackend> WriteBehindLog<B> {
                 (*chunk, latest)
             }
             more => {
-                return Err(DbError::Corrupt(format!("the pool holds {} wbl record logs; one is allowed", more.len())))
+                return Err(DbError::corrupt(
+                    Structure::WblLog,
+                    format!("the pool holds {} wbl record logs; one is allowed", more.len()),
+                ))
             }
         };
         let log = Self {
