@@ -36,6 +36,6 @@ pub use cpu::{CpuFeatures, FlushInstruction, CACHE_LINE};
 pub use error::{PoolError, PoolResult};
 pub use mapping::{temporary_pool_dir, Mapping, MappingKind};
 pub use persist_batch::PersistBatch;
-pub use pool::{ChunkId, ChunkOwner, Pool, PoolCheckReport, PoolInfo};
+pub use pool::{parse_pool_metadata, ChunkId, ChunkOwner, Pool, PoolCheckReport, PoolInfo};
 pub use sim::Sim;
 pub use structure::Structure;

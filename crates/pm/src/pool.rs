@@ -568,37 +568,11 @@ impl<B: PmBackend> Pool<B> {
     /// checked: the state word must match the name, and for a checksummed
     /// slot the current value record its sequence and CRC.
     fn slot_value(&self, slot: u64) -> Result<u64, String> {
-        let offset = Self::root_slot_offset(slot);
-        let state = self.backend.load_u64(offset + layout::root_slot::STATE);
-        let mut name = [0u8; layout::ROOT_NAME_MAX];
-        self.backend.read(offset + layout::root_slot::NAME, &mut name);
-        let len = name.iter().position(|b| *b == 0).unwrap_or(name.len());
-        let name = &name[..len];
-        let name_crc = crc32fast::hash(name);
-        let shown = String::from_utf8_lossy(name);
-        if len == 0 || state as u32 != name_crc {
-            return Err(format!("root slot {slot} has a bad state word {state:#018x}"));
-        }
-        if state >> 32 == layout::ROOT_TAG {
-            // Layout 1: the value word alone, no checksum.
-            return Ok(self.backend.load_u64(offset + layout::root_slot::VALUE));
-        }
-        if state >> 48 != layout::ROOT_TAG_V2 {
-            return Err(format!("root slot {slot} ({shown:?}) has a bad state word {state:#018x}"));
-        }
-        let seq = (state >> 32) as u16;
-        let at = Self::value_record_offset(slot, seq);
-        let value = self.backend.load_u64(at);
-        let check = self.backend.load_u64(at + 8);
-        let computed = root_value_crc(name_crc, seq, value);
-        if check as u32 != u32::from(seq) || (check >> 32) as u32 != computed {
-            return Err(format!(
-                "root {shown:?} (slot {slot}): value record {} does not match (state sequence {seq}, record \
-                 {check:#018x}, crc of value {computed:#010x})",
-                seq & 1
-            ));
-        }
-        Ok(value)
+        let mut bytes = [0u8; layout::ROOT_SLOT_SIZE as usize];
+        self.backend.read(Self::root_slot_offset(slot), &mut bytes);
+        let mut records = [0u8; 2 * layout::ROOT_VALUE_RECORD_SIZE as usize];
+        self.backend.read(Self::value_record_offset(slot, 0), &mut records);
+        check_root_slot(slot, &bytes, &records)
     }
 
     /// The value of root `name`, if it exists. Root values are checked when
@@ -675,11 +649,25 @@ impl<B: PmBackend> Pool<B> {
         let (mut used, mut zero, mut dirty) = (0, 0, 0);
         for index in 0..self.geometry.chunk_count {
             let entry = self.backend.load_u64(self.entry_offset(ChunkId(index)));
-            match entry {
-                layout::CHUNK_FREE_ZERO => zero += 1,
-                layout::CHUNK_FREE_DIRTY => dirty += 1,
-                _ if entry >> 56 == layout::CHUNK_OWNED_MARKER && entry & layout::CHUNK_OWNER_MASK != 0 => used += 1,
-                _ => {
+            match chunk_entry_state(entry) {
+                Some(ChunkState::FreeZero) => {
+                    // A chunk never used is zero: one that holds data lost
+                    // its owner's entry (allocation makes the entry durable
+                    // before anything is written into the chunk). Its
+                    // first line holds every engine's chunk header.
+                    let mut line = [0u8; crate::cpu::CACHE_LINE as usize];
+                    self.backend.read(self.chunk_offset(ChunkId(index)), &mut line);
+                    if line.iter().any(|&byte| byte != 0) {
+                        return Err(corrupt(
+                            Structure::ChunkTable,
+                            format!("chunk {index} is marked free and never used, but holds data"),
+                        ));
+                    }
+                    zero += 1
+                }
+                Some(ChunkState::FreeDirty) => dirty += 1,
+                Some(ChunkState::Owned) => used += 1,
+                None => {
                     return Err(corrupt(
                         Structure::ChunkTable,
                         format!("chunk table entry {index} holds invalid value {entry:#018x}"),
@@ -732,6 +720,109 @@ impl<B: PmBackend> PrefaultTarget for Pool<B> {
     fn prefault_next_free_chunk(&self, ahead: u64) -> std::io::Result<bool> {
         Pool::prefault_next_free_chunk(self, ahead)
     }
+}
+
+/// The value of a used root slot (`bytes`: its 64 bytes; `records`: its two
+/// value records), checked: the state word must match the name, and for a
+/// checksummed slot the current value record its sequence and CRC.
+fn check_root_slot(slot: u64, bytes: &[u8; 64], records: &[u8; 32]) -> Result<u64, String> {
+    let word = |bytes: &[u8], at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let state = word(bytes, layout::root_slot::STATE as usize);
+    let name = &bytes[layout::root_slot::NAME as usize..];
+    let len = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+    let name = &name[..len];
+    let name_crc = crc32fast::hash(name);
+    let shown = String::from_utf8_lossy(name);
+    if len == 0 || state as u32 != name_crc {
+        return Err(format!("root slot {slot} has a bad state word {state:#018x}"));
+    }
+    if state >> 32 == layout::ROOT_TAG {
+        // Layout 1: the value word alone, no checksum.
+        return Ok(word(bytes, layout::root_slot::VALUE as usize));
+    }
+    if state >> 48 != layout::ROOT_TAG_V2 {
+        return Err(format!("root slot {slot} ({shown:?}) has a bad state word {state:#018x}"));
+    }
+    let seq = (state >> 32) as u16;
+    let at = usize::from(seq & 1) * layout::ROOT_VALUE_RECORD_SIZE as usize;
+    let value = word(records, at);
+    let check = word(records, at + 8);
+    let computed = root_value_crc(name_crc, seq, value);
+    if check as u32 != u32::from(seq) || (check >> 32) as u32 != computed {
+        return Err(format!(
+            "root {shown:?} (slot {slot}): value record {} does not match (state sequence {seq}, record \
+             {check:#018x}, crc of value {computed:#010x})",
+            seq & 1
+        ));
+    }
+    Ok(value)
+}
+
+/// What a chunk table entry says, or `None` for an invalid entry.
+fn chunk_entry_state(entry: u64) -> Option<ChunkState> {
+    match entry {
+        layout::CHUNK_FREE_ZERO => Some(ChunkState::FreeZero),
+        layout::CHUNK_FREE_DIRTY => Some(ChunkState::FreeDirty),
+        _ if entry >> 56 == layout::CHUNK_OWNED_MARKER && entry & layout::CHUNK_OWNER_MASK != 0 => {
+            Some(ChunkState::Owned)
+        }
+        _ => None,
+    }
+}
+
+enum ChunkState {
+    FreeZero,
+    FreeDirty,
+    Owned,
+}
+
+/// Parses the metadata of a pool image, as `Pool::open` checks it, without
+/// mapping it: the header record (the file is taken to be as long as the
+/// header says, so an image may stop anywhere after its first 512 bytes),
+/// then every root slot and every chunk table entry the image holds. For
+/// fuzzing the parsers on arbitrary bytes; never panics.
+pub fn parse_pool_metadata(bytes: &[u8]) -> PoolResult<PoolCheckReport> {
+    let label = Path::new("<bytes>");
+    let record = bytes.get(..layout::HEADER_RECORD_SIZE as usize).ok_or(PoolError::TooSmall {
+        path: label.into(),
+        size: bytes.len() as u64,
+        minimum: layout::MIN_POOL_SIZE,
+    })?;
+    let geometry = decode_header(record, label, u64::MAX)?;
+    let corrupt = |structure, detail: String| PoolError::Corrupt { path: label.into(), structure, detail };
+    let mut roots = 0;
+    for slot in 0..layout::ROOT_SLOTS {
+        let at = (layout::ROOT_TABLE_OFFSET + slot * layout::ROOT_SLOT_SIZE) as usize;
+        let records_at = (layout::ROOT_VALUES_OFFSET + slot * 2 * layout::ROOT_VALUE_RECORD_SIZE) as usize;
+        let (Some(slot_bytes), Some(records)) = (bytes.get(at..at + 64), bytes.get(records_at..records_at + 32)) else {
+            break;
+        };
+        if slot_bytes[..8] == [0; 8] {
+            continue;
+        }
+        let slot_bytes: &[u8; 64] = slot_bytes.try_into().expect("64 bytes");
+        let records: &[u8; 32] = records.try_into().expect("32 bytes");
+        check_root_slot(slot, slot_bytes, records).map_err(|detail| corrupt(Structure::RootTable, detail))?;
+        roots += 1;
+    }
+    let (mut used, mut zero, mut dirty) = (0, 0, 0);
+    for index in 0..geometry.chunk_count {
+        let at = (layout::CHUNK_TABLE_OFFSET + index * 8) as usize;
+        let Some(entry) = bytes.get(at..at + 8) else { break };
+        let entry = u64::from_le_bytes(entry.try_into().expect("8 bytes"));
+        match chunk_entry_state(entry) {
+            Some(ChunkState::FreeZero) => zero += 1,
+            Some(ChunkState::FreeDirty) => dirty += 1,
+            Some(ChunkState::Owned) => used += 1,
+            None => {
+                return Err(corrupt(
+                    Structure::ChunkTable,
+                    format!("chunk table entry {index} holds invalid value {entry:#018x}"),
+                ))
+            }
+        }
+    }
+    Ok(PoolCheckReport { geometry, chunks_used: used, chunks_free_zero: zero, chunks_free_dirty: dirty, roots })
 }
 
 /// State word of a checksummed root slot whose current value record has

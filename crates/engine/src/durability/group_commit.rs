@@ -270,6 +270,14 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
         for (shared, flushed, tail) in advances {
             let _ = shared.flushed.compare_exchange(flushed, tail, Ordering::AcqRel, Ordering::Acquire);
         }
+        // Each worker's current segment records how far its records are
+        // durable now (persisted by the durable-epoch root's fence below,
+        // or the next fence), so recovery tells a damaged or cut record
+        // below that point from the end of the log.
+        for shared in &self.logs {
+            let segments = shared.segments.lock();
+            self.store.record_durable_end(&segments, shared.flushed.load(Ordering::Acquire));
+        }
         self.pool.backend().crash_point("group commit: logs durable, before epoch marker");
         if durable_epoch > self.epochs().durable() {
             self.pool.set_root(DURABLE_EPOCH_ROOT, durable_epoch)?;
@@ -665,7 +673,6 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
             }
             None => 0,
         };
-        self.store.free(&broken);
         let current = checkpoint::current_checkpoint(pool)?;
         checkpoint::free_other_generations(pool, current.as_ref().map(|(m, _)| m.generation).unwrap_or(0));
         let table_of = |id: u32| {
@@ -685,6 +692,68 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
                 Ok(())
             })?;
         }
+        let synchronous = self.synchronous;
+        // Whether a valid record of `tid` found beyond an invalid one (or in
+        // a segment whose header is damaged) proves the invalid bytes are
+        // damage: it was durable together with everything before it in its
+        // segment (the flush that made its epoch durable came after every
+        // record of that epoch was written, and flushed each worker's log
+        // up to its tail; a synchronous log may have several records of a
+        // worker in flight under one fence, so its own fences prove
+        // nothing), and the checkpoint does not cover it.
+        let proves_damage = |tid: u64| {
+            let epoch = record::epoch_of_tid(tid);
+            epoch >= start_epoch && epoch <= durable_epoch
+        };
+        // A header torn while its segment was started leaves no record of
+        // the segment it claims newer than the checkpoint (the header is
+        // durable before any record; stale records of the chunk's earlier
+        // use are older than the checkpoint that let it be freed).
+        // The sequence field may be what is damaged: the records are also
+        // tried under the sequences the segment could have had (the stored
+        // one with any one bit flipped, and those of this life's chains).
+        // Only the records a scan from the start reaches count: the same
+        // ones an earlier recovery saw of a chunk's earlier use.
+        let incarnation = pool.root(LOG_INCARNATION_ROOT).unwrap_or(0);
+        let highest = segments.iter().map(|segment| segment.sequence & u64::from(u32::MAX)).max().unwrap_or(0);
+        for &id in &broken {
+            let Some(claimed) = self.store.claimed_segment(id) else { continue };
+            let mut candidates: Vec<u64> = std::iter::once(claimed.sequence)
+                .chain((0..64).map(|bit| claimed.sequence ^ (1 << bit)))
+                .chain((0..=highest.saturating_add(2).min(1 << 16)).map(|n| (incarnation << 32) | n))
+                .collect();
+            candidates.sort_unstable();
+            candidates.dedup();
+            // The worker: the chunk owner's, or (its owner tag damaged) any.
+            let workers = std::iter::once(claimed.worker)
+                .chain((0..self.logs.len() as u16).filter(|&worker| worker != claimed.worker));
+            let candidates: Vec<log::FoundSegment> = workers
+                .flat_map(|worker| {
+                    candidates.iter().map(move |&sequence| log::FoundSegment { worker, sequence, ..claimed })
+                })
+                .filter(|candidate| self.store.first_record_valid(candidate))
+                .collect();
+            for candidate in candidates {
+                let sequence = candidate.sequence;
+                let mut newer = None;
+                self.store.scan_segment(&candidate, &mut |record| {
+                    if newer.is_none() && proves_damage(record.tid) {
+                        newer = Some(record.tid);
+                    }
+                })?;
+                if let Some(tid) = newer {
+                    return Err(DbError::corrupt(
+                        Structure::LogSegment,
+                        format!(
+                            "the header of log chunk {} (worker {}, sequence {sequence:#x}) is damaged, but the chunk \
+                             holds its durable record {tid:#x}",
+                            id.0, candidate.worker
+                        ),
+                    ));
+                }
+            }
+        }
+        self.store.free(&broken);
         if durable_epoch > record::MAX_EPOCH {
             return Err(DbError::corrupt(
                 Structure::RootTable,
@@ -709,7 +778,6 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
                 ),
             ));
         }
-        let synchronous = self.synchronous;
         // SP^3: the records whose dependencies were never durable, and the
         // later records of their workers (see `durability::sp3_log`).
         let dropped = if self.kind == EngineKind::Sp3 {
@@ -789,8 +857,53 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
                             }
                             applied.fetch_add(1, Ordering::Relaxed);
                         });
-                        if let Err(error) = scan {
-                            failure.lock().get_or_insert(error);
+                        match scan {
+                            // The scan stops at the first invalid record: the
+                            // end of the log, unless a durable record of the
+                            // segment follows it. (The space a segment leaves
+                            // unused when its writer moves on is not
+                            // marked, so a damaged last record of a segment
+                            // is not told from that end.)
+                            Ok(end) => {
+                                match (end.durable_end, end.stopped_at) {
+                                    (Err(word), _) => {
+                                        failure.lock().get_or_insert(DbError::corrupt(
+                                            Structure::LogSegment,
+                                            format!(
+                                                "the durable-end word {word:#018x} of worker {} segment {:#x} fails \
+                                                 its checksum",
+                                                segment.worker, segment.sequence
+                                            ),
+                                        ));
+                                    }
+                                    (Ok(Some(durable)), Some(position)) if position < durable => {
+                                        failure.lock().get_or_insert(DbError::corrupt(
+                                            Structure::LogRecord,
+                                            format!(
+                                                "log record at {position:#x} of worker {} segment {:#x} is damaged or \
+                                                 missing: the segment's records were durable up to {durable:#x}",
+                                                segment.worker, segment.sequence
+                                            ),
+                                        ));
+                                    }
+                                    _ => {}
+                                }
+                                if let (Some(position), Some(&tid)) =
+                                    (end.stopped_at, end.later.iter().find(|&&tid| proves_damage(tid)))
+                                {
+                                    failure.lock().get_or_insert(DbError::corrupt(
+                                        Structure::LogRecord,
+                                        format!(
+                                            "log record at {position:#x} of worker {} segment {:#x} is damaged: the \
+                                             durable record {tid:#x} follows it",
+                                            segment.worker, segment.sequence
+                                        ),
+                                    ));
+                                }
+                            }
+                            Err(error) => {
+                                failure.lock().get_or_insert(error);
+                            }
                         }
                     }
                 });

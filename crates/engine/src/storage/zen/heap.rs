@@ -134,7 +134,7 @@ pub(crate) const TUPLE_ID_MASK: u64 = (1 << 56) - 1;
 pub(crate) const META_LEN: u64 = 26;
 const CRC_AT: usize = 16;
 const VALUE_LEN_AT: usize = 20;
-const KEY_LEN_AT: usize = 24;
+pub(crate) const KEY_LEN_AT: usize = 24;
 
 const _: () = assert!(KEY_LEN_AT + 2 == META_LEN as usize);
 const _: () = assert!(CACHE_LINE.is_multiple_of(16), "16-byte aligned headers stay in one line");

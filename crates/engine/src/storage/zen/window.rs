@@ -130,6 +130,13 @@ impl WindowRecord {
     }
 }
 
+/// Parses one wbl record (its 64 bytes) as recovery does: (sequence, c_p,
+/// c_d) if it is whole and plausible. For fuzzing; never panics.
+pub fn parse_record(bytes: &[u8]) -> Option<(u64, u64, u64)> {
+    let bytes = bytes.get(..RECORD_BYTES)?;
+    WindowRecord::decode(bytes).map(|record| (record.sequence, record.persisted, record.dirty))
+}
+
 /// The last TID of `epoch` (a window's whole range ends there).
 fn last_tid_of_epoch(epoch: u64) -> u64 {
     record::first_tid_of_epoch(epoch + 1) - 1
