@@ -77,3 +77,15 @@ pub fn parse_heap_slot(bytes: &[u8], max_key: usize, max_value: usize) -> Result
 pub fn parse_wbl_record(bytes: &[u8]) -> Option<(u64, u64, u64)> {
     crate::storage::zen::window::parse_record(bytes)
 }
+
+/// Recomputes the checksums of a log segment's header and records (see
+/// [`log::reseal_segment`]), for mutations that reach past them.
+pub fn reseal_log_segment(bytes: &mut [u8]) {
+    log::reseal_segment(bytes);
+}
+
+/// Recomputes the CRC of a heap slot's tuple, for mutations that reach
+/// past it.
+pub fn reseal_heap_slot(bytes: &mut [u8]) {
+    crate::storage::zen::heap::reseal_slot(bytes);
+}

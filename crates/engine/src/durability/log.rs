@@ -645,6 +645,31 @@ fn encode_unsealed<R>(buffer: &mut Vec<u8>, writes: &WriteSet<R>, dependencies: 
     start
 }
 
+/// Reseals every record of a segment's bytes (as far as their lengths
+/// chain) for the segment its header names, and recomputes the header's
+/// CRC: a mutated segment whose records the parsers then read past their
+/// checksums. For fuzzing.
+pub fn reseal_segment(bytes: &mut [u8]) {
+    if bytes.len() < SEGMENT_HEADER as usize {
+        return;
+    }
+    let crc = crc32fast::hash(&bytes[0..28]);
+    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+    let sequence = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+    let worker = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
+    let key = SealKey { sequence, worker: u16::try_from(worker).ok() };
+    let mut at = SEGMENT_HEADER as usize;
+    while at + RECORD_HEADER <= bytes.len() {
+        let total = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        if total < RECORD_HEADER || at + total > bytes.len() {
+            break;
+        }
+        let tid = u64::from_le_bytes(bytes[at + 8..at + 16].try_into().expect("8 bytes"));
+        seal(&mut bytes[at..at + total], key, tid);
+        at += total;
+    }
+}
+
 /// The whole record of `writes` with `tid`, sealed for segment `sequence`
 /// of `worker` (tests).
 #[cfg(test)]
