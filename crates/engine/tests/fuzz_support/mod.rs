@@ -80,7 +80,17 @@ pub const TARGETS: [Target; 5] = [
         name: "pool",
         run: |bytes| match pmtx_engine::fuzz::parse_pool(bytes) {
             Ok(report) => format!("ok roots {} used {}", report.roots, report.chunks_used.min(4)),
-            Err(error) => format!("{:?} {}", error.damaged_structure(), kind_of_error(&error.to_string())),
+            Err(error) => {
+                // The variant and structure; for an inconsistency also its
+                // kind (the detail without numbers, names or bytes).
+                let debug = format!("{error:?}");
+                let variant = debug.split([' ', '{', '(']).next().unwrap_or_default().to_string();
+                let detail = match &error {
+                    pmtx_pm::PoolError::Corrupt { detail, .. } => kind_of_error(detail),
+                    _ => String::new(),
+                };
+                format!("{variant} {:?} {detail}", error.damaged_structure())
+            }
         },
         fix_checksums: fix_pool,
     },
