@@ -301,15 +301,15 @@ fn dependency_spans(bytes: &[u8], start: u64, used: u64) -> Vec<Span> {
     spans
 }
 
-/// Both workers update the same few rows at once (read-modify-write).
-fn concurrent_updates(db: &Database, rows: pmtx_engine::TableId) -> Result<(), DbError> {
+/// Both workers update the same `keys` rows at once (read-modify-write).
+fn concurrent_updates(db: &Database, rows: pmtx_engine::TableId, keys: u32) -> Result<(), DbError> {
     let results: Vec<Result<(), DbError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..2usize)
             .map(|id| {
                 scope.spawn(move || -> Result<(), DbError> {
                     let mut worker = db.worker(id)?;
                     for round in 0..30u32 {
-                        let key = format!("k{:02}", round % 4);
+                        let key = format!("k{:02}", round % keys);
                         worker.run(|tx| {
                             let old = tx.get(rows, key.as_bytes())?.unwrap_or_default();
                             let value = format!("w{id} r{round} {}", old.len());
@@ -362,10 +362,15 @@ fn build_base(engine: EngineKind, seed: u64) -> Result<Base, String> {
     // Both workers update the same rows at once: SP^3 logs dependencies
     // (a reader of a version whose log is not durable yet names its
     // writer), which takes a race, so rounds repeat until the log holds one
-    // (a few times: on a loaded machine the race may not happen, and the
-    // report then lists the structure as absent).
-    for _attempt in 0..4 {
-        concurrent_updates(&db, rows).map_err(|e| failed("concurrent update", e))?;
+    // (on one hot row after the first round, with a checkpoint between
+    // rounds to free their log; on a loaded machine the race may still not
+    // happen, and the report then lists the structure as absent).
+    for attempt in 0..40 {
+        if attempt > 0 {
+            // Frees the log of the attempts that logged no dependency.
+            db.checkpoint().map_err(|e| failed("checkpoint", e))?;
+        }
+        concurrent_updates(&db, rows, if attempt == 0 { 4 } else { 1 }).map_err(|e| failed("concurrent update", e))?;
         if engine != EngineKind::Sp3 || holds_dependencies(&pool) {
             break;
         }
