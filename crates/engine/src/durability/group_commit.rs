@@ -876,7 +876,15 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
                                             ),
                                         ));
                                     }
-                                    (Ok(Some(durable)), Some(position)) if position < durable => {
+                                    // Only once the segment showed a record
+                                    // of its own: a chunk reused for a new
+                                    // segment whose header write a crash
+                                    // tore may still show its old header
+                                    // and durable end, with no record of
+                                    // it at the start.
+                                    (Ok(Some(durable)), Some(position))
+                                        if position < durable && position > log::SEGMENT_HEADER =>
+                                    {
                                         failure.lock().get_or_insert(DbError::corrupt(
                                             Structure::LogRecord,
                                             format!(
