@@ -23,11 +23,12 @@
 //!
 //! * **bit flip** — one bit flipped at each of `flips` positions spread
 //!   over the structure's bytes (one trial each);
-//! * **truncation** — the structure cut short: its bytes zeroed from the
-//!   middle of its extent to its end (for the pool header: the pool file
-//!   cut to half its length);
-//! * **torn write** — one cache line of the structure with every other
-//!   8-byte word zeroed, as a write that reached the media only in part.
+//! * **truncation** — the structure cut short: the second half of its
+//!   bytes (all its extents, in order) zeroed (for the pool header: the
+//!   pool file cut to half its length);
+//! * **torn write** — the first cache line of the structure's largest
+//!   extent (its header) with every other 8-byte word zeroed, as a write
+//!   that reached the media only in part.
 //!
 //! `pmtx crashtest --corruption-matrix` prints the matrix and exits 1 if a
 //! cell fails; `tests/corrupt.rs` runs it for every engine.
@@ -490,18 +491,20 @@ fn damaged_images(
                 let len = base.bytes.len() / 2;
                 images.push((format!("file cut to {len} bytes"), base.bytes[..len].to_vec()));
             } else {
-                // The last span (a chunk's used bytes, a slot) cut in half.
-                let span = spans.iter().max_by_key(|span| (span.len, span.start)).expect("a span");
-                let from = span.start + (span.len / 2).next_multiple_of(8).min(span.len - 1);
+                // The structure's bytes (all its extents, in order) cut in
+                // half: the second half zeroed.
                 let mut bytes = base.bytes.clone();
-                bytes[from as usize..(span.start + span.len) as usize].fill(0);
-                images.push((format!("zeroed {from:#x}..{:#x}", span.start + span.len), bytes));
+                for offset in (total / 2)..total {
+                    bytes[locate(offset) as usize] = 0;
+                }
+                images.push((format!("second half of {total} bytes zeroed"), bytes));
             }
         }
         Damage::TornWrite => {
+            // The first line of the structure's largest extent (where its
+            // header is), every other 8-byte word zeroed.
             let span = spans.iter().max_by_key(|span| (span.len, span.start)).expect("a span");
-            let line = (span.start + (span.len / 2)) & !63;
-            let line = line.max(span.start & !63);
+            let line = span.start & !63;
             let mut bytes = base.bytes.clone();
             for word in (1..8).step_by(2) {
                 let at = (line + word * 8) as usize;

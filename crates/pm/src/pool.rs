@@ -654,8 +654,10 @@ impl<B: PmBackend> Pool<B> {
                     // A chunk never used is zero: one that holds data lost
                     // its owner's entry (allocation makes the entry durable
                     // before anything is written into the chunk). Its
-                    // first line holds every engine's chunk header.
-                    let mut line = [0u8; crate::cpu::CACHE_LINE as usize];
+                    // first page holds every engine's chunk header (and a
+                    // Zen chunk's first slots, after its bitmap); reading
+                    // it costs the page fault the first line would.
+                    let mut line = vec![0u8; FREE_ZERO_CHECK_BYTES.min(self.geometry.chunk_size) as usize];
                     self.backend.read(self.chunk_offset(ChunkId(index)), &mut line);
                     if line.iter().any(|&byte| byte != 0) {
                         return Err(corrupt(
@@ -721,6 +723,10 @@ impl<B: PmBackend> PrefaultTarget for Pool<B> {
         Pool::prefault_next_free_chunk(self, ahead)
     }
 }
+
+/// Bytes at the start of each free, never-used chunk that `Pool::open`
+/// checks are zero.
+const FREE_ZERO_CHECK_BYTES: u64 = 4096;
 
 /// The value of a used root slot (`bytes`: its 64 bytes; `records`: its two
 /// value records), checked: the state word must match the name, and for a

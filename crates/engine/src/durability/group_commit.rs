@@ -866,16 +866,12 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
                             // is not told from that end.)
                             Ok(end) => {
                                 match (end.durable_end, end.stopped_at) {
-                                    (Err(word), _) => {
-                                        failure.lock().get_or_insert(DbError::corrupt(
-                                            Structure::LogSegment,
-                                            format!(
-                                                "the durable-end word {word:#018x} of worker {} segment {:#x} fails \
-                                                 its checksum",
-                                                segment.worker, segment.sequence
-                                            ),
-                                        ));
-                                    }
+                                    // A word that fails its check is no
+                                    // claim: a crash while a reused chunk's
+                                    // header was written leaves the old
+                                    // bytes there, and a damaged word alone
+                                    // loses no record.
+                                    (Err(_), _) => {}
                                     // Only once the segment showed a record
                                     // of its own: a chunk reused for a new
                                     // segment whose header write a crash

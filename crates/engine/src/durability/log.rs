@@ -822,7 +822,9 @@ pub fn claimed_segment<B: PmBackend>(pool: &Pool<B>, segment: SegmentId) -> Opti
     let magic = u64::from_le_bytes(header[0..8].try_into().ok()?);
     let format = if magic == SEGMENT_MAGIC_V1 { SegmentFormat::V1 } else { SegmentFormat::V2 };
     Some(FoundSegment {
-        worker: u16::try_from(owner.group()).ok()?,
+        // A group beyond the u16 writers is damage (recovery tries every
+        // worker's seal then).
+        worker: u16::try_from(owner.group()).unwrap_or(0),
         id: segment,
         sequence: u64::from_le_bytes(header[8..16].try_into().ok()?),
         format,
