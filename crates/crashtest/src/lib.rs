@@ -59,6 +59,7 @@
 
 pub mod harness;
 pub mod kill;
+pub mod matrix;
 mod panics;
 pub mod recover;
 pub mod sim;

@@ -5,7 +5,7 @@
 //! corruption, out of space, bad input) is a [`DbError`] and ends the
 //! transaction. Real bugs panic.
 
-use pmtx_pm::PoolError;
+use pmtx_pm::{PoolError, Structure};
 
 /// Why a transaction attempt aborted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -160,6 +160,16 @@ pub enum DbError {
     /// Persistent structures are inconsistent.
     #[error("corrupt database: {0}")]
     Corrupt(String),
+    /// A persistent structure is damaged (a checksum mismatch, an
+    /// impossible value, a root missing that the pool's contents need):
+    /// the typed form of `Corrupt`, naming the structure.
+    #[error("corrupt database: {structure} is damaged: {detail}")]
+    CorruptStructure {
+        /// Which structure.
+        structure: Structure,
+        /// What is wrong.
+        detail: String,
+    },
     /// Retries exhausted.
     #[error("transaction aborted {attempts} times (last reason: {last}); giving up")]
     TooManyAborts {
@@ -213,6 +223,23 @@ pub enum DbError {
     /// until the pool is recovered.
     #[error("the database was closed or crashed while waiting; the commit is not known to be durable")]
     Closed,
+}
+
+impl DbError {
+    /// A `CorruptStructure` error.
+    pub fn corrupt(structure: Structure, detail: impl Into<String>) -> Self {
+        DbError::CorruptStructure { structure, detail: detail.into() }
+    }
+
+    /// The damaged structure, if this error says the pool (or its log
+    /// files) is damaged: `CorruptStructure`, or a pool error naming one.
+    pub fn damaged_structure(&self) -> Option<Structure> {
+        match self {
+            DbError::CorruptStructure { structure, .. } => Some(*structure),
+            DbError::Pool(error) => error.damaged_structure(),
+            _ => None,
+        }
+    }
 }
 
 impl From<std::convert::Infallible> for DbError {

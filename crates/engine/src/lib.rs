@@ -23,6 +23,7 @@ mod engines;
 pub mod epoch;
 mod error;
 mod fault;
+pub mod fuzz;
 pub mod index;
 pub mod log_files;
 mod options;

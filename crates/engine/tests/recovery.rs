@@ -372,7 +372,7 @@ fn another_schema_is_refused() {
 
 /// Creates a closed pool holding a checkpoint, then damages it with
 /// `corrupt(pool, first checkpoint chunk offset)`; opening must fail with
-/// `DbError::Corrupt`.
+/// `DbError::CorruptStructure` naming the checkpoint.
 fn corrupted_checkpoint_is_refused(what: &str, corrupt: impl FnOnce(&Pool<Direct>, u64)) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pool");
@@ -391,8 +391,10 @@ fn corrupted_checkpoint_is_refused(what: &str, corrupt: impl FnOnce(&Pool<Direct
         pool.close();
     }
     match Database::open(file_options(&path)) {
-        Err(DbError::Corrupt(message)) => eprintln!("{what}: refused as expected: {message}"),
-        Err(error) => panic!("{what}: expected DbError::Corrupt, got {error:?}"),
+        Err(error @ DbError::CorruptStructure { structure: pmtx_pm::Structure::Checkpoint, .. }) => {
+            eprintln!("{what}: refused as expected: {error}")
+        }
+        Err(error) => panic!("{what}: expected a damaged checkpoint, got {error:?}"),
         Ok(_) => panic!("{what}: a corrupted checkpoint was accepted"),
     }
 }

@@ -2,6 +2,7 @@
 //! damaged file, a full pool, a pool locked by another process) is an error
 //! value with a message that names the file and what is wrong, never a panic.
 
+use crate::structure::Structure;
 use std::path::PathBuf;
 
 /// Errors opening, creating or using a pool.
@@ -55,14 +56,31 @@ pub enum PoolError {
         /// The first bytes found.
         found: [u8; 8],
     },
-    /// A pool of another layout version.
-    #[error("{path}: pool layout version {found} is not supported (this build reads version {supported})")]
+    /// A pool of a layout version this build never wrote (below the
+    /// oldest it reads).
+    #[error("{path}: pool layout version {found} is not supported (this build reads versions 1 to {supported})")]
     UnsupportedVersion {
         /// The pool file.
         path: PathBuf,
         /// Version in the file.
         found: u32,
-        /// Version this build reads.
+        /// Newest version this build reads.
+        supported: u32,
+    },
+    /// A structure written by a newer format than this build reads: the
+    /// pool is not damaged, this build is too old for it.
+    #[error(
+        "{path}: {structure} has format version {found}, written by a newer pmtx; this build reads up to version \
+         {supported}: open the pool with the newer build"
+    )]
+    NewerFormat {
+        /// The pool file.
+        path: PathBuf,
+        /// Which structure.
+        structure: Structure,
+        /// Version in the pool.
+        found: u32,
+        /// Newest version this build reads.
         supported: u32,
     },
     /// A checksum did not match: the structure is damaged.
@@ -73,17 +91,19 @@ pub enum PoolError {
         /// The pool file.
         path: PathBuf,
         /// Which structure.
-        structure: &'static str,
+        structure: Structure,
         /// Checksum stored in the pool.
         stored: u32,
         /// Checksum computed over the bytes.
         computed: u32,
     },
     /// Any other inconsistency found while checking metadata.
-    #[error("{path}: corrupt pool: {detail}")]
+    #[error("{path}: corrupt pool: {structure} is damaged: {detail}")]
     Corrupt {
         /// The pool file.
         path: PathBuf,
+        /// Which structure.
+        structure: Structure,
         /// What is inconsistent.
         detail: String,
     },
@@ -106,6 +126,19 @@ pub enum PoolError {
     /// An option value is invalid.
     #[error("invalid option: {0}")]
     InvalidOption(String),
+}
+
+impl PoolError {
+    /// The damaged structure, if this error says the pool is damaged
+    /// (a checksum mismatch or an inconsistency), `None` for any other
+    /// error (a missing file, a lock, a newer format, ...).
+    pub fn damaged_structure(&self) -> Option<Structure> {
+        match self {
+            PoolError::ChecksumMismatch { structure, .. } | PoolError::Corrupt { structure, .. } => Some(*structure),
+            PoolError::BadMagic { .. } | PoolError::Truncated { .. } => Some(Structure::PoolHeader),
+            _ => None,
+        }
+    }
 }
 
 /// Result alias of the PM layer.

@@ -4,6 +4,7 @@
 //! ```text
 //! 0x0000  header (one 512 B checksummed record, see `HeaderRecord`)
 //! 0x1000  mutable words: clean-shutdown flag (8 B), open count (8 B)
+//! 0x1800  root value records: two 16 B checksummed records per root slot
 //! 0x2000  root table: ROOT_SLOTS slots of 64 B (one cache line each)
 //! 0x3000  chunk table: chunk_count little-endian u64 entries
 //! data    first chunk, aligned to chunk_size; chunk i at data + i*chunk_size
@@ -14,8 +15,13 @@
 
 /// "PMTXPOOL".
 pub const MAGIC: [u8; 8] = *b"PMTXPOOL";
-/// Layout version this build reads and writes.
-pub const LAYOUT_VERSION: u32 = 1;
+/// Layout version this build writes (and the newest it reads). Version 2
+/// added checksummed root values (`ROOT_VALUES_OFFSET`); a version-1 pool
+/// (no header change otherwise) keeps opening, and its root slots are
+/// converted to checksummed ones when they are next written.
+pub const LAYOUT_VERSION: u32 = 2;
+/// Oldest layout version this build reads.
+pub const OLDEST_LAYOUT_VERSION: u32 = 1;
 /// Offset of the header record.
 pub const HEADER_OFFSET: u64 = 0;
 /// Bytes covered by the header checksum (the record minus its last 8 bytes).
@@ -37,6 +43,20 @@ pub const ROOT_NAME_MAX: usize = 48;
 /// High 32 bits of a valid root slot's state word; the low 32 bits hold the
 /// CRC-32 of the name, so a torn or foreign slot is detected.
 pub const ROOT_TAG: u64 = 0x524F_4F54; // "ROOT"
+/// High 16 bits of a checksummed (layout 2) root slot's state word
+/// ("R2"): `ROOT_TAG_V2 << 48 | seq (16 bits) << 32 | crc32(name)`. The
+/// sequence's low bit picks which of the slot's two value records is
+/// current, and the record must carry the same sequence.
+pub const ROOT_TAG_V2: u64 = 0x5232;
+/// Offset of the root value records: slot `s` has two records of
+/// `ROOT_VALUE_RECORD_SIZE` bytes at `ROOT_VALUES_OFFSET + s * 32`, each
+/// `value u64 | seq u32 | crc32(crc32(name) ++ seq ++ value) u32`. A value
+/// is written into the record the state word does not point to, made
+/// durable, and then published by one store of the state word, so a torn
+/// record is never current and a damaged current record fails its CRC.
+pub const ROOT_VALUES_OFFSET: u64 = 0x1800;
+/// Size of one root value record.
+pub const ROOT_VALUE_RECORD_SIZE: u64 = 16;
 /// Offset of the chunk table.
 pub const CHUNK_TABLE_OFFSET: u64 = 0x3000;
 /// Default chunk size: 2 MiB, Zen's page-level allocation unit.
@@ -90,6 +110,8 @@ const _: () = assert!(header::CHECKSUM + 8 == HEADER_RECORD_SIZE as usize);
 const _: () = assert!(HEADER_RECORD_SIZE <= CLEAN_SHUTDOWN_OFFSET);
 const _: () = assert!(ROOT_TABLE_OFFSET + ROOT_SLOTS * ROOT_SLOT_SIZE <= CHUNK_TABLE_OFFSET);
 const _: () = assert!(ROOT_NAME_MAX + 16 == ROOT_SLOT_SIZE as usize);
+const _: () = assert!(OPEN_COUNT_OFFSET + 8 <= ROOT_VALUES_OFFSET);
+const _: () = assert!(ROOT_VALUES_OFFSET + ROOT_SLOTS * 2 * ROOT_VALUE_RECORD_SIZE <= ROOT_TABLE_OFFSET);
 const _: () = assert!(DEFAULT_CHUNK_SIZE.is_power_of_two() && MIN_CHUNK_SIZE.is_power_of_two());
 
 /// Root slot field offsets (relative to the slot).

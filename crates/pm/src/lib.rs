@@ -25,6 +25,7 @@ mod persist_batch;
 mod pool;
 mod prefault;
 pub mod sim;
+mod structure;
 
 pub use backend::{
     set_thread_numa_node, thread_numa_node, BackendInfo, BackendKind, Direct, Emulated, LatencyModel,
@@ -35,5 +36,6 @@ pub use cpu::{CpuFeatures, FlushInstruction, CACHE_LINE};
 pub use error::{PoolError, PoolResult};
 pub use mapping::{temporary_pool_dir, Mapping, MappingKind};
 pub use persist_batch::PersistBatch;
-pub use pool::{ChunkId, ChunkOwner, Pool, PoolCheckReport, PoolInfo};
+pub use pool::{parse_pool_metadata, ChunkId, ChunkOwner, Pool, PoolCheckReport, PoolInfo};
 pub use sim::Sim;
+pub use structure::Structure;

@@ -14,6 +14,7 @@ use crate::error::{PoolError, PoolResult};
 use crate::layout::{self, header};
 use crate::mapping::Mapping;
 use crate::prefault::{Prefault, PrefaultTarget};
+use crate::structure::Structure;
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -77,6 +78,9 @@ pub struct PoolGeometry {
     pub requested_size: u64,
     /// Creator version string.
     pub creator: String,
+    /// Layout version in the header (`layout::OLDEST_LAYOUT_VERSION` to
+    /// `layout::LAYOUT_VERSION`).
+    pub layout_version: u32,
 }
 
 /// Everything `pmtx pool info` prints.
@@ -211,6 +215,7 @@ impl<B: PmBackend> Pool<B> {
             pool_id: random_id(),
             requested_size: size,
             creator: format!("pmtx {}", env!("CARGO_PKG_VERSION")),
+            layout_version: layout::LAYOUT_VERSION,
         };
         // The file is fresh (zero) so the chunk table already says "free,
         // zero" everywhere and the root table is empty. Make sure of it for
@@ -567,10 +572,39 @@ impl<B: PmBackend> Pool<B> {
         (0..layout::ROOT_SLOTS).find(|slot| self.slot_name(*slot).as_deref() == Some(name))
     }
 
-    /// The value of root `name`, if it exists.
+    fn value_record_offset(slot: u64, seq: u16) -> u64 {
+        layout::ROOT_VALUES_OFFSET
+            + slot * 2 * layout::ROOT_VALUE_RECORD_SIZE
+            + u64::from(seq & 1) * layout::ROOT_VALUE_RECORD_SIZE
+    }
+
+    /// The value of the root in `slot` (whose state word is not zero),
+    /// checked: the state word must match the name, and for a checksummed
+    /// slot the current value record its sequence and CRC.
+    fn slot_value(&self, slot: u64) -> Result<u64, String> {
+        let mut bytes = [0u8; layout::ROOT_SLOT_SIZE as usize];
+        self.backend.read(Self::root_slot_offset(slot), &mut bytes);
+        let mut records = [0u8; 2 * layout::ROOT_VALUE_RECORD_SIZE as usize];
+        self.backend.read(Self::value_record_offset(slot, 0), &mut records);
+        check_root_slot(slot, &bytes, &records)
+    }
+
+    /// The value of root `name`, if it exists. Root values are checked when
+    /// the pool is opened ([`Pool::check_metadata`]); a value record found
+    /// damaged later reads as absent.
     pub fn root(&self, name: &str) -> Option<u64> {
-        self.find_root_slot(name)
-            .map(|slot| self.backend.load_u64(Self::root_slot_offset(slot) + layout::root_slot::VALUE))
+        self.find_root_slot(name).and_then(|slot| self.slot_value(slot).ok())
+    }
+
+    /// Writes `value` into the value record of `slot` for sequence `seq`
+    /// and makes it durable (the state word still points to the other
+    /// record).
+    fn write_value_record(&self, slot: u64, name: &[u8], seq: u16, value: u64) {
+        let at = Self::value_record_offset(slot, seq);
+        let crc = root_value_crc(crc32fast::hash(name), seq, value);
+        self.backend.store_u64(at, value);
+        self.backend.store_u64(at + 8, u64::from(seq) | (u64::from(crc) << 32));
+        self.backend.flush(at, layout::ROOT_VALUE_RECORD_SIZE);
     }
 
     /// Sets root `name` to `value`, creating it if needed; durable on return.
@@ -584,8 +618,16 @@ impl<B: PmBackend> Pool<B> {
         }
         let _guard = self.roots_lock.lock();
         if let Some(slot) = self.find_root_slot(name) {
-            let offset = Self::root_slot_offset(slot) + layout::root_slot::VALUE;
-            self.backend.store_u64(offset, value);
+            let offset = Self::root_slot_offset(slot);
+            let state = self.backend.load_u64(offset + layout::root_slot::STATE);
+            // A layout-1 slot becomes a checksummed one with sequence 1.
+            let seq = if state >> 48 == layout::ROOT_TAG_V2 { ((state >> 32) as u16).wrapping_add(1) } else { 1 };
+            self.write_value_record(slot, bytes, seq, value);
+            self.backend.fence();
+            self.backend.crash_point("root value record written, before its state word");
+            // IMPORTANT: the record is durable before the state word points
+            // to it: a crash leaves the old value current, never a torn one.
+            self.backend.store_u64(offset + layout::root_slot::STATE, root_state_v2(bytes, seq));
             self.backend.persist(offset, 8);
             return Ok(());
         }
@@ -599,37 +641,54 @@ impl<B: PmBackend> Pool<B> {
         let mut padded = [0u8; layout::ROOT_NAME_MAX];
         padded[..bytes.len()].copy_from_slice(bytes);
         self.backend.write(offset + layout::root_slot::NAME, &padded);
-        self.backend.store_u64(offset + layout::root_slot::VALUE, value);
+        self.backend.store_u64(offset + layout::root_slot::VALUE, 0);
         self.backend.flush(offset, layout::ROOT_SLOT_SIZE);
+        self.write_value_record(slot, bytes, 1, value);
         self.backend.fence();
         // IMPORTANT: the state word is stored only after name and value are
         // durable; it is the single store that makes the root exist.
-        self.backend.store_u64(offset + layout::root_slot::STATE, root_state(bytes));
+        self.backend.store_u64(offset + layout::root_slot::STATE, root_state_v2(bytes, 1));
         self.backend.persist(offset, 8);
         Ok(())
     }
 
-    /// All named roots.
+    /// All named roots (a root whose value is damaged is left out).
     pub fn roots(&self) -> Vec<(String, u64)> {
-        (0..layout::ROOT_SLOTS)
-            .filter_map(|slot| {
-                self.slot_name(slot)
-                    .map(|name| (name, self.backend.load_u64(Self::root_slot_offset(slot) + layout::root_slot::VALUE)))
-            })
-            .collect()
+        (0..layout::ROOT_SLOTS).filter_map(|slot| Some((self.slot_name(slot)?, self.slot_value(slot).ok()?))).collect()
     }
 
     /// Validates the chunk table and root table.
     pub fn check_metadata(&self) -> PoolResult<PoolCheckReport> {
-        let corrupt = |detail: String| PoolError::Corrupt { path: self.label.clone(), detail };
+        let corrupt = |structure, detail: String| PoolError::Corrupt { path: self.label.clone(), structure, detail };
         let (mut used, mut zero, mut dirty) = (0, 0, 0);
         for index in 0..self.geometry.chunk_count {
             let entry = self.backend.load_u64(self.entry_offset(ChunkId(index)));
-            match entry {
-                layout::CHUNK_FREE_ZERO => zero += 1,
-                layout::CHUNK_FREE_DIRTY => dirty += 1,
-                _ if entry >> 56 == layout::CHUNK_OWNED_MARKER && entry & layout::CHUNK_OWNER_MASK != 0 => used += 1,
-                _ => return Err(corrupt(format!("chunk table entry {index} holds invalid value {entry:#018x}"))),
+            match chunk_entry_state(entry) {
+                Some(ChunkState::FreeZero) => {
+                    // A chunk never used is zero: one that holds data lost
+                    // its owner's entry (allocation makes the entry durable
+                    // before anything is written into the chunk). Its
+                    // first page holds every engine's chunk header (and a
+                    // Zen chunk's first slots, after its bitmap); reading
+                    // it costs the page fault the first line would.
+                    let mut line = vec![0u8; FREE_ZERO_CHECK_BYTES.min(self.geometry.chunk_size) as usize];
+                    self.backend.read(self.chunk_offset(ChunkId(index)), &mut line);
+                    if line.iter().any(|&byte| byte != 0) {
+                        return Err(corrupt(
+                            Structure::ChunkTable,
+                            format!("chunk {index} is marked free and never used, but holds data"),
+                        ));
+                    }
+                    zero += 1
+                }
+                Some(ChunkState::FreeDirty) => dirty += 1,
+                Some(ChunkState::Owned) => used += 1,
+                None => {
+                    return Err(corrupt(
+                        Structure::ChunkTable,
+                        format!("chunk table entry {index} holds invalid value {entry:#018x}"),
+                    ))
+                }
             }
         }
         let mut roots = 0;
@@ -639,12 +698,7 @@ impl<B: PmBackend> Pool<B> {
             if state == 0 {
                 continue;
             }
-            let mut name = [0u8; layout::ROOT_NAME_MAX];
-            self.backend.read(offset + layout::root_slot::NAME, &mut name);
-            let len = name.iter().position(|b| *b == 0).unwrap_or(name.len());
-            if state != root_state(&name[..len]) || len == 0 {
-                return Err(corrupt(format!("root slot {slot} has a bad state word {state:#018x}")));
-            }
+            self.slot_value(slot).map_err(|detail| corrupt(Structure::RootTable, detail))?;
             roots += 1;
         }
         Ok(PoolCheckReport {
@@ -684,8 +738,126 @@ impl<B: PmBackend> PrefaultTarget for Pool<B> {
     }
 }
 
-fn root_state(name: &[u8]) -> u64 {
-    (layout::ROOT_TAG << 32) | crc32fast::hash(name) as u64
+/// Bytes at the start of each free, never-used chunk that `Pool::open`
+/// checks are zero.
+const FREE_ZERO_CHECK_BYTES: u64 = 4096;
+
+/// The value of a used root slot (`bytes`: its 64 bytes; `records`: its two
+/// value records), checked: the state word must match the name, and for a
+/// checksummed slot the current value record its sequence and CRC.
+fn check_root_slot(slot: u64, bytes: &[u8; 64], records: &[u8; 32]) -> Result<u64, String> {
+    let word = |bytes: &[u8], at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let state = word(bytes, layout::root_slot::STATE as usize);
+    let name = &bytes[layout::root_slot::NAME as usize..];
+    let len = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+    let name = &name[..len];
+    let name_crc = crc32fast::hash(name);
+    let shown = String::from_utf8_lossy(name);
+    if len == 0 || state as u32 != name_crc {
+        return Err(format!("root slot {slot} has a bad state word {state:#018x}"));
+    }
+    if state >> 32 == layout::ROOT_TAG {
+        // Layout 1: the value word alone, no checksum.
+        return Ok(word(bytes, layout::root_slot::VALUE as usize));
+    }
+    if state >> 48 != layout::ROOT_TAG_V2 {
+        return Err(format!("root slot {slot} ({shown:?}) has a bad state word {state:#018x}"));
+    }
+    let seq = (state >> 32) as u16;
+    let at = usize::from(seq & 1) * layout::ROOT_VALUE_RECORD_SIZE as usize;
+    let value = word(records, at);
+    let check = word(records, at + 8);
+    let computed = root_value_crc(name_crc, seq, value);
+    if check as u32 != u32::from(seq) || (check >> 32) as u32 != computed {
+        return Err(format!(
+            "root {shown:?} (slot {slot}): value record {} does not match (state sequence {seq}, record \
+             {check:#018x}, crc of value {computed:#010x})",
+            seq & 1
+        ));
+    }
+    Ok(value)
+}
+
+/// What a chunk table entry says, or `None` for an invalid entry.
+fn chunk_entry_state(entry: u64) -> Option<ChunkState> {
+    match entry {
+        layout::CHUNK_FREE_ZERO => Some(ChunkState::FreeZero),
+        layout::CHUNK_FREE_DIRTY => Some(ChunkState::FreeDirty),
+        _ if entry >> 56 == layout::CHUNK_OWNED_MARKER && entry & layout::CHUNK_OWNER_MASK != 0 => {
+            Some(ChunkState::Owned)
+        }
+        _ => None,
+    }
+}
+
+enum ChunkState {
+    FreeZero,
+    FreeDirty,
+    Owned,
+}
+
+/// Parses the metadata of a pool image, as `Pool::open` checks it, without
+/// mapping it: the header record (the file is taken to be as long as the
+/// header says, so an image may stop anywhere after its first 512 bytes),
+/// then every root slot and every chunk table entry the image holds. For
+/// fuzzing the parsers on arbitrary bytes; never panics.
+pub fn parse_pool_metadata(bytes: &[u8]) -> PoolResult<PoolCheckReport> {
+    let label = Path::new("<bytes>");
+    let record = bytes.get(..layout::HEADER_RECORD_SIZE as usize).ok_or(PoolError::TooSmall {
+        path: label.into(),
+        size: bytes.len() as u64,
+        minimum: layout::MIN_POOL_SIZE,
+    })?;
+    let geometry = decode_header(record, label, u64::MAX)?;
+    let corrupt = |structure, detail: String| PoolError::Corrupt { path: label.into(), structure, detail };
+    let mut roots = 0;
+    for slot in 0..layout::ROOT_SLOTS {
+        let at = (layout::ROOT_TABLE_OFFSET + slot * layout::ROOT_SLOT_SIZE) as usize;
+        let records_at = (layout::ROOT_VALUES_OFFSET + slot * 2 * layout::ROOT_VALUE_RECORD_SIZE) as usize;
+        let (Some(slot_bytes), Some(records)) = (bytes.get(at..at + 64), bytes.get(records_at..records_at + 32)) else {
+            break;
+        };
+        if slot_bytes[..8] == [0; 8] {
+            continue;
+        }
+        let slot_bytes: &[u8; 64] = slot_bytes.try_into().expect("64 bytes");
+        let records: &[u8; 32] = records.try_into().expect("32 bytes");
+        check_root_slot(slot, slot_bytes, records).map_err(|detail| corrupt(Structure::RootTable, detail))?;
+        roots += 1;
+    }
+    let (mut used, mut zero, mut dirty) = (0, 0, 0);
+    for index in 0..geometry.chunk_count {
+        let at = (layout::CHUNK_TABLE_OFFSET + index * 8) as usize;
+        let Some(entry) = bytes.get(at..at + 8) else { break };
+        let entry = u64::from_le_bytes(entry.try_into().expect("8 bytes"));
+        match chunk_entry_state(entry) {
+            Some(ChunkState::FreeZero) => zero += 1,
+            Some(ChunkState::FreeDirty) => dirty += 1,
+            Some(ChunkState::Owned) => used += 1,
+            None => {
+                return Err(corrupt(
+                    Structure::ChunkTable,
+                    format!("chunk table entry {index} holds invalid value {entry:#018x}"),
+                ))
+            }
+        }
+    }
+    Ok(PoolCheckReport { geometry, chunks_used: used, chunks_free_zero: zero, chunks_free_dirty: dirty, roots })
+}
+
+/// State word of a checksummed root slot whose current value record has
+/// sequence `seq`.
+fn root_state_v2(name: &[u8], seq: u16) -> u64 {
+    (layout::ROOT_TAG_V2 << 48) | (u64::from(seq) << 32) | crc32fast::hash(name) as u64
+}
+
+/// CRC of a root value record: the name's CRC, the sequence and the value.
+fn root_value_crc(name_crc: u32, seq: u16, value: u64) -> u32 {
+    let mut bytes = [0u8; 14];
+    bytes[0..4].copy_from_slice(&name_crc.to_le_bytes());
+    bytes[4..6].copy_from_slice(&seq.to_le_bytes());
+    bytes[6..14].copy_from_slice(&value.to_le_bytes());
+    crc32fast::hash(&bytes)
 }
 
 fn validate_create(path: &Path, size: u64, chunk_size: u64) -> PoolResult<()> {
@@ -737,20 +909,36 @@ pub(crate) fn decode_header(record: &[u8], path: &Path, actual: u64) -> PoolResu
     if magic != layout::MAGIC {
         return Err(PoolError::BadMagic { path: path.into(), found: magic });
     }
+    // The checksum first: every layout keeps the magic, the version at 8
+    // and the CRC-32 of bytes 0..504 at 504, so a damaged version field is
+    // reported as damage, and a valid newer version as a newer format.
+    let stored = read_u32(record, header::CHECKSUM);
+    let computed = crc32fast::hash(&record[..header::CHECKSUM]);
+    if stored != computed {
+        return Err(PoolError::ChecksumMismatch {
+            path: path.into(),
+            structure: Structure::PoolHeader,
+            stored,
+            computed,
+        });
+    }
     let version = read_u32(record, header::VERSION);
-    if version != layout::LAYOUT_VERSION {
+    if version > layout::LAYOUT_VERSION {
+        return Err(PoolError::NewerFormat {
+            path: path.into(),
+            structure: Structure::PoolHeader,
+            found: version,
+            supported: layout::LAYOUT_VERSION,
+        });
+    }
+    if version < layout::OLDEST_LAYOUT_VERSION {
         return Err(PoolError::UnsupportedVersion {
             path: path.into(),
             found: version,
             supported: layout::LAYOUT_VERSION,
         });
     }
-    let stored = read_u32(record, header::CHECKSUM);
-    let computed = crc32fast::hash(&record[..header::CHECKSUM]);
-    if stored != computed {
-        return Err(PoolError::ChecksumMismatch { path: path.into(), structure: "header", stored, computed });
-    }
-    let corrupt = |detail: String| PoolError::Corrupt { path: path.into(), detail };
+    let corrupt = |detail: String| PoolError::Corrupt { path: path.into(), structure: Structure::PoolHeader, detail };
     let size = read_u64(record, header::POOL_SIZE);
     let chunk_size = read_u64(record, header::CHUNK_SIZE);
     let chunk_count = read_u64(record, header::CHUNK_COUNT);
@@ -780,5 +968,6 @@ pub(crate) fn decode_header(record: &[u8], path: &Path, actual: u64) -> PoolResu
         pool_id: read_u64(record, header::POOL_ID),
         requested_size: read_u64(record, header::REQUESTED_SIZE),
         creator: String::from_utf8_lossy(&creator_bytes[..creator_len]).into_owned(),
+        layout_version: version,
     })
 }

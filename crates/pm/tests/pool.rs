@@ -1,6 +1,6 @@
 //! Pool creation, reopening, bad input, allocator and roots on real files.
 
-use pmtx_pm::{layout, ChunkOwner, Direct, MappingKind, PmBackend, PmOptions, Pool, PoolError};
+use pmtx_pm::{layout, ChunkOwner, Direct, MappingKind, PmBackend, PmOptions, Pool, PoolError, Structure};
 use std::io::{Seek, SeekFrom, Write};
 
 const SIZE: u64 = 16 << 20;
@@ -114,14 +114,28 @@ fn bad_files_give_typed_errors() {
     let error = open_error(&flipped);
     assert!(matches!(error, PoolError::ChecksumMismatch { .. }), "{error}");
     assert!(error.to_string().contains("damaged"));
-    // Wrong version (checksum is checked after version, so only the version is reported).
-    let versioned = dir.path().join("versioned");
-    Pool::<Direct>::create(&versioned, SIZE, CHUNK, &options()).unwrap().close();
-    let mut file = std::fs::OpenOptions::new().write(true).open(&versioned).unwrap();
-    file.seek(SeekFrom::Start(layout::header::VERSION as u64)).unwrap();
-    file.write_all(&99u32.to_le_bytes()).unwrap();
-    drop(file);
-    assert!(matches!(open_error(&versioned), PoolError::UnsupportedVersion { found: 99, .. }));
+    // Another version: without the checksum fixed it is damage; with it, a
+    // newer version is a newer format and an older one unsupported.
+    let set_version = |name: &str, version: u32, fix_crc: bool| {
+        let path = dir.path().join(name);
+        Pool::<Direct>::create(&path, SIZE, CHUNK, &options()).unwrap().close();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[layout::header::VERSION..layout::header::VERSION + 4].copy_from_slice(&version.to_le_bytes());
+        if fix_crc {
+            let crc = crc32fast::hash(&bytes[..layout::header::CHECKSUM]);
+            bytes[layout::header::CHECKSUM..layout::header::CHECKSUM + 4].copy_from_slice(&crc.to_le_bytes());
+        }
+        std::fs::write(&path, bytes).unwrap();
+        open_error(&path)
+    };
+    let error = set_version("damaged-version", 99, false);
+    assert!(matches!(error, PoolError::ChecksumMismatch { structure: Structure::PoolHeader, .. }), "{error}");
+    let error = set_version("newer", 99, true);
+    assert!(matches!(error, PoolError::NewerFormat { found: 99, structure: Structure::PoolHeader, .. }), "{error}");
+    assert!(error.to_string().contains("newer pmtx"), "{error}");
+    assert_eq!(error.damaged_structure(), None, "a newer format is not damage");
+    let error = set_version("older", 0, true);
+    assert!(matches!(error, PoolError::UnsupportedVersion { found: 0, .. }), "{error}");
     // Corrupt chunk table entry.
     let table = dir.path().join("table");
     Pool::<Direct>::create(&table, SIZE, CHUNK, &options()).unwrap().close();
@@ -130,7 +144,7 @@ fn bad_files_give_typed_errors() {
     file.write_all(&0x1234u64.to_le_bytes()).unwrap();
     drop(file);
     let error = open_error(&table);
-    assert!(matches!(error, PoolError::Corrupt { .. }), "{error}");
+    assert!(matches!(error, PoolError::Corrupt { structure: Structure::ChunkTable, .. }), "{error}");
     assert!(error.to_string().contains("chunk table entry 1"), "{error}");
 }
 
@@ -342,4 +356,91 @@ fn chunks_are_allocated_on_the_node_asked_for() {
     let single = Pool::<Direct>::create_in_memory(16 << 20, chunk, &options).unwrap();
     assert_eq!(single.backend().numa_nodes(), 1);
     single.allocate_chunk_on_node(owner, false, 3).unwrap();
+}
+
+/// Offset of the current value record of root `name` and of its slot.
+fn root_record(bytes: &[u8], name: &str) -> (usize, usize) {
+    let slot = (0..layout::ROOT_SLOTS as usize)
+        .find(|slot| {
+            let at = layout::ROOT_TABLE_OFFSET as usize + slot * 64 + 16;
+            bytes[at..at + name.len()] == *name.as_bytes() && bytes[at + name.len()] == 0
+        })
+        .expect("the root exists");
+    let slot_at = layout::ROOT_TABLE_OFFSET as usize + slot * 64;
+    let state = u64::from_le_bytes(bytes[slot_at..slot_at + 8].try_into().unwrap());
+    assert_eq!(state >> 48, layout::ROOT_TAG_V2, "a checksummed slot");
+    let seq = (state >> 32) as u16;
+    (layout::ROOT_VALUES_OFFSET as usize + slot * 32 + usize::from(seq & 1) * 16, slot_at)
+}
+
+#[test]
+fn damaged_root_values_are_refused_naming_the_root_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("roots.pool");
+    {
+        let pool = Pool::<Direct>::create(&path, SIZE, CHUNK, &options()).unwrap();
+        assert_eq!(pool.geometry().layout_version, layout::LAYOUT_VERSION);
+        pool.set_root("log.durable_epoch", 7).unwrap();
+        for epoch in 8..=20 {
+            pool.set_root("log.durable_epoch", epoch).unwrap();
+        }
+        pool.set_root("other", 5).unwrap();
+        pool.close();
+    }
+    let clean = std::fs::read(&path).unwrap();
+    let (record, slot) = root_record(&clean, "log.durable_epoch");
+    assert_eq!(u64::from_le_bytes(clean[record..record + 8].try_into().unwrap()), 20);
+    // Every single-bit flip of the value, its check word or the state word
+    // is refused (no flip reads as another value).
+    for (start, len) in [(record, 16), (slot, 8)] {
+        for bit in 0..len * 8 {
+            let mut bytes = clean.clone();
+            bytes[start + bit / 8] ^= 1 << (bit % 8);
+            std::fs::write(&path, &bytes).unwrap();
+            let error = open_error(&path);
+            assert_eq!(error.damaged_structure(), Some(Structure::RootTable), "bit {bit} at {start}: {error}");
+        }
+    }
+    // The previous record (a torn or older value) is not current: damaging
+    // it changes nothing.
+    let other = record ^ 16;
+    let mut bytes = clean.clone();
+    bytes[other..other + 16].fill(0xA5);
+    std::fs::write(&path, &bytes).unwrap();
+    let pool = Pool::<Direct>::open(&path, &options()).unwrap();
+    assert_eq!(pool.root("log.durable_epoch"), Some(20));
+    assert_eq!(pool.root("other"), Some(5));
+}
+
+#[test]
+fn layout_1_roots_keep_reading_and_are_converted_when_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.pool");
+    Pool::<Direct>::create(&path, SIZE, CHUNK, &options()).unwrap().close();
+    // Rewrite as a layout-1 pool (as the previous build wrote it): header
+    // version 1 and a root slot with the plain "ROOT" state and its value
+    // in the slot.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[layout::header::VERSION..layout::header::VERSION + 4].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..layout::header::CHECKSUM]);
+    bytes[layout::header::CHECKSUM..layout::header::CHECKSUM + 4].copy_from_slice(&crc.to_le_bytes());
+    let slot = layout::ROOT_TABLE_OFFSET as usize;
+    let name = b"ckpt.generation";
+    bytes[slot + 16..slot + 16 + name.len()].copy_from_slice(name);
+    bytes[slot + 8..slot + 16].copy_from_slice(&3u64.to_le_bytes());
+    let state = (layout::ROOT_TAG << 32) | u64::from(crc32fast::hash(name));
+    bytes[slot..slot + 8].copy_from_slice(&state.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    {
+        let pool = Pool::<Direct>::open(&path, &options()).unwrap();
+        assert_eq!(pool.geometry().layout_version, 1);
+        assert_eq!(pool.root("ckpt.generation"), Some(3));
+        pool.set_root("ckpt.generation", 4).unwrap();
+        pool.close();
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    let (record, _) = root_record(&bytes, "ckpt.generation");
+    assert_eq!(u64::from_le_bytes(bytes[record..record + 8].try_into().unwrap()), 4);
+    let pool = Pool::<Direct>::open(&path, &options()).unwrap();
+    assert_eq!(pool.root("ckpt.generation"), Some(4));
 }

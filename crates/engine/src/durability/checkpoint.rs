@@ -28,7 +28,7 @@ use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
 use crate::storage::record::{self, Record};
 use crate::storage::table::Table;
-use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError};
+use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError, Structure};
 
 /// Chunk-owner kind of checkpoint chunks.
 pub const CHECKPOINT_CHUNK_KIND: u16 = 0x20;
@@ -277,7 +277,8 @@ pub fn current_checkpoint<B: PmBackend>(pool: &Pool<B>) -> DbResult<Option<(Chec
         .map(|(chunk, o)| (o.thread(), chunk))
         .collect();
     chunks.sort();
-    let corrupt = |detail: String| DbError::Corrupt(format!("checkpoint generation {generation}: {detail}"));
+    let corrupt =
+        |detail: String| DbError::corrupt(Structure::Checkpoint, format!("generation {generation}: {detail}"));
     if generation == u64::MAX {
         // Generations count checkpoints; the next one could not be numbered.
         return Err(corrupt("the generation is out of range".into()));
@@ -331,6 +332,13 @@ struct ChunkHeader {
 fn read_header<B: PmBackend>(pool: &Pool<B>, chunk: ChunkId) -> Option<ChunkHeader> {
     let mut header = [0u8; CHUNK_HEADER as usize];
     pool.backend().read(pool.chunk_offset(chunk), &mut header);
+    parse_chunk_header(&header)
+}
+
+/// The header of a checkpoint chunk (its first 64 bytes), if magic and CRC
+/// hold.
+fn parse_chunk_header(header: &[u8]) -> Option<ChunkHeader> {
+    let header = header.get(..CHUNK_HEADER as usize)?;
     let word = |at: usize| u64::from_le_bytes(header[at..at + 8].try_into().expect("8"));
     if word(0) != CHECKPOINT_MAGIC
         || u32::from_le_bytes(header[56..60].try_into().ok()?) != crc32fast::hash(&header[0..56])
@@ -347,6 +355,58 @@ fn read_header<B: PmBackend>(pool: &Pool<B>, chunk: ChunkId) -> Option<ChunkHead
     })
 }
 
+/// (table, key, tid, value) of a checkpoint row.
+type Row<'a> = (u32, &'a [u8], u64, &'a [u8]);
+
+/// A checkpoint row, whole (`bytes`: its `total` bytes): (table, key, tid,
+/// value), checked against its CRC and the checkpoint's end epoch.
+fn parse_row(bytes: &[u8], end_epoch: u64) -> Result<Row<'_>, String> {
+    if bytes.len() < ROW_HEADER {
+        return Err(format!("a row of {} bytes is shorter than its header", bytes.len()));
+    }
+    if crc32fast::hash(&bytes[8..]) != u32::from_le_bytes(bytes[4..8].try_into().expect("4")) {
+        return Err("row checksum mismatch".into());
+    }
+    let table = u32::from_le_bytes(bytes[8..12].try_into().expect("4"));
+    let key_len = u16::from_le_bytes(bytes[12..14].try_into().expect("2")) as usize;
+    let tid = u64::from_le_bytes(bytes[16..24].try_into().expect("8"));
+    let value_len = u32::from_le_bytes(bytes[24..28].try_into().expect("4")) as usize;
+    // Every row's TID is of an epoch at most the checkpoint's end epoch
+    // (the writer takes the maximum over the rows it writes).
+    if tid > record::MAX_TID || record::epoch_of_tid(tid) > end_epoch {
+        return Err(format!("TID {tid:#x} is beyond the checkpoint's end epoch {end_epoch}"));
+    }
+    let key = bytes.get(ROW_HEADER..ROW_HEADER + key_len).ok_or("row key out of bounds")?;
+    let value = bytes.get(ROW_HEADER + key_len..ROW_HEADER + key_len + value_len).ok_or("row value out of bounds")?;
+    Ok((table, key, tid, value))
+}
+
+/// Parses one checkpoint chunk's bytes as recovery reads them (header,
+/// then every row up to its used bytes); returns the rows' count. For
+/// fuzzing; never panics.
+pub fn parse_chunk(bytes: &[u8]) -> Result<u64, String> {
+    let header = parse_chunk_header(bytes).ok_or("chunk header is damaged")?;
+    if header.used > bytes.len() as u64 || header.used < CHUNK_HEADER {
+        return Err(format!("used bytes {} outside the chunk", header.used));
+    }
+    if header.start_epoch > record::MAX_EPOCH || header.end_epoch > record::MAX_EPOCH {
+        return Err("epochs out of range".into());
+    }
+    let mut at = CHUNK_HEADER;
+    let mut rows = 0;
+    while at < header.used {
+        let head = bytes.get(at as usize..at as usize + 4).ok_or("row header cut")?;
+        let total = u32::from_le_bytes(head.try_into().expect("4")) as u64;
+        if total < ROW_HEADER as u64 || !total.is_multiple_of(8) || at + total > header.used {
+            return Err(format!("bad row length at {at}"));
+        }
+        parse_row(&bytes[at as usize..(at + total) as usize], header.end_epoch)?;
+        rows += 1;
+        at += total;
+    }
+    Ok(rows)
+}
+
 /// Visits (table, key, tid, value) of every row of a checkpoint.
 pub fn read_rows<B: PmBackend>(
     pool: &Pool<B>,
@@ -359,18 +419,21 @@ pub fn read_rows<B: PmBackend>(
     let mut first = None;
     for (position, chunk) in chunks.iter().enumerate() {
         let header = read_header(pool, *chunk)
-            .ok_or_else(|| DbError::Corrupt(format!("checkpoint chunk {position} header is damaged")))?;
+            .ok_or_else(|| DbError::corrupt(Structure::Checkpoint, format!("chunk {position} header is damaged")))?;
         if header.index != position as u64 || header.used > chunk_size || header.used < CHUNK_HEADER {
-            return Err(DbError::Corrupt(format!("checkpoint chunk {position} header is inconsistent")));
+            return Err(DbError::corrupt(Structure::Checkpoint, format!("chunk {position} header is inconsistent")));
         }
         // Every chunk of a checkpoint carries the same generation and epochs.
         let first = *first.get_or_insert((header.generation, header.start_epoch, header.end_epoch));
         if (header.generation, header.start_epoch, header.end_epoch) != first {
-            return Err(DbError::Corrupt(format!(
-                "checkpoint chunk {position} header says generation {} with epochs {}..{}, chunk 0 generation {} \
+            return Err(DbError::corrupt(
+                Structure::Checkpoint,
+                format!(
+                    "checkpoint chunk {position} header says generation {} with epochs {}..{}, chunk 0 generation {} \
                  with epochs {}..{}",
-                header.generation, header.start_epoch, header.end_epoch, first.0, first.1, first.2
-            )));
+                    header.generation, header.start_epoch, header.end_epoch, first.0, first.1, first.2
+                ),
+            ));
         }
         let base = pool.chunk_offset(*chunk);
         let mut at = CHUNK_HEADER;
@@ -379,31 +442,16 @@ pub fn read_rows<B: PmBackend>(
             pool.backend().read(base + at, &mut head);
             let total = u32::from_le_bytes(head[0..4].try_into().expect("4")) as u64;
             if total < ROW_HEADER as u64 || !total.is_multiple_of(8) || at + total > header.used {
-                return Err(DbError::Corrupt(format!("checkpoint chunk {position}: bad row length at {at}")));
+                return Err(DbError::corrupt(
+                    Structure::Checkpoint,
+                    format!("chunk {position}: bad row length at {at}"),
+                ));
             }
             bytes.resize(total as usize, 0);
             pool.backend().read(base + at, &mut bytes);
-            if crc32fast::hash(&bytes[8..]) != u32::from_le_bytes(head[4..8].try_into().expect("4")) {
-                return Err(DbError::Corrupt(format!("checkpoint chunk {position}: row checksum mismatch at {at}")));
-            }
-            let table = u32::from_le_bytes(bytes[8..12].try_into().expect("4"));
-            let key_len = u16::from_le_bytes(bytes[12..14].try_into().expect("2")) as usize;
-            let tid = u64::from_le_bytes(bytes[16..24].try_into().expect("8"));
-            let value_len = u32::from_le_bytes(bytes[24..28].try_into().expect("4")) as usize;
-            // Every row's TID is of an epoch at most the checkpoint's end
-            // epoch (the writer takes the maximum over the rows it writes).
-            if tid > record::MAX_TID || record::epoch_of_tid(tid) > header.end_epoch {
-                return Err(DbError::Corrupt(format!(
-                    "checkpoint chunk {position}: row at {at} has TID {tid:#x}, beyond the checkpoint's end epoch {}",
-                    header.end_epoch
-                )));
-            }
-            let key = bytes
-                .get(ROW_HEADER..ROW_HEADER + key_len)
-                .ok_or_else(|| DbError::Corrupt("checkpoint row key out of bounds".into()))?;
-            let value = bytes
-                .get(ROW_HEADER + key_len..ROW_HEADER + key_len + value_len)
-                .ok_or_else(|| DbError::Corrupt("checkpoint row value out of bounds".into()))?;
+            let (table, key, tid, value) = parse_row(&bytes, header.end_epoch).map_err(|detail| {
+                DbError::corrupt(Structure::Checkpoint, format!("chunk {position}, row at {at}: {detail}"))
+            })?;
             visit(table, key, tid, value)?;
             rows += 1;
             at += total;

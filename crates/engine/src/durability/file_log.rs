@@ -299,7 +299,7 @@ impl SegmentStore for FileSegments {
         Ok((found, broken))
     }
 
-    fn scan_segment(&self, segment: &FoundSegment, visit: &mut dyn FnMut(LogRecord)) -> DbResult<()> {
+    fn scan_segment(&self, segment: &FoundSegment, visit: &mut dyn FnMut(LogRecord)) -> DbResult<log::ScanEnd> {
         let name = self
             .segments
             .lock()
@@ -310,7 +310,7 @@ impl SegmentStore for FileSegments {
         // A file longer than a segment is damage beyond the last record
         // slot: only the segment's bytes are records.
         let size = self.segment_size.min(bytes.len() as u64);
-        log::scan_records(
+        Ok(log::scan_records(
             segment,
             size,
             |position, out| match bytes.get(position as usize..position as usize + out.len()) {
@@ -321,8 +321,7 @@ impl SegmentStore for FileSegments {
                 None => false,
             },
             visit,
-        );
-        Ok(())
+        ))
     }
 
     fn file_syncs(&self) -> u64 {

@@ -37,7 +37,7 @@ use crate::storage::record::{self, Record};
 use crate::storage::table::Table;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
-use pmtx_pm::{PmBackend, Pool};
+use pmtx_pm::{PmBackend, Pool, Structure};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -148,9 +148,10 @@ pub(crate) fn check_log_medium<B: PmBackend>(pool: &Pool<B>, in_pool: bool) -> D
     match pool.root(LOG_MEDIUM_ROOT) {
         Some(found) if found == wanted => Ok(true),
         Some(found) if found == LOG_MEDIUM_POOL || found == LOG_MEDIUM_FILES => Err(mismatch(found)),
-        Some(found) => {
-            Err(DbError::Corrupt(format!("root {LOG_MEDIUM_ROOT} holds {found}, which names no log medium")))
-        }
+        Some(found) => Err(DbError::corrupt(
+            Structure::RootTable,
+            format!("root {LOG_MEDIUM_ROOT} holds {found}, which names no log medium"),
+        )),
         // A pool whose engine ran before this root existed kept its log in
         // the pool.
         None if pool.root(ENGINE_ROOT).is_some() => {
@@ -267,6 +268,14 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
         self.store.sync(&ranges, LogStoreMode::Cached).map_err(Into::into)?;
         for (shared, flushed, tail) in advances {
             let _ = shared.flushed.compare_exchange(flushed, tail, Ordering::AcqRel, Ordering::Acquire);
+        }
+        // Each worker's current segment records how far its records are
+        // durable now (persisted by the durable-epoch root's fence below,
+        // or the next fence), so recovery tells a damaged or cut record
+        // below that point from the end of the log.
+        for shared in &self.logs {
+            let segments = shared.segments.lock();
+            self.store.record_durable_end(&segments, shared.flushed.load(Ordering::Acquire));
         }
         self.pool.backend().crash_point("group commit: logs durable, before epoch marker");
         if durable_epoch > self.epochs().durable() {
@@ -463,7 +472,7 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
 fn next_generation(generation: u64) -> DbResult<u64> {
     generation
         .checked_add(1)
-        .ok_or_else(|| DbError::Corrupt(format!("checkpoint generation {generation} has no successor")))
+        .ok_or_else(|| DbError::corrupt(Structure::Checkpoint, format!("generation {generation} has no successor")))
 }
 
 /// Installs a recovered version if it is newer than what the record holds.
@@ -614,7 +623,25 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
         let pool = &*self.pool;
         let mut report = RecoveryReport { clean_shutdown: pool.begin_engine_session(), ..Default::default() };
         let (segments, broken) = self.store.find_segments()?;
-        self.store.free(&broken);
+        let has_checkpoint = pool.root(checkpoint::CHECKPOINT_ROOT).is_some();
+        // Every recovery ends by storing the durable epoch, and log segments
+        // and checkpoints exist only after one finished: a pool holding
+        // either without the root lost it, and reading it as 0 would drop
+        // every committed record of a later epoch.
+        let durable_epoch = match pool.root(DURABLE_EPOCH_ROOT) {
+            Some(epoch) => epoch,
+            None if !segments.is_empty() || !broken.is_empty() || has_checkpoint => {
+                return Err(DbError::corrupt(
+                    Structure::RootTable,
+                    format!(
+                        "root {DURABLE_EPOCH_ROOT} is missing, but the pool holds {} log segments{}",
+                        segments.len() + broken.len(),
+                        if has_checkpoint { " and a checkpoint" } else { "" }
+                    ),
+                ))
+            }
+            None => 0,
+        };
         let current = checkpoint::current_checkpoint(pool)?;
         checkpoint::free_other_generations(pool, current.as_ref().map(|(m, _)| m.generation).unwrap_or(0));
         let table_of = |id: u32| {
@@ -634,26 +661,92 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
                 Ok(())
             })?;
         }
-        let durable_epoch = pool.root(DURABLE_EPOCH_ROOT).unwrap_or(0);
+        let synchronous = self.synchronous;
+        // Whether a valid record of `tid` found beyond an invalid one (or in
+        // a segment whose header is damaged) proves the invalid bytes are
+        // damage: it was durable together with everything before it in its
+        // segment (the flush that made its epoch durable came after every
+        // record of that epoch was written, and flushed each worker's log
+        // up to its tail; a synchronous log may have several records of a
+        // worker in flight under one fence, so its own fences prove
+        // nothing), and the checkpoint does not cover it.
+        let proves_damage = |tid: u64| {
+            let epoch = record::epoch_of_tid(tid);
+            epoch >= start_epoch && epoch <= durable_epoch
+        };
+        // A header torn while its segment was started leaves no record of
+        // the segment it claims newer than the checkpoint (the header is
+        // durable before any record; stale records of the chunk's earlier
+        // use are older than the checkpoint that let it be freed).
+        // The sequence field may be what is damaged: the records are also
+        // tried under the sequences the segment could have had (the stored
+        // one with any one bit flipped, and those of this life's chains).
+        // Only the records a scan from the start reaches count: the same
+        // ones an earlier recovery saw of a chunk's earlier use.
+        let incarnation = pool.root(LOG_INCARNATION_ROOT).unwrap_or(0);
+        let highest = segments.iter().map(|segment| segment.sequence & u64::from(u32::MAX)).max().unwrap_or(0);
+        for &id in &broken {
+            let Some(claimed) = self.store.claimed_segment(id) else { continue };
+            let mut candidates: Vec<u64> = std::iter::once(claimed.sequence)
+                .chain((0..64).map(|bit| claimed.sequence ^ (1 << bit)))
+                .chain((0..=highest.saturating_add(2).min(1 << 16)).map(|n| (incarnation << 32) | n))
+                .collect();
+            candidates.sort_unstable();
+            candidates.dedup();
+            // The worker: the chunk owner's, or (its owner tag damaged) any.
+            let workers = std::iter::once(claimed.worker)
+                .chain((0..self.logs.len() as u16).filter(|&worker| worker != claimed.worker));
+            let candidates: Vec<log::FoundSegment> = workers
+                .flat_map(|worker| {
+                    candidates.iter().map(move |&sequence| log::FoundSegment { worker, sequence, ..claimed })
+                })
+                .filter(|candidate| self.store.first_record_valid(candidate))
+                .collect();
+            for candidate in candidates {
+                let sequence = candidate.sequence;
+                let mut newer = None;
+                self.store.scan_segment(&candidate, &mut |record| {
+                    if newer.is_none() && proves_damage(record.tid) {
+                        newer = Some(record.tid);
+                    }
+                })?;
+                if let Some(tid) = newer {
+                    return Err(DbError::corrupt(
+                        Structure::LogSegment,
+                        format!(
+                            "the header of log chunk {} (worker {}, sequence {sequence:#x}) is damaged, but the chunk \
+                             holds its durable record {tid:#x}",
+                            id.0, candidate.worker
+                        ),
+                    ));
+                }
+            }
+        }
+        self.store.free(&broken);
         if durable_epoch > record::MAX_EPOCH {
-            return Err(DbError::Corrupt(format!(
-                "durable epoch {durable_epoch} is beyond the largest epoch {}",
-                record::MAX_EPOCH
-            )));
+            return Err(DbError::corrupt(
+                Structure::RootTable,
+                format!("durable epoch {durable_epoch} is beyond the largest epoch {}", record::MAX_EPOCH),
+            ));
         }
         // A life's segment sequences are `incarnation << 32 | n`, and the
         // incarnation root is durable before any segment of its life.
         let previous_incarnation = pool.root(LOG_INCARNATION_ROOT).unwrap_or(0);
         if previous_incarnation >= u64::from(u32::MAX) {
-            return Err(DbError::Corrupt(format!("log incarnation {previous_incarnation} is out of range")));
+            return Err(DbError::corrupt(
+                Structure::RootTable,
+                format!("log incarnation {previous_incarnation} is out of range"),
+            ));
         }
         if let Some(segment) = segments.iter().find(|segment| segment.sequence >> 32 > previous_incarnation) {
-            return Err(DbError::Corrupt(format!(
-                "log segment of worker {} has sequence {:#x}, beyond log incarnation {previous_incarnation}",
-                segment.worker, segment.sequence
-            )));
+            return Err(DbError::corrupt(
+                Structure::LogSegment,
+                format!(
+                    "log segment of worker {} has sequence {:#x}, beyond log incarnation {previous_incarnation}",
+                    segment.worker, segment.sequence
+                ),
+            ));
         }
-        let synchronous = self.synchronous;
         // SP^3: the records whose dependencies were never durable, and the
         // later records of their workers (see `durability::sp3_log`).
         let dropped = if self.kind == EngineKind::Sp3 {
@@ -702,10 +795,10 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
                         let scan = store.scan_segment(segment, &mut |record| {
                             scanned.fetch_add(1, Ordering::Relaxed);
                             if record.tid > record::MAX_TID {
-                                failure.lock().get_or_insert(DbError::Corrupt(format!(
-                                    "log record TID {:#x} is beyond the largest TID",
-                                    record.tid
-                                )));
+                                failure.lock().get_or_insert(DbError::corrupt(
+                                    Structure::LogRecord,
+                                    format!("log record TID {:#x} is beyond the largest TID", record.tid),
+                                ));
                                 return;
                             }
                             let epoch = record::epoch_of_tid(record.tid);
@@ -733,8 +826,57 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
                             }
                             applied.fetch_add(1, Ordering::Relaxed);
                         });
-                        if let Err(error) = scan {
-                            failure.lock().get_or_insert(error);
+                        match scan {
+                            // The scan stops at the first invalid record: the
+                            // end of the log, unless a durable record of the
+                            // segment follows it. (The space a segment leaves
+                            // unused when its writer moves on is not
+                            // marked, so a damaged last record of a segment
+                            // is not told from that end.)
+                            Ok(end) => {
+                                match (end.durable_end, end.stopped_at) {
+                                    // A word that fails its check is no
+                                    // claim: a crash while a reused chunk's
+                                    // header was written leaves the old
+                                    // bytes there, and a damaged word alone
+                                    // loses no record.
+                                    (Err(_), _) => {}
+                                    // Only once the segment showed a record
+                                    // of its own: a chunk reused for a new
+                                    // segment whose header write a crash
+                                    // tore may still show its old header
+                                    // and durable end, with no record of
+                                    // it at the start.
+                                    (Ok(Some(durable)), Some(position))
+                                        if position < durable && position > log::SEGMENT_HEADER =>
+                                    {
+                                        failure.lock().get_or_insert(DbError::corrupt(
+                                            Structure::LogRecord,
+                                            format!(
+                                                "log record at {position:#x} of worker {} segment {:#x} is damaged or \
+                                                 missing: the segment's records were durable up to {durable:#x}",
+                                                segment.worker, segment.sequence
+                                            ),
+                                        ));
+                                    }
+                                    _ => {}
+                                }
+                                if let (Some(position), Some(&tid)) =
+                                    (end.stopped_at, end.later.iter().find(|&&tid| proves_damage(tid)))
+                                {
+                                    failure.lock().get_or_insert(DbError::corrupt(
+                                        Structure::LogRecord,
+                                        format!(
+                                            "log record at {position:#x} of worker {} segment {:#x} is damaged: the \
+                                             durable record {tid:#x} follows it",
+                                            segment.worker, segment.sequence
+                                        ),
+                                    ));
+                                }
+                            }
+                            Err(error) => {
+                                failure.lock().get_or_insert(error);
+                            }
                         }
                     }
                 });

@@ -264,8 +264,33 @@ pub trait SegmentStore: Send + Sync + 'static {
     /// one was being started), to be freed.
     fn find_segments(&self) -> DbResult<(Vec<FoundSegment>, Vec<SegmentId>)>;
     /// Visits the valid records of `segment` in order, up to the first
-    /// torn or invalid one.
-    fn scan_segment(&self, segment: &FoundSegment, visit: &mut dyn FnMut(LogRecord)) -> DbResult<()>;
+    /// torn or invalid one; says where the scan stopped and which valid
+    /// records lie beyond that point ([`ScanEnd`]).
+    fn scan_segment(&self, segment: &FoundSegment, visit: &mut dyn FnMut(LogRecord)) -> DbResult<ScanEnd>;
+    /// The segment a damaged header of `segment` claimed, read from its
+    /// raw fields (the sequence as stored, the worker of the chunk's
+    /// owner), so recovery can tell a header torn while the segment was
+    /// started (its chunk holds no record of that segment newer than the
+    /// checkpoint) from a damaged header of a segment with records.
+    /// `None` where the store cannot say (log files).
+    fn claimed_segment(&self, segment: SegmentId) -> Option<FoundSegment> {
+        let _ = segment;
+        None
+    }
+    /// Whether the first record slot of `segment` holds a valid record of
+    /// it (a cheap probe before a full scan). False for log files.
+    fn first_record_valid(&self, segment: &FoundSegment) -> bool {
+        let _ = segment;
+        false
+    }
+    /// Records in the header of the segment of `segments` (a worker's
+    /// chain, locked by the caller so none is freed meanwhile) that holds
+    /// log address `flushed` that its records up to `flushed` are durable
+    /// ([`DURABLE_END_AT`]); the next fence makes it durable. Called only
+    /// after those records are. A no-op for log files.
+    fn record_durable_end(&self, segments: &[SegmentInfo], flushed: u64) {
+        let _ = (segments, flushed);
+    }
     /// Syncs of log files made since open (0 for the pool).
     fn file_syncs(&self) -> u64 {
         0
@@ -355,6 +380,12 @@ impl<S: SegmentStore> LogWriter<S> {
             layout: None,
             prepared: None,
         };
+        // A new writer of the worker leaves its previous writer's segment:
+        // it records how far that one is durable.
+        {
+            let segments = writer.shared.segments.lock();
+            writer.store.record_durable_end(&segments, writer.shared.flushed.load(Ordering::Acquire));
+        }
         writer.start_segment(sequence)?;
         Ok(writer)
     }
@@ -423,6 +454,9 @@ impl<S: SegmentStore> LogWriter<S> {
         let flushed = self.shared.flushed.load(Ordering::Acquire);
         let start = if flushed >= self.segment_offset && flushed <= end { flushed } else { self.segment_offset };
         self.store.sync(&[(start, end)], self.mode).map_err(Into::into)?;
+        // The segment left behind records that all of it is durable (made
+        // durable by the new segment's header fence).
+        self.store.record_durable_end(&self.shared.segments.lock(), end);
         self.start_segment(self.sequence + 1)
     }
 
@@ -611,6 +645,31 @@ fn encode_unsealed<R>(buffer: &mut Vec<u8>, writes: &WriteSet<R>, dependencies: 
     start
 }
 
+/// Reseals every record of a segment's bytes (as far as their lengths
+/// chain) for the segment its header names, and recomputes the header's
+/// CRC: a mutated segment whose records the parsers then read past their
+/// checksums. For fuzzing.
+pub fn reseal_segment(bytes: &mut [u8]) {
+    if bytes.len() < SEGMENT_HEADER as usize {
+        return;
+    }
+    let crc = crc32fast::hash(&bytes[0..28]);
+    bytes[28..32].copy_from_slice(&crc.to_le_bytes());
+    let sequence = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+    let worker = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
+    let key = SealKey { sequence, worker: u16::try_from(worker).ok() };
+    let mut at = SEGMENT_HEADER as usize;
+    while at + RECORD_HEADER <= bytes.len() {
+        let total = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        if total < RECORD_HEADER || at + total > bytes.len() {
+            break;
+        }
+        let tid = u64::from_le_bytes(bytes[at + 8..at + 16].try_into().expect("8 bytes"));
+        seal(&mut bytes[at..at + total], key, tid);
+        at += total;
+    }
+}
+
 /// The whole record of `writes` with `tid`, sealed for segment `sequence`
 /// of `worker` (tests).
 #[cfg(test)]
@@ -667,6 +726,66 @@ impl FoundSegment {
     }
 }
 
+/// Offset in a segment header of its *durable end* word: `end u32 |
+/// crc32(header bytes 0..32 ++ end) u32`, the segment-relative address up
+/// to which its records were durable when the log was last flushed (0:
+/// never recorded, as in segments of earlier builds; the header CRC at 28
+/// covers bytes 0..28 only, so earlier builds read such segments as
+/// before). A scan that stops before it met damage, not the end of the
+/// log.
+pub const DURABLE_END_AT: u64 = 32;
+
+/// The durable-end word for `header` (bytes 0..32 of a segment) and `end`.
+pub fn durable_end_word(header: &[u8], end: u64) -> u64 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&header[..32]);
+    hasher.update(&(end as u32).to_le_bytes());
+    (end & u64::from(u32::MAX)) | (u64::from(hasher.finalize()) << 32)
+}
+
+/// The durable end a segment header records: `Ok(None)` if none,
+/// `Err(word)` if the word fails its CRC.
+pub fn parse_durable_end(header: &[u8]) -> Result<Option<u64>, u64> {
+    let word = u64::from_le_bytes(header[32..40].try_into().expect("8 bytes"));
+    if word == 0 {
+        return Ok(None);
+    }
+    let end = word & u64::from(u32::MAX);
+    if durable_end_word(header, end) == word {
+        Ok(Some(end))
+    } else {
+        Err(word)
+    }
+}
+
+/// How a segment scan ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScanEnd {
+    /// Where the scan met a record that is not valid (torn, damaged, or
+    /// stale bytes of the chunk's earlier use: the normal end of a
+    /// segment that is not full); `None` if it reached the segment's end.
+    pub stopped_at: Option<u64>,
+    /// TIDs of valid records of this segment found beyond `stopped_at`
+    /// (at most [`MAX_LATER_RECORDS`]). Records of a segment are sealed
+    /// with its sequence, which no other segment had, so such a record was
+    /// written into this segment after the invalid one: the invalid one is
+    /// a damaged record, not the end of the log, if the later one was
+    /// durable.
+    pub later: Vec<u64>,
+    /// The durable end the segment's header records ([`DURABLE_END_AT`]):
+    /// `Ok(None)` if none, `Err(word)` if the word is damaged.
+    pub durable_end: Result<Option<u64>, u64>,
+}
+
+impl Default for ScanEnd {
+    fn default() -> Self {
+        Self { stopped_at: None, later: Vec::new(), durable_end: Ok(None) }
+    }
+}
+
+/// Most later records [`ScanEnd::later`] lists.
+pub const MAX_LATER_RECORDS: usize = 64;
+
 /// Every log segment in the pool with a valid header, grouped by worker and
 /// ordered by sequence. Segments with a damaged header (a crash while one
 /// was being started) are returned separately for freeing.
@@ -692,11 +811,44 @@ pub fn find_segments<B: PmBackend>(pool: &Pool<B>) -> (Vec<FoundSegment>, Vec<Se
     (found, broken)
 }
 
-/// Visits the valid records of `segment` of the pool in order.
-pub fn scan_segment<B: PmBackend>(pool: &Pool<B>, segment: &FoundSegment, visit: impl FnMut(LogRecord)) {
+/// The segment the damaged header of log chunk `segment` claims: its
+/// stored sequence and format (by magic; format 2 otherwise) and the
+/// worker of the chunk's owner.
+pub fn claimed_segment<B: PmBackend>(pool: &Pool<B>, segment: SegmentId) -> Option<FoundSegment> {
+    let chunk = ChunkId(segment.0);
+    let owner = pool.chunk_owner(chunk)?;
+    let mut header = [0u8; 16];
+    pool.backend().read(pool.chunk_offset(chunk), &mut header);
+    let magic = u64::from_le_bytes(header[0..8].try_into().ok()?);
+    let format = if magic == SEGMENT_MAGIC_V1 { SegmentFormat::V1 } else { SegmentFormat::V2 };
+    Some(FoundSegment {
+        // A group beyond the u16 writers is damage (recovery tries every
+        // worker's seal then).
+        worker: u16::try_from(owner.group()).unwrap_or(0),
+        id: segment,
+        sequence: u64::from_le_bytes(header[8..16].try_into().ok()?),
+        format,
+    })
+}
+
+/// Whether the first record slot of `segment` of the pool holds a valid
+/// record of it.
+pub fn first_record_valid<B: PmBackend>(pool: &Pool<B>, segment: &FoundSegment) -> bool {
     let base = pool.chunk_offset(ChunkId(segment.id.0));
     let size = pool.geometry().chunk_size;
-    scan_records(
+    let mut bytes = Vec::new();
+    let mut read = |position: u64, out: &mut [u8]| {
+        pool.backend().read(base + position, out);
+        true
+    };
+    record_at(segment, size, SEGMENT_HEADER, &mut bytes, &mut read).is_some()
+}
+
+/// Visits the valid records of `segment` of the pool in order.
+pub fn scan_segment<B: PmBackend>(pool: &Pool<B>, segment: &FoundSegment, visit: impl FnMut(LogRecord)) -> ScanEnd {
+    let base = pool.chunk_offset(ChunkId(segment.id.0));
+    let size = pool.geometry().chunk_size;
+    let mut end = scan_records(
         segment,
         size,
         |position, bytes| {
@@ -705,47 +857,88 @@ pub fn scan_segment<B: PmBackend>(pool: &Pool<B>, segment: &FoundSegment, visit:
         },
         visit,
     );
+    let mut header = [0u8; 40];
+    pool.backend().read(base, &mut header);
+    end.durable_end = parse_durable_end(&header);
+    end
+}
+
+/// The record at `position` if it is a valid record of `segment`:
+/// `Some(None)` for a filler, `Some(Some(record))` for a record, with its
+/// length.
+fn record_at(
+    segment: &FoundSegment,
+    size: u64,
+    position: u64,
+    bytes: &mut Vec<u8>,
+    read: &mut impl FnMut(u64, &mut [u8]) -> bool,
+) -> Option<(u64, Option<LogRecord>)> {
+    let mut head = [0u8; 8];
+    if position + RECORD_HEADER as u64 > size || !read(position, &mut head) {
+        return None;
+    }
+    let total = u32::from_le_bytes(head[0..4].try_into().expect("4")) as u64;
+    if total < RECORD_HEADER as u64 || !total.is_multiple_of(8) || position + total > size {
+        return None;
+    }
+    bytes.resize(total as usize, 0);
+    if !read(position, bytes) {
+        return None;
+    }
+    let mut hasher = segment.seal_key().hasher();
+    hasher.update(&bytes[8..]);
+    if hasher.finalize() != u32::from_le_bytes(head[4..8].try_into().expect("4")) {
+        return None;
+    }
+    if is_filler(bytes) {
+        return Some((total, None));
+    }
+    decode_record(bytes).map(|record| (total, Some(record)))
 }
 
 /// Visits the valid records of `segment`, of `size` bytes, in order; `read(position, bytes)` fills `bytes` from the segment, or
 /// returns false when they lie beyond its end (a file shorter than a
-/// segment). Stops at the first record whose length or CRC is wrong.
+/// segment). Stops at the first record whose length or CRC is wrong, then
+/// looks for valid records of the segment beyond it (at every 8-byte
+/// position), which only damage can leave there ([`ScanEnd`]).
 pub fn scan_records(
     segment: &FoundSegment,
     size: u64,
     mut read: impl FnMut(u64, &mut [u8]) -> bool,
     mut visit: impl FnMut(LogRecord),
-) {
+) -> ScanEnd {
     let mut position = SEGMENT_HEADER;
     let mut bytes = Vec::new();
+    let mut end = ScanEnd::default();
     while position + RECORD_HEADER as u64 <= size {
-        let mut head = [0u8; 8];
-        if !read(position, &mut head) {
-            return;
+        match record_at(segment, size, position, &mut bytes, &mut read) {
+            Some((total, record)) => {
+                if let Some(record) = record {
+                    visit(record);
+                }
+                position += total;
+            }
+            None => {
+                end.stopped_at = Some(position);
+                break;
+            }
         }
-        let total = u32::from_le_bytes(head[0..4].try_into().expect("4")) as u64;
-        if total < RECORD_HEADER as u64 || !total.is_multiple_of(8) || position + total > size {
-            return;
-        }
-        bytes.resize(total as usize, 0);
-        if !read(position, &mut bytes) {
-            return;
-        }
-        let mut hasher = segment.seal_key().hasher();
-        hasher.update(&bytes[8..]);
-        if hasher.finalize() != u32::from_le_bytes(head[4..8].try_into().expect("4")) {
-            return;
-        }
-        if is_filler(&bytes) {
-            position += total;
-            continue;
-        }
-        match decode_record(&bytes) {
-            Some(record) => visit(record),
-            None => return,
-        }
-        position += total;
     }
+    if let Some(stop) = end.stopped_at {
+        let mut at = stop + 8;
+        while at + RECORD_HEADER as u64 <= size && end.later.len() < MAX_LATER_RECORDS {
+            match record_at(segment, size, at, &mut bytes, &mut read) {
+                Some((total, record)) => {
+                    if let Some(record) = record {
+                        end.later.push(record.tid);
+                    }
+                    at += total;
+                }
+                None => at += 8,
+            }
+        }
+    }
+    end
 }
 
 fn decode_record(bytes: &[u8]) -> Option<LogRecord> {

@@ -104,9 +104,37 @@ impl<B: PmBackend> SegmentStore for PoolSegments<B> {
         Ok(log::find_segments(&self.pool))
     }
 
-    fn scan_segment(&self, segment: &FoundSegment, visit: &mut dyn FnMut(log::LogRecord)) -> DbResult<()> {
-        log::scan_segment(&self.pool, segment, visit);
-        Ok(())
+    fn scan_segment(&self, segment: &FoundSegment, visit: &mut dyn FnMut(log::LogRecord)) -> DbResult<log::ScanEnd> {
+        Ok(log::scan_segment(&self.pool, segment, visit))
+    }
+
+    fn claimed_segment(&self, segment: SegmentId) -> Option<FoundSegment> {
+        log::claimed_segment(&self.pool, segment)
+    }
+
+    fn first_record_valid(&self, segment: &FoundSegment) -> bool {
+        log::first_record_valid(&self.pool, segment)
+    }
+
+    fn record_durable_end(&self, segments: &[log::SegmentInfo], flushed: u64) {
+        let size = self.pool.geometry().chunk_size;
+        let Some(base) = segments
+            .iter()
+            .rev()
+            .map(|segment| self.pool.chunk_offset(ChunkId(segment.id.0)))
+            .find(|&base| flushed > base + SEGMENT_HEADER && flushed <= base + size)
+        else {
+            return;
+        };
+        let backend = self.pool.backend();
+        let mut header = [0u8; 32];
+        backend.read(base, &mut header);
+        let word = log::durable_end_word(&header, flushed - base);
+        let at = base + log::DURABLE_END_AT;
+        if backend.load_u64(at) != word {
+            backend.store_u64(at, word);
+            backend.flush(at, 8);
+        }
     }
 }
 

@@ -48,8 +48,42 @@ fn open_pool<B: PmBackend>(options: &DbOptions) -> DbResult<Pool<B>> {
 }
 
 /// Opens the engine over an existing pool.
+/// Refuses a pool holding a chunk of a kind no engine allocates: the chunk
+/// table entry is a chunk's only identity, so a damaged owner tag would
+/// otherwise hide the chunk from the engine's recovery (a log segment or
+/// heap chunk silently dropped). A pool of another engine is refused by its
+/// `engine.kind` root, with a clearer message, so every engine's kinds pass
+/// here.
+fn check_chunk_kinds<B: PmBackend>(engine: EngineKind, pool: &Pool<B>) -> DbResult<()> {
+    use crate::durability::{checkpoint::CHECKPOINT_CHUNK_KIND, dbxn_log::VALUE_CHUNK_KIND, log::LOG_CHUNK_KIND};
+    use crate::storage::zen::{heap::HEAP_CHUNK_KIND, window::WINDOW_CHUNK_KIND};
+    let allowed = [
+        LOG_CHUNK_KIND,
+        CHECKPOINT_CHUNK_KIND,
+        VALUE_CHUNK_KIND,
+        HEAP_CHUNK_KIND,
+        WINDOW_CHUNK_KIND,
+        crate::catalog::CATALOG_CHUNK_KIND,
+        nvm_tuples::NVM_TUPLE_CHUNK_KIND,
+        zen::wbl_meta::WBL_META_CHUNK_KIND,
+    ];
+    match pool.owned_chunks().into_iter().find(|(_, owner)| !allowed.contains(&owner.kind())) {
+        Some((chunk, owner)) => Err(DbError::corrupt(
+            pmtx_pm::Structure::ChunkTable,
+            format!(
+                "chunk {} is owned by tag {:#x} (kind {:#x}), which no engine allocates (opening as {engine})",
+                chunk.0,
+                owner.tag(),
+                owner.kind()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
     if options.engine.is_durable() {
+        check_chunk_kinds(options.engine, &pool)?;
         pool.start_prefault(options.prefault_chunks)?;
     }
     match options.engine {

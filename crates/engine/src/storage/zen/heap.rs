@@ -134,7 +134,7 @@ pub(crate) const TUPLE_ID_MASK: u64 = (1 << 56) - 1;
 pub(crate) const META_LEN: u64 = 26;
 const CRC_AT: usize = 16;
 const VALUE_LEN_AT: usize = 20;
-const KEY_LEN_AT: usize = 24;
+pub(crate) const KEY_LEN_AT: usize = 24;
 
 const _: () = assert!(KEY_LEN_AT + 2 == META_LEN as usize);
 const _: () = assert!(CACHE_LINE.is_multiple_of(16), "16-byte aligned headers stay in one line");
@@ -192,6 +192,23 @@ pub(crate) fn encode_tuple(buffer: &mut Vec<u8>, cts: u64, tuple_id: u64, delete
     buffer.extend_from_slice(value);
     let crc = tuple_crc(cts, buffer);
     buffer[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Recomputes the CRC of the tuple in slot `bytes` (as far as its lengths
+/// say, within the slot): a mutated slot the decoder then reads past its
+/// checksum. For fuzzing.
+pub(crate) fn reseal_slot(bytes: &mut [u8]) {
+    if bytes.len() < META_LEN as usize {
+        return;
+    }
+    let word0 = u64::from_le_bytes(bytes[0..8].try_into().expect("8 bytes"));
+    let value_len = u32::from_le_bytes(bytes[VALUE_LEN_AT..VALUE_LEN_AT + 4].try_into().expect("4")) as usize;
+    let key_len = u16::from_le_bytes(bytes[KEY_LEN_AT..KEY_LEN_AT + 2].try_into().expect("2")) as usize;
+    let end = META_LEN as usize + key_len + value_len;
+    if end <= bytes.len() {
+        let crc = tuple_crc(word0 & CTS_MASK, &bytes[..end]);
+        bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
+    }
 }
 
 fn tuple_crc(cts: u64, bytes: &[u8]) -> u32 {

@@ -48,10 +48,12 @@ use crate::storage::record;
 use crate::storage::record::RowKind;
 use crate::storage::table::Table;
 use crate::storage::zen::cache::{Row, ABSENT};
-use crate::storage::zen::heap::{decode_slot, Heap, SlotContent, SlotKind, Tombstone, HEAP_CHUNK_KIND, META_LEN};
+use crate::storage::zen::heap::{
+    decode_slot, Heap, SlotContent, SlotKind, Tombstone, CTS_MASK, HEAP_CHUNK_KIND, KEY_LEN_AT, META_LEN,
+};
 use crate::storage::zen::meta::ZenTableMeta;
 use parking_lot::Mutex;
-use pmtx_pm::{ChunkId, PmBackend, Pool};
+use pmtx_pm::{ChunkId, PmBackend, Pool, Structure, CACHE_LINE};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -77,6 +79,24 @@ pub(crate) struct Recovered {
     pub(crate) report: RecoveryReport,
 }
 
+/// The suspect in a CRC-invalid slot: its header line must hold a
+/// plausible Tx-CTS and the whole key (the line a torn reuse keeps whole).
+fn suspect_of(
+    bytes: &[u8],
+    table: u32,
+    slot: u64,
+    geometry: &crate::storage::zen::heap::SlotGeometry,
+) -> Option<Suspect> {
+    let word0 = u64::from_le_bytes(bytes.get(0..8)?.try_into().ok()?);
+    let cts = word0 & CTS_MASK;
+    let key_len = usize::from(u16::from_le_bytes(bytes.get(KEY_LEN_AT..KEY_LEN_AT + 2)?.try_into().ok()?));
+    let line_end = CACHE_LINE - slot % CACHE_LINE;
+    if cts == 0 || cts > record::MAX_TID || key_len > geometry.max_key || META_LEN + key_len as u64 > line_end {
+        return None;
+    }
+    Some(Suspect { table, slot, cts, key: bytes.get(META_LEN as usize..META_LEN as usize + key_len)?.to_vec() })
+}
+
 /// Largest thread number owning a heap chunk, if any (to size the regions).
 pub(crate) fn max_heap_thread<B: PmBackend>(pool: &Pool<B>) -> Option<u16> {
     pool.owned_chunks().into_iter().filter(|(_, owner)| owner.kind() == HEAP_CHUNK_KIND).map(|(_, o)| o.thread()).max()
@@ -92,9 +112,23 @@ struct Pending {
     value_len: usize,
 }
 
+/// A slot that fails its CRC but whose header line claims a committed
+/// Tx-CTS and holds the whole key: if the key's recovered version is older
+/// than that, the slot was the key's newest committed version, damaged
+/// (module documentation, "Damage").
+struct Suspect {
+    table: u32,
+    slot: u64,
+    cts: u64,
+    key: Vec<u8>,
+}
+
 #[derive(Default)]
 struct RegionScan {
     clean: Vec<(u32, u64)>,
+    /// Slots to erase once every region is scanned.
+    erase: Vec<(u32, u64)>,
+    suspects: Vec<Suspect>,
     ts_commit: u64,
     lp_slot: u64,
     max_cts: u64,
@@ -133,9 +167,10 @@ impl<B: PmBackend> Context<'_, B> {
             if cts == record::tid_of(word) {
                 // One transaction writes a key once and a key's Tx-CTS grow:
                 // only a damaged heap holds two such versions.
-                return Err(DbError::Corrupt(format!(
-                    "zen heap holds two versions of one key of table #{table} with Tx-CTS {cts}"
-                )));
+                return Err(DbError::corrupt(
+                    Structure::ZenHeap,
+                    format!("zen heap holds two versions of one key of table #{table} with Tx-CTS {cts}"),
+                ));
             }
             (slot, kind_of(deleted))
         } else {
@@ -189,6 +224,11 @@ impl<B: PmBackend> Context<'_, B> {
                     }
                     SlotContent::Invalid => {
                         erase.push((table, slot));
+                        if let Some(suspect) =
+                            suspect_of(&buffer[at..at + geometry.slot_size as usize], table, slot, &geometry)
+                        {
+                            scan.suspects.push(suspect);
+                        }
                         continue;
                     }
                     SlotContent::Tuple(tuple) => tuple,
@@ -198,10 +238,18 @@ impl<B: PmBackend> Context<'_, B> {
                 *max_id = (*max_id).max(tuple.tuple_id);
                 if let Some(dirty) = window {
                     if tuple.cts > dirty {
-                        return Err(DbError::Corrupt(format!(
-                            "wbl heap slot {slot:#x} holds Tx-CTS {:#x}, above the durable window's c_d {dirty:#x}",
-                            tuple.cts
-                        )));
+                        // A correct engine writes no version above the
+                        // latest durable window's c_d: the record log lost
+                        // its latest record (or the slot is damaged under a
+                        // valid CRC).
+                        return Err(DbError::corrupt(
+                            Structure::WblLog,
+                            format!(
+                                "wbl heap slot {slot:#x} holds Tx-CTS {:#x}, above the durable window's c_d {dirty:#x}: \
+                                 the record log lost its latest window",
+                                tuple.cts
+                            ),
+                        ));
                     }
                 } else if tuple.lp && tuple.cts > scan.ts_commit {
                     scan.ts_commit = tuple.cts;
@@ -247,17 +295,9 @@ impl<B: PmBackend> Context<'_, B> {
                 erase.push((tuple.table, tuple.slot));
             }
         }
-        if !erase.is_empty() {
-            for &(table, slot) in &erase {
-                backend.store_u64(slot, 0);
-                backend.flush(slot, 8);
-                scan.clean.push((table, slot));
-            }
-            // IMPORTANT: discarded tuples are gone before any new commit can
-            // raise this region's ts_commit above them.
-            backend.fence();
-            scan.discarded = erase.len() as u64;
-        }
+        // Erased by `recover` once every region is scanned and no slot
+        // proved damaged.
+        scan.erase = erase;
         Ok(scan)
     }
 }
@@ -281,10 +321,10 @@ pub(crate) fn recover<B: PmBackend>(
         }
         let (table, thread) = (owner.group(), owner.thread() as usize);
         if table as usize >= tables.len() || thread >= regions {
-            return Err(DbError::Corrupt(format!(
-                "heap chunk {} is owned by table #{table}, thread {thread}, which do not exist",
-                chunk.0
-            )));
+            return Err(DbError::corrupt(
+                Structure::ChunkTable,
+                format!("heap chunk {} is owned by table #{table}, thread {thread}, which do not exist", chunk.0),
+            ));
         }
         heap.register_chunk(chunk, table, thread as u16);
         heap.regions[thread].state.lock().add_recovered_chunk(table, chunk);
@@ -301,11 +341,49 @@ pub(crate) fn recover<B: PmBackend>(
             .collect();
         handles.into_iter().map(|handle| handle.join().expect("recovery scan thread panicked")).collect()
     });
+    let scans = scans.into_iter().collect::<DbResult<Vec<RegionScan>>>()?;
+    // A CRC-invalid slot claiming a committed Tx-CTS newer than its key's
+    // recovered version was that key's latest committed version: refuse
+    // the pool before erasing anything. (A torn reuse keeps the old header
+    // line whole, with the old key, whose newer version is in the heap.)
+    for scan in &scans {
+        for suspect in scan.suspects.iter().filter(|suspect| suspect.cts <= scan.ts_commit) {
+            let Some(row) = tables.get(suspect.table as usize).and_then(|table| table.lookup(&suspect.key)) else {
+                continue;
+            };
+            let recovered = record::tid_of(row.word());
+            if row.slot() != 0 && recovered < suspect.cts {
+                return Err(DbError::corrupt(
+                    Structure::ZenHeap,
+                    format!(
+                        "heap slot {:#x} of table #{} fails its checksum, but claims Tx-CTS {:#x} of key {:02x?}, \
+                         newer than the key's intact version {recovered:#x}: a committed version is damaged",
+                        suspect.slot, suspect.table, suspect.cts, suspect.key
+                    ),
+                ));
+            }
+        }
+    }
+    let backend = pool.backend();
+    let mut scans = scans;
+    for scan in &mut scans {
+        if scan.erase.is_empty() {
+            continue;
+        }
+        for &(table, slot) in &scan.erase {
+            backend.store_u64(slot, 0);
+            backend.flush(slot, 8);
+            scan.clean.push((table, slot));
+        }
+        // IMPORTANT: discarded tuples are gone before any new commit can
+        // raise this region's ts_commit above them.
+        backend.fence();
+        scan.discarded = scan.erase.len() as u64;
+    }
     let mut report = RecoveryReport { clean_shutdown: pool.begin_engine_session(), ..Default::default() };
     let mut max_cts = 0;
     let mut max_tuple_id = vec![0u64; tables.len()];
     for (index, scan) in scans.into_iter().enumerate() {
-        let scan = scan?;
         report.heap_slots_scanned += scan.scanned;
         report.heap_tuples_discarded += scan.discarded;
         max_cts = max_cts.max(scan.max_cts);
@@ -323,7 +401,6 @@ pub(crate) fn recover<B: PmBackend>(
             state.add_free(table, slot, kind);
         }
     }
-    let backend = pool.backend();
     let mut live = 0u64;
     for (table_index, table) in tables.iter().enumerate() {
         metas[table_index].next_tuple_id.store(max_tuple_id[table_index] + 1, Ordering::Relaxed);

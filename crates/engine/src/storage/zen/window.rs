@@ -81,7 +81,7 @@ use crate::error::{DbError, DbResult};
 use crate::storage::record::{self, MAX_EPOCH};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
-use pmtx_pm::{ChunkOwner, PmBackend, Pool, PoolError, CACHE_LINE};
+use pmtx_pm::{ChunkOwner, PmBackend, Pool, PoolError, Structure, CACHE_LINE};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -128,6 +128,13 @@ impl WindowRecord {
         let record = Self { sequence: word(1), persisted: word(2), dirty: word(3) };
         (record.sequence != 0 && record.persisted <= record.dirty && record.dirty <= record::MAX_TID).then_some(record)
     }
+}
+
+/// Parses one wbl record (its 64 bytes) as recovery does: (sequence, c_p,
+/// c_d) if it is whole and plausible. For fuzzing; never panics.
+pub fn parse_record(bytes: &[u8]) -> Option<(u64, u64, u64)> {
+    let bytes = bytes.get(..RECORD_BYTES)?;
+    WindowRecord::decode(bytes).map(|record| (record.sequence, record.persisted, record.dirty))
 }
 
 /// The last TID of `epoch` (a window's whole range ends there).
@@ -201,7 +208,10 @@ impl<B: PmBackend> WriteBehindLog<B> {
                 (*chunk, latest)
             }
             more => {
-                return Err(DbError::Corrupt(format!("the pool holds {} wbl record logs; one is allowed", more.len())))
+                return Err(DbError::corrupt(
+                    Structure::WblLog,
+                    format!("the pool holds {} wbl record logs; one is allowed", more.len()),
+                ))
             }
         };
         let log = Self {
