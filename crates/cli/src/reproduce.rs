@@ -46,7 +46,7 @@ const WARMUP_S: f64 = 1.0;
 /// Measured seconds of a run: tens of thousands of transactions and more
 /// at every engine's rate here, and short enough for three rounds of every
 /// figure within 25 minutes (most of a run's time is its load and check).
-const DURATION_S: f64 = 2.0;
+const DURATION_S: f64 = 1.5;
 /// Seconds a smoke run spends loading and checking its tiny data (for the
 /// estimate printed at the start).
 const SMOKE_OVERHEAD_S: f64 = 1.0;
