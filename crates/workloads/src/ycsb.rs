@@ -128,22 +128,19 @@ pub fn key(number: u64) -> [u8; 8] {
 pub const ROW_HEADER: usize = 16;
 
 /// The checksum of a row: of its `key`, its write `version` and its bytes
-/// after the header (`payload`).
+/// after the header (`payload`). CRC-32C-class hardware CRC (crc32fast's
+/// carry-less-multiply path): every update re-seals its row, so this runs
+/// once per updated row inside the measured transactions and must cost
+/// little beside the engine's own work (a 1 KB row in tens of
+/// nanoseconds). Detection, not authentication: a damaged row matches by
+/// chance with probability 2^-32.
 pub fn row_checksum(key: &[u8], version: u64, payload: &[u8]) -> u64 {
-    const MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut hash = 0x243F_6A88_85A3_08D3 ^ (key.len() as u64) ^ ((payload.len() as u64) << 32);
-    let mut mix = |word: u64| hash = (hash ^ word).wrapping_mul(MULTIPLIER).rotate_left(31);
-    mix(version);
-    for bytes in [key, payload] {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            mix(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
-        }
-        let mut last = [0u8; 8];
-        last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-        mix(u64::from_le_bytes(last) ^ 0xFF);
-    }
-    hash ^ (hash >> 29)
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&(key.len() as u32).to_le_bytes());
+    hasher.update(key);
+    hasher.update(&version.to_le_bytes());
+    hasher.update(payload);
+    u64::from(hasher.finalize())
 }
 
 /// Writes the header of `row` (at least [`ROW_HEADER`] bytes) for `key`
