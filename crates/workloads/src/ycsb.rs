@@ -781,18 +781,16 @@ fn execute(
         let mut found = 0usize;
         for op in ops.iter() {
             match *op {
-                Op::Read(number) => {
-                    found += tx.get_with(table::USERTABLE, &key(number), |_| ())?.is_some() as usize
-                }
+                Op::Read(number) => found += tx.get_with(table::USERTABLE, &key(number), |_| ())?.is_some() as usize,
                 Op::Update(number, field, slot) | Op::ReadModifyWrite(number, field, slot) => {
                     let value = &values[slot];
                     let row_key = key(number);
                     let changed = tx.update_with(table::USERTABLE, &row_key, |row| {
                         // A row of another length (the check reports
                         // it) gets what fits of the field.
-                        let version = row.get(..8).map_or(0, |word| {
-                            u64::from_le_bytes(word.try_into().expect("8 bytes")).wrapping_add(1)
-                        });
+                        let version = row
+                            .get(..8)
+                            .map_or(0, |word| u64::from_le_bytes(word.try_into().expect("8 bytes")).wrapping_add(1));
                         let end = ((field + 1) * field_size).min(row.len());
                         let start = (field * field_size).min(end);
                         row[start..end].copy_from_slice(&value[..end - start]);
@@ -802,9 +800,7 @@ fn execute(
                     })?;
                     found += changed.is_some() as usize;
                 }
-                Op::Insert(number, slot) => {
-                    found += tx.insert(table::USERTABLE, &key(number), &values[slot])? as usize
-                }
+                Op::Insert(number, slot) => found += tx.insert(table::USERTABLE, &key(number), &values[slot])? as usize,
                 Op::Scan(number, len) => {
                     let start = key(number);
                     tx.scan_with(

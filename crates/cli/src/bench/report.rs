@@ -451,7 +451,8 @@ impl RoutingJson {
     pub fn line(&self) -> String {
         let share = |count: u64| if self.generated > 0 { 100.0 * count as f64 / self.generated as f64 } else { 0.0 };
         format!(
-            "routing: {} transactions drawn, {} assigned by the engine ({:.0} %), {} forwarded to another worker              ({:.0} %), {} run locally because the target's queue was full; {} run",
+            "routing: {} transactions drawn, {} assigned by the engine ({:.0} %), {} forwarded to another worker \
+             ({:.0} %), {} run locally because the target's queue was full; {} run",
             self.generated,
             self.assigned,
             share(self.assigned),
