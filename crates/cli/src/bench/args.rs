@@ -112,7 +112,8 @@ pub struct BenchArgs {
     /// queue; each worker runs the transactions in its queue before drawing
     /// its next one, and runs a transaction itself when the engine has no
     /// preference (other engines, one node) or the target's queue is full.
-    /// At the end every queued transaction still runs. Reported as "routing"
+    /// At the end every queued transaction still runs (after the measured
+    /// phase: not measured). Reported as "routing"
     /// in the table and JSON (assigned, forwarded, received, per worker).
     /// ycsb only.
     #[arg(long, help_heading = "Engine and pool")]

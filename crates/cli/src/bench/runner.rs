@@ -17,6 +17,12 @@
 //!   background threads (epoch ticker, checkpointer) in the measured phase
 //!   is added.
 //!
+//! With `--route-by-partition` ([`super::route`]) a transaction is
+//! measured on the worker that runs it, by the same rule (its start after
+//! the phase began); once the phase ends, each worker waits for its
+//! acknowledgements and reports, then runs, unmeasured, what is still
+//! queued for it until no worker draws any more.
+//!
 //! With `--recover` (durable engines), the measured phase ends the same way
 //! (each worker waits for its acknowledgements and reports), but then the
 //! workers keep running unmeasured transactions for [`CRASH_AFTER`] and the
