@@ -1018,3 +1018,109 @@ fn provision_populates_free_chunks_before_the_measured_phase() {
     assert!(stdout.contains("not provisioned"), "{stdout}");
     assert_fails(&pmtx(dir.path(), &["bench", "--workload", "smallbank", "--provision", "always"]), 2);
 }
+
+/// `--route-by-partition`: zen+ on two (logical) nodes assigns each
+/// transaction a worker (Algorithm 3; δ = 1 turns off its load balance,
+/// so about half the transactions belong to the other worker's node) and
+/// the workers hand each other the ones assigned elsewhere; every transaction drawn runs exactly once and
+/// the per-worker commits add up to the run's. An engine without a
+/// preference runs every transaction where it was drawn.
+#[test]
+fn route_by_partition_forwards_and_runs_every_transaction_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = assert_ok(&pmtx(
+        dir.path(),
+        &[
+            "bench",
+            "--workload",
+            "ycsb",
+            "--records",
+            "2000",
+            "--engine",
+            "zen+:numa=2:delta=1,silo",
+            "--threads",
+            "2",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0.2",
+            "--route-by-partition",
+            "--json",
+            "r.json",
+        ],
+    ));
+    assert!(stdout.contains("routing: "), "{stdout}");
+    let report = read_json(&dir.path().join("r.json"));
+    assert_eq!(report["config"]["route_by_partition"], true);
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for run in runs {
+        let routing = &run["routing"];
+        let workers = routing["workers"].as_array().unwrap();
+        assert_eq!(workers.len(), 2, "{routing}");
+        let sum = |field: &str| workers.iter().map(|worker| number(worker, field)).sum::<f64>();
+        // Nothing lost, nothing run twice.
+        assert_eq!(number(routing, "executed"), number(routing, "generated"), "{routing}");
+        assert_eq!(sum("generated"), number(routing, "generated"), "{routing}");
+        assert_eq!(sum("executed"), number(routing, "executed"), "{routing}");
+        assert_eq!(sum("received"), number(routing, "forwarded"), "every forwarded transaction ran once: {routing}");
+        assert_eq!(sum("forwarded"), number(routing, "forwarded"), "{routing}");
+        assert_eq!(sum("committed"), number(run, "committed"), "{routing}");
+        assert!(number(run, "committed") > 0.0);
+        assert_eq!(run["check_passed"], true, "{run}");
+    }
+    let (zen, silo) = (&runs[0]["routing"], &runs[1]["routing"]);
+    assert!(number(zen, "forwarded") > 0.0, "zen+ on two nodes forwards: {zen}");
+    assert_eq!(number(zen, "assigned"), number(zen, "generated"), "{zen}");
+    assert!(number(&runs[0]["engine_counters"], "numa_assigned") > 0.0);
+    assert_eq!(number(silo, "assigned"), 0.0, "silo has no preference: {silo}");
+    assert_eq!(number(silo, "forwarded"), 0.0, "{silo}");
+}
+
+#[test]
+fn route_by_partition_needs_a_workload_that_plans_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let stderr = assert_fails(
+        &pmtx(dir.path(), &["bench", "--workload", "smallbank", "--accounts", "1000", "--route-by-partition"]),
+        2,
+    );
+    assert!(stderr.contains("--route-by-partition"), "{stderr}");
+}
+
+/// `--nvm-dram-ratio` with TPC-C: the loaded tuples over P set every
+/// engine's DRAM budget, and the runs pass their checks.
+#[test]
+fn nvm_dram_ratio_applies_to_tpcc() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_ok(&pmtx(
+        dir.path(),
+        &[
+            "bench",
+            "--workload",
+            "tpcc",
+            "--tpcc-items",
+            "1000",
+            "--tpcc-customers",
+            "30",
+            "--engine",
+            "zen,mmdb",
+            "--nvm-dram-ratio",
+            "4",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0.1",
+            "--json",
+            "r.json",
+        ],
+    ));
+    let report = read_json(&dir.path().join("r.json"));
+    let config = &report["config"];
+    let loaded = number(config, "loaded_database_bytes");
+    assert!(loaded > 0.0, "{config}");
+    assert_eq!(number(config, "dram_budget_bytes"), (loaded / 4.0).floor(), "{config}");
+    for run in report["runs"].as_array().unwrap() {
+        assert_eq!(run["check_passed"], true, "{run}");
+        assert!(number(run, "committed") > 0.0);
+    }
+}

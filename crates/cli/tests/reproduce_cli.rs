@@ -21,7 +21,18 @@ fn a_figure_runs_and_every_claim_gets_a_verdict() {
     let list = pmtx(dir.path(), &["reproduce", "--list"]);
     assert!(list.status.success());
     let listed = text(&list.stdout);
-    for name in ["dbxn-fig9", "dbxn-fig11", "zen-fig8", "zen-fig17", "zen-fig20", "zen-fig22", "zen-fig23"] {
+    for name in [
+        "dbxn-fig9",
+        "dbxn-fig11",
+        "zen-fig8",
+        "zen-fig9",
+        "zen-fig10",
+        "zen-fig17",
+        "zen-fig20",
+        "zen-fig22",
+        "zen-fig23",
+        "zen-fig27",
+    ] {
         assert!(listed.contains(name), "{name} missing from:\n{listed}");
     }
     let output = pmtx(dir.path(), &["reproduce", "dbxn-fig9", "--smoke", "--out", "out"]);

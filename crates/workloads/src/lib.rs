@@ -99,6 +99,12 @@ pub trait Workload: Send + Sync {
     fn loaded_bytes(&self) -> Option<u64> {
         None
     }
+    /// Whether its clients plan transactions ahead ([`Client::plan_next`]),
+    /// so a driver can route each by its keys (`pmtx bench
+    /// --route-by-partition`).
+    fn routable(&self) -> bool {
+        false
+    }
 }
 
 /// A per-thread source of transactions.
@@ -108,6 +114,30 @@ pub trait Client: Send {
     /// durability acknowledgements are collected by the driver via
     /// `drain_acknowledged`).
     fn run_next(&mut self, worker: &mut pmtx_engine::Worker) -> Result<TxnSummary, pmtx_engine::DbError>;
+
+    /// Draws the next transaction of the mix without running it, so that
+    /// a driver can route it by its keys ([`PlannedTxn::keys`], e.g. to
+    /// `Database::assign_transaction`) and run it on another worker.
+    /// `worker` is the caller's (a plan may need a read, as YCSB's first
+    /// insert point). `None`: this client cannot plan ahead ([`Workload::routable`]
+    /// is false); use [`Client::run_next`].
+    fn plan_next(
+        &mut self,
+        worker: &mut pmtx_engine::Worker,
+    ) -> Option<Result<Box<dyn PlannedTxn>, pmtx_engine::DbError>> {
+        let _ = worker;
+        None
+    }
+}
+
+/// A transaction drawn by [`Client::plan_next`]: its keys are known before
+/// it runs, and it runs on any worker of the database.
+pub trait PlannedTxn: Send {
+    /// The keys it accesses as (table, key); a scan gives its first key.
+    fn keys(&self) -> Vec<(pmtx_engine::TableId, Vec<u8>)>;
+    /// Runs it on `worker` with `worker.run_pipelined`, as
+    /// [`Client::run_next`] would have.
+    fn run(self: Box<Self>, worker: &mut pmtx_engine::Worker) -> Result<TxnSummary, pmtx_engine::DbError>;
 }
 
 /// What one [`Client::run_next`] did.

@@ -45,8 +45,8 @@
 use crate::common::{load_parallel, verify_tables, LOAD_BATCH_BYTES};
 use crate::gen::{child_seed, rng, WorkloadRng};
 use crate::zipf::Zipfian;
-use crate::{CheckReport, Client, TxnSummary, Workload, WorkloadError, WorkloadOptions, YcsbVariant};
-use pmtx_engine::{Database, DbError, Outcome, ScanDirection, TableSchema, Worker};
+use crate::{CheckReport, Client, PlannedTxn, TxnSummary, Workload, WorkloadError, WorkloadOptions, YcsbVariant};
+use pmtx_engine::{Database, DbError, Outcome, ScanDirection, TableId, TableSchema, Worker};
 use rand::{Rng, RngCore};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -359,6 +359,10 @@ impl Workload for Ycsb {
         vec![table.max_key_len(8).max_value_len(self.shared.row_len())]
     }
 
+    fn routable(&self) -> bool {
+        true
+    }
+
     fn loaded_bytes(&self) -> Option<u64> {
         // 8-byte keys and rows of fields x field_size bytes.
         Some(self.shared.records.saturating_mul(8 + self.shared.row_len() as u64))
@@ -517,6 +521,27 @@ enum Op {
     Insert(u64, usize),
     /// Scan up to this many rows from the key on.
     Scan(u64, usize),
+}
+
+impl Op {
+    /// The key (a scan's first).
+    fn key(&self) -> u64 {
+        match *self {
+            Op::Read(number)
+            | Op::Update(number, ..)
+            | Op::ReadModifyWrite(number, ..)
+            | Op::Insert(number, _)
+            | Op::Scan(number, _) => number,
+        }
+    }
+
+    /// The slot of `values` it writes, if any.
+    fn value_slot(&self) -> Option<usize> {
+        match *self {
+            Op::Update(_, _, slot) | Op::ReadModifyWrite(_, _, slot) | Op::Insert(_, slot) => Some(slot),
+            Op::Read(_) | Op::Scan(..) => None,
+        }
+    }
 }
 
 /// A YCSB client.
@@ -713,8 +738,10 @@ impl YcsbClient {
     }
 }
 
-impl Client for YcsbClient {
-    fn run_next(&mut self, worker: &mut Worker) -> Result<TxnSummary, DbError> {
+impl YcsbClient {
+    /// Draws the next transaction into `ops` and `values`: (type index,
+    /// read-only).
+    fn prepare(&mut self, worker: &mut Worker) -> Result<(usize, bool), DbError> {
         let long = match self.shared.long_kind {
             Some(kind) if self.long_thread && self.since_long >= self.shared.long_every => {
                 self.since_long = 0;
@@ -729,64 +756,116 @@ impl Client for YcsbClient {
         };
         let read_only = self.ops.iter().all(|op| matches!(op, Op::Read(_) | Op::Scan(..)));
         let type_index = if long { LONG } else { self.class.unwrap_or(if read_only { READ_ONLY } else { READ_WRITE }) };
-        let Self { ops, values, shared, .. } = self;
-        let field_size = shared.field_size;
-        let (outcome, attempts) = worker.run_pipelined(type_index as u32, read_only, |tx| {
-            // Start every point access's memory misses at once (hash
-            // tables; a hint with no effect on the transaction).
-            for op in ops.iter() {
-                if let Op::Read(number) | Op::Update(number, ..) | Op::ReadModifyWrite(number, ..) = *op {
-                    tx.prefetch(table::USERTABLE, &key(number));
+        Ok((type_index, read_only))
+    }
+}
+
+/// Runs the transaction of `ops` (new values in `values`) on `worker`:
+/// the outcome (rows found) and the attempts.
+fn execute(
+    worker: &mut Worker,
+    type_index: usize,
+    read_only: bool,
+    ops: &[Op],
+    values: &[Vec<u8>],
+    field_size: usize,
+) -> Result<(Outcome<usize>, u32), DbError> {
+    worker.run_pipelined(type_index as u32, read_only, |tx| {
+        // Start every point access's memory misses at once (hash
+        // tables; a hint with no effect on the transaction).
+        for op in ops.iter() {
+            if let Op::Read(number) | Op::Update(number, ..) | Op::ReadModifyWrite(number, ..) = *op {
+                tx.prefetch(table::USERTABLE, &key(number));
+            }
+        }
+        let mut found = 0usize;
+        for op in ops.iter() {
+            match *op {
+                Op::Read(number) => found += tx.get_with(table::USERTABLE, &key(number), |_| ())?.is_some() as usize,
+                Op::Update(number, field, slot) | Op::ReadModifyWrite(number, field, slot) => {
+                    let value = &values[slot];
+                    let row_key = key(number);
+                    let changed = tx.update_with(table::USERTABLE, &row_key, |row| {
+                        // A row of another length (the check reports
+                        // it) gets what fits of the field.
+                        let version = row
+                            .get(..8)
+                            .map_or(0, |word| u64::from_le_bytes(word.try_into().expect("8 bytes")).wrapping_add(1));
+                        let end = ((field + 1) * field_size).min(row.len());
+                        let start = (field * field_size).min(end);
+                        row[start..end].copy_from_slice(&value[..end - start]);
+                        if row.len() >= ROW_HEADER {
+                            seal_row(&row_key, version, row);
+                        }
+                    })?;
+                    found += changed.is_some() as usize;
+                }
+                Op::Insert(number, slot) => found += tx.insert(table::USERTABLE, &key(number), &values[slot])? as usize,
+                Op::Scan(number, len) => {
+                    let start = key(number);
+                    tx.scan_with(
+                        table::USERTABLE,
+                        (Bound::Included(&start[..]), Bound::Unbounded),
+                        ScanDirection::Forward,
+                        len,
+                        |_, _| {
+                            found += 1;
+                            true
+                        },
+                    )?;
                 }
             }
-            let mut found = 0usize;
-            for op in ops.iter() {
-                match *op {
-                    Op::Read(number) => {
-                        found += tx.get_with(table::USERTABLE, &key(number), |_| ())?.is_some() as usize
-                    }
-                    Op::Update(number, field, slot) | Op::ReadModifyWrite(number, field, slot) => {
-                        let value = &values[slot];
-                        let row_key = key(number);
-                        let changed = tx.update_with(table::USERTABLE, &row_key, |row| {
-                            // A row of another length (the check reports
-                            // it) gets what fits of the field.
-                            let version = row.get(..8).map_or(0, |word| {
-                                u64::from_le_bytes(word.try_into().expect("8 bytes")).wrapping_add(1)
-                            });
-                            let end = ((field + 1) * field_size).min(row.len());
-                            let start = (field * field_size).min(end);
-                            row[start..end].copy_from_slice(&value[..end - start]);
-                            if row.len() >= ROW_HEADER {
-                                seal_row(&row_key, version, row);
-                            }
-                        })?;
-                        found += changed.is_some() as usize;
-                    }
-                    Op::Insert(number, slot) => {
-                        found += tx.insert(table::USERTABLE, &key(number), &values[slot])? as usize
-                    }
-                    Op::Scan(number, len) => {
-                        let start = key(number);
-                        tx.scan_with(
-                            table::USERTABLE,
-                            (Bound::Included(&start[..]), Bound::Unbounded),
-                            ScanDirection::Forward,
-                            len,
-                            |_, _| {
-                                found += 1;
-                                true
-                            },
-                        )?;
-                    }
-                }
-            }
-            Ok(found)
-        })?;
+        }
+        Ok(found)
+    })
+}
+
+impl Client for YcsbClient {
+    fn run_next(&mut self, worker: &mut Worker) -> Result<TxnSummary, DbError> {
+        let (type_index, read_only) = self.prepare(worker)?;
+        let (outcome, attempts) =
+            execute(worker, type_index, read_only, &self.ops, &self.values, self.shared.field_size)?;
         self.last_rows = match outcome {
             Outcome::Committed(found) => found,
             Outcome::RolledBack => 0,
         };
         Ok(TxnSummary { type_index, committed: matches!(outcome, Outcome::Committed(_)), attempts })
+    }
+
+    fn plan_next(&mut self, worker: &mut Worker) -> Option<Result<Box<dyn PlannedTxn>, DbError>> {
+        Some(self.prepare(worker).map(|(type_index, read_only)| {
+            // The values the plan uses move with it (the client draws new
+            // buffers for its next plan).
+            let used = self.ops.iter().filter_map(Op::value_slot).max().map_or(0, |slot| slot + 1);
+            let values = self.values.drain(..used.min(self.values.len())).collect();
+            Box::new(YcsbTxn {
+                type_index,
+                read_only,
+                ops: std::mem::take(&mut self.ops),
+                values,
+                field_size: self.shared.field_size,
+            }) as Box<dyn PlannedTxn>
+        }))
+    }
+}
+
+/// A planned YCSB transaction ([`Client::plan_next`]).
+struct YcsbTxn {
+    type_index: usize,
+    read_only: bool,
+    ops: Vec<Op>,
+    values: Vec<Vec<u8>>,
+    field_size: usize,
+}
+
+impl PlannedTxn for YcsbTxn {
+    fn keys(&self) -> Vec<(TableId, Vec<u8>)> {
+        self.ops.iter().map(|op| (table::USERTABLE, key(op.key()).to_vec())).collect()
+    }
+
+    fn run(self: Box<Self>, worker: &mut Worker) -> Result<TxnSummary, DbError> {
+        let (outcome, attempts) =
+            execute(worker, self.type_index, self.read_only, &self.ops, &self.values, self.field_size)?;
+        Ok(TxnSummary { type_index: self.type_index, committed: matches!(outcome, Outcome::Committed(_)), attempts })
     }
 }

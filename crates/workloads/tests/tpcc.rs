@@ -304,3 +304,23 @@ fn a_new_order_payment_mix_runs_only_those_and_stays_consistent() {
     assert!(per_type[0] > 0 && per_type[1] > 0 && per_type[2..].iter().all(|&n| n == 0), "{per_type:?}");
     assert_consistent(&workload, &db, "after a NewOrder + Payment run");
 }
+
+/// The database size `--nvm-dram-ratio` divides: keys plus rows of every
+/// table, order lines at their expected 10 per order, within a few percent
+/// of what the load writes.
+#[test]
+fn loaded_bytes_is_the_size_of_the_loaded_tuples() {
+    let workload = workload(2);
+    let db = open(EngineKind::Silo, &workload);
+    workload.load(&db, 2, &|_, _| {}).unwrap();
+    let mut actual = 0u64;
+    for name in table::NAMES {
+        for (key, value) in all_rows(&db, name) {
+            actual += (key.len() + value.len()) as u64;
+        }
+    }
+    let stated = workload.loaded_bytes().unwrap();
+    assert_eq!(stated, workload.scale().loaded_bytes());
+    let error = (stated as f64 - actual as f64).abs() / actual as f64;
+    assert!(error < 0.03, "stated {stated}, loaded {actual}");
+}

@@ -99,9 +99,25 @@ pub struct BenchArgs {
     /// whose other rows then live in the pool used as volatile memory.
     /// Engines without a DRAM budget ignore it. A number of at least 1;
     /// not with cache= or dram= in --engine; workloads that state their
-    /// database size only (ycsb).
+    /// database size only (ycsb; tpcc, whose order lines count at their
+    /// expected 10 per order).
     #[arg(long, value_name = "P", value_parser = parse_nvm_dram_ratio, help_heading = "Engine and pool")]
     pub nvm_dram_ratio: Option<f64>,
+    /// Route each transaction through the engine's transaction assignment
+    /// (zen+ on several NUMA nodes: Algorithm 3 of zen-plus.txt §4.2.2, the
+    /// node most of its keys' soft partitions map to, balanced by the
+    /// nodes' pending transactions). Each worker draws its transactions
+    /// ahead, asks Database::assign_transaction for a worker and hands a
+    /// transaction assigned to another worker to that worker's bounded
+    /// queue; each worker runs the transactions in its queue before drawing
+    /// its next one, and runs a transaction itself when the engine has no
+    /// preference (other engines, one node) or the target's queue is full.
+    /// At the end every queued transaction still runs (after the measured
+    /// phase: not measured). Reported as "routing"
+    /// in the table and JSON (assigned, forwarded, received, per worker).
+    /// ycsb only.
+    #[arg(long, help_heading = "Engine and pool")]
+    pub route_by_partition: bool,
     #[command(flatten)]
     pub pm: BenchPmArgs,
     #[command(flatten)]

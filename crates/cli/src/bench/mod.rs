@@ -15,6 +15,9 @@
 //! [`spec`]); `--recover` crashes each durable engine's database after its
 //! measured phase and times the recovery (see [`runner`]).
 //!
+//! `--route-by-partition` (ycsb) routes each transaction through the
+//! engine's transaction assignment (see [`route`]).
+//!
 //! `--pmdk` (micro workloads only) also runs the PMDK (libpmemobj) baseline
 //! of the workload at each thread count after the engines (see [`pmdk`]),
 //! reported as "pmdk" rows, `pmdk_runs` in the JSON, and the ratio of each
@@ -24,6 +27,7 @@ pub(crate) mod args;
 pub(crate) mod memory;
 pub(crate) mod pmdk;
 pub mod report;
+pub(crate) mod route;
 pub(crate) mod runner;
 pub(crate) mod spec;
 
@@ -65,12 +69,18 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         None
     };
 
+    if args.route_by_partition && !workload.routable() {
+        return Err(CliError::usage(format!(
+            "--route-by-partition: workload {} does not plan its transactions ahead (ycsb does)",
+            workload.name()
+        )));
+    }
     let mut engines = args.engines();
     let dram_budget = match args.nvm_dram_ratio {
         Some(ratio) => {
             let loaded = workload.loaded_bytes().ok_or_else(|| {
                 CliError::usage(format!(
-                    "--nvm-dram-ratio: workload {} does not state its database size (ycsb does)",
+                    "--nvm-dram-ratio: workload {} does not state its database size (ycsb and tpcc do)",
                     workload.name()
                 ))
             })?;
@@ -173,6 +183,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 position: (position, runs_total),
                 recover: args.recover,
                 provision: args.provision == args::Provision::Auto,
+                route_by_partition: args.route_by_partition,
             };
             let mut run = runner::run(workload.as_ref(), &spec)?;
             if let Some(first) = runs.first().map(|first: &report::RunJson| first.throughput_tps) {
@@ -232,6 +243,9 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                     if recovery.check_passed { "passed" } else { "FAILED" },
                     recovery.check_s * 1000.0
                 );
+            }
+            if let Some(routing) = &run.routing {
+                println!("  {}", routing.line());
             }
             for failure in &run.check_failures {
                 println!("  check failed: {failure}");
@@ -302,6 +316,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         nvm_dram_ratio: dram_budget.map(|(ratio, _, _)| ratio),
         loaded_database_bytes: dram_budget.map(|(_, loaded, _)| loaded),
         dram_budget_bytes: dram_budget.map(|(_, _, budget)| budget),
+        route_by_partition: args.route_by_partition,
         git_revision,
         pmtx_version: env!("CARGO_PKG_VERSION").to_string(),
         durability,

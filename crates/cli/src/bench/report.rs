@@ -133,6 +133,10 @@ pub struct ConfigJson {
     /// `loaded_database_bytes / nvm_dram_ratio`.
     #[serde(default)]
     pub dram_budget_bytes: Option<u64>,
+    /// `--route-by-partition`: transactions were routed by the engine's
+    /// assignment (see `RunJson::routing`).
+    #[serde(default)]
+    pub route_by_partition: bool,
     /// `git rev-parse --short HEAD` of the source tree ("unknown" if none).
     pub git_revision: String,
     /// pmtx version.
@@ -397,6 +401,67 @@ pub struct RunJson {
     /// keeps its log on a file system).
     #[serde(default)]
     pub log_file: Option<LogFileJson>,
+    /// `--route-by-partition`: how the transactions were routed (None
+    /// without it).
+    #[serde(default)]
+    pub routing: Option<RoutingJson>,
+}
+
+/// `--route-by-partition`: the transactions of a run, whole run (warm-up
+/// and measured phase, each transaction counted once, where it was drawn
+/// and where it ran).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RoutingJson {
+    /// Transactions drawn (all workers).
+    pub generated: u64,
+    /// Transactions the engine assigned a worker to
+    /// (`Database::assign_transaction` answered; 0 when it has no
+    /// preference).
+    pub assigned: u64,
+    /// Assigned to another worker and handed to its queue.
+    pub forwarded: u64,
+    /// Assigned to another worker whose queue was full: run by the worker
+    /// that drew it.
+    pub queue_full: u64,
+    /// Transactions run (all workers): equals `generated` (no transaction
+    /// lost or run twice) unless the run failed or was crashed.
+    pub executed: u64,
+    /// Per worker.
+    pub workers: Vec<RoutingWorkerJson>,
+}
+
+/// One worker's share of [`RoutingJson`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RoutingWorkerJson {
+    /// Transactions it drew.
+    pub generated: u64,
+    /// Of those, handed to another worker's queue.
+    pub forwarded: u64,
+    /// Transactions it ran from its queue (drawn by another worker).
+    pub received: u64,
+    /// Transactions it ran (its own and received).
+    pub executed: u64,
+    /// Its acknowledged commits of the measured phase (their sum is the
+    /// run's `committed`).
+    pub committed: u64,
+}
+
+impl RoutingJson {
+    /// One line for the table output.
+    pub fn line(&self) -> String {
+        let share = |count: u64| if self.generated > 0 { 100.0 * count as f64 / self.generated as f64 } else { 0.0 };
+        format!(
+            "routing: {} transactions drawn, {} assigned by the engine ({:.0} %), {} forwarded to another worker \
+             ({:.0} %), {} run locally because the target's queue was full; {} run",
+            self.generated,
+            self.assigned,
+            share(self.assigned),
+            self.forwarded,
+            share(self.forwarded),
+            self.queue_full,
+            self.executed
+        )
+    }
 }
 
 /// A crash after the measured phase and the recovery that followed.
@@ -1362,6 +1427,7 @@ mod tests {
             nvm_dram_ratio: None,
             loaded_database_bytes: None,
             dram_budget_bytes: None,
+            route_by_partition: false,
             git_revision: "unknown".into(),
             pmtx_version: "0".into(),
             durability: String::new(),

@@ -17,6 +17,12 @@
 //!   background threads (epoch ticker, checkpointer) in the measured phase
 //!   is added.
 //!
+//! With `--route-by-partition` ([`super::route`]) a transaction is
+//! measured on the worker that runs it, by the same rule (its start after
+//! the phase began); once the phase ends, each worker waits for its
+//! acknowledgements and reports, then runs, unmeasured, what is still
+//! queued for it until no worker draws any more.
+//!
 //! With `--recover` (durable engines), the measured phase ends the same way
 //! (each worker waits for its acknowledgements and reports), but then the
 //! workers keep running unmeasured transactions for [`CRASH_AFTER`] and the
@@ -27,8 +33,10 @@
 //! database instead of before the crash.
 
 use super::report::{
-    EngineStatsJson, HtmJson, LatencyJson, LogFileJson, NvmAccessJson, PmJson, RecoveryJson, RunJson, TypeJson,
+    EngineStatsJson, HtmJson, LatencyJson, LogFileJson, NvmAccessJson, PmJson, RecoveryJson, RoutingJson,
+    RoutingWorkerJson, RunJson, TypeJson,
 };
+use super::route::{Router, QUEUE_CAPACITY};
 use super::spec::EngineSpec;
 use crate::progress::Progress;
 use crate::CliError;
@@ -38,7 +46,7 @@ use pmtx_pm::{
     layout, reset_thread_counters, thread_counters, BackendInfo, BackendKind, Direct, Emulated, PmBackend, PmCounters,
     PmOptions, Pool, Sim,
 };
-use pmtx_workloads::{Workload, WorkloadError};
+use pmtx_workloads::{PlannedTxn, TxnSummary, Workload, WorkloadError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -94,6 +102,9 @@ pub struct RunSpec<'a> {
     /// Populate the pool chunks the measured phase is expected to allocate
     /// before it starts (`--provision`).
     pub provision: bool,
+    /// Route each transaction through `Database::assign_transaction`
+    /// (`--route-by-partition`, [`super::route`]).
+    pub route_by_partition: bool,
 }
 
 /// Converts engine errors: bad configuration is a usage error (exit 2).
@@ -285,6 +296,18 @@ struct ThreadResult {
     pm: PmCounters,
     /// Tuples the measured committed transactions read and wrote.
     tuples: (u64, u64),
+    /// `--route-by-partition`: this worker's routing counts (whole run).
+    routing: Routing,
+}
+
+/// One worker's routing counts (`--route-by-partition`).
+#[derive(Default)]
+struct Routing {
+    worker: RoutingWorkerJson,
+    /// Transactions the engine assigned a worker to.
+    assigned: u64,
+    /// Assigned elsewhere, but that worker's queue was full.
+    queue_full: u64,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -302,6 +325,7 @@ impl ThreadResult {
             aborts: [0; AbortReason::ALL.len()],
             pm: PmCounters::default(),
             tuples: (0, 0),
+            routing: Routing::default(),
         }
     }
 
@@ -368,54 +392,38 @@ fn finish_measurement(worker: &mut Worker, result: &mut ThreadResult, skip: &mut
     }
 }
 
-/// Runs one worker: warm-up, then the measured phase until told to stop.
-fn worker_loop(
-    worker: Result<Worker, DbError>,
-    workload: &dyn Workload,
-    index: usize,
-    spec: &RunSpec<'_>,
-    control: &Control,
-) -> Result<ThreadResult, DbError> {
-    let types = workload.transaction_types().len();
-    let mut client = workload.client(index, spec.threads, spec.seed);
-    // Start together, once every worker has its client.
-    control.ready.fetch_add(1, Ordering::AcqRel);
-    while !control.started.load(Ordering::Acquire) {
-        if control.failed.load(Ordering::Relaxed) {
-            return Err(DbError::InvalidConfig("the run was abandoned before it started".into()));
-        }
-        std::thread::yield_now();
-    }
-    let mut worker = worker.inspect_err(|_| control.failed.store(true, Ordering::Relaxed))?;
-    let mut result = ThreadResult::new(types);
-    let mut measuring = false;
-    // Warm-up commits still waiting for their acknowledgement when the
-    // measured phase began: the first this many acknowledgements are skipped.
-    let mut skip = 0usize;
-    // Results reported (`--recover`): later transactions are not measured.
-    let mut reported = false;
-    reset_thread_counters();
-    loop {
-        let phase = control.phase.load(Ordering::Acquire);
-        if phase == PHASE_STOP || control.failed.load(Ordering::Relaxed) {
-            break;
-        }
-        if phase == PHASE_MEASURE && !measuring && !reported {
-            measuring = true;
-            skip = worker.pending_acknowledgements();
-            worker.reset_stats();
-            reset_thread_counters();
-        }
-        if phase == PHASE_AFTER && !reported {
-            finish_measurement(&mut worker, &mut result, &mut skip, measuring);
-            measuring = false;
-            reported = true;
-            control.reported.fetch_add(1, Ordering::AcqRel);
-        }
+/// What a worker does next.
+enum Flow {
+    Continue,
+    /// The database was crashed under it (`--recover`): stop.
+    Stop,
+}
+
+/// The state of one worker's measurement.
+struct Measuring<'a> {
+    result: &'a mut ThreadResult,
+    measuring: bool,
+    /// Warm-up commits still waiting for their acknowledgement when the
+    /// measured phase began: the first this many acknowledgements are
+    /// skipped.
+    skip: usize,
+}
+
+impl Measuring<'_> {
+    /// Runs one transaction with `run` and counts it (and the
+    /// acknowledgements that arrived meanwhile).
+    fn run(
+        &mut self,
+        worker: &mut Worker,
+        control: &Control,
+        run: impl FnOnce(&mut Worker) -> Result<TxnSummary, DbError>,
+    ) -> Result<Flow, DbError> {
         let aborts_before = worker.stats().total_aborts();
-        match client.run_next(&mut worker) {
+        let result = &mut *self.result;
+        result.routing.worker.executed += 1;
+        match run(worker) {
             Ok(summary) => {
-                if measuring {
+                if self.measuring {
                     let aborted = worker.stats().total_aborts().saturating_sub(aborts_before);
                     if let Some((_, rolled_back, aborts, _)) = result.per_type.get_mut(summary.type_index) {
                         *aborts += aborted;
@@ -429,29 +437,156 @@ fn worker_loop(
                 }
             }
             Err(DbError::TooManyAborts { .. }) => {
-                if measuring {
+                if self.measuring {
                     result.gave_up += 1;
                 }
             }
             // After the crash the engine refuses commits: expected.
-            Err(_) if control.crashed.load(Ordering::Acquire) => break,
+            Err(_) if control.crashed.load(Ordering::Acquire) => return Ok(Flow::Stop),
             Err(error) => {
                 control.failed.store(true, Ordering::Relaxed);
                 return Err(error);
             }
         }
+        let (skip, measuring) = (&mut self.skip, self.measuring);
         worker.drain_acknowledged(|tag, latency| {
-            if skip > 0 {
-                skip -= 1;
+            if *skip > 0 {
+                *skip -= 1;
             } else if measuring {
                 result.acknowledge(tag, latency);
             }
         });
+        Ok(Flow::Continue)
     }
+}
+
+/// `--route-by-partition`: what a worker routes with.
+struct Route<'a> {
+    router: &'a Router<Box<dyn PlannedTxn>>,
+    database: &'a Database,
+}
+
+/// Runs one worker: warm-up, then the measured phase until told to stop.
+fn worker_loop(
+    worker: Result<Worker, DbError>,
+    workload: &dyn Workload,
+    index: usize,
+    spec: &RunSpec<'_>,
+    control: &Control,
+    route: Option<Route<'_>>,
+) -> Result<ThreadResult, DbError> {
+    // Says when this worker stops drawing transactions, however it returns.
+    let mut drawing = route.as_ref().map(|route| route.router.drawing());
+    let types = workload.transaction_types().len();
+    let mut client = workload.client(index, spec.threads, spec.seed);
+    // Start together, once every worker has its client.
+    control.ready.fetch_add(1, Ordering::AcqRel);
+    while !control.started.load(Ordering::Acquire) {
+        if control.failed.load(Ordering::Relaxed) {
+            return Err(DbError::InvalidConfig("the run was abandoned before it started".into()));
+        }
+        std::thread::yield_now();
+    }
+    let mut worker = worker.inspect_err(|_| control.failed.store(true, Ordering::Relaxed))?;
+    let mut result = ThreadResult::new(types);
+    let mut state = Measuring { result: &mut result, measuring: false, skip: 0 };
+    // Results reported (`--recover`): later transactions are not measured.
+    let mut reported = false;
+    reset_thread_counters();
+    'run: loop {
+        let phase = control.phase.load(Ordering::Acquire);
+        if phase == PHASE_STOP || control.failed.load(Ordering::Relaxed) {
+            break;
+        }
+        if phase == PHASE_MEASURE && !state.measuring && !reported {
+            state.measuring = true;
+            state.skip = worker.pending_acknowledgements();
+            worker.reset_stats();
+            reset_thread_counters();
+        }
+        if phase == PHASE_AFTER && !reported {
+            finish_measurement(&mut worker, state.result, &mut state.skip, state.measuring);
+            state.measuring = false;
+            reported = true;
+            control.reported.fetch_add(1, Ordering::AcqRel);
+        }
+        let Some(route) = &route else {
+            match state.run(&mut worker, control, |worker| client.run_next(worker))? {
+                Flow::Continue => continue,
+                Flow::Stop => break,
+            }
+        };
+        // The transactions handed to this worker first.
+        while let Some(txn) = route.router.receive(index) {
+            state.result.routing.worker.received += 1;
+            if let Flow::Stop = state.run(&mut worker, control, |worker| txn.run(worker))? {
+                break 'run;
+            }
+        }
+        let txn = match client.plan_next(&mut worker) {
+            Some(Ok(txn)) => txn,
+            Some(Err(_)) if control.crashed.load(Ordering::Acquire) => break,
+            Some(Err(error)) => {
+                control.failed.store(true, Ordering::Relaxed);
+                return Err(error);
+            }
+            // Checked before the run: the workload plans ahead.
+            None => unreachable!("--route-by-partition with a workload that cannot plan"),
+        };
+        let routing = &mut state.result.routing;
+        routing.worker.generated += 1;
+        let keys = txn.keys();
+        let keys: Vec<_> = keys.iter().map(|(table, key)| (*table, key.as_slice())).collect();
+        let txn = match route.database.assign_transaction(&keys) {
+            Some(target) if target != index => {
+                routing.assigned += 1;
+                match route.router.forward(target, txn) {
+                    Ok(()) => {
+                        routing.worker.forwarded += 1;
+                        continue;
+                    }
+                    Err(txn) => {
+                        routing.queue_full += 1;
+                        txn
+                    }
+                }
+            }
+            Some(_) => {
+                routing.assigned += 1;
+                txn
+            }
+            None => txn,
+        };
+        if let Flow::Stop = state.run(&mut worker, control, |worker| txn.run(worker))? {
+            break;
+        }
+    }
+    let crashed = control.crashed.load(Ordering::Acquire);
     // After a crash, pending commits are never acknowledged.
-    if !reported && !control.crashed.load(Ordering::Acquire) {
-        finish_measurement(&mut worker, &mut result, &mut skip, measuring);
+    if !reported && !crashed {
+        finish_measurement(&mut worker, state.result, &mut state.skip, state.measuring);
     }
+    state.measuring = false;
+    // Routed: run every transaction still handed to this worker (after
+    // the measured phase: not measured) until no worker draws any more.
+    if let (Some(route), Some(drawing)) = (&route, drawing.as_mut()) {
+        drawing.stop();
+        while !crashed && !control.failed.load(Ordering::Relaxed) {
+            let stopped = route.router.all_stopped();
+            while let Some(txn) = route.router.receive(index) {
+                state.result.routing.worker.received += 1;
+                if let Flow::Stop = state.run(&mut worker, control, |worker| txn.run(worker))? {
+                    break;
+                }
+            }
+            if stopped {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        let _closed = worker.wait_all_acknowledged(|_, _| {});
+    }
+    result.routing.worker.committed = result.committed;
     Ok(result)
 }
 
@@ -631,14 +766,17 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     let mut provisioned = Provisioned::default();
     let mut used_before_measure = None;
     let mut used_after_measure = None;
+    let router = spec.route_by_partition.then(|| Router::new(spec.threads, QUEUE_CAPACITY));
+    let mut routing = spec.route_by_partition.then(RoutingJson::default);
     let (results, measured) = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..spec.threads)
             .map(|index| {
                 let worker = database.worker(index);
                 let control = &control;
+                let route = router.as_ref().map(|router| Route { router, database: &database });
                 std::thread::Builder::new()
                     .name(format!("pmtx-bench-{index}"))
-                    .spawn_scoped(scope, move || worker_loop(worker, workload, index, spec, control))
+                    .spawn_scoped(scope, move || worker_loop(worker, workload, index, spec, control, route))
             })
             .collect();
         let mut spawned = Vec::with_capacity(handles.len());
@@ -725,6 +863,15 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         match result {
             Ok(Ok(result)) => {
                 workers_pm.add(&result.pm);
+                if let Some(routing) = &mut routing {
+                    let worker = &result.routing.worker;
+                    routing.generated += worker.generated;
+                    routing.forwarded += worker.forwarded;
+                    routing.executed += worker.executed;
+                    routing.assigned += result.routing.assigned;
+                    routing.queue_full += result.routing.queue_full;
+                    routing.workers.push(worker.clone());
+                }
                 total.merge(&result)
             }
             Ok(Err(error)) => {
@@ -840,6 +987,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
             .zip(used_after_measure)
             .map(|(before, after)| after.used_bytes.saturating_sub(before.used_bytes)),
         log_file: options_log_directory.map(|directory| LogFileJson::new(directory, log_syncs, total.committed)),
+        routing,
     })
 }
 

@@ -360,6 +360,28 @@ impl TpccScale {
         ]
     }
 
+    /// Bytes of tuple data the load writes: keys plus encoded rows of
+    /// every table (secondary index entries are not tuples). Order lines
+    /// are counted at their expected 10 per order (5 to 15, uniform): the
+    /// load draws them at random, and this is needed before it runs.
+    pub fn loaded_bytes(&self) -> u64 {
+        use rows::*;
+        let w = u64::from(self.warehouses);
+        let districts = w * u64::from(DISTRICTS_PER_WAREHOUSE);
+        let items = u64::from(self.items);
+        let row = |key: usize, value: usize| (key + value) as u64;
+        let orders = districts * u64::from(self.orders);
+        items * row(keys::item(1).len(), Item::LEN)
+            + w * row(keys::warehouse(1).len(), Warehouse::LEN)
+            + districts * row(keys::district(1, 1).len(), District::LEN)
+            + w * items * row(keys::stock(1, 1).len(), Stock::LEN)
+            + districts * u64::from(self.customers) * row(keys::customer(1, 1, 1).len(), Customer::LEN)
+            + districts * u64::from(self.customers) * row(keys::history(1, 1, 0, 1).len(), History::LEN)
+            + orders * row(keys::order(1, 1, 1).len(), Order::LEN)
+            + orders * 10 * row(keys::order_line(1, 1, 1, 1).len(), OrderLine::LEN)
+            + districts * u64::from(self.new_orders) * row(keys::new_order(1, 1, 1).len(), NEW_ORDER_VALUE.len())
+    }
+
     /// Number of distinct last names the run draws from
     /// (`NURand(255, 0, last_names - 1)`); 1000 at standard scale.
     pub fn last_names(&self) -> u32 {
@@ -489,6 +511,10 @@ impl Workload for Tpcc {
 
     fn transaction_types(&self) -> &'static [&'static str] {
         &TRANSACTION_TYPES
+    }
+
+    fn loaded_bytes(&self) -> Option<u64> {
+        Some(self.shared.scale.loaded_bytes())
     }
 
     fn load(
