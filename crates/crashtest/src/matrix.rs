@@ -6,9 +6,13 @@
 //! * **detected** — opening or recovering fails with a typed corruption
 //!   error naming the damaged structure ([`DbError::damaged_structure`]);
 //! * **harmless** — the pool opens and every committed row reads back
-//!   exactly (the damage hit bytes nothing reads, such as reserved or
-//!   padding bytes, a superseded root value record or a stale tuple, or
-//!   recovery repaired it).
+//!   exactly. The classes: bytes nothing reads (reserved words such as a
+//!   catalog copy's zero word, slot padding after a tuple's value, `zen`'s
+//!   bitmap, which `zen-naive-alloc` rebuilds at recovery), a superseded
+//!   root value record, a superseded tuple version or log record (recovery
+//!   keeps the newer one), or damage recovery repaired. A committed
+//!   tuple's own CRC-covered bytes are not among them: the Zen heap
+//!   refuses such a slot (`storage::zen::recovery`, "Damage").
 //!
 //! Anything else is a failure of the cell: **silent** (the pool opened but
 //! committed data is missing or changed), an error that names no damaged

@@ -21,6 +21,39 @@
 //! half-written tuples) are erased too; a committed tuple is never among
 //! them, since all of it was durable before its transaction's LP bit.
 //!
+//! # Damage
+//!
+//! A crash leaves only two kinds of CRC-invalid slot: a tuple of the
+//! transaction persisting at the crash (its Tx-CTS above the region's
+//! horizon, without the LP bit, which is stored only once everything else
+//! is durable), and a torn reuse of a superseded version, whose header
+//! line — word 0 is the first store to it — is the old one whole. So
+//! recovery refuses the pool (`CorruptStructure { ZenHeap }`), before it
+//! erases anything, when a CRC-invalid slot has
+//!
+//! * a word 0 holding no valid Tx-CTS (word 0 is one failure-atomic
+//!   store), or word-1 reserved bits set (zero in every version, so in any
+//!   byte-wise mix of two);
+//! * the LP bit with a Tx-CTS above its region's horizon, or (wbl) a
+//!   Tx-CTS above the durable window's `c_d`;
+//! * a Tx-CTS at or below the horizon (so it claims to be a committed,
+//!   superseded version) while its row has no newer intact version: by
+//!   key, when the header line holds the whole key, and by tuple ID (a row
+//!   keeps its tuple ID until its tombstone is released, and the sweep
+//!   erases the row's older versions before that). A superseded tombstone
+//!   may have been released, so its key may have no version left, but
+//!   none older than it;
+//!
+//! and (LP rule) when one region holds tuples above its horizon with two
+//! different Tx-CTS: one transaction of a region persists at a time, and
+//! `zen+` erases an attempt's direct writes before its region commits
+//! anything else, so committed tuples lost their LP tuple.
+//!
+//! What stays undetected: committed tuples zeroed whole read as slots
+//! never written (a reserved slot returned unwritten is zero too), unless
+//! the zeroing leaves two transactions above a horizon; damage to an
+//! older, superseded version is harmless (the newer one is kept).
+//!
 //! Idempotence: recovery writes only zeros into word 0 of slots it
 //! discards, never touches a committed tuple, and rebuilds everything else
 //! in DRAM, so a crash during recovery recovers to the same state. After
