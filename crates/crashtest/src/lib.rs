@@ -57,6 +57,7 @@
 //! running binary as `pmtx crashtest --child <ChildConfig flags>`; the
 //! crate's tests use its `pmtx-crashtest-child` binary instead.
 
+pub mod gated;
 pub mod harness;
 pub mod kill;
 pub mod matrix;

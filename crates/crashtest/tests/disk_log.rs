@@ -23,10 +23,14 @@
 //! order), which must equal the number of recovered transactions: a
 //! transaction applied without one it read from is caught.
 //!
-//! Controls: the same run with the durable epoch published before the log
-//! is synced (`group-commit-epoch-before-log`), and `dbx-naive` acknowledging
+//! Controls: `dbx-disk` publishing the durable epoch before the log is
+//! synced (`group-commit-epoch-before-log`), and `dbx-naive` acknowledging
 //! before its sync (`dbxn-ack-before-fence`), must each lose an
-//! acknowledged commit. Failures name the seed (`PMTX_CRASHTEST_SEED`).
+//! acknowledged commit. They run a fixed sequence, not a race with the
+//! sync: one commit while the engine is held (`pmtx_crashtest::gated`) at
+//! the point where it claims durability — the flush thread after its
+//! publish, or the committer after its logging phase — where the crash
+//! image is taken. Failures name the seed (`PMTX_CRASHTEST_SEED`).
 
 use pmtx_crashtest::parse_seed;
 use pmtx_engine::{
@@ -113,30 +117,33 @@ fn u64_of(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(bytes.try_into().expect("8-byte value"))
 }
 
+/// Loads the accounts and closes cleanly.
+fn load<B: PmBackend>(engine: EngineKind, medium: LogMedium, storage: &MemoryLogStorage, pool: &Arc<Pool<B>>) {
+    let db = Database::open_on_pool(options(engine, medium, storage, None), Arc::clone(pool)).expect("open");
+    let (accounts, meta) = (db.table_id("accounts").unwrap(), db.table_id("meta").unwrap());
+    let mut worker = db.worker(0).unwrap();
+    worker
+        .run(|tx| {
+            for w in 0..WORKERS {
+                for account in 0..ACCOUNTS_PER_WORKER {
+                    tx.put(accounts, &account_key(w, account), &INITIAL.to_le_bytes())?;
+                }
+                tx.put(meta, &seq_key(w), &0u64.to_le_bytes())?;
+            }
+            tx.put(meta, TOTAL_KEY, &0u64.to_le_bytes())
+        })
+        .expect("load");
+    drop(worker);
+    db.close().expect("clean close");
+}
+
 /// Loads the accounts, closes cleanly, reopens, copies the pool, then runs
 /// the workers while the test thread takes `states` crash states.
 fn run(engine: EngineKind, medium: LogMedium, fault: Option<Fault>, seed: u64, states: usize) -> Run {
     let storage = MemoryLogStorage::default();
     let pm = PmOptions::default();
     let pool = Arc::new(Pool::<Direct>::create_in_memory(POOL_SIZE, CHUNK, &pm).expect("pool"));
-    {
-        let db = Database::open_on_pool(options(engine, medium, &storage, None), Arc::clone(&pool)).expect("open");
-        let (accounts, meta) = (db.table_id("accounts").unwrap(), db.table_id("meta").unwrap());
-        let mut worker = db.worker(0).unwrap();
-        worker
-            .run(|tx| {
-                for w in 0..WORKERS {
-                    for account in 0..ACCOUNTS_PER_WORKER {
-                        tx.put(accounts, &account_key(w, account), &INITIAL.to_le_bytes())?;
-                    }
-                    tx.put(meta, &seq_key(w), &0u64.to_le_bytes())?;
-                }
-                tx.put(meta, TOTAL_KEY, &0u64.to_le_bytes())
-            })
-            .expect("load");
-        drop(worker);
-        db.close().expect("clean close");
-    }
+    load(engine, medium, &storage, &pool);
     let db =
         Arc::new(Database::open_on_pool(options(engine, medium, &storage, fault), Arc::clone(&pool)).expect("reopen"));
     // Nothing but the durable-epoch root changes in the pool from here on
@@ -288,22 +295,105 @@ fn dbx_naive_on_disk_keeps_every_acknowledged_commit_at_the_fdatasync() {
     every_acknowledged_commit_survives(EngineKind::DbxNaive, LogMedium::Disk);
 }
 
-/// A protocol that acknowledges before the sync is caught.
-fn broken_is_caught(engine: EngineKind, medium: LogMedium, fault: Fault) {
-    let seed = seed();
-    let run = run(engine, medium, Some(fault), seed, 40);
-    let violations = run.states.iter().filter(|state| check(engine, medium, &run, state).is_err()).count();
-    assert!(violations > 0, "{engine} with {} lost no acknowledged commit in 40 states (seed {seed:#x})", fault.name());
+/// Where a control takes its crash image (`pmtx_crashtest::gated`).
+#[derive(Clone, Copy)]
+enum HeldAt {
+    /// In the flush thread, right after it published a durable epoch:
+    /// taken once worker 0's commit is acknowledged (the broken group
+    /// commit publishes before syncing the epoch's log).
+    EpochPublished,
+    /// In the committing thread, right after its logging phase (where a
+    /// correct synchronous log's record is durable); the commit is
+    /// acknowledged right after it with nothing synced in between.
+    LoggingPhase,
+}
+
+/// A protocol that acknowledges before the sync is caught, by a fixed
+/// sequence: worker 0 commits one transaction while the engine is held
+/// at the point where it claims durability (`held`), the crash image of
+/// the log is taken there, and recovering it must lose that acknowledged
+/// commit. No race with the log's sync decides the outcome.
+fn broken_is_caught(engine: EngineKind, medium: LogMedium, fault: Fault, held: HeldAt) {
+    use pmtx_crashtest::gated::{Gate, Gated, DBXN_LOG_DURABLE, EPOCH_PUBLISHED_BEFORE_LOG};
+    const LIMIT: Duration = Duration::from_secs(30);
+    // Taken before the pool exists: no other test's pool is gated.
+    let gate = Gate::get().take();
+    let storage = MemoryLogStorage::default();
+    let pool = Arc::new(Pool::<Gated>::create_in_memory(POOL_SIZE, CHUNK, &PmOptions::default()).expect("pool"));
+    load(engine, medium, &storage, &pool);
+    let mut options = options(engine, medium, &storage, Some(fault));
+    if matches!(held, HeldAt::LoggingPhase) {
+        // No epoch flush (which syncs a synchronous log's tails too) runs
+        // between the record's write and the held point.
+        options.epoch_interval = Duration::from_secs(3600);
+    }
+    let db = Database::open_on_pool(options, Arc::clone(&pool)).expect("reopen");
+    let mut pool_image = vec![0u8; POOL_SIZE as usize];
+    pool.backend().read(0, &mut pool_image);
+    let (accounts, meta) = (db.table_id("accounts").unwrap(), db.table_id("meta").unwrap());
+    let transfer = |tx: &mut pmtx_engine::Transaction<'_>| -> Result<(), TxError> {
+        let (from, to, amount) = transfer_of(0, 1);
+        let balance = |tx: &mut pmtx_engine::Transaction<'_>, key: &[u8]| -> Result<i64, TxError> {
+            Ok(i64::from_le_bytes(tx.get(accounts, key)?.expect("account").try_into().unwrap()))
+        };
+        let (from_key, to_key) = (account_key(0, from), account_key(0, to));
+        let (a, b) = (balance(tx, &from_key)?, balance(tx, &to_key)?);
+        tx.put(accounts, &from_key, &(a - amount).to_le_bytes())?;
+        tx.put(accounts, &to_key, &(b + amount).to_le_bytes())?;
+        tx.put(meta, &seq_key(0), &1u64.to_le_bytes())?;
+        let total = u64_of(&tx.get(meta, TOTAL_KEY)?.expect("total"));
+        tx.put(meta, TOTAL_KEY, &(total + 1).to_le_bytes())
+    };
+    let take = || CrashState {
+        acknowledged: vec![1, 0],
+        durable_epoch: pool.root(DURABLE_EPOCH_ROOT).unwrap_or(0),
+        log: storage.crash_image(),
+        started: vec![1, 0],
+        torn: false,
+    };
+    let state = match held {
+        HeldAt::EpochPublished => {
+            gate.arm(EPOCH_PUBLISHED_BEFORE_LOG, false);
+            let (_, pending) = db.run_pipelined(transfer).expect("commit");
+            let pending = pending.expect("committed");
+            // Each flush is held after its publish; the first one whose
+            // epoch covers the commit is where its crash image is taken.
+            loop {
+                assert!(gate.wait_held(LIMIT), "{engine}: no flush published an epoch");
+                if db.is_durable(&pending) {
+                    break take();
+                }
+                gate.release();
+            }
+        }
+        HeldAt::LoggingPhase => {
+            gate.arm(DBXN_LOG_DURABLE, true);
+            std::thread::scope(|scope| {
+                let committer = scope.spawn(|| db.run_pipelined(transfer).expect("commit").1.expect("committed"));
+                assert!(gate.wait_held(LIMIT), "{engine}: the commit never reached its logging phase");
+                let state = take();
+                gate.release();
+                let pending = committer.join().expect("committer");
+                assert!(db.is_durable(&pending), "{engine} with {}: the commit is acknowledged", fault.name());
+                state
+            })
+        }
+    };
+    drop(gate);
+    db.crash().expect("crash");
+    let run = Run { pool_image, states: Vec::new(), acknowledged: 1 };
+    let outcome = check(engine, medium, &run, &state);
+    assert!(outcome.is_err(), "{engine} with {} kept the acknowledged commit ({})", fault.name(), describe(&state));
 }
 
 #[test]
 fn dbx_disk_publishing_the_epoch_before_the_sync_is_caught() {
-    broken_is_caught(EngineKind::DbxDisk, LogMedium::Pm, Fault::GroupCommitEpochBeforeLog);
+    broken_is_caught(EngineKind::DbxDisk, LogMedium::Pm, Fault::GroupCommitEpochBeforeLog, HeldAt::EpochPublished);
 }
 
 #[test]
 fn dbx_naive_on_disk_acknowledging_before_the_sync_is_caught() {
-    broken_is_caught(EngineKind::DbxNaive, LogMedium::Disk, Fault::DbxnAckBeforeFence);
+    broken_is_caught(EngineKind::DbxNaive, LogMedium::Disk, Fault::DbxnAckBeforeFence, HeldAt::LoggingPhase);
 }
 
 /// A failed `fdatasync` poisons the database: the commit it belonged to

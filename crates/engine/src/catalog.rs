@@ -29,7 +29,7 @@ use crate::engine::EngineKind;
 use crate::error::{DbError, DbResult};
 use crate::options::DbOptions;
 use crate::schema::{schema_digest, PrimaryIndexKind, SecondaryIndexSchema, TableSchema};
-use pmtx_pm::{ChunkOwner, PmBackend, Pool};
+use pmtx_pm::{ChunkOwner, PmBackend, Pool, Structure};
 
 /// Chunk-table kind of the catalog chunk ("CT").
 pub const CATALOG_CHUNK_KIND: u16 = 0x4354;
@@ -64,7 +64,7 @@ pub struct StoredCatalog {
 pub fn read<B: PmBackend>(pool: &Pool<B>) -> DbResult<Option<StoredCatalog>> {
     let Some(chunk) = catalog_chunk(pool) else {
         return if pool.root(CATALOG_WRITTEN_ROOT).is_some() {
-            Err(DbError::Corrupt("catalog: the pool records a written catalog but holds no catalog chunk".into()))
+            Err(DbError::corrupt(Structure::Catalog, "the pool records a written catalog but holds no catalog chunk"))
         } else {
             Ok(None)
         };
@@ -86,6 +86,8 @@ pub fn read<B: PmBackend>(pool: &Pool<B>) -> DbResult<Option<StoredCatalog>> {
         }
     }
     if let Some(version) = newer_format {
+        // Not damage (the copy's checksum holds): untyped, as any refusal
+        // of a format this build does not know.
         return Err(DbError::Corrupt(format!(
             "catalog: format version {version} was written by a newer pmtx (this build reads up to {CATALOG_FORMAT_VERSION})"
         )));
@@ -98,7 +100,7 @@ pub fn read<B: PmBackend>(pool: &Pool<B>) -> DbResult<Option<StoredCatalog>> {
             Ok(Some(catalog))
         }
         None if pool.root(CATALOG_WRITTEN_ROOT).is_some() => {
-            Err(DbError::Corrupt("catalog: both copies are damaged (checksum or header mismatch)".into()))
+            Err(DbError::corrupt(Structure::Catalog, "both copies are damaged (checksum or header mismatch)"))
         }
         // The chunk was claimed but the first copy never became durable.
         None => Ok(None),
@@ -366,7 +368,7 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     fn take(&mut self, len: usize) -> DbResult<&'a [u8]> {
         if self.bytes.len() < len {
-            return Err(DbError::Corrupt("catalog: the encoded table list ends early".into()));
+            return Err(DbError::corrupt(Structure::Catalog, "the encoded table list ends early"));
         }
         let (head, rest) = self.bytes.split_at(len);
         self.bytes = rest;
@@ -382,24 +384,26 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
     }
     fn size(&mut self) -> DbResult<usize> {
-        usize::try_from(self.u64()?).map_err(|_| DbError::Corrupt("catalog: a size does not fit this machine".into()))
+        usize::try_from(self.u64()?)
+            .map_err(|_| DbError::corrupt(Structure::Catalog, "a size does not fit this machine"))
     }
     fn string(&mut self) -> DbResult<String> {
         let len = self.u32()? as usize;
-        String::from_utf8(self.take(len)?.to_vec()).map_err(|_| DbError::Corrupt("catalog: a name is not UTF-8".into()))
+        String::from_utf8(self.take(len)?.to_vec())
+            .map_err(|_| DbError::corrupt(Structure::Catalog, "a name is not UTF-8"))
     }
 }
 
 fn decode(bytes: &[u8]) -> DbResult<StoredCatalog> {
     let mut reader = Reader { bytes };
     let code = reader.u64()?;
-    let engine =
-        EngineKind::from_code(code).ok_or_else(|| DbError::Corrupt(format!("catalog: unknown engine code {code}")))?;
+    let engine = EngineKind::from_code(code)
+        .ok_or_else(|| DbError::corrupt(Structure::Catalog, format!("unknown engine code {code}")))?;
     let protocol_name = reader.string()?;
     let protocol = CcProtocol::ALL
         .into_iter()
         .find(|protocol| protocol.name() == protocol_name)
-        .ok_or_else(|| DbError::Corrupt(format!("catalog: unknown protocol `{protocol_name}`")))?;
+        .ok_or_else(|| DbError::corrupt(Structure::Catalog, format!("unknown protocol `{protocol_name}`")))?;
     let count = reader.u32()?;
     let mut tables = Vec::new();
     for _ in 0..count {
@@ -409,12 +413,22 @@ fn decode(bytes: &[u8]) -> DbResult<StoredCatalog> {
         let primary = match reader.u8()? {
             0 => PrimaryIndexKind::Ordered,
             1 => PrimaryIndexKind::Hash,
-            other => return Err(DbError::Corrupt(format!("catalog: table `{name}` has unknown index kind {other}"))),
+            other => {
+                return Err(DbError::corrupt(
+                    Structure::Catalog,
+                    format!("table `{name}` has unknown index kind {other}"),
+                ))
+            }
         };
         let partition_prefix = match reader.u8()? {
             0 => None,
             1 => Some(reader.size()?),
-            other => return Err(DbError::Corrupt(format!("catalog: table `{name}` has a bad partition flag {other}"))),
+            other => {
+                return Err(DbError::corrupt(
+                    Structure::Catalog,
+                    format!("table `{name}` has a bad partition flag {other}"),
+                ))
+            }
         };
         let secondary_count = reader.u32()?;
         let mut secondaries = Vec::new();
@@ -424,7 +438,7 @@ fn decode(bytes: &[u8]) -> DbResult<StoredCatalog> {
         tables.push(TableSchema { name, max_value_len, max_key_len, primary, secondaries, partition_prefix });
     }
     if !reader.bytes.is_empty() {
-        return Err(DbError::Corrupt("catalog: bytes left after the table list".into()));
+        return Err(DbError::corrupt(Structure::Catalog, "bytes left after the table list"));
     }
     Ok(StoredCatalog { engine, protocol, tables, format_version: 0, generation: 0 })
 }
@@ -493,8 +507,10 @@ mod tests {
         // Both damaged: a typed error naming the catalog.
         pool.backend().write(pool.chunk_offset(chunk) + HEADER_LEN as u64 + 3, &[0xFF]);
         match read(&pool) {
-            Err(DbError::Corrupt(message)) => assert!(message.starts_with("catalog:"), "{message}"),
-            other => panic!("expected Corrupt, got {other:?}"),
+            Err(error @ DbError::CorruptStructure { .. }) => {
+                assert_eq!(error.damaged_structure(), Some(Structure::Catalog), "{error}")
+            }
+            other => panic!("expected a damaged catalog, got {other:?}"),
         }
     }
 

@@ -202,10 +202,15 @@ fn missing_lp_bits_follow_algorithm_2() {
     let (state, _, report) = recover_image::<Direct>(&options, &edited, |_| {}).unwrap();
     assert_eq!(state, after_t2);
     assert_eq!(report.heap_tuples_discarded, 0);
-    // Only the load's LP bit left: T1 and T2 are both discarded.
+    // Only the load's LP bit left: no crash leaves that (T1's LP bit was
+    // durable before T2 began), and two transactions above the region's
+    // horizon are damage, refused naming the heap rather than discarding
+    // T1's committed tuple.
     let edited = clear_lp(&clear_lp(&image, lp_slots[1].offset), lp_slots[2].offset);
-    let (state, _, _) = recover_image::<Direct>(&options, &edited, |_| {}).unwrap();
-    assert_eq!(state, after_load);
+    match recover_image::<Direct>(&options, &edited, |_| {}) {
+        Err(message) => assert!(message.contains("zen heap is damaged"), "{message}"),
+        Ok((state, _, _)) => panic!("two lost LP bits were accepted (state after load: {})", state == after_load),
+    }
 }
 
 #[test]

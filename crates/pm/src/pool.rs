@@ -660,37 +660,20 @@ impl<B: PmBackend> Pool<B> {
     /// Validates the chunk table and root table.
     pub fn check_metadata(&self) -> PoolResult<PoolCheckReport> {
         let corrupt = |structure, detail: String| PoolError::Corrupt { path: self.label.clone(), structure, detail };
-        let (mut used, mut zero, mut dirty) = (0, 0, 0);
-        for index in 0..self.geometry.chunk_count {
-            let entry = self.backend.load_u64(self.entry_offset(ChunkId(index)));
-            match chunk_entry_state(entry) {
-                Some(ChunkState::FreeZero) => {
-                    // A chunk never used is zero: one that holds data lost
-                    // its owner's entry (allocation makes the entry durable
-                    // before anything is written into the chunk). Its
-                    // first page holds every engine's chunk header (and a
-                    // Zen chunk's first slots, after its bitmap); reading
-                    // it costs the page fault the first line would.
-                    let mut line = vec![0u8; FREE_ZERO_CHECK_BYTES.min(self.geometry.chunk_size) as usize];
-                    self.backend.read(self.chunk_offset(ChunkId(index)), &mut line);
-                    if line.iter().any(|&byte| byte != 0) {
-                        return Err(corrupt(
-                            Structure::ChunkTable,
-                            format!("chunk {index} is marked free and never used, but holds data"),
-                        ));
-                    }
-                    zero += 1
-                }
-                Some(ChunkState::FreeDirty) => dirty += 1,
-                Some(ChunkState::Owned) => used += 1,
-                None => {
-                    return Err(corrupt(
-                        Structure::ChunkTable,
-                        format!("chunk table entry {index} holds invalid value {entry:#018x}"),
-                    ))
-                }
-            }
-        }
+        let entries = (0..self.geometry.chunk_count)
+            .map(|index| (index, self.backend.load_u64(self.entry_offset(ChunkId(index)))));
+        let (used, zero, dirty) = classify_chunk_table(entries, |index| {
+            // A chunk never used is zero: one that holds data lost its
+            // owner's entry (allocation makes the entry durable before
+            // anything is written into the chunk). Its first page holds
+            // every engine's chunk header (and a Zen chunk's first slots,
+            // after its bitmap); reading it costs the page fault the first
+            // line would.
+            let mut line = vec![0u8; FREE_ZERO_CHECK_BYTES.min(self.geometry.chunk_size) as usize];
+            self.backend.read(self.chunk_offset(ChunkId(index)), &mut line);
+            line.iter().any(|&byte| byte != 0)
+        })
+        .map_err(|detail| corrupt(Structure::ChunkTable, detail))?;
         let mut roots = 0;
         for slot in 0..layout::ROOT_SLOTS {
             let offset = Self::root_slot_offset(slot);
@@ -825,24 +808,40 @@ pub fn parse_pool_metadata(bytes: &[u8]) -> PoolResult<PoolCheckReport> {
         check_root_slot(slot, slot_bytes, records).map_err(|detail| corrupt(Structure::RootTable, detail))?;
         roots += 1;
     }
-    let (mut used, mut zero, mut dirty) = (0, 0, 0);
-    for index in 0..geometry.chunk_count {
+    let entries = (0..geometry.chunk_count).map_while(|index| {
         let at = (layout::CHUNK_TABLE_OFFSET + index * 8) as usize;
-        let Some(entry) = bytes.get(at..at + 8) else { break };
-        let entry = u64::from_le_bytes(entry.try_into().expect("8 bytes"));
+        let entry = bytes.get(at..at + 8)?;
+        Some((index, u64::from_le_bytes(entry.try_into().expect("8 bytes"))))
+    });
+    // The chunks' contents are not parsed here.
+    let (used, zero, dirty) =
+        classify_chunk_table(entries, |_| false).map_err(|detail| corrupt(Structure::ChunkTable, detail))?;
+    Ok(PoolCheckReport { geometry, chunks_used: used, chunks_free_zero: zero, chunks_free_dirty: dirty, roots })
+}
+
+/// Counts the chunk table's `(index, entry)` pairs as (owned, free and
+/// never used, free and used before); `holds_data(index)` says whether a
+/// chunk marked never used holds data. `Err` names the first entry that is
+/// no valid state, or a never-used chunk that holds data. The one
+/// classification of the table for [`Pool::check_metadata`] and
+/// [`parse_pool_metadata`].
+fn classify_chunk_table(
+    entries: impl Iterator<Item = (u64, u64)>,
+    mut holds_data: impl FnMut(u64) -> bool,
+) -> Result<(u64, u64, u64), String> {
+    let (mut used, mut zero, mut dirty) = (0, 0, 0);
+    for (index, entry) in entries {
         match chunk_entry_state(entry) {
+            Some(ChunkState::FreeZero) if holds_data(index) => {
+                return Err(format!("chunk {index} is marked free and never used, but holds data"))
+            }
             Some(ChunkState::FreeZero) => zero += 1,
             Some(ChunkState::FreeDirty) => dirty += 1,
             Some(ChunkState::Owned) => used += 1,
-            None => {
-                return Err(corrupt(
-                    Structure::ChunkTable,
-                    format!("chunk table entry {index} holds invalid value {entry:#018x}"),
-                ))
-            }
+            None => return Err(format!("chunk table entry {index} holds invalid value {entry:#018x}")),
         }
     }
-    Ok(PoolCheckReport { geometry, chunks_used: used, chunks_free_zero: zero, chunks_free_dirty: dirty, roots })
+    Ok((used, zero, dirty))
 }
 
 /// State word of a checksummed root slot whose current value record has

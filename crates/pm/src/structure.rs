@@ -30,11 +30,14 @@ pub enum Structure {
     Sp3Dependencies,
     /// A DBXN value chunk (values stored outside the log records).
     DbxnValues,
+    /// The stored catalog (engine, protocol and table list; two
+    /// checksummed copies in one chunk).
+    Catalog,
 }
 
 impl Structure {
     /// Every structure, in a fixed order (for reports).
-    pub const ALL: [Structure; 10] = [
+    pub const ALL: [Structure; 11] = [
         Structure::PoolHeader,
         Structure::RootTable,
         Structure::ChunkTable,
@@ -45,6 +48,7 @@ impl Structure {
         Structure::WblLog,
         Structure::Sp3Dependencies,
         Structure::DbxnValues,
+        Structure::Catalog,
     ];
 
     /// Short name, as printed in errors and reports.
@@ -60,6 +64,7 @@ impl Structure {
             Structure::WblLog => "wbl record log",
             Structure::Sp3Dependencies => "sp3 dependency record",
             Structure::DbxnValues => "dbxn value chunk",
+            Structure::Catalog => "catalog",
         }
     }
 }

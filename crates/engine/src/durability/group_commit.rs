@@ -233,6 +233,9 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
             // up to the tails this one saw.
             self.pool.set_root(DURABLE_EPOCH_ROOT, durable_epoch)?;
             self.epochs().set_durable(durable_epoch);
+            // Where the disk-log control takes its crash image: the epoch
+            // is acknowledged, its records are not durable.
+            self.pool.backend().crash_point("group commit (broken): epoch published, its log not yet durable");
         }
         let now: Vec<u64> = self.logs.iter().map(|shared| shared.tail.load(Ordering::Acquire)).collect();
         let limits = if broken { std::mem::replace(&mut *previous_tails, now) } else { now };

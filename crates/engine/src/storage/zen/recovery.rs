@@ -21,6 +21,39 @@
 //! half-written tuples) are erased too; a committed tuple is never among
 //! them, since all of it was durable before its transaction's LP bit.
 //!
+//! # Damage
+//!
+//! A crash leaves only two kinds of CRC-invalid slot: a tuple of the
+//! transaction persisting at the crash (its Tx-CTS above the region's
+//! horizon, without the LP bit, which is stored only once everything else
+//! is durable), and a torn reuse of a superseded version, whose header
+//! line — word 0 is the first store to it — is the old one whole. So
+//! recovery refuses the pool (`CorruptStructure { ZenHeap }`), before it
+//! erases anything, when a CRC-invalid slot has
+//!
+//! * a word 0 holding no valid Tx-CTS (word 0 is one failure-atomic
+//!   store), or word-1 reserved bits set (zero in every version, so in any
+//!   byte-wise mix of two);
+//! * the LP bit with a Tx-CTS above its region's horizon, or (wbl) a
+//!   Tx-CTS above the durable window's `c_d`;
+//! * a Tx-CTS at or below the horizon (so it claims to be a committed,
+//!   superseded version) while its row has no newer intact version: by
+//!   key, when the header line holds the whole key, and by tuple ID (a row
+//!   keeps its tuple ID until its tombstone is released, and the sweep
+//!   erases the row's older versions before that). A superseded tombstone
+//!   may have been released, so its key may have no version left, but
+//!   none older than it;
+//!
+//! and (LP rule) when one region holds tuples above its horizon with two
+//! different Tx-CTS: one transaction of a region persists at a time, and
+//! `zen+` erases an attempt's direct writes before its region commits
+//! anything else, so committed tuples lost their LP tuple.
+//!
+//! What stays undetected: committed tuples zeroed whole read as slots
+//! never written (a reserved slot returned unwritten is zero too), unless
+//! the zeroing leaves two transactions above a horizon; damage to an
+//! older, superseded version is harmless (the newer one is kept).
+//!
 //! Idempotence: recovery writes only zeros into word 0 of slots it
 //! discards, never touches a committed tuple, and rebuilds everything else
 //! in DRAM, so a crash during recovery recovers to the same state. After
@@ -49,7 +82,8 @@ use crate::storage::record::RowKind;
 use crate::storage::table::Table;
 use crate::storage::zen::cache::{Row, ABSENT};
 use crate::storage::zen::heap::{
-    decode_slot, Heap, SlotContent, SlotKind, Tombstone, CTS_MASK, HEAP_CHUNK_KIND, KEY_LEN_AT, META_LEN,
+    decode_slot, Heap, SlotContent, SlotKind, Tombstone, CTS_MASK, DELETED_BIT, HEAP_CHUNK_KIND, KEY_LEN_AT, LP_BIT,
+    META_LEN, TUPLE_ID_MASK,
 };
 use crate::storage::zen::meta::ZenTableMeta;
 use parking_lot::Mutex;
@@ -79,22 +113,47 @@ pub(crate) struct Recovered {
     pub(crate) report: RecoveryReport,
 }
 
-/// The suspect in a CRC-invalid slot: its header line must hold a
-/// plausible Tx-CTS and the whole key (the line a torn reuse keeps whole).
+/// What a CRC-invalid slot's header line says (module documentation,
+/// "Damage"): `Err` if it holds what no write of a correct engine leaves
+/// there, damaged or torn.
 fn suspect_of(
     bytes: &[u8],
     table: u32,
     slot: u64,
     geometry: &crate::storage::zen::heap::SlotGeometry,
-) -> Option<Suspect> {
-    let word0 = u64::from_le_bytes(bytes.get(0..8)?.try_into().ok()?);
+) -> Result<Suspect, String> {
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let (word0, word1) = (word(0), word(8));
     let cts = word0 & CTS_MASK;
-    let key_len = usize::from(u16::from_le_bytes(bytes.get(KEY_LEN_AT..KEY_LEN_AT + 2)?.try_into().ok()?));
-    let line_end = CACHE_LINE - slot % CACHE_LINE;
-    if cts == 0 || cts > record::MAX_TID || key_len > geometry.max_key || META_LEN + key_len as u64 > line_end {
-        return None;
+    // Word 0 is one failure-atomic store of a valid Tx-CTS (or the erase's
+    // zero, which reads as an empty slot); word 1's reserved bits are zero
+    // in every version, so in any byte-wise mix of two of them.
+    if cts == 0 || cts > record::MAX_TID {
+        return Err(format!("word 0 {word0:#018x} holds no valid Tx-CTS"));
     }
-    Some(Suspect { table, slot, cts, key: bytes.get(META_LEN as usize..META_LEN as usize + key_len)?.to_vec() })
+    if word1 & !(DELETED_BIT | TUPLE_ID_MASK) != 0 {
+        return Err(format!("word 1 {word1:#018x} has reserved bits set"));
+    }
+    // The key, if the header line holds all of it (the line a torn reuse
+    // keeps whole).
+    let line_end = CACHE_LINE - slot % CACHE_LINE;
+    let key = (META_LEN <= line_end)
+        .then(|| usize::from(u16::from_le_bytes(bytes[KEY_LEN_AT..KEY_LEN_AT + 2].try_into().expect("2 bytes"))))
+        .filter(|&key_len| key_len <= geometry.max_key && META_LEN + key_len as u64 <= line_end)
+        .map(|key_len| bytes[META_LEN as usize..META_LEN as usize + key_len].to_vec());
+    Ok(Suspect {
+        table,
+        slot,
+        cts,
+        lp: word0 & LP_BIT != 0,
+        deleted: word1 & DELETED_BIT != 0,
+        tuple_id: word1 & TUPLE_ID_MASK,
+        key,
+    })
+}
+
+fn damaged_slot(table: u32, slot: u64, detail: impl std::fmt::Display) -> DbError {
+    DbError::corrupt(Structure::ZenHeap, format!("heap slot {slot:#x} of table #{table} fails its checksum: {detail}"))
 }
 
 /// Largest thread number owning a heap chunk, if any (to size the regions).
@@ -112,15 +171,17 @@ struct Pending {
     value_len: usize,
 }
 
-/// A slot that fails its CRC but whose header line claims a committed
-/// Tx-CTS and holds the whole key: if the key's recovered version is older
-/// than that, the slot was the key's newest committed version, damaged
-/// (module documentation, "Damage").
+/// A slot that fails its CRC, as its header line (words 0 and 1 and, if
+/// the line holds it, the key) describes it (module documentation,
+/// "Damage").
 struct Suspect {
     table: u32,
     slot: u64,
     cts: u64,
-    key: Vec<u8>,
+    lp: bool,
+    deleted: bool,
+    tuple_id: u64,
+    key: Option<Vec<u8>>,
 }
 
 #[derive(Default)]
@@ -129,6 +190,8 @@ struct RegionScan {
     /// Slots to erase once every region is scanned.
     erase: Vec<(u32, u64)>,
     suspects: Vec<Suspect>,
+    /// (Tx-CTS, slot) of the CRC-valid tuples above the commit horizon.
+    uncommitted: Vec<(u64, u64)>,
     ts_commit: u64,
     lp_slot: u64,
     max_cts: u64,
@@ -224,11 +287,9 @@ impl<B: PmBackend> Context<'_, B> {
                     }
                     SlotContent::Invalid => {
                         erase.push((table, slot));
-                        if let Some(suspect) =
-                            suspect_of(&buffer[at..at + geometry.slot_size as usize], table, slot, &geometry)
-                        {
-                            scan.suspects.push(suspect);
-                        }
+                        let suspect = suspect_of(&buffer[at..at + geometry.slot_size as usize], table, slot, &geometry)
+                            .map_err(|detail| damaged_slot(table, slot, detail))?;
+                        scan.suspects.push(suspect);
                         continue;
                     }
                     SlotContent::Tuple(tuple) => tuple,
@@ -293,6 +354,7 @@ impl<B: PmBackend> Context<'_, B> {
                 // The crash hit while this transaction was persisting, or
                 // (window rule) before its window's record was durable.
                 erase.push((tuple.table, tuple.slot));
+                scan.uncommitted.push((tuple.cts, tuple.slot));
             }
         }
         // Erased by `recover` once every region is scanned and no slot
@@ -342,25 +404,119 @@ pub(crate) fn recover<B: PmBackend>(
         handles.into_iter().map(|handle| handle.join().expect("recovery scan thread panicked")).collect()
     });
     let scans = scans.into_iter().collect::<DbResult<Vec<RegionScan>>>()?;
-    // A CRC-invalid slot claiming a committed Tx-CTS newer than its key's
-    // recovered version was that key's latest committed version: refuse
-    // the pool before erasing anything. (A torn reuse keeps the old header
-    // line whole, with the old key, whose newer version is in the heap.)
+    let mut newest_by_id: Option<Vec<std::collections::HashMap<u64, u64>>> = None;
+    // Refuse the pool before erasing anything if a CRC-invalid slot is not
+    // what a crash leaves (module documentation, "Damage").
     for scan in &scans {
-        for suspect in scan.suspects.iter().filter(|suspect| suspect.cts <= scan.ts_commit) {
-            let Some(row) = tables.get(suspect.table as usize).and_then(|table| table.lookup(&suspect.key)) else {
-                continue;
+        if horizon == CommitHorizon::LastPersisted {
+            // One transaction of a region persists at a time, and one that
+            // does not commit is erased before the region commits anything
+            // else (`zen+`'s direct writes): every slot above the horizon
+            // holds that one transaction's Tx-CTS. Two such Tx-CTS mean
+            // committed tuples lost their LP tuple (zeroed, or its Tx-CTS
+            // damaged).
+            let above = scan.uncommitted.iter().copied().chain(
+                scan.suspects
+                    .iter()
+                    .filter(|suspect| suspect.cts > scan.ts_commit)
+                    .map(|suspect| (suspect.cts, suspect.slot)),
+            );
+            let mut first: Option<(u64, u64)> = None;
+            for (cts, slot) in above {
+                match first {
+                    None => first = Some((cts, slot)),
+                    Some((other, other_slot)) if other != cts => {
+                        return Err(DbError::corrupt(
+                            Structure::ZenHeap,
+                            format!(
+                                "heap slots {other_slot:#x} and {slot:#x} hold uncommitted Tx-CTS {other:#x} and \
+                                 {cts:#x} of one region (its commit horizon is {:#x}): committed tuples lost their LP \
+                                 tuple",
+                                scan.ts_commit
+                            ),
+                        ));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        for suspect in &scan.suspects {
+            let damaged = |detail: String| Err(damaged_slot(suspect.table, suspect.slot, detail));
+            let above = match horizon {
+                CommitHorizon::LastPersisted => suspect.cts > scan.ts_commit,
+                CommitHorizon::Window { persisted, dirty } => {
+                    if suspect.cts > dirty {
+                        return damaged(format!(
+                            "it claims Tx-CTS {:#x}, above the durable window's c_d {dirty:#x}",
+                            suspect.cts
+                        ));
+                    }
+                    suspect.cts > persisted
+                }
             };
-            let recovered = record::tid_of(row.word());
-            if row.slot() != 0 && recovered < suspect.cts {
-                return Err(DbError::corrupt(
-                    Structure::ZenHeap,
-                    format!(
-                        "heap slot {:#x} of table #{} fails its checksum, but claims Tx-CTS {:#x} of key {:02x?}, \
-                         newer than the key's intact version {recovered:#x}: a committed version is damaged",
-                        suspect.slot, suspect.table, suspect.cts, suspect.key
-                    ),
-                ));
+            if above {
+                // The transaction persisting at the crash: its tuples are
+                // torn, but none has its LP bit, stored only once the whole
+                // transaction was durable.
+                if suspect.lp && horizon == CommitHorizon::LastPersisted {
+                    return damaged(format!(
+                        "it carries the LP bit with Tx-CTS {:#x}, above its region's commit horizon {:#x}",
+                        suspect.cts, scan.ts_commit
+                    ));
+                }
+                continue;
+            }
+            // Claims a committed Tx-CTS: only a torn reuse of a superseded
+            // version is that. A superseded version that is not a
+            // tombstone has a newer committed version of its row in the
+            // heap, found by key and by tuple ID (a row keeps its tuple ID
+            // until its tombstone is released, and a tombstone is
+            // released only after the sweep erased its key's older
+            // versions). A released tombstone's key may have no version
+            // left, but none older than it.
+            let table = &tables[suspect.table as usize];
+            let newer = |recovered: Option<u64>| recovered.is_some_and(|recovered| recovered > suspect.cts);
+            let by_key = suspect
+                .key
+                .as_ref()
+                .map(|key| table.lookup(key).filter(|row| row.slot() != 0).map(|row| record::tid_of(row.word())));
+            if let Some(recovered) = by_key {
+                let released_tombstone = suspect.deleted && recovered.is_none();
+                if !released_tombstone && !newer(recovered) {
+                    return damaged(format!(
+                        "it claims committed Tx-CTS {:#x} of key {:02x?}, whose newest intact version is {}: a \
+                         committed version is damaged",
+                        suspect.cts,
+                        suspect.key.as_deref().unwrap_or_default(),
+                        recovered.map_or("none".to_string(), |cts| format!("{cts:#x}"))
+                    ));
+                }
+            }
+            if !suspect.deleted {
+                let by_id = newest_by_id.get_or_insert_with(|| {
+                    tables
+                        .iter()
+                        .map(|table| {
+                            let mut newest = std::collections::HashMap::new();
+                            table.for_each_row(|_, row: &Row| {
+                                if row.slot() != 0 {
+                                    newest.insert(row.tuple_id(), record::tid_of(row.word()));
+                                }
+                            });
+                            newest
+                        })
+                        .collect::<Vec<_>>()
+                });
+                let recovered = by_id[suspect.table as usize].get(&suspect.tuple_id).copied();
+                if !newer(recovered) {
+                    return damaged(format!(
+                        "it claims committed Tx-CTS {:#x} of tuple {}, whose newest intact version is {}: a committed \
+                         version is damaged",
+                        suspect.cts,
+                        suspect.tuple_id,
+                        recovered.map_or("none".to_string(), |cts| format!("{cts:#x}"))
+                    ));
+                }
             }
         }
     }
