@@ -18,7 +18,9 @@
 //! An NVM-tuple (all integers little-endian):
 //!
 //! ```text
-//! +0   u64  bit 63: LP (last persisted), bits 0-62: Tx-CTS (0 = empty slot)
+//! +0   u64  bit 63: LP (last persisted), bits 0-62: Tx-CTS (FREE_WORD0 =
+//!           free slot in a formatted chunk; 0 = free in an old-kind chunk,
+//!           damage in a formatted one)
 //! +8   u64  bit 63: deleted, bits 0-55: tuple ID
 //! +16  u32  CRC-32 of (Tx-CTS as u64 ++ bytes 8..16 ++ bytes 20..end)
 //! +20  u32  value length

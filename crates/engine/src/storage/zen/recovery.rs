@@ -49,12 +49,16 @@
 //! `zen+` erases an attempt's direct writes before its region commits
 //! anything else, so committed tuples lost their LP tuple.
 //!
-//! What stays undetected: committed tuples zeroed whole read as slots
-//! never written (a reserved slot returned unwritten is zero too), unless
-//! the zeroing leaves two transactions above a horizon; damage to an
+//! In a formatted chunk (`HEAP_CHUNK_KIND_FORMATTED`) every free slot's
+//! word 0 holds `FREE_WORD0` (formatting and every erase store it), so a
+//! zero word 0 is a zeroed tuple: refused, before anything is erased. What
+//! stays undetected: in old-kind chunks, committed tuples zeroed whole read
+//! as slots never written, unless the zeroing leaves two transactions above
+//! a horizon; damage to an
 //! older, superseded version is harmless (the newer one is kept).
 //!
-//! Idempotence: recovery writes only zeros into word 0 of slots it
+//! Idempotence: recovery writes only the free marker (0 in old-kind chunks)
+//! into word 0 of slots it
 //! discards, never touches a committed tuple, and rebuilds everything else
 //! in DRAM, so a crash during recovery recovers to the same state. After
 //! recovery no discarded tuple remains, so a later crash cannot mistake it
