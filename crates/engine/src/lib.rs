@@ -47,6 +47,8 @@ pub use options::{
 };
 pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, TableSchema};
 pub use storage::zen::HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND;
+pub use storage::zen::HEAP_CHUNK_KIND_FORMATTED as ZEN_HEAP_CHUNK_KIND_FORMATTED;
+pub use storage::zen::HEAP_FREE_WORD0 as ZEN_HEAP_FREE_WORD0;
 pub use storage::zen::WINDOW_CHUNK_KIND as WBL_WINDOW_CHUNK_KIND;
 
 /// The README's code blocks, compiled and run as doc tests so that the

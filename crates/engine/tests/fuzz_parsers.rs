@@ -133,7 +133,7 @@ fn write_fuzz_corpus() {
                 pmtx_engine::durability::checkpoint::CHECKPOINT_CHUNK_KIND => {
                     write("checkpoint", format!("{engine}-{}.bin", chunk.0), &chunk_bytes[..end.max(64)]);
                 }
-                0x5A48 => {
+                0x5A48 | 0x5A46 => {
                     // The first valid tuples (each input one slot: the
                     // parser takes the slot size from the table's geometry).
                     let slot = (26 + HEAP_MAX_KEY + HEAP_MAX_VALUE).div_ceil(16) * 16;

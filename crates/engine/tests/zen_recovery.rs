@@ -392,3 +392,30 @@ fn fences_per_commit_follow_algorithm_1() {
         );
     }
 }
+
+/// A committed tuple zeroed whole in a (formatted) heap chunk is not taken
+/// for a free slot, whose word 0 holds the free marker: recovery refuses the
+/// pool naming the zen heap, and erases nothing.
+#[test]
+fn a_committed_tuple_zeroed_whole_is_refused() {
+    let (options, pool, db) = load_on_sim(EngineKind::Zen, 4, 1, |n| n.to_le_bytes().to_vec());
+    drop(db);
+    let image = pool.backend().persisted_image();
+    let slots = heap_slots(&Pool::<Direct>::open_image(&image, &PmOptions::default()).unwrap(), &options.tables);
+    // A tuple of table `a` (the LP tuple is on table `b`, first in the LP
+    // order), so the region's commit horizon stays.
+    let victim = slots.iter().find(|s| s.table == 0 && s.word0 & LP_BIT == 0).expect("a tuple of table a");
+    let slot_size = (26 + 8 + 300u64).div_ceil(16) * 16;
+    let mut edited = image.clone();
+    edited[victim.offset as usize..(victim.offset + slot_size) as usize].fill(0);
+    let reopened = Pool::<Direct>::open_image(&edited, &PmOptions::default()).unwrap();
+    match Database::open_on_pool(options.clone(), Arc::new(reopened)) {
+        Err(error) => {
+            assert_eq!(error.damaged_structure(), Some(pmtx_pm::Structure::ZenHeap), "{error}");
+            assert!(error.to_string().contains("zeroed"), "{error}");
+        }
+        Ok(_) => panic!("a committed tuple zeroed whole was accepted as a free slot"),
+    }
+    // The untouched image recovers every row.
+    assert!(recover_image::<Direct>(&options, &image, |_| {}).is_ok());
+}

@@ -408,12 +408,49 @@ impl<B: PmBackend> Pool<B> {
         self.allocate_chunk_where(owner, zeroed, |chunk| self.backend.numa_node_of(self.chunk_offset(chunk)) == node)
     }
 
+    /// As [`Pool::allocate_chunk`] with `zeroed`, but `format` is called with
+    /// the chunk's offset once its bytes are zero and before its table entry
+    /// is stored: `format` stores the chunk's initial content and flushes it
+    /// (no fence), and the one fence that makes the entry durable covers it,
+    /// so after a crash an owned chunk is always formatted (a chunk free and
+    /// zero is first marked free and dirty, with a fence of its own). With `node`, a
+    /// chunk on that (emulated) NUMA node, as [`Pool::allocate_chunk_on_node`].
+    pub fn allocate_chunk_formatted(
+        &self,
+        owner: ChunkOwner,
+        node: Option<u32>,
+        format: &dyn Fn(u64),
+    ) -> PoolResult<ChunkId> {
+        let format = Some(format);
+        match node {
+            Some(node) if self.backend.numa_nodes() > 1 => self.allocate_chunk_inner(
+                owner,
+                true,
+                |chunk| self.backend.numa_node_of(self.chunk_offset(chunk)) == node,
+                format,
+            ),
+            _ => self.allocate_chunk_inner(owner, true, |_| true, format),
+        }
+    }
+
     /// The lowest free chunk that `fits`, allocated for `owner`.
     fn allocate_chunk_where(
         &self,
         owner: ChunkOwner,
         zeroed: bool,
         fits: impl Fn(ChunkId) -> bool,
+    ) -> PoolResult<ChunkId> {
+        self.allocate_chunk_inner(owner, zeroed, fits, None)
+    }
+
+    /// The lowest free chunk that `fits`, formatted by `format` (see
+    /// [`Pool::allocate_chunk_formatted`]) and allocated for `owner`.
+    fn allocate_chunk_inner(
+        &self,
+        owner: ChunkOwner,
+        zeroed: bool,
+        fits: impl Fn(ChunkId) -> bool,
+        format: Option<&dyn Fn(u64)>,
     ) -> PoolResult<ChunkId> {
         let mut hint = self.allocation.lock();
         let count = self.geometry.chunk_count;
@@ -436,10 +473,22 @@ impl<B: PmBackend> Pool<B> {
                 self.backend.write_zeros(offset, self.geometry.chunk_size);
                 self.backend.flush(offset, self.geometry.chunk_size);
             }
+            if let Some(format) = format {
+                if entry == layout::CHUNK_FREE_ZERO {
+                    // IMPORTANT: a free chunk marked zero must hold zeros
+                    // (the pool's open checks it), so it is marked dirty,
+                    // durably, before the format may reach the medium. One
+                    // more fence per formatted chunk, none per write.
+                    self.backend.store_u64(entry_offset, layout::CHUNK_FREE_DIRTY);
+                    self.backend.persist(entry_offset, 8);
+                }
+                format(self.chunk_offset(chunk));
+            }
             let tag = (layout::CHUNK_OWNED_MARKER << 56) | owner.tag();
             self.backend.store_u64(entry_offset, tag);
-            // One fence covers the zeroing and the entry: the entry's line is
-            // flushed after the zeroes, and both are durable at the fence.
+            // One fence covers the zeroing, the format and the entry: the
+            // entry's line is flushed after them, and all are durable at the
+            // fence.
             self.backend.persist(entry_offset, 8);
             hint.next = skipped.unwrap_or(chunk.0 + 1);
             drop(hint);

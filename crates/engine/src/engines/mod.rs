@@ -56,12 +56,14 @@ fn open_pool<B: PmBackend>(options: &DbOptions) -> DbResult<Pool<B>> {
 /// here.
 fn check_chunk_kinds<B: PmBackend>(engine: EngineKind, pool: &Pool<B>) -> DbResult<()> {
     use crate::durability::{checkpoint::CHECKPOINT_CHUNK_KIND, dbxn_log::VALUE_CHUNK_KIND, log::LOG_CHUNK_KIND};
-    use crate::storage::zen::{heap::HEAP_CHUNK_KIND, window::WINDOW_CHUNK_KIND};
+    use crate::storage::zen::heap::{HEAP_CHUNK_KIND, HEAP_CHUNK_KIND_FORMATTED};
+    use crate::storage::zen::window::WINDOW_CHUNK_KIND;
     let allowed = [
         LOG_CHUNK_KIND,
         CHECKPOINT_CHUNK_KIND,
         VALUE_CHUNK_KIND,
         HEAP_CHUNK_KIND,
+        HEAP_CHUNK_KIND_FORMATTED,
         WINDOW_CHUNK_KIND,
         crate::catalog::CATALOG_CHUNK_KIND,
         nvm_tuples::NVM_TUPLE_CHUNK_KIND,

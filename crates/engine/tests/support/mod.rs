@@ -20,7 +20,7 @@
 
 use pmtx_engine::{
     Database, DbOptions, PoolLocation, PrimaryIndexKind, RecoveryReport, ScanDirection, TableId, TableSchema,
-    ZEN_HEAP_CHUNK_KIND,
+    ZEN_HEAP_CHUNK_KIND, ZEN_HEAP_CHUNK_KIND_FORMATTED, ZEN_HEAP_FREE_WORD0,
 };
 use pmtx_pm::sim::{CapturePolicy, CrashState, ImageBudget};
 use pmtx_pm::{Direct, PmBackend, PmOptions, Pool, Sim};
@@ -697,7 +697,7 @@ pub fn heap_slots<B: PmBackend>(pool: &Pool<B>, tables: &[TableSchema]) -> Vec<H
     let chunk_size = pool.geometry().chunk_size;
     let mut slots = Vec::new();
     for (chunk, owner) in pool.owned_chunks() {
-        if owner.kind() != ZEN_HEAP_CHUNK_KIND {
+        if owner.kind() != ZEN_HEAP_CHUNK_KIND && owner.kind() != ZEN_HEAP_CHUNK_KIND_FORMATTED {
             continue;
         }
         let schema = &tables[owner.group() as usize];
@@ -713,7 +713,7 @@ pub fn heap_slots<B: PmBackend>(pool: &Pool<B>, tables: &[TableSchema]) -> Vec<H
             assert_eq!(offset % 16, 0, "slot headers are 16-byte aligned");
             assert!(offset % 64 <= 48, "a 16-byte header never straddles a line");
             let word0 = pool.backend().load_u64(offset);
-            if word0 != 0 {
+            if word0 != 0 && word0 != ZEN_HEAP_FREE_WORD0 {
                 slots.push(HeapSlot { offset, table: owner.group(), thread: owner.thread(), word0 });
             }
         }

@@ -759,8 +759,9 @@ impl<B: PmBackend> ZenWorker<B> {
     }
 
     /// Erases the direct NVM writes of an attempt that did not commit
-    /// (word 0 = 0, one fence) and frees their slots: a later commit of the
-    /// region must not find them below its horizon.
+    /// (word 0 = the free marker, or 0 in an old-kind chunk; one fence) and
+    /// frees their slots: a later commit of the region must not find them
+    /// below its horizon.
     fn discard_spilled(&mut self) {
         self.reset_spill();
         if self.spilled.is_empty() {
@@ -772,7 +773,7 @@ impl<B: PmBackend> ZenWorker<B> {
         let mut state = heap.regions[self.id].state.lock();
         let erased = self.spilled.len() as u64;
         for (_, (reserved, _)) in self.spilled.drain() {
-            backend.store_u64(reserved.slot, 0);
+            backend.store_u64(reserved.slot, heap.free_word(reserved.slot));
             backend.flush(reserved.slot, 8);
             state.unreserve(heap, pool, Reserved { kind: SlotKind::Clean, ..reserved });
         }

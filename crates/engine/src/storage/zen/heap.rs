@@ -18,7 +18,9 @@
 //! An NVM-tuple (all integers little-endian):
 //!
 //! ```text
-//! +0   u64  bit 63: LP (last persisted), bits 0-62: Tx-CTS (0 = empty slot)
+//! +0   u64  bit 63: LP (last persisted), bits 0-62: Tx-CTS (FREE_WORD0 =
+//!           free slot in a formatted chunk; 0 = free in an old-kind chunk,
+//!           damage in a formatted one)
 //! +8   u64  bit 63: deleted, bits 0-55: tuple ID
 //! +16  u32  CRC-32 of (Tx-CTS as u64 ++ bytes 8..16 ++ bytes 20..end)
 //! +20  u32  value length
@@ -119,8 +121,24 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Chunk-owner kind of heap chunks ("ZH").
+/// Chunk-owner kind of heap chunks written before free markers ("ZH"):
+/// a free slot's word 0 is zero. Only pools written before keep them.
 pub const HEAP_CHUNK_KIND: u16 = 0x5A48;
+/// Chunk-owner kind of formatted heap chunks ("ZF"): every slot's word 0 was
+/// set to [`FREE_WORD0`] before the chunk was owned, so a free slot's word 0
+/// is the marker and a zero word 0 is damage. Every new chunk is of this kind.
+pub const HEAP_CHUNK_KIND_FORMATTED: u16 = 0x5A46;
+
+/// Whether `kind` is a heap chunk kind (either rule).
+pub fn is_heap_chunk_kind(kind: u16) -> bool {
+    kind == HEAP_CHUNK_KIND || kind == HEAP_CHUNK_KIND_FORMATTED
+}
+
+/// Word 0 of a free slot of a formatted chunk: LP clear and a Tx-CTS above
+/// `record::MAX_TID`, so no tuple has it, and any one bit flipped in it still
+/// leaves a Tx-CTS above `MAX_TID` (bits 61 and 62 are both set). Big-endian
+/// it spells "zen_free".
+pub const FREE_WORD0: u64 = 0x7A65_6E5F_6672_6565;
 
 /// LP bit of word 0.
 pub(crate) const LP_BIT: u64 = 1 << 63;
@@ -137,6 +155,11 @@ const VALUE_LEN_AT: usize = 20;
 pub(crate) const KEY_LEN_AT: usize = 24;
 
 const _: () = assert!(KEY_LEN_AT + 2 == META_LEN as usize);
+const _: () = assert!(FREE_WORD0 & LP_BIT == 0);
+const _: () = assert!(FREE_WORD0 & !(1 << 61) > crate::storage::record::MAX_TID);
+const _: () = assert!(FREE_WORD0 & !(1 << 62) > crate::storage::record::MAX_TID);
+/// Chunk-map flag of a formatted chunk.
+const FORMATTED_ENTRY: u64 = 1 << 62;
 const _: () = assert!(CACHE_LINE.is_multiple_of(16), "16-byte aligned headers stay in one line");
 
 /// How long a commit that finds no free slot waits for garbage to become
@@ -227,7 +250,8 @@ fn tuple_crc(cts: u64, bytes: &[u8]) -> u32 {
 /// What a slot holds.
 #[derive(Debug)]
 pub(crate) enum SlotContent<'a> {
-    /// Word 0 is zero.
+    /// Word 0 is zero or [`FREE_WORD0`] (a free slot; recovery checks which
+    /// one the chunk's kind allows).
     Empty,
     /// Not a whole tuple (torn, or garbage).
     Invalid,
@@ -250,7 +274,7 @@ pub(crate) struct TupleView<'a> {
 pub(crate) fn decode_slot<'a>(bytes: &'a [u8], geometry: &SlotGeometry) -> SlotContent<'a> {
     let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
     let word0 = word(0);
-    if word0 == 0 {
+    if word0 == 0 || word0 == FREE_WORD0 {
         return SlotContent::Empty;
     }
     let cts = word0 & CTS_MASK;
@@ -636,22 +660,35 @@ impl Heap {
         self
     }
 
-    /// A new chunk for (`table`, `region`), placed as the region asks.
+    /// A new (formatted) chunk for (`table`, `region`), placed as the
+    /// region asks: every slot's word 0 holds [`FREE_WORD0`], flushed and
+    /// covered by the one fence that makes the chunk's owner durable.
     fn allocate_chunk<B: PmBackend>(&self, pool: &Pool<B>, table: u32, region: usize) -> Result<ChunkId, PoolError> {
-        let owner = ChunkOwner::compose(HEAP_CHUNK_KIND, table, self.regions[region].thread);
+        let owner = ChunkOwner::compose(HEAP_CHUNK_KIND_FORMATTED, table, self.regions[region].thread);
+        let geometry = self.geometries[table as usize];
+        let backend = pool.backend();
+        let format = |chunk_offset: u64| {
+            let mut batch = PersistBatch::new();
+            for index in 0..geometry.slots_per_chunk {
+                let slot = chunk_offset + geometry.first_slot + index * geometry.slot_size;
+                backend.store_u64(slot, FREE_WORD0);
+                batch.add(slot, 8);
+            }
+            batch.flush(backend);
+        };
         match self.placement[region] {
-            ChunkPlacement::Anywhere => pool.allocate_chunk(owner, true),
-            ChunkPlacement::OnNode(node) => match pool.allocate_chunk_on_node(owner, true, node) {
+            ChunkPlacement::Anywhere => pool.allocate_chunk_formatted(owner, None, &format),
+            ChunkPlacement::OnNode(node) => match pool.allocate_chunk_formatted(owner, Some(node), &format) {
                 Err(PoolError::Full { .. }) => {
                     // The node is full; a remote chunk beats failing.
-                    let chunk = pool.allocate_chunk(owner, true)?;
+                    let chunk = pool.allocate_chunk_formatted(owner, None, &format)?;
                     self.counters.chunks_misplaced.fetch_add(1, Ordering::Relaxed);
                     Ok(chunk)
                 }
                 other => other,
             },
             ChunkPlacement::Bound(node) => {
-                let chunk = pool.allocate_chunk(owner, true)?;
+                let chunk = pool.allocate_chunk_formatted(owner, None, &format)?;
                 if pool.bind_chunk_to_numa_node(chunk, node).is_err() {
                     self.counters.chunks_misplaced.fetch_add(1, Ordering::Relaxed);
                 }
@@ -700,12 +737,26 @@ impl Heap {
     pub(crate) fn owner_of(&self, slot: u64) -> (u32, usize) {
         let entry = self.chunk_map[self.chunk_index(slot)].load(Ordering::Acquire);
         assert!(entry != 0, "slot {slot:#x} is not in a zen heap chunk");
-        (((entry >> 16) - 1) as u32, (entry & 0xFFFF) as usize)
+        ((((entry & !FORMATTED_ENTRY) >> 16) - 1) as u32, (entry & 0xFFFF) as usize)
     }
 
-    /// Records that `chunk` belongs to (`table`, `thread`).
-    pub(crate) fn register_chunk(&self, chunk: ChunkId, table: u32, thread: u16) {
-        self.chunk_map[chunk.0 as usize].store(((table as u64 + 1) << 16) | thread as u64, Ordering::Release);
+    /// What erasing `slot` stores into its word 0: [`FREE_WORD0`] in a
+    /// formatted chunk, 0 in a chunk of the old kind.
+    pub(crate) fn free_word(&self, slot: u64) -> u64 {
+        let entry = self.chunk_map[self.chunk_index(slot)].load(Ordering::Acquire);
+        debug_assert!(entry != 0, "slot {slot:#x} is not in a zen heap chunk");
+        if entry & FORMATTED_ENTRY != 0 {
+            FREE_WORD0
+        } else {
+            0
+        }
+    }
+
+    /// Records that `chunk` belongs to (`table`, `thread`), and whether it
+    /// is formatted (free slots hold [`FREE_WORD0`]).
+    pub(crate) fn register_chunk(&self, chunk: ChunkId, table: u32, thread: u16, formatted: bool) {
+        let flag = if formatted { FORMATTED_ENTRY } else { 0 };
+        self.chunk_map[chunk.0 as usize].store(flag | ((table as u64 + 1) << 16) | thread as u64, Ordering::Release);
     }
 
     /// Byte offset of slot `index` of `chunk` in `table`.
@@ -770,7 +821,7 @@ impl Heap {
     fn try_owner_of(&self, offset: u64) -> Option<(u32, usize)> {
         let index = offset.checked_sub(self.data_offset)? / self.chunk_size;
         let entry = self.chunk_map.get(usize::try_from(index).ok()?)?.load(Ordering::Acquire);
-        (entry != 0).then(|| (((entry >> 16) - 1) as u32, (entry & 0xFFFF) as usize))
+        (entry != 0).then(|| ((((entry & !FORMATTED_ENTRY) >> 16) - 1) as u32, (entry & 0xFFFF) as usize))
     }
 
     /// Structural audit of the DRAM allocator against the rows (crash
@@ -933,7 +984,7 @@ impl Heap {
                     continue;
                 }
                 for slot in heap.stale.drain(..) {
-                    backend.store_u64(slot, 0);
+                    backend.store_u64(slot, self.free_word(slot));
                     backend.flush(slot, 8);
                     heap.clean.push(slot);
                     erased += 1;
@@ -1205,7 +1256,7 @@ impl RegionState {
             let thread = heap.regions[region].thread;
             match heap.allocate_chunk(pool, table, region) {
                 Ok(chunk) => {
-                    heap.register_chunk(chunk, table, thread);
+                    heap.register_chunk(chunk, table, thread, true);
                     self.add_fresh_chunk(heap, pool, table, chunk);
                     heap.counters.chunks_allocated.fetch_add(1, Ordering::Relaxed);
                     continue;
@@ -1282,6 +1333,29 @@ mod tests {
         row
     }
 
+    /// A new heap chunk is of the formatted kind and every slot's word 0
+    /// holds the free marker, which decodes as an empty slot.
+    #[test]
+    fn a_fresh_chunk_is_formatted_with_free_markers() {
+        let options = PmOptions::default();
+        let pool = Pool::<Direct>::create_in_memory(16 << 20, pmtx_pm::layout::MIN_CHUNK_SIZE, &options).unwrap();
+        let geometry = SlotGeometry::new("t", 8, 32, pool.geometry().chunk_size).unwrap();
+        let heap = Heap::new(&pool, vec![geometry], 1, false, CommitRule::LastPersisted);
+        let epochs = Epochs::new(1, 1);
+        let slot =
+            heap.regions[0].state.lock().reserve(&heap, &pool, &epochs, 0, 0, &|| Some(epochs.advance())).unwrap().slot;
+        let chunk = pool.chunk_of(slot).unwrap();
+        assert_eq!(pool.chunk_owner(chunk).unwrap().kind(), HEAP_CHUNK_KIND_FORMATTED);
+        assert_eq!(heap.free_word(slot), FREE_WORD0);
+        let mut bytes = vec![0u8; geometry.slot_size as usize];
+        for index in 0..geometry.slots_per_chunk {
+            let slot = heap.slot_offset(&pool, 0, chunk, index);
+            assert_eq!(pool.backend().load_u64(slot), FREE_WORD0, "slot {index} is not formatted");
+            pool.backend().read(slot, &mut bytes);
+            assert!(matches!(decode_slot(&bytes, &geometry), SlotContent::Empty));
+        }
+    }
+
     /// The tuple CRC is the CRC-32 of the Tx-CTS (LP bit clear), bytes
     /// 8..16 and everything after the CRC field, as the layout says: pools
     /// written before keep verifying, however the hashing is split.
@@ -1329,7 +1403,7 @@ mod tests {
         drop(state);
         assert!(heap.sweep(&pool, &epochs, &advance));
         for &slot in old {
-            assert_eq!(pool.backend().load_u64(slot), 0, "stale slot {slot:#x} was not erased");
+            assert_eq!(pool.backend().load_u64(slot), FREE_WORD0, "stale slot {slot:#x} was not erased");
         }
         let mut state = heap.regions[0].state.lock();
         assert_eq!(state.garbage.len(), blockers.len());
@@ -1371,7 +1445,11 @@ mod tests {
         drop(state);
         assert!(heap.sweep(&pool, &epochs, &advance));
         for &slot in &deleted {
-            assert_eq!(pool.backend().load_u64(slot), 0, "stale slot {slot:#x} of the deleting table was kept");
+            assert_eq!(
+                pool.backend().load_u64(slot),
+                FREE_WORD0,
+                "stale slot {slot:#x} of the deleting table was kept"
+            );
         }
         for &slot in &updated {
             assert_eq!(

@@ -13,5 +13,5 @@ pub(crate) mod meta;
 pub(crate) mod recovery;
 pub(crate) mod window;
 
-pub use heap::HEAP_CHUNK_KIND;
+pub use heap::{FREE_WORD0 as HEAP_FREE_WORD0, HEAP_CHUNK_KIND, HEAP_CHUNK_KIND_FORMATTED};
 pub use window::WINDOW_CHUNK_KIND;

@@ -49,12 +49,16 @@
 //! `zen+` erases an attempt's direct writes before its region commits
 //! anything else, so committed tuples lost their LP tuple.
 //!
-//! What stays undetected: committed tuples zeroed whole read as slots
-//! never written (a reserved slot returned unwritten is zero too), unless
-//! the zeroing leaves two transactions above a horizon; damage to an
+//! In a formatted chunk (`HEAP_CHUNK_KIND_FORMATTED`) every free slot's
+//! word 0 holds `FREE_WORD0` (formatting and every erase store it), so a
+//! zero word 0 is a zeroed tuple: refused, before anything is erased. What
+//! stays undetected: in old-kind chunks, committed tuples zeroed whole read
+//! as slots never written, unless the zeroing leaves two transactions above
+//! a horizon; damage to an
 //! older, superseded version is harmless (the newer one is kept).
 //!
-//! Idempotence: recovery writes only zeros into word 0 of slots it
+//! Idempotence: recovery writes only the free marker (0 in old-kind chunks)
+//! into word 0 of slots it
 //! discards, never touches a committed tuple, and rebuilds everything else
 //! in DRAM, so a crash during recovery recovers to the same state. After
 //! recovery no discarded tuple remains, so a later crash cannot mistake it
@@ -82,8 +86,8 @@ use crate::storage::record::RowKind;
 use crate::storage::table::Table;
 use crate::storage::zen::cache::{Row, ABSENT};
 use crate::storage::zen::heap::{
-    decode_slot, Heap, SlotContent, SlotKind, Tombstone, CTS_MASK, DELETED_BIT, HEAP_CHUNK_KIND, KEY_LEN_AT, LP_BIT,
-    META_LEN, TUPLE_ID_MASK,
+    decode_slot, is_heap_chunk_kind, Heap, SlotContent, SlotKind, Tombstone, CTS_MASK, DELETED_BIT,
+    HEAP_CHUNK_KIND_FORMATTED, KEY_LEN_AT, LP_BIT, META_LEN, TUPLE_ID_MASK,
 };
 use crate::storage::zen::meta::ZenTableMeta;
 use parking_lot::Mutex;
@@ -158,7 +162,7 @@ fn damaged_slot(table: u32, slot: u64, detail: impl std::fmt::Display) -> DbErro
 
 /// Largest thread number owning a heap chunk, if any (to size the regions).
 pub(crate) fn max_heap_thread<B: PmBackend>(pool: &Pool<B>) -> Option<u16> {
-    pool.owned_chunks().into_iter().filter(|(_, owner)| owner.kind() == HEAP_CHUNK_KIND).map(|(_, o)| o.thread()).max()
+    pool.owned_chunks().into_iter().filter(|(_, owner)| is_heap_chunk_kind(owner.kind())).map(|(_, o)| o.thread()).max()
 }
 
 struct Pending {
@@ -254,11 +258,11 @@ impl<B: PmBackend> Context<'_, B> {
     /// Algorithm 2's `scanRegion`, or its form under WBL's window.
     fn scan_region(
         &self,
-        mut chunks: Vec<(u32, ChunkId)>,
+        mut chunks: Vec<(u32, ChunkId, bool)>,
         lp_rank: &[u32],
         horizon: CommitHorizon,
     ) -> DbResult<RegionScan> {
-        chunks.sort_by_key(|&(table, chunk)| (lp_rank[table as usize], chunk));
+        chunks.sort_by_key(|&(table, chunk, _)| (lp_rank[table as usize], chunk));
         let backend = self.pool.backend();
         let chunk_size = self.pool.geometry().chunk_size;
         let mut buffer = vec![0u8; chunk_size as usize];
@@ -272,7 +276,7 @@ impl<B: PmBackend> Context<'_, B> {
         };
         let mut pending: Vec<Pending> = Vec::new();
         let mut erase: Vec<(u32, u64)> = Vec::new();
-        for (table, chunk) in chunks {
+        for (table, chunk, formatted) in chunks {
             let geometry = self.heap.geometries[table as usize];
             let chunk_offset = self.pool.chunk_offset(chunk);
             backend.read(chunk_offset, &mut buffer);
@@ -282,6 +286,17 @@ impl<B: PmBackend> Context<'_, B> {
                 scan.scanned += 1;
                 let tuple = match decode_slot(&buffer[at..at + geometry.slot_size as usize], &geometry) {
                     SlotContent::Empty => {
+                        // In a formatted chunk every free slot holds the free
+                        // marker (written before the chunk was owned, and by
+                        // every erase): a zero word 0 is a zeroed tuple.
+                        if formatted && buffer[at..at + 8] == [0; 8] {
+                            return Err(DbError::corrupt(
+                                Structure::ZenHeap,
+                                format!(
+                                    "heap slot {slot:#x} of table #{table} has word 0 zero in a formatted chunk,                                      whose free slots hold the free marker: the slot was zeroed"
+                                ),
+                            ));
+                        }
                         scan.clean.push((table, slot));
                         continue;
                     }
@@ -376,11 +391,12 @@ pub(crate) fn recover<B: PmBackend>(
 ) -> DbResult<Recovered> {
     let started = Instant::now();
     let regions = heap.regions.len();
-    let mut chunks: Vec<Vec<(u32, ChunkId)>> = vec![Vec::new(); regions];
+    let mut chunks: Vec<Vec<(u32, ChunkId, bool)>> = vec![Vec::new(); regions];
     for (chunk, owner) in pool.owned_chunks() {
-        if owner.kind() != HEAP_CHUNK_KIND {
+        if !is_heap_chunk_kind(owner.kind()) {
             continue;
         }
+        let formatted = owner.kind() == HEAP_CHUNK_KIND_FORMATTED;
         let (table, thread) = (owner.group(), owner.thread() as usize);
         if table as usize >= tables.len() || thread >= regions {
             return Err(DbError::corrupt(
@@ -388,9 +404,9 @@ pub(crate) fn recover<B: PmBackend>(
                 format!("heap chunk {} is owned by table #{table}, thread {thread}, which do not exist", chunk.0),
             ));
         }
-        heap.register_chunk(chunk, table, thread as u16);
+        heap.register_chunk(chunk, table, thread as u16, formatted);
         heap.regions[thread].state.lock().add_recovered_chunk(table, chunk);
-        chunks[thread].push((table, chunk));
+        chunks[thread].push((table, chunk, formatted));
     }
     let context = Context { pool, tables, heap, losers: (0..regions).map(|_| Mutex::new(Vec::new())).collect() };
     let scans: Vec<DbResult<RegionScan>> = std::thread::scope(|scope| {
@@ -527,7 +543,7 @@ pub(crate) fn recover<B: PmBackend>(
             continue;
         }
         for &(table, slot) in &scan.erase {
-            backend.store_u64(slot, 0);
+            backend.store_u64(slot, heap.free_word(slot));
             backend.flush(slot, 8);
             scan.clean.push((table, slot));
         }
