@@ -411,8 +411,8 @@ impl<B: PmBackend> Pool<B> {
     /// As [`Pool::allocate_chunk`] with `zeroed`, but `format` is called with
     /// the chunk's offset once its bytes are zero and before its table entry
     /// is stored: `format` stores the chunk's initial content and flushes it
-    /// (no fence), and the one fence that makes the entry durable covers it,
-    /// so after a crash an owned chunk is always formatted (a chunk free and
+    /// (no fence); a fence makes it durable before the entry is stored, so
+    /// after a crash an owned chunk is always formatted (a chunk free and
     /// zero is first marked free and dirty, with a fence of its own). With `node`, a
     /// chunk on that (emulated) NUMA node, as [`Pool::allocate_chunk_on_node`].
     pub fn allocate_chunk_formatted(
@@ -484,11 +484,17 @@ impl<B: PmBackend> Pool<B> {
                 }
                 format(self.chunk_offset(chunk));
             }
+            if format.is_some() || (zeroed && entry == layout::CHUNK_FREE_DIRTY) {
+                // IMPORTANT: the zeroes and the format are durable before the
+                // entry may reach the medium: lines reach it in any order, so
+                // one fence after the entry would allow an image with the
+                // chunk owned and some of its lines still old (which Zen's
+                // recovery rightly refuses as damage). Per chunk, not per
+                // transaction.
+                self.backend.fence();
+            }
             let tag = (layout::CHUNK_OWNED_MARKER << 56) | owner.tag();
             self.backend.store_u64(entry_offset, tag);
-            // One fence covers the zeroing, the format and the entry: the
-            // entry's line is flushed after them, and all are durable at the
-            // fence.
             self.backend.persist(entry_offset, 8);
             hint.next = skipped.unwrap_or(chunk.0 + 1);
             drop(hint);
