@@ -467,7 +467,8 @@ pub const ENGINES: [EngineEntry; 19] = [
         protocol: ProtocolPart::Configurable,
         cc: CcRule::Only {
             protocol: CcProtocol::Hekaton,
-            what: "runs Hekaton's MVCC and takes cc=hekaton only",
+            what: "runs Hekaton's MVCC (its read-only snapshots and exclusive stage are built on it) and takes \
+                   cc=hekaton only",
             why: ": its read-only snapshots lie at the oldest running snapshot, which must be below every writer's \
                   commit timestamp (a timestamp-ordering protocol commits at its begin timestamp)",
         },

@@ -526,3 +526,304 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     }
     Ok(Duration::from_secs_f64(seconds))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine_catalog::PresetEntry;
+
+    #[test]
+    fn mmdb_takes_a_dram_budget_and_mmdb_ideal_none() {
+        let spec = EngineSpec::parse("mmdb:dram=64MiB").unwrap();
+        let mut options = DbOptions::in_memory(EngineKind::Mmdb, Vec::new());
+        spec.apply(&mut options, 0);
+        assert_eq!(options.mmdb.dram_bytes, 64 << 20);
+        assert!(EngineSpec::parse("mmdb-ideal:dram=64MiB")
+            .unwrap_err()
+            .contains("valid keys of mmdb-ideal: cc=<protocol>"));
+        assert!(EngineSpec::parse("mmdb:dram=lots").unwrap_err().contains("invalid size"));
+    }
+
+    #[test]
+    fn dbxn_options() {
+        let spec = EngineSpec::parse("dbxn:nt=off:pad64=0:align256=on").unwrap();
+        assert_eq!(spec.kind, EngineKind::Dbxn);
+        assert_eq!(
+            spec.dbxn,
+            DbxnOptions {
+                non_temporal: false,
+                pad_small_to_line: false,
+                align_large_to_256: true,
+                ..Default::default()
+            }
+        );
+        assert!(!spec.effective_options().contains_key("medium"), "only dbx-naive has a medium");
+        assert_eq!(spec.label(), "dbxn:nt=off:pad64=off:align256=on");
+        assert_eq!(spec.file_label(), "dbxn.nt-off.pad64-off.align256-on");
+        let options = spec.effective_options();
+        assert_eq!(options["nt"], "off");
+        assert_eq!(options["htm"], "none");
+        let mut db = DbOptions::in_memory(EngineKind::Dbxn, Vec::new());
+        spec.apply(&mut db, 1);
+        assert_eq!(db.dbxn, spec.dbxn);
+
+        let sim = EngineSpec::parse("dbx-naive:htm=sim:htm-abort=10%").unwrap();
+        assert_eq!(sim.htm, HtmChoice { backend: HtmBackendKind::Sim, abort_per_million: 100_000 });
+        assert_eq!(sim.label(), "dbx-naive:htm=sim:htm-abort=10");
+        assert_eq!(sim.effective_options()["htm-abort"], "10");
+        sim.apply(&mut db, 1);
+        assert_eq!(db.htm.backend, HtmBackendKind::Sim);
+    }
+
+    #[test]
+    fn dbx_naive_takes_a_log_medium() {
+        let spec = EngineSpec::parse("dbx-naive:medium=DISK").unwrap();
+        assert_eq!(spec.dbxn.medium, LogMedium::Disk);
+        assert_eq!(spec.label(), "dbx-naive:medium=disk");
+        assert_eq!(spec.file_label(), "dbx-naive.medium-disk");
+        assert_eq!(spec.effective_options()["medium"], "disk");
+        assert_eq!(EngineSpec::plain(EngineKind::DbxNaive).effective_options()["medium"], "pm");
+        let mut db = DbOptions::in_memory(EngineKind::DbxNaive, Vec::new());
+        spec.apply(&mut db, 1);
+        assert_eq!(db.dbxn.medium, LogMedium::Disk);
+        assert!(db.logs_to_files());
+    }
+
+    #[test]
+    fn zen_cache() {
+        let spec = EngineSpec::parse("zen:cache=64MiB").unwrap();
+        assert_eq!(spec.zen_cache_bytes, Some(64 << 20));
+        assert_eq!(spec.effective_options()["cache"], (64u64 << 20).to_string());
+        assert_eq!(spec.file_label(), "zen.cache-64MiB");
+    }
+
+    #[test]
+    fn wbl_cache_and_window() {
+        let spec = EngineSpec::parse("wbl:cache=32MiB:window=2ms").unwrap();
+        assert_eq!(
+            (spec.zen_cache_bytes, spec.wbl_window),
+            (Some(32 << 20), Some(std::time::Duration::from_millis(2)))
+        );
+        let options = spec.effective_options();
+        assert_eq!((options["cache"].as_str(), options["window"].as_str()), ("33554432", "2000us"));
+        let mut db = DbOptions::in_memory(EngineKind::Wbl, Vec::new());
+        spec.apply(&mut db, 1);
+        assert_eq!((db.zen.cache_bytes, db.wbl.window), (32 << 20, std::time::Duration::from_millis(2)));
+        assert_eq!(EngineSpec::plain(EngineKind::Wbl).effective_options()["window"], "100us");
+        for (text, needle) in [
+            ("wbl:window=fast", "expected a number with us, ms or s"),
+            ("wbl:window=0us", "more than 0"),
+            ("wbl:window=100", "expected a number with us, ms or s"),
+            ("zen:window=1ms", "valid keys of zen: cache=<size>"),
+            ("mmdb:nt=off", "valid keys of mmdb: dram=<size>, cc=<protocol>"),
+        ] {
+            let error = EngineSpec::parse(text).unwrap_err();
+            assert!(error.contains(needle), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn bad_options_name_the_valid_keys() {
+        for (text, needle) in [
+            ("dbxn:foo=1", "valid keys of dbxn: nt=on|off, pad64=on|off, align256=on|off"),
+            ("dbxn:nt", "not KEY=VALUE"),
+            ("dbxn:nt=maybe", "expected on or off"),
+            ("dbxn:nt=on:nt=off", "given twice"),
+            ("dbxn:htm-abort=5", "needs htm=sim"),
+            ("dbxn:htm=sim:htm-abort=150", "0 to 100"),
+            ("dbxn:htm=hle", "none, sim or rtm"),
+            ("silo:nt=off", "valid keys of silo: cc=<protocol>"),
+            ("group-commit:cache=1", "valid keys of group-commit: cc=<protocol>"),
+            ("zen:nt=off", "valid keys of zen: cache=<size>"),
+            ("zen:cache=lots", "invalid size"),
+            ("dbx-naive:medium=ssd", "expected pm or disk"),
+            ("dbxn:medium=disk", "unknown option \"medium\" of engine dbxn"),
+            ("dbx-disk:medium=disk", "valid keys of dbx-disk: cc=<protocol>"),
+        ] {
+            let error = EngineSpec::parse(text).unwrap_err();
+            assert!(error.contains(needle), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn every_engine_takes_cc() {
+        let spec = EngineSpec::parse("zen:cc=no-wait").unwrap();
+        assert_eq!((spec.kind, spec.cc), (EngineKind::Zen, CcProtocol::NoWait));
+        assert_eq!(spec.label(), "zen:cc=no-wait");
+        assert_eq!(EngineSpec::parse(&spec.label()).unwrap(), spec);
+        assert_eq!(spec.file_label(), "zen.cc-no-wait");
+        assert_eq!(spec.effective_options()["cc"], "no-wait");
+        let mut db = DbOptions::in_memory(EngineKind::Zen, Vec::new());
+        spec.apply(&mut db, 1);
+        assert_eq!(db.cc, CcProtocol::NoWait);
+        // With the family's own keys, in any order; the label keeps the order given.
+        let spec = EngineSpec::parse("dbxn:cc=WAIT-DIE:nt=off").unwrap();
+        assert_eq!((spec.cc, spec.dbxn.non_temporal), (CcProtocol::WaitDie, false));
+        assert_eq!(spec.label(), "dbxn:cc=wait-die:nt=off");
+        for kind in EngineKind::ALL {
+            for protocol in CcProtocol::ALL {
+                let parsed = EngineSpec::parse(&format!("{}:cc={}", kind.name(), protocol.name()));
+                if kind == EngineKind::ZenPlus && protocol != CcProtocol::Hekaton {
+                    assert!(parsed.unwrap_err().contains("takes cc=hekaton only"), "{protocol}");
+                    continue;
+                }
+                // SP^3's and PHyTM's engines run their own protocol: the
+                // grammar applies the rule DbOptions applies at open.
+                if (kind.is_sp3_family() || kind.is_hybrid()) && protocol != CcProtocol::Silo {
+                    let error = parsed.unwrap_err();
+                    assert!(error.contains(&format!("got cc={protocol}")), "{kind} {protocol}: {error}");
+                    continue;
+                }
+                assert_eq!(parsed.unwrap().cc, protocol, "{kind}");
+            }
+            let default = if kind == EngineKind::ZenPlus { "hekaton" } else { "silo" };
+            assert_eq!(EngineSpec::plain(kind).effective_options()["cc"], default, "{kind}");
+        }
+    }
+
+    #[test]
+    fn zen_plus_options() {
+        let spec =
+            EngineSpec::parse("zen+:alpha=80%:beta=10:gamma=1_000:numa=2:partitions=64:delta=0.5:eta=1.5:cache=1MiB")
+                .unwrap();
+        assert_eq!(spec.kind, EngineKind::ZenPlus);
+        assert_eq!(spec.cc, CcProtocol::Hekaton);
+        let plus = &spec.zen_plus;
+        assert_eq!((plus.alpha_percent, plus.beta_percent, plus.gamma_tuples), (80, 10, 1000));
+        assert_eq!((plus.numa_nodes, plus.partitions, plus.delta, plus.eta), (2, 64, 0.5, 1.5));
+        assert_eq!(spec.label(), "zen+:alpha=80:beta=10:gamma=1000:numa=2:partitions=64:delta=0.5:eta=1.5:cache=1MiB");
+        assert_eq!(
+            spec.file_label(),
+            "zen_.alpha-80.beta-10.gamma-1000.numa-2.partitions-64.delta-0.5.eta-1.5.cache-1MiB"
+        );
+        let options = spec.effective_options();
+        assert_eq!(
+            (options["alpha"].as_str(), options["cc"].as_str(), options["cache"].as_str()),
+            ("80", "hekaton", "1048576")
+        );
+        let mut db = DbOptions::in_memory(EngineKind::ZenPlus, Vec::new());
+        spec.apply(&mut db, 1);
+        assert_eq!(db.zen_plus, spec.zen_plus);
+        assert_eq!(db.zen.cache_bytes, 1 << 20);
+        let defaults = EngineSpec::plain(EngineKind::ZenPlus).effective_options();
+        assert_eq!(
+            (defaults["alpha"].as_str(), defaults["beta"].as_str(), defaults["gamma"].as_str()),
+            ("95", "5", "16000000")
+        );
+        for (text, needle) in [
+            ("zen+:alpha=0", "expected a percentage from 1 to 100"),
+            ("zen+:alpha=101", "from 1 to 100"),
+            ("zen+:beta=x", "expected a percentage from 0 to 100"),
+            ("zen+:gamma=-1", "expected a tuple count"),
+            ("zen+:numa=65", "expected a node count from 0 to 64"),
+            ("zen+:partitions=0", "expected a partition count"),
+            ("zen+:delta=2", "expected a fraction from 0 to 1"),
+            ("zen+:eta=0.5", "expected a factor"),
+            ("zen+:snapshot=newest", "expected oldest or current"),
+            ("zen+:cc=silo", "takes cc=hekaton only"),
+            ("zen+:nt=on", "valid keys of zen+: cache=<size>, alpha=<percent>, beta=<percent>, gamma=<tuples>"),
+            ("zen:alpha=5", "valid keys of zen: cache=<size>"),
+        ] {
+            let error = EngineSpec::parse(text).unwrap_err();
+            assert!(error.contains(needle), "{text}: {error}");
+        }
+        // Read-only snapshots: the paper's oldest by default, current on request.
+        assert_eq!(defaults["snapshot"], "oldest");
+        let current = EngineSpec::parse("zen+:snapshot=current").unwrap();
+        assert_eq!(current.zen_plus.read_only_snapshot, ReadOnlySnapshot::Current);
+        assert_eq!(current.label(), "zen+:snapshot=current");
+        let mut db = DbOptions::in_memory(EngineKind::ZenPlus, Vec::new());
+        current.apply(&mut db, 1);
+        assert_eq!(db.zen_plus.read_only_snapshot, ReadOnlySnapshot::Current);
+    }
+
+    #[test]
+    fn unknown_protocols_are_refused() {
+        let error = EngineSpec::parse("zen:cc=2pl").unwrap_err();
+        assert!(error.contains("unknown concurrency-control protocol \"2pl\""), "{error}");
+        for protocol in CcProtocol::ALL {
+            assert!(error.contains(protocol.name()), "{error}");
+        }
+        assert!(EngineSpec::parse("silo:cc=occ:cc=occ").unwrap_err().contains("given twice"));
+    }
+
+    /// A preset is one catalog entry: its name parses, labels its runs and
+    /// sets its options as defaults that the text may override.
+    #[test]
+    fn a_preset_is_an_engine_with_option_defaults() {
+        static TOY: [PresetEntry; 1] = [PresetEntry {
+            name: "dbxn-plain-stores",
+            engine: EngineKind::Dbxn,
+            options: &[("nt", "off"), ("htm", "sim"), ("htm-abort", "10")],
+            summary: "dbxn with ordinary stores and simulated HTM",
+        }];
+        let spec = EngineSpec::parse_in("dbxn-plain-stores", &TOY).unwrap();
+        assert_eq!(
+            (spec.kind, spec.name, spec.label()),
+            (EngineKind::Dbxn, "dbxn-plain-stores", "dbxn-plain-stores".into())
+        );
+        assert!(!spec.dbxn.non_temporal);
+        assert_eq!(spec.htm, HtmChoice { backend: HtmBackendKind::Sim, abort_per_million: 100_000 });
+        assert_eq!(spec.effective_options()["nt"], "off");
+        let spec = EngineSpec::parse_in("dbxn-plain-stores:nt=on:cc=occ", &TOY).unwrap();
+        assert!(spec.dbxn.non_temporal);
+        assert_eq!(spec.label(), "dbxn-plain-stores:nt=on:cc=occ");
+        assert_eq!(EngineSpec::parse_in(&spec.label(), &TOY).unwrap(), spec);
+        let error = EngineSpec::parse_in("dbxn-plain-stores:cache=1", &TOY).unwrap_err();
+        assert!(error.contains("valid keys of dbxn-plain-stores: nt=on|off"), "{error}");
+        assert!(EngineSpec::parse("dbxn-plain-stores").is_err(), "the toy preset is not in the catalog");
+    }
+
+    /// Every preset of the catalog parses: its options are keys of its engine.
+    #[test]
+    fn catalog_presets_parse() {
+        for preset in catalog::PRESETS {
+            let spec = EngineSpec::parse(preset.name).unwrap();
+            assert_eq!((spec.kind, spec.label()), (preset.engine, preset.name.to_string()));
+        }
+    }
+
+    #[test]
+    fn labels_parse_back_and_display() {
+        for text in ["silo", "dbxn:nt=off:htm=sim:htm-abort=2.5", "zen+:alpha=80:snapshot=current", "wbl:window=1ms"] {
+            let spec: EngineSpec = text.parse().unwrap();
+            assert_eq!(spec.to_string(), text);
+            assert_eq!(EngineSpec::parse(&spec.label()).unwrap(), spec);
+        }
+        assert_eq!(parse_size("2 mib"), Ok(2 << 20));
+        assert_eq!(parse_duration("100us"), Ok(Duration::from_micros(100)));
+        assert!(parse_duration("61s").is_err());
+    }
+
+    /// The rules the grammar applies are DbOptions's: a spec the grammar
+    /// accepts opens, one DbOptions refuses does not parse.
+    #[test]
+    fn the_grammar_applies_the_open_rules() {
+        let error = EngineSpec::parse("phytm:cc=occ").unwrap_err();
+        let mut options = DbOptions::in_memory(EngineKind::Phytm, Vec::new());
+        options.cc = CcProtocol::Occ;
+        let refused = options.validate().unwrap_err().to_string();
+        assert!(refused.contains(error.split(" (in ").next().unwrap()), "{error} / {refused}");
+        let mut options = DbOptions::in_memory(EngineKind::Dbxn, Vec::new());
+        options.dbxn.medium = LogMedium::Disk;
+        assert!(options.validate().unwrap_err().to_string().contains("dbx-naive only"));
+        assert!(check_medium(EngineKind::DbxNaive, LogMedium::Disk).is_ok());
+    }
+
+    #[test]
+    fn options_help_lists_the_groups_with_their_engines() {
+        let help = options_help();
+        for heading in [
+            "Options of every engine:",
+            "Options of dbxn, dbxn-nvm, dbx-naive:",
+            "Options of dbx-naive:",
+            "Options of phytm, phytm-paper, phtm, 2pl:",
+            "Options of zen, zen-naive-alloc:",
+            "Options of wbl:",
+            "Options of zen+ (cc=hekaton only, its default):",
+            "every engine but nvm-ideal, which validates nothing",
+        ] {
+            assert!(help.contains(heading), "{heading}: {help}");
+        }
+    }
+}
