@@ -293,3 +293,35 @@ pub(crate) fn mix64(mut x: u64) -> u64 {
 pub(crate) fn derive(seed: u64, path: &[u64]) -> u64 {
     path.iter().fold(mix64(seed), |acc, &part| mix64(acc ^ mix64(part.wrapping_add(0xA076_1D64_78BD_642F))))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The harness reads `--engine` with the engine grammar, keeping the
+    /// options it varies (`medium`, `cc`) and refusing the others.
+    #[test]
+    fn parse_engine_takes_medium_and_cc_only() {
+        let spec = parse_engine("dbx-naive:medium=disk:cc=no-wait").unwrap();
+        assert_eq!((spec.kind, spec.dbxn.medium, spec.cc), (EngineKind::DbxNaive, LogMedium::Disk, CcProtocol::NoWait));
+        assert_eq!(parse_engine("zen+").unwrap().cc, CcProtocol::Hekaton);
+        for (text, needle) in [
+            ("dbxn:nt=off", "takes only medium=pm|disk (dbx-naive) and cc=<protocol>"),
+            ("dbxn:medium=disk", "unknown option \"medium\" of engine dbxn"),
+            ("sp3:cc=occ", "takes cc=silo only"),
+            ("nosuch", "unknown engine \"nosuch\""),
+        ] {
+            let error = parse_engine(text).unwrap_err();
+            assert!(error.contains(needle), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_harness_checks_what_the_catalog_says() {
+        for engine in EngineKind::ALL {
+            let harness = engine.entry().crash_harness;
+            assert_eq!(checkable(engine).is_ok(), harness != CrashHarness::Refused, "{engine}");
+            assert_eq!(sim_checkable(engine, LogMedium::Pm).is_ok(), harness == CrashHarness::SimAndKill, "{engine}");
+        }
+    }
+}
