@@ -752,14 +752,14 @@ mod tests {
     #[test]
     fn a_preset_names_an_engine() {
         static TOY: [PresetEntry; 1] = [PresetEntry {
-            name: "dbxn-plain-stores",
+            name: "test-only-dbxn-preset",
             engine: EngineKind::Dbxn,
             options: &[("nt", "off")],
             summary: "dbxn with ordinary stores",
         }];
-        let named = lookup_in("dbxn-plain-stores", &TOY).unwrap();
-        assert_eq!((named.kind(), named.name()), (EngineKind::Dbxn, "dbxn-plain-stores"));
-        assert!(lookup("dbxn-plain-stores").is_none());
+        let named = lookup_in("test-only-dbxn-preset", &TOY).unwrap();
+        assert_eq!((named.kind(), named.name()), (EngineKind::Dbxn, "test-only-dbxn-preset"));
+        assert!(lookup("test-only-dbxn-preset").is_none());
         assert_eq!(lookup("zen").unwrap().kind(), EngineKind::Zen);
     }
 }

@@ -752,26 +752,26 @@ mod tests {
     #[test]
     fn a_preset_is_an_engine_with_option_defaults() {
         static TOY: [PresetEntry; 1] = [PresetEntry {
-            name: "dbxn-plain-stores",
+            name: "test-only-dbxn-preset",
             engine: EngineKind::Dbxn,
             options: &[("nt", "off"), ("htm", "sim"), ("htm-abort", "10")],
             summary: "dbxn with ordinary stores and simulated HTM",
         }];
-        let spec = EngineSpec::parse_in("dbxn-plain-stores", &TOY).unwrap();
+        let spec = EngineSpec::parse_in("test-only-dbxn-preset", &TOY).unwrap();
         assert_eq!(
             (spec.kind, spec.name, spec.label()),
-            (EngineKind::Dbxn, "dbxn-plain-stores", "dbxn-plain-stores".into())
+            (EngineKind::Dbxn, "test-only-dbxn-preset", "test-only-dbxn-preset".into())
         );
         assert!(!spec.dbxn.non_temporal);
         assert_eq!(spec.htm, HtmChoice { backend: HtmBackendKind::Sim, abort_per_million: 100_000 });
         assert_eq!(spec.effective_options()["nt"], "off");
-        let spec = EngineSpec::parse_in("dbxn-plain-stores:nt=on:cc=occ", &TOY).unwrap();
+        let spec = EngineSpec::parse_in("test-only-dbxn-preset:nt=on:cc=occ", &TOY).unwrap();
         assert!(spec.dbxn.non_temporal);
-        assert_eq!(spec.label(), "dbxn-plain-stores:nt=on:cc=occ");
+        assert_eq!(spec.label(), "test-only-dbxn-preset:nt=on:cc=occ");
         assert_eq!(EngineSpec::parse_in(&spec.label(), &TOY).unwrap(), spec);
-        let error = EngineSpec::parse_in("dbxn-plain-stores:cache=1", &TOY).unwrap_err();
-        assert!(error.contains("valid keys of dbxn-plain-stores: nt=on|off"), "{error}");
-        assert!(EngineSpec::parse("dbxn-plain-stores").is_err(), "the toy preset is not in the catalog");
+        let error = EngineSpec::parse_in("test-only-dbxn-preset:cache=1", &TOY).unwrap_err();
+        assert!(error.contains("valid keys of test-only-dbxn-preset: nt=on|off"), "{error}");
+        assert!(EngineSpec::parse("test-only-dbxn-preset").is_err(), "the toy preset is not in the catalog");
     }
 
     /// Every preset of the catalog parses: its options are keys of its engine.
