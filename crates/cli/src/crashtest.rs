@@ -36,9 +36,10 @@ use std::path::PathBuf;
 /// Options of `pmtx crashtest`.
 #[derive(Args, Debug)]
 pub struct CrashtestArgs {
-    /// Engine to test (a durable one: group-commit, dbxn, ...);
-    /// `dbx-naive:medium=disk` puts dbx-naive's log on files (with --kill:
-    /// the simulator models PM only, as for dbx-disk).
+    /// Engine to test (a durable one: group-commit, dbxn, ...), in the
+    /// engine grammar of `pmtx bench --engine` with the options `medium=`
+    /// and `cc=` only: `dbx-naive:medium=disk` puts dbx-naive's log on
+    /// files (with --kill: the simulator models PM only, as for dbx-disk).
     #[arg(long, default_value = "group-commit")]
     engine: String,
     /// Concurrency-control protocol of the engine: silo, occ, no-wait,
@@ -202,7 +203,16 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
     if args.corruption_matrix {
         return run_matrix(&args);
     }
-    let (engine, medium) = pmtx_crashtest::parse_engine(&args.engine).map_err(CliError::usage)?;
+    let spec = pmtx_crashtest::parse_engine(&args.engine).map_err(CliError::usage)?;
+    let (engine, medium) = (spec.kind, spec.dbxn.medium);
+    let cc = match args.cc {
+        Some(cc) if spec.given.iter().any(|(key, _)| key == "cc") && cc != spec.cc => {
+            return Err(CliError::usage(format!("--cc {cc} and --engine {} name two protocols", args.engine)));
+        }
+        Some(cc) => cc,
+        None => spec.cc,
+    };
+    pmtx_engine::spec::check_cc(engine, cc).map_err(CliError::usage)?;
     let workload = WorkloadKind::parse(&args.workload).ok_or_else(|| {
         CliError::usage(format!("unknown workload {:?}; workloads: smallbank, ycsb, tpcc", args.workload))
     })?;
@@ -224,7 +234,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         let config = ChildConfig {
             engine,
             medium,
-            cc: args.cc.unwrap_or(engine.default_cc()),
+            cc,
             workload,
             scale,
             threads: args.threads,
@@ -247,7 +257,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         let mut config =
             KillConfig::new(engine, workload, seed, program, vec!["crashtest".to_string(), "--child".to_string()]);
         config.medium = medium;
-        config.cc = args.cc.unwrap_or(engine.default_cc());
+        config.cc = cc;
         config.scale = scale;
         config.threads = args.threads;
         config.iterations = args.iterations;
@@ -286,7 +296,7 @@ pub fn run(args: CrashtestArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let mut config = SimConfig::new(engine, workload, seed);
-    config.cc = args.cc.unwrap_or(engine.default_cc());
+    config.cc = cc;
     if let Some(path) = &args.replay {
         config.scale = scale;
         config.threads = args.threads;

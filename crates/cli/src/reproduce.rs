@@ -29,7 +29,6 @@ use crate::bench::BenchArgs;
 use crate::plot::PlotArgs;
 use crate::CliError;
 use clap::{Args, Parser};
-use pmtx_engine::EngineKind;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -925,7 +924,7 @@ fn engines_needed(figure: &Figure) -> Vec<String> {
 }
 
 fn missing_engines(figure: &Figure) -> Vec<String> {
-    engines_needed(figure).into_iter().filter(|name| EngineKind::parse(name).is_none()).collect()
+    engines_needed(figure).into_iter().filter(|name| !pmtx_engine::spec::is_engine_name(name)).collect()
 }
 
 /// One entry of `verdicts.json`.

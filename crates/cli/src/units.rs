@@ -4,29 +4,7 @@ use std::time::Duration;
 
 const UNITS: [(&str, u64); 5] = [("b", 1), ("kib", 1 << 10), ("mib", 1 << 20), ("gib", 1 << 30), ("tib", 1 << 40)];
 
-/// Parses a byte size: plain bytes (`4096`) or an integer with a binary
-/// suffix `B`, `KiB`, `MiB`, `GiB`, `TiB` (case-insensitive, optional space).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let trimmed = text.trim();
-    let split = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
-    let (digits, suffix) = trimmed.split_at(split);
-    let suffix = suffix.trim();
-    let hint = "expected bytes or an integer with KiB, MiB, GiB or TiB, e.g. 64MiB";
-    if digits.is_empty() {
-        return Err(format!("invalid size {text:?}: {hint}"));
-    }
-    let value: u64 = digits.parse().map_err(|_| format!("invalid size {text:?}: number too large"))?;
-    let multiplier = if suffix.is_empty() {
-        1
-    } else {
-        UNITS
-            .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(suffix))
-            .map(|(_, multiplier)| *multiplier)
-            .ok_or_else(|| format!("invalid size {text:?}: unknown unit {suffix:?}; {hint}"))?
-    };
-    value.checked_mul(multiplier).ok_or_else(|| format!("invalid size {text:?}: too large"))
-}
+pub use pmtx_engine::spec::parse_size;
 
 /// Parses a chunk size: a size that is a power of two of at least the
 /// smallest chunk the pool layout accepts.
@@ -45,28 +23,6 @@ pub fn parse_seconds(text: &str) -> Result<Duration, String> {
         text.trim().parse().map_err(|_| format!("invalid duration {text:?}: expected seconds, e.g. 2 or 0.5"))?;
     if !seconds.is_finite() || seconds <= 0.0 || seconds > 86_400.0 {
         return Err(format!("invalid duration {text:?}: must be more than 0 and at most 86400 seconds"));
-    }
-    Ok(Duration::from_secs_f64(seconds))
-}
-
-/// Parses a duration with a unit: `us` (or `µs`), `ms` or `s` after a
-/// (possibly fractional) number, e.g. `100us`, `0.5ms`; more than 0 and at
-/// most 60 s.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let trimmed = text.trim();
-    let hint = "expected a number with us, ms or s, e.g. 100us or 2ms";
-    let split = trimmed.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(trimmed.len());
-    let (number, unit) = trimmed.split_at(split);
-    let number: f64 = number.parse().map_err(|_| format!("invalid duration {text:?}: {hint}"))?;
-    let seconds_per_unit = match unit.trim().to_ascii_lowercase().as_str() {
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        _ => return Err(format!("invalid duration {text:?}: {hint}")),
-    };
-    let seconds = number * seconds_per_unit;
-    if !seconds.is_finite() || seconds <= 0.0 || seconds > 60.0 {
-        return Err(format!("invalid duration {text:?}: must be more than 0 and at most 60 s"));
     }
     Ok(Duration::from_secs_f64(seconds))
 }

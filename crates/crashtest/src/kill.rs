@@ -122,13 +122,13 @@ impl ChildConfig {
                 return Err(format!("unknown flag {flag}"));
             }
         }
-        let (engine, medium) = crate::parse_engine(take("--engine")?)?;
+        let spec = crate::parse_engine(take("--engine")?)?;
         Ok(Self {
-            engine,
-            medium,
+            engine: spec.kind,
+            medium: spec.dbxn.medium,
             cc: match values.get("--cc") {
                 Some(name) => CcProtocol::parse(name).ok_or_else(|| format!("unknown protocol {name:?}"))?,
-                None => engine.default_cc(),
+                None => spec.cc,
             },
             workload: WorkloadKind::parse(take("--workload")?).ok_or("unknown workload")?,
             scale: Scale {
@@ -563,9 +563,7 @@ fn fresh_pool(harness: &Harness, options: &DbOptions, path: &std::path::Path) ->
 /// Runs the kill mode; `progress` receives status lines.
 pub fn run_kill(config: &KillConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<KillReport, String> {
     crate::checkable(config.engine)?;
-    if config.medium == LogMedium::Disk && config.engine != EngineKind::DbxNaive {
-        return Err(format!("medium=disk is an option of dbx-naive only, not of {}", config.engine));
-    }
+    pmtx_engine::spec::check_medium(config.engine, config.medium)?;
     if config.fake_ack && config.engine != EngineKind::GroupCommit {
         return Err(format!(
             "--fake-ack with --kill needs group-commit (its commits become durable by epochs, which the control \

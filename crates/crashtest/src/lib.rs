@@ -66,6 +66,8 @@ pub mod recover;
 pub mod sim;
 pub mod state;
 
+use pmtx_engine::engine_catalog::CrashHarness;
+use pmtx_engine::spec::EngineSpec;
 use pmtx_engine::{CcProtocol, DbOptions, EngineKind, LogMedium, PoolLocation, TableSchema};
 use pmtx_pm::PmOptions;
 use std::fmt;
@@ -129,12 +131,13 @@ pub fn sim_engines() -> Vec<EngineKind> {
 /// Whether the simulated-crash harness can check `engine` with its log on
 /// `medium`: what [`checkable`] requires, and all of the engine's durable
 /// state in the pool, since the simulator models PM only. A redo log on a
-/// file (`dbx-disk`, `dbx-naive:medium=disk`) is refused with the reason:
-/// its durable point, the `fdatasync`, is checked by the kill harness and
-/// by the log-file crash images of `tests/disk_log.rs`.
+/// file (`dbx-disk`, `dbx-naive:medium=disk`; [`CrashHarness::KillOnly`] in
+/// the engine catalog) is refused with the reason: its durable point, the
+/// `fdatasync`, is checked by the kill harness and by the log-file crash
+/// images of `tests/disk_log.rs`.
 pub fn sim_checkable(engine: EngineKind, medium: LogMedium) -> Result<(), String> {
     checkable(engine)?;
-    if engine == EngineKind::DbxDisk || medium == LogMedium::Disk {
+    if engine.entry().crash_harness == CrashHarness::KillOnly || medium == LogMedium::Disk {
         return Err(format!(
             "{} keeps its redo log in files, which the PM crash simulator does not model: check it with --kill \
              (the log files of a killed process survive in the page cache) and the log-file crash images of \
@@ -154,45 +157,54 @@ pub fn engine_label(engine: EngineKind, medium: LogMedium) -> String {
     }
 }
 
-/// Parses the `--engine` text of `pmtx crashtest`: an engine name,
-/// optionally with `:medium=pm|disk` (dbx-naive only).
-pub fn parse_engine(text: &str) -> Result<(EngineKind, LogMedium), String> {
-    let mut parts = text.trim().split(':');
-    let name = parts.next().unwrap_or_default();
-    let engine = EngineKind::parse(name).ok_or_else(|| {
-        let names: Vec<&str> = EngineKind::ALL.iter().map(|kind| kind.name()).collect();
-        format!("unknown engine {name:?}; engines: {}", names.join(", "))
-    })?;
-    let mut medium = LogMedium::Pm;
-    for part in parts {
-        let value = part.strip_prefix("medium=").ok_or_else(|| {
-            format!("engine option {part:?}: the crash harness takes only medium=pm|disk (dbx-naive); --cc sets the protocol")
-        })?;
-        medium = LogMedium::parse(value).ok_or_else(|| format!("invalid medium {value:?}: expected pm or disk"))?;
+/// The options of the engine grammar the harness varies: `medium` (where
+/// the log goes) and `cc` (the protocol); every other option stays at the
+/// harness's own setting ([`db_options`]).
+const HARNESS_OPTIONS: [&str; 2] = ["medium", "cc"];
+
+/// Parses the `--engine` text of `pmtx crashtest` with the engine grammar
+/// (`pmtx_engine::spec`): an engine, optionally with `:medium=pm|disk`
+/// (dbx-naive) and `:cc=<protocol>`. Any other option, given or set by a
+/// preset, is refused: the harness chooses those itself.
+pub fn parse_engine(text: &str) -> Result<EngineSpec, String> {
+    let spec = EngineSpec::parse(text)?;
+    let mut harness = EngineSpec::plain(spec.kind);
+    harness.dbxn.medium = spec.dbxn.medium;
+    harness.cc = spec.cc;
+    let (asked, run) = (spec.effective_options(), harness.effective_options());
+    if let Some((key, value)) =
+        asked.iter().find(|(key, value)| !HARNESS_OPTIONS.contains(&key.as_str()) && run.get(*key) != Some(*value))
+    {
+        return Err(format!(
+            "engine option \"{key}={value}\" of {text:?}: the crash harness takes only medium=pm|disk (dbx-naive) \
+             and cc=<protocol> (or --cc)"
+        ));
     }
-    if medium == LogMedium::Disk && engine != EngineKind::DbxNaive {
-        return Err(format!("medium=disk is an option of dbx-naive only, not of {engine}"));
-    }
-    Ok((engine, medium))
+    Ok(spec)
 }
 
 /// Whether the kill harness can check `engine`: its oracles assume durable,
 /// serializable transactions, and an engine excluded from durability
-/// claims ([`EngineKind::durability_caveat`]) is refused.
+/// claims ([`EngineKind::durability_caveat`]) is refused
+/// ([`CrashHarness::Refused`] in the engine catalog).
 pub fn checkable(engine: EngineKind) -> Result<(), String> {
-    if !engine.is_durable() {
+    let entry = engine.entry();
+    if entry.crash_harness != CrashHarness::Refused {
+        return Ok(());
+    }
+    if !entry.is_durable() {
         return Err(format!("{engine} is not durable: it promises nothing after a crash"));
     }
-    if !engine.is_serializable() {
+    if !entry.serializable {
         return Err(format!(
             "{engine} has no concurrency control (an upper bound, not serializable): the harness's oracles \
              cannot hold for it"
         ));
     }
-    if let Some(caveat) = engine.durability_caveat() {
-        return Err(format!("{engine} is excluded from durability claims: {caveat}"));
+    match entry.durability_caveat {
+        Some(caveat) => Err(format!("{engine} is excluded from durability claims: {caveat}")),
+        None => Err(format!("{engine} is not checked by the crash harness")),
     }
-    Ok(())
 }
 
 /// Database options the harness uses for `engine` over an existing pool
@@ -280,4 +292,36 @@ pub(crate) fn mix64(mut x: u64) -> u64 {
 /// A seed derived from `seed` and a path of indexes.
 pub(crate) fn derive(seed: u64, path: &[u64]) -> u64 {
     path.iter().fold(mix64(seed), |acc, &part| mix64(acc ^ mix64(part.wrapping_add(0xA076_1D64_78BD_642F))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The harness reads `--engine` with the engine grammar, keeping the
+    /// options it varies (`medium`, `cc`) and refusing the others.
+    #[test]
+    fn parse_engine_takes_medium_and_cc_only() {
+        let spec = parse_engine("dbx-naive:medium=disk:cc=no-wait").unwrap();
+        assert_eq!((spec.kind, spec.dbxn.medium, spec.cc), (EngineKind::DbxNaive, LogMedium::Disk, CcProtocol::NoWait));
+        assert_eq!(parse_engine("zen+").unwrap().cc, CcProtocol::Hekaton);
+        for (text, needle) in [
+            ("dbxn:nt=off", "takes only medium=pm|disk (dbx-naive) and cc=<protocol>"),
+            ("dbxn:medium=disk", "unknown option \"medium\" of engine dbxn"),
+            ("sp3:cc=occ", "takes cc=silo only"),
+            ("nosuch", "unknown engine \"nosuch\""),
+        ] {
+            let error = parse_engine(text).unwrap_err();
+            assert!(error.contains(needle), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_harness_checks_what_the_catalog_says() {
+        for engine in EngineKind::ALL {
+            let harness = engine.entry().crash_harness;
+            assert_eq!(checkable(engine).is_ok(), harness != CrashHarness::Refused, "{engine}");
+            assert_eq!(sim_checkable(engine, LogMedium::Pm).is_ok(), harness == CrashHarness::SimAndKill, "{engine}");
+        }
+    }
 }

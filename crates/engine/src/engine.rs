@@ -5,6 +5,7 @@
 //! `Box<dyn EngineWorker>`. Engines are generic over the PM backend inside,
 //! so the dynamic dispatch happens once per operation, never per store.
 
+use crate::engines::catalog::{self, Family, StoragePart};
 use crate::error::{DbResult, TxResult};
 use crate::index::ScanDirection;
 use crate::schema::TableId;
@@ -15,6 +16,8 @@ use std::ops::Bound;
 /// Which engine a database runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
+/// Each engine's properties are its entry in the engine catalog
+/// (`EngineKind::entry`).
 pub enum EngineKind {
     /// Silo-style OCC without durability (the papers' DBX-DRAM upper bound).
     Silo,
@@ -120,32 +123,18 @@ impl EngineKind {
 
     /// The engine's persistent identity: the code a pool it creates keeps
     /// in its engine root, which a later open checks. An explicit constant
-    /// per engine, never a position in [`EngineKind::ALL`], so reordering
-    /// or extending the list relabels no existing pool. The values are the
-    /// positions (plus one) the list gave before the codes were explicit,
-    /// so pools created then keep opening. Never change or reuse one.
+    /// per engine in the catalog ([`catalog::ENGINES`]), never a position in
+    /// [`EngineKind::ALL`], so reordering or extending the list relabels no
+    /// existing pool. The values are the positions (plus one) the list gave
+    /// before the codes were explicit, so pools created then keep opening.
+    /// Never change or reuse one.
     pub const fn code(self) -> u64 {
-        match self {
-            EngineKind::Silo => 1,
-            EngineKind::GroupCommit => 2,
-            EngineKind::Dbxn => 3,
-            EngineKind::DbxnNvm => 4,
-            EngineKind::DbxNaive => 5,
-            EngineKind::Zen => 6,
-            EngineKind::ZenNaiveAlloc => 7,
-            EngineKind::Sp3 => 8,
-            EngineKind::NvmTx => 9,
-            EngineKind::NvmIdeal => 10,
-            EngineKind::Phytm => 11,
-            EngineKind::PhytmPaper => 12,
-            EngineKind::Phtm => 13,
-            EngineKind::TwoPl => 14,
-            EngineKind::DbxDisk => 15,
-            EngineKind::Mmdb => 16,
-            EngineKind::Wbl => 17,
-            EngineKind::ZenPlus => 18,
-            EngineKind::MmdbIdeal => 19,
-        }
+        catalog::entry(self).code
+    }
+
+    /// The engine's catalog entry: its parts, defaults, caveats and options.
+    pub const fn entry(self) -> &'static catalog::EngineEntry {
+        catalog::entry(self)
     }
 
     /// The engine whose [`EngineKind::code`] is `code`.
@@ -153,97 +142,68 @@ impl EngineKind {
         Self::ALL.into_iter().find(|kind| kind.code() == code)
     }
 
-    /// Parses an engine name.
+    /// Parses an engine name (an engine's own, not a preset's: see
+    /// [`catalog::lookup`] for both).
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|kind| kind.name() == name)
     }
 
     /// Stable name.
     pub fn name(self) -> &'static str {
-        match self {
-            EngineKind::Silo => "silo",
-            EngineKind::GroupCommit => "group-commit",
-            EngineKind::Dbxn => "dbxn",
-            EngineKind::DbxnNvm => "dbxn-nvm",
-            EngineKind::DbxNaive => "dbx-naive",
-            EngineKind::Zen => "zen",
-            EngineKind::ZenNaiveAlloc => "zen-naive-alloc",
-            EngineKind::ZenPlus => "zen+",
-            EngineKind::Sp3 => "sp3",
-            EngineKind::NvmTx => "nvm-tx",
-            EngineKind::NvmIdeal => "nvm-ideal",
-            EngineKind::Phytm => "phytm",
-            EngineKind::PhytmPaper => "phytm-paper",
-            EngineKind::Phtm => "phtm",
-            EngineKind::TwoPl => "2pl",
-            EngineKind::DbxDisk => "dbx-disk",
-            EngineKind::Mmdb => "mmdb",
-            EngineKind::MmdbIdeal => "mmdb-ideal",
-            EngineKind::Wbl => "wbl",
-        }
+        catalog::entry(self).name
     }
 
     /// Whether the engine's transactions are serializable (every engine
     /// but `nvm-ideal`, an upper bound without concurrency control).
     pub fn is_serializable(self) -> bool {
-        !matches!(self, EngineKind::NvmIdeal)
+        catalog::entry(self).serializable
     }
 
     /// The Zen family (`zen`, `zen-naive-alloc`, `zen+`): tuples in a PM
     /// heap, log-free commits.
     pub fn is_zen_family(self) -> bool {
-        matches!(self, EngineKind::Zen | EngineKind::ZenNaiveAlloc | EngineKind::ZenPlus)
+        catalog::entry(self).family == Family::Zen
     }
 
     /// The concurrency-control protocol the engine runs unless told
     /// otherwise: Hekaton's MVCC for `zen+` (its adaptive execution is
     /// built on snapshots), Silo's OCC for every other engine.
     pub fn default_cc(self) -> crate::cc::CcProtocol {
-        match self {
-            EngineKind::ZenPlus => crate::cc::CcProtocol::Hekaton,
-            _ => crate::cc::CcProtocol::Silo,
-        }
+        catalog::entry(self).cc.default_protocol()
     }
 
     /// The SP^3 family (`sp3`, `nvm-tx`, `nvm-ideal`).
     pub fn is_sp3_family(self) -> bool {
-        matches!(self, EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal)
+        catalog::entry(self).family == Family::Sp3
     }
 
     /// The Zen paper's MMDB (`mmdb`, `mmdb-ideal`).
     pub fn is_mmdb(self) -> bool {
-        matches!(self, EngineKind::Mmdb | EngineKind::MmdbIdeal)
+        catalog::entry(self).family == Family::Mmdb
     }
 
     /// The PHyTM family (`phytm`, `phytm-paper`, `phtm`, `2pl`): hybrid
     /// transactions over the shared lock table.
     pub fn is_hybrid(self) -> bool {
-        matches!(self, EngineKind::Phytm | EngineKind::PhytmPaper | EngineKind::Phtm | EngineKind::TwoPl)
+        catalog::entry(self).family == Family::Hybrid
     }
 
     /// The engines over Zen's PM tuple heap (`zen`, `zen-naive-alloc`,
     /// `zen+`, `wbl`): their rows live in the heap and a DRAM Met-Cache,
     /// and they take `DbOptions::zen`.
     pub fn uses_tuple_heap(self) -> bool {
-        matches!(self, EngineKind::Zen | EngineKind::ZenNaiveAlloc | EngineKind::ZenPlus | EngineKind::Wbl)
+        catalog::entry(self).storage == StoragePart::TupleHeap
     }
 
     /// Why crash-consistency claims exclude the engine, if they do: a
     /// variant that by design may lose what a reader already committed on.
     pub fn durability_caveat(self) -> Option<&'static str> {
-        match self {
-            EngineKind::PhytmPaper => Some(
-                "phytm-paper reproduces the paper's emulation, in which a hardware commit is visible before its \
-                 log is durable (the paper assumes an xend that persists the logged bit): a crash can lose a \
-                 write that a reader already committed on",
-            ),
-            _ => None,
-        }
+        catalog::entry(self).durability_caveat
     }
 
     /// Whether acknowledged commits survive a crash.
     pub fn is_durable(self) -> bool {
-        !matches!(self, EngineKind::Silo)
+        catalog::entry(self).is_durable()
     }
 }
 

@@ -35,12 +35,14 @@ pub use cc::CcProtocol;
 pub use db::{prefix_range, Database, Finished, Outcome, Pending, Transaction, Worker, WorkerStats};
 pub use durability::dbxn_log::VALUE_CHUNK_KIND as DBXN_VALUE_CHUNK_KIND;
 pub use engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
+pub use engines::catalog as engine_catalog;
 pub use engines::nvm_tuples::NVM_TUPLE_CHUNK_KIND as MMDB_VOLATILE_CHUNK_KIND;
 pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};
 #[cfg(feature = "fault-injection")]
 pub use fault::{BackgroundFault, Fault};
 pub use index::ScanDirection;
 pub use log_files::MemoryLogStorage;
+pub use options::spec;
 pub use options::{
     DbOptions, DbxnOptions, LogDirectory, LogMedium, MmdbOptions, PoolLocation, ReadOnlySnapshot, WblOptions,
     ZenOptions, ZenPlusOptions,

@@ -3,10 +3,15 @@
 //! and the engines, so every layer reads them and none of them imports the
 //! API.
 
+pub mod spec;
+
+use crate::cc::CcProtocol;
 use crate::engine::EngineKind;
+use crate::engines::catalog::CcRule;
 use crate::error::{DbError, DbResult};
 use crate::schema::TableSchema;
 use pmtx_pm::{BackendKind, PmOptions};
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -355,13 +360,7 @@ impl DbOptions {
         if self.workers == 0 || self.workers > 1024 {
             return Err(DbError::InvalidConfig(format!("workers must be 1..=1024, got {}", self.workers)));
         }
-        if self.dbxn.medium == LogMedium::Disk && self.engine != EngineKind::DbxNaive {
-            return Err(DbError::InvalidConfig(format!(
-                "medium=disk is an option of dbx-naive only (the DBXN paper's synchronous log on disk), not of {}; \
-                 dbx-disk is group commit with its log on disk",
-                self.engine
-            )));
-        }
+        check_medium(self.engine, self.dbxn.medium).map_err(DbError::InvalidConfig)?;
         if self.logs_to_files()
             && matches!((&self.log_directory, &self.pool), (LogDirectory::BesidePool, PoolLocation::InMemory { .. }))
         {
@@ -373,48 +372,25 @@ impl DbOptions {
             )));
         }
         self.cc.check(self.workers)?;
-        if self.engine.is_sp3_family() {
-            if self.cc != crate::cc::CcProtocol::Silo {
-                return Err(DbError::InvalidConfig(format!(
-                    "engine {} runs SP^3's OCC and takes cc=silo only, got cc={}",
-                    self.engine, self.cc
-                )));
-            }
-            if self.workers > crate::engine::SP3_MAX_WORKERS {
-                return Err(DbError::InvalidConfig(format!(
-                    "engine {} numbers its workers in {} TID bits: at most {} workers, got {}",
-                    self.engine,
-                    crate::engine::SP3_WORKER_BITS,
-                    crate::engine::SP3_MAX_WORKERS,
-                    self.workers
-                )));
-            }
+        check_cc(self.engine, self.cc).map_err(DbError::InvalidConfig)?;
+        if self.engine.is_sp3_family() && self.workers > crate::engine::SP3_MAX_WORKERS {
+            return Err(DbError::InvalidConfig(format!(
+                "engine {} numbers its workers in {} TID bits: at most {} workers, got {}",
+                self.engine,
+                crate::engine::SP3_WORKER_BITS,
+                crate::engine::SP3_MAX_WORKERS,
+                self.workers
+            )));
         }
-        if self.engine.is_hybrid() {
-            if self.cc != crate::cc::CcProtocol::Silo {
-                return Err(DbError::InvalidConfig(format!(
-                    "engine {} runs its own hybrid concurrency control and takes no cc option, got cc={}",
-                    self.engine, self.cc
-                )));
-            }
-            if self.workers > crate::cc::protocol::MAX_LOCKING_WORKERS {
-                return Err(DbError::InvalidConfig(format!(
-                    "engine {} keeps lock holders as a bit per worker and serves at most {} workers, got {}",
-                    self.engine,
-                    crate::cc::protocol::MAX_LOCKING_WORKERS,
-                    self.workers
-                )));
-            }
+        if self.engine.is_hybrid() && self.workers > crate::cc::protocol::MAX_LOCKING_WORKERS {
+            return Err(DbError::InvalidConfig(format!(
+                "engine {} keeps lock holders as a bit per worker and serves at most {} workers, got {}",
+                self.engine,
+                crate::cc::protocol::MAX_LOCKING_WORKERS,
+                self.workers
+            )));
         }
         if self.engine == EngineKind::ZenPlus {
-            if self.cc != crate::cc::CcProtocol::Hekaton {
-                return Err(DbError::InvalidConfig(format!(
-                    "engine zen+ runs Hekaton's MVCC and takes cc=hekaton only, got cc={}: its read-only \
-                     snapshots lie at the oldest running snapshot, which must be below every writer's commit \
-                     timestamp (a timestamp-ordering protocol commits at its begin timestamp)",
-                    self.cc
-                )));
-            }
             self.zen_plus.validate()?;
         }
         if self.max_attempts == 0 {
@@ -434,6 +410,37 @@ impl DbOptions {
         }
         Ok(())
     }
+}
+
+/// The rule of `cc=`: whether `kind` runs protocol `cc`
+/// ([`crate::engine_catalog::CcRule`]); the reason if not. The engine grammar
+/// and [`DbOptions`] both apply it.
+pub fn check_cc(kind: EngineKind, cc: CcProtocol) -> Result<(), String> {
+    match kind.entry().cc {
+        CcRule::Only { protocol, what, why } if protocol != cc => {
+            Err(format!("engine {kind} {what}, got cc={cc}{why}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The rule of the log medium: files (`medium=disk`) only for the engines
+/// whose options have the `medium` key; the reason if not. [`DbOptions`]
+/// and the crash harness apply it (the grammar knows the key anyway).
+pub fn check_medium(kind: EngineKind, medium: LogMedium) -> Result<(), String> {
+    if medium == LogMedium::Pm || kind.entry().option_key("medium").is_some() {
+        return Ok(());
+    }
+    let takers: Vec<&str> = EngineKind::ALL
+        .iter()
+        .filter(|kind| kind.entry().option_key("medium").is_some())
+        .map(|kind| kind.name())
+        .collect();
+    Err(format!(
+        "medium=disk is an option of {} only (the DBXN paper's synchronous log on disk), not of {kind}; \
+         dbx-disk is group commit with its log on disk",
+        takers.join(", ")
+    ))
 }
 
 /// Options of the DBXN engines (`DbOptions::dbxn`): the NVM-friendly log
@@ -615,29 +622,41 @@ impl Default for ZenPlusOptions {
 impl ZenPlusOptions {
     /// Most NUMA nodes the soft partitions handle.
     pub const MAX_NUMA_NODES: u32 = 64;
+    /// The values α takes (percent).
+    pub const ALPHA_PERCENT: RangeInclusive<u32> = 1..=100;
+    /// The values β takes (percent; 0 disables it).
+    pub const BETA_PERCENT: RangeInclusive<u32> = 0..=100;
+    /// The values of [`ZenPlusOptions::numa_nodes`] (0: automatic).
+    pub const NUMA_NODES: RangeInclusive<u32> = 0..=Self::MAX_NUMA_NODES;
+    /// The values of [`ZenPlusOptions::partitions`].
+    pub const PARTITIONS: RangeInclusive<u32> = 1..=1 << 20;
+    /// The values δ takes.
+    pub const DELTA: RangeInclusive<f64> = 0.0..=1.0;
+    /// The least η.
+    pub const ETA_MIN: f64 = 1.0;
 
     pub(crate) fn validate(&self) -> DbResult<()> {
         let invalid = |message: String| Err(DbError::InvalidConfig(format!("zen+: {message}")));
-        if !(1..=100).contains(&self.alpha_percent) {
+        if !Self::ALPHA_PERCENT.contains(&self.alpha_percent) {
             return invalid(format!("alpha must be a percentage from 1 to 100, got {}", self.alpha_percent));
         }
-        if self.beta_percent > 100 {
+        if !Self::BETA_PERCENT.contains(&self.beta_percent) {
             return invalid(format!("beta must be a percentage from 0 to 100, got {}", self.beta_percent));
         }
-        if self.numa_nodes > Self::MAX_NUMA_NODES {
+        if !Self::NUMA_NODES.contains(&self.numa_nodes) {
             return invalid(format!(
                 "numa nodes must be 0 (auto) to {}, got {}",
                 Self::MAX_NUMA_NODES,
                 self.numa_nodes
             ));
         }
-        if self.partitions == 0 || self.partitions > 1 << 20 {
-            return invalid(format!("partitions must be 1 to {}, got {}", 1 << 20, self.partitions));
+        if !Self::PARTITIONS.contains(&self.partitions) {
+            return invalid(format!("partitions must be 1 to {}, got {}", Self::PARTITIONS.end(), self.partitions));
         }
-        if !(self.delta.is_finite() && (0.0..=1.0).contains(&self.delta)) {
+        if !(self.delta.is_finite() && Self::DELTA.contains(&self.delta)) {
             return invalid(format!("delta must be a fraction from 0 to 1, got {}", self.delta));
         }
-        if !(self.eta.is_finite() && self.eta >= 1.0) {
+        if !(self.eta.is_finite() && self.eta >= Self::ETA_MIN) {
             return invalid(format!("eta must be a factor of at least 1, got {}", self.eta));
         }
         if self.remap_interval.is_zero() {
