@@ -32,7 +32,8 @@
 //! [`Protocol`] (overriding the hooks it needs; its `Shared` type holds its
 //! side tables) and [`Named`] (its isolation text and how its shared state
 //! is built), then add one line to the list in `protocols!`'s invocation
-//! below: `Variant = "cli-name" => module::Type,`.
+//! below: `Variant = "cli-name" => module::Type,` (the line declares the
+//! module too).
 
 use crate::cc::transaction::TxState;
 use crate::cc::versions::VersionStore;
@@ -44,20 +45,11 @@ use crate::storage::record::RowKind;
 use crate::storage::table::Table;
 use parking_lot::MutexGuard;
 
-pub(crate) mod cicada;
-pub(crate) mod dl_detect;
-pub(crate) mod hekaton;
-pub(crate) mod hstore;
+// What families of protocols share; each protocol's own file is declared
+// by its line in the catalog below.
 pub(crate) mod multi_version;
-pub(crate) mod mvcc;
-pub(crate) mod no_wait;
-pub(crate) mod occ;
-pub mod phytm;
-pub(crate) mod silo;
-pub(crate) mod tictoc;
 pub(crate) mod timestamp_order;
 pub(crate) mod two_phase;
-pub(crate) mod wait_die;
 
 /// Most workers a locking protocol serves: a lock word names its holders
 /// with one bit per worker (`cc::lock_table`).
@@ -239,7 +231,8 @@ pub(crate) trait Named: Protocol {
 }
 
 /// The catalog: `named` lists the protocols `cc=NAME` chooses, `hybrid` the
-/// schemes the PHyTM family's engines run (chosen by the engine).
+/// schemes the PHyTM family's engines run (chosen by the engine). Each line
+/// also declares the protocol's module (`protocols/MODULE.rs`).
 macro_rules! protocols {
     (
         // `$` itself, for the transcriber of the nested `dispatch!`.
@@ -247,6 +240,9 @@ macro_rules! protocols {
         named { $($variant:ident = $name:literal => $module:ident :: $ty:ident,)* }
         hybrid { $($hvariant:ident => $hmodule:ident :: $hty:ident,)* }
     ) => {
+        $(pub(crate) mod $module;)*
+        $(pub(crate) mod $hmodule;)*
+
         /// A concurrency-control protocol (the ten of the Zen paper's
         /// Fig. 22), chosen by the `cc` engine option; each is described in
         /// its file under `cc/protocols/`.
