@@ -2,30 +2,31 @@
 //!
 //! # Layout
 //!
-//! * [`transaction`]: a worker's transaction state (`TxState`: read, write
+//! * `transaction`: a worker's transaction state (`TxState`: read, write
 //!   and node sets, one-pass scans, the commit's steps), which calls the
 //!   hooks of the worker's protocol; [`write_set`]: the buffered writes and
-//!   their commit-time row locks; [`secondaries`]: the secondary-index
+//!   their commit-time row locks; `secondaries`: the secondary-index
 //!   bookkeeping of a commit.
-//! * [`protocols`]: the `Protocol` trait (its hooks), one file per
+//! * `protocols`: the `Protocol` trait (its hooks), one file per
 //!   protocol (`silo`, `occ`, `tictoc`, `no_wait`, `wait_die`, `dl_detect`,
 //!   `mvcc`, `hekaton`, `cicada`, `hstore`, and the PHyTM family's schemes
 //!   in `phytm`), each owning its side tables, with the helpers a family
 //!   shares (`two_phase`, `multi_version`, `timestamp_order`), and the
 //!   catalog: one macro invocation listing every protocol on one line,
 //!   which generates [`CcProtocol`] and the dispatch of the hooks.
-//! * The mechanisms protocols share: the lock table ([`lock_table`]), the
-//!   read timestamps ([`read_timestamps`]), the older versions
-//!   ([`versions`]), the address index of large read and write sets
-//!   ([`position_index`]).
-//! * [`concurrency`]: the state one engine's workers share (the protocol's
+//! * The mechanisms protocols share: the lock table (`lock_table`), the
+//!   read timestamps (`read_timestamps`), the older versions
+//!   (`versions`), the address index of large read and write sets
+//!   (`position_index`).
+//! * `concurrency`: the state one engine's workers share (the protocol's
 //!   side tables) and what the engine asks of it.
 //!
 //! # Adding a protocol
 //!
 //! One new file `protocols/NAME.rs` (a worker-state type implementing
 //! `Protocol` and `Named`) and one line in the list of `protocols/mod.rs`
-//! (`Variant = "cli-name" => NAME::Type,`); nothing else names protocols.
+//! (`Variant = "cli-name" => NAME::Type,`); nothing else in `cc` lists
+//! protocols.
 //!
 //! The engines compose a protocol with a storage and a durability scheme;
 //! nothing here knows which engine it runs in (each part gets its own

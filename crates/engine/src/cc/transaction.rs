@@ -29,14 +29,13 @@
 //!   and merges the transaction's own rows whose secondary key is new, in
 //!   scan order.
 //!
-//! # Commit (Silo §4.4; DBX's software path; the protocol's hooks in
-//! brackets)
-//! 1. lock the write set in a global order (row address) [`lock`];
+//! # Commit (Silo §4.4; DBX's software path; the protocol's hooks named)
+//! 1. lock the write set in a global order (row address): hook `lock`;
 //! 2. read the global epoch (the serialization point);
 //! 3. validate the read set (version unchanged, not locked by another) and
 //!    the scanned leaves (phantoms), and
-//! 4. pick a TID above everything read or written and in the current epoch
-//!    [`commit_timestamp`; `validate` for a read-only attempt];
+//! 4. pick a TID above everything read or written and in the current
+//!    epoch: hook `commit_timestamp` (`validate` for a read-only attempt);
 //! 5. hand the redo record to the log policy;
 //! 6. install the values in place and release each lock with the new
 //!    version; maintain secondary indexes under the locks.
