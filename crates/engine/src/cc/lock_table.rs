@@ -39,7 +39,6 @@
 //! Every wait is also bounded in time ([`MAX_WAIT`]): a waiting worker
 //! stays announced in its epoch, and group commit waits for it.
 
-use crate::cc::protocol::CcProtocol;
 use crate::cc::{row_stripe as stripe_of, ROW_STRIPES};
 use crate::error::AbortReason;
 use crossbeam_utils::CachePadded;
@@ -55,9 +54,23 @@ const MAX_WAIT: Duration = Duration::from_millis(20);
 /// Spins between looks at the clock and the wait-for graph.
 const SPINS_PER_CHECK: u32 = 64;
 
+/// What a requester does when the lock it asks for is held: the rule of
+/// the protocol that owns the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Conflict {
+    /// Abort at once (`no-wait`, the PHyTM family's paths).
+    NoWait,
+    /// Wait for younger holders, die for older ones (`wait-die`, and
+    /// `hstore`'s partition locks).
+    WaitDie,
+    /// Wait unless the wait closes a cycle of the wait-for graph whose
+    /// youngest member is the requester (`dl-detect`).
+    DlDetect,
+}
+
 /// The shared lock table of one engine.
 pub(crate) struct LockTable {
-    protocol: CcProtocol,
+    rule: Conflict,
     words: Box<[AtomicU64]>,
     /// Per worker: the timestamp of its current transaction (`wait-die`).
     timestamps: Box<[CachePadded<AtomicU64>]>,
@@ -88,12 +101,12 @@ impl HeldLocks {
 
 impl LockTable {
     /// Most workers a lock word can name.
-    pub(crate) const MAX_WORKERS: usize = crate::cc::protocol::MAX_LOCKING_WORKERS;
+    pub(crate) const MAX_WORKERS: usize = crate::cc::protocols::MAX_LOCKING_WORKERS;
 
-    pub(crate) fn new(protocol: CcProtocol, workers: usize) -> Self {
-        assert!(protocol.uses_lock_table() && workers <= Self::MAX_WORKERS);
+    pub(crate) fn new(rule: Conflict, workers: usize) -> Self {
+        assert!(workers <= Self::MAX_WORKERS);
         Self {
-            protocol,
+            rule,
             words: (0..ROW_STRIPES).map(|_| AtomicU64::new(0)).collect(),
             timestamps: (0..workers).map(|_| CachePadded::new(AtomicU64::new(u64::MAX))).collect(),
             waits_for: (0..workers).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
@@ -144,7 +157,7 @@ impl LockTable {
                         // lock is visible to reclamation (store-load order).
                         std::sync::atomic::fence(Ordering::SeqCst);
                     }
-                    if waiting_since.is_some() && self.protocol == CcProtocol::DlDetect {
+                    if waiting_since.is_some() && self.rule == Conflict::DlDetect {
                         self.waits_for[held.worker].store(0, Ordering::SeqCst);
                     }
                     return Ok(());
@@ -172,7 +185,7 @@ impl LockTable {
     }
 
     fn stop_waiting(&self, worker: usize, reason: AbortReason) -> AbortReason {
-        if self.protocol == CcProtocol::DlDetect {
+        if self.rule == Conflict::DlDetect {
             self.waits_for[worker].store(0, Ordering::SeqCst);
         }
         reason
@@ -180,10 +193,10 @@ impl LockTable {
 
     /// Whether `worker` may wait for the holders `others`.
     fn may_wait(&self, worker: usize, others: u64) -> Result<(), AbortReason> {
-        match self.protocol {
-            CcProtocol::NoWait => Err(AbortReason::LockConflict),
+        match self.rule {
+            Conflict::NoWait => Err(AbortReason::LockConflict),
             // H-Store's partition locks wait in wait-die order too.
-            CcProtocol::WaitDie | CcProtocol::HStore => {
+            Conflict::WaitDie => {
                 let mine = self.timestamps[worker].load(Ordering::Acquire);
                 let older_than_all =
                     holders(others).all(|holder| self.timestamps[holder].load(Ordering::Acquire) > mine);
@@ -193,7 +206,7 @@ impl LockTable {
                     Err(AbortReason::LockConflict)
                 }
             }
-            CcProtocol::DlDetect => {
+            Conflict::DlDetect => {
                 self.waits_for[worker].store(others, Ordering::SeqCst);
                 if !self.reaches(others, worker) {
                     return Ok(());
@@ -212,7 +225,6 @@ impl LockTable {
                     Err(AbortReason::Deadlock)
                 }
             }
-            other => unreachable!("{other} takes no locks"),
         }
     }
 
@@ -300,13 +312,13 @@ fn holders(mask: u64) -> impl Iterator<Item = usize> {
 mod tests {
     use super::*;
 
-    fn table(protocol: CcProtocol) -> LockTable {
-        LockTable::new(protocol, 4)
+    fn table(rule: Conflict) -> LockTable {
+        LockTable::new(rule, 4)
     }
 
     #[test]
     fn shared_locks_coexist_and_exclude_writers() {
-        let locks = table(CcProtocol::NoWait);
+        let locks = table(Conflict::NoWait);
         let (mut a, mut b) = (HeldLocks::new(0), HeldLocks::new(1));
         locks.begin(&a, true);
         locks.begin(&b, true);
@@ -325,7 +337,7 @@ mod tests {
 
     #[test]
     fn a_stripe_is_taken_once_per_holder() {
-        let locks = table(CcProtocol::NoWait);
+        let locks = table(Conflict::NoWait);
         let mut a = HeldLocks::new(2);
         locks.begin(&a, true);
         locks.acquire(&mut a, 0x2000, false).unwrap();
@@ -338,7 +350,7 @@ mod tests {
 
     #[test]
     fn wait_die_lets_only_the_older_wait() {
-        let locks = table(CcProtocol::WaitDie);
+        let locks = table(Conflict::WaitDie);
         let (mut old, mut young) = (HeldLocks::new(0), HeldLocks::new(1));
         locks.begin(&old, true);
         locks.begin(&young, true);
@@ -380,7 +392,7 @@ mod tests {
 
     #[test]
     fn dl_detect_aborts_the_waiter_that_closes_a_cycle() {
-        let locks = table(CcProtocol::DlDetect);
+        let locks = table(Conflict::DlDetect);
         let (mut a, mut b) = (HeldLocks::new(0), HeldLocks::new(1));
         locks.begin(&a, true);
         locks.begin(&b, true);
@@ -404,7 +416,7 @@ mod tests {
 
     #[test]
     fn no_wait_never_waits() {
-        let locks = table(CcProtocol::NoWait);
+        let locks = table(Conflict::NoWait);
         let (mut a, mut b) = (HeldLocks::new(0), HeldLocks::new(3));
         locks.begin(&a, true);
         locks.begin(&b, true);

@@ -1,12 +1,13 @@
 //! The DRAM engines' shell: tables of [`Record`]s, epochs, a background
-//! ticker and checkpointer, the Silo protocol of [`crate::cc::silo`], and a
+//! ticker and checkpointer, the transaction state of [`crate::cc::transaction`]
+//! (any protocol), and a
 //! durability policy ([`EnginePolicy`]: none for `silo`, epoch group commit
 //! for `group-commit`, DBXN's synchronous log for the DBXN family). One
 //! engine = one composition of these; [`OccWorker`] runs transactions.
 
 use crate::cc::concurrency::Concurrency;
-use crate::cc::hybrid::{Hybrid, PathState};
-use crate::cc::silo::{OccTx, RowStore};
+use crate::cc::protocols::phytm::Hybrid;
+use crate::cc::transaction::{RowStore, TxState};
 use crate::durability::{CommitLog, CommitStage, EnginePolicy};
 use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, ScanRequest, WriteOp};
 use crate::epoch::Epochs;
@@ -54,7 +55,7 @@ impl<L: EnginePolicy> OccEngine<L> {
             health: Arc::default(),
             cc: Arc::new(
                 Concurrency::after_recovery(options.cc, options.workers, &tables)
-                    .with_hybrid(Hybrid::for_options(options)?, options.workers),
+                    .with_hybrid(crate::engines::phytm::hybrid(options)?, options.workers),
             ),
             tables,
             epochs,
@@ -392,7 +393,7 @@ pub struct OccWorker<L: CommitLog> {
     shared: Arc<OccShared<L>>,
     id: usize,
     log: L::Worker,
-    tx: OccTx<Record>,
+    tx: TxState<Record>,
     last_tid: u64,
     active: bool,
     retired: Vec<RetiredValue>,
@@ -410,7 +411,7 @@ impl<L: CommitLog> OccWorker<L> {
             DbError::OutOfSpace(reason) => DbError::OutOfSpace(format!("worker {id}: {reason}")),
             other => other,
         })?;
-        let mut tx = OccTx::new(Arc::clone(&shared.cc), id);
+        let mut tx = TxState::new(&shared.cc, id);
         shared.orphans.lock().hand_over(&mut tx.reclaimer);
         let last_tid = shared.log.resume_tid(id);
         let _fault_window = shared.fault_window.register();
@@ -442,7 +443,7 @@ impl<L: CommitLog> OccWorker<L> {
     /// commits are durable in order) or already durable with its own
     /// dependencies. Only the newest TID per writer is kept: a worker's
     /// commits become durable in TID order.
-    fn collect_dependencies(log: &L, own: usize, tx: &OccTx<Record>, dependencies: &mut Vec<u64>) {
+    fn collect_dependencies(log: &L, own: usize, tx: &TxState<Record>, dependencies: &mut Vec<u64>) {
         dependencies.clear();
         let words = tx.read_words().chain(tx.writes.entries().iter().map(|entry| entry.locked_word));
         for word in words {
@@ -467,17 +468,17 @@ impl<L: CommitLog> OccWorker<L> {
         let _serial = cc.serial_section();
         let shared = &*self.shared;
         let hybrid = cc.hybrid();
-        let path = self.tx.path.path;
+        let path = self.tx.path();
         // Where validation and install run: one hardware attempt for the
         // hybrid engines' hardware paths (their retry policy moves the whole
         // transaction from path to path), DBX's elided commit region, or
         // plain software.
         if hybrid.is_some() {
-            Hybrid::check_entered(&self.tx.path).map_err(TxError::Abort)?;
+            Hybrid::check_entered(self.tx.path_state().expect("hybrid")).map_err(TxError::Abort)?;
         }
         let region = match hybrid {
             Some(hybrid) if path.is_hardware() => {
-                hybrid.enter_hardware_commit(&mut self.tx.path).map_err(TxError::Abort)?;
+                hybrid.enter_hardware_commit(self.tx.path_state().expect("hybrid")).map_err(TxError::Abort)?;
                 Region::Attempt(hybrid.htm().expect("hardware paths run only with an HTM"))
             }
             Some(_) => Region::Software,
@@ -487,7 +488,7 @@ impl<L: CommitLog> OccWorker<L> {
         if self.tx.is_read_only() {
             let tx = &self.tx;
             let validated = region.run(footprint, || if L::VALIDATES { tx.validate(&shared.tables) } else { Ok(()) });
-            Self::note_region_abort(&mut self.tx.path, validated).map_err(TxError::Abort)?;
+            Self::note_region_abort(&mut self.tx, validated).map_err(TxError::Abort)?;
             if let Some(hybrid) = hybrid {
                 hybrid.committed(path);
             }
@@ -518,7 +519,7 @@ impl<L: CommitLog> OccWorker<L> {
                 let installed = region.run(footprint, || {
                     Self::validate_and_install(shared, tx, retired, dependencies, id, last_tid, parity, writeback)
                 });
-                let tid = Self::note_region_abort(&mut self.tx.path, installed).map_err(TxError::Abort)?;
+                let tid = Self::note_region_abort(&mut self.tx, installed).map_err(TxError::Abort)?;
                 if hybrid.is_some_and(Hybrid::unlocks_before_log) {
                     self.tx.release_locks();
                 }
@@ -572,8 +573,8 @@ impl<L: CommitLog> OccWorker<L> {
 
     /// Remembers a capacity abort of a hardware commit for the hybrid
     /// engines' path choice.
-    fn note_region_abort<T>(path: &mut PathState, result: Result<T, AbortReason>) -> Result<T, AbortReason> {
-        if let Err(AbortReason::HtmCapacity) = result {
+    fn note_region_abort<T>(tx: &mut TxState<Record>, result: Result<T, AbortReason>) -> Result<T, AbortReason> {
+        if let (Err(AbortReason::HtmCapacity), Some(path)) = (&result, tx.path_state()) {
             path.capacity = true;
         }
         result
@@ -588,7 +589,7 @@ impl<L: CommitLog> OccWorker<L> {
     #[allow(clippy::too_many_arguments)]
     fn validate_and_install(
         shared: &OccShared<L>,
-        tx: &mut OccTx<Record>,
+        tx: &mut TxState<Record>,
         retired: &mut Vec<RetiredValue>,
         dependencies: &mut Vec<u64>,
         id: usize,
@@ -689,7 +690,7 @@ impl<L: CommitLog> OccWorker<L> {
     /// secondary indexes while the rows are still locked, so a secondary
     /// scan that misses an entry sees the leaf version change (a phantom)
     /// or meets the locked row; never a committed row it cannot find.
-    fn install(shared: &OccShared<L>, tx: &mut OccTx<Record>, retired: &mut Vec<RetiredValue>, tid: u64) {
+    fn install(shared: &OccShared<L>, tx: &mut TxState<Record>, retired: &mut Vec<RetiredValue>, tid: u64) {
         let mut old = Vec::new();
         let keeps_versions = tx.keeps_versions();
         for index in 0..tx.writes.len() {

@@ -1,12 +1,14 @@
 //! The PHyTM family (`phytm`, `phytm-paper`, `phtm`, `2pl`): the DRAM
-//! engine shell running the hybrid paths of `cc::hybrid`, over the
+//! engine shell running the hybrid paths of `cc::protocols::phytm` (the
+//! scheme chosen here from the engine kind), over the
 //! synchronous redo log DBXN uses (`durability::dbxn_log`, parity mode):
 //! a commit installs its versions odd, makes its record durable (the
 //! paper's logged bit is the record's completion), then turns them even,
 //! all while its row locks in the lock table are held.
 
+use crate::cc::protocols::phytm::{Hybrid, HybridConfig, HybridScheme};
 use crate::durability::dbxn_log::DbxnLog;
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineKind};
 use crate::engines::dram::OccEngine;
 use crate::error::DbResult;
 use crate::options::DbOptions;
@@ -19,10 +21,23 @@ pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbR
     Ok(OccEngine::open(options, DbxnLog::<B, true>::open(options, pool)?)?)
 }
 
+/// The hybrid paths' state of the engine `options` ask for, or `None` for
+/// an engine outside the PHyTM family.
+pub(crate) fn hybrid(options: &DbOptions) -> DbResult<Option<Hybrid>> {
+    let scheme = match options.engine {
+        EngineKind::Phytm => HybridScheme::Phytm,
+        EngineKind::PhytmPaper => HybridScheme::PhytmPaper,
+        EngineKind::Phtm => HybridScheme::Phtm,
+        EngineKind::TwoPl => HybridScheme::TwoPl,
+        _ => return Ok(None),
+    };
+    Hybrid::new(HybridConfig { scheme, htm: options.htm, faults: options.faults() }).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{CommitTicket, Engine as _, EngineKind, WriteOp};
+    use crate::engine::{CommitTicket, Engine as _, WriteOp};
     use crate::engines::test_support::{pause_worker_0, put, put_on_thread, Pause, T};
     use crate::error::{AbortReason, TxError};
     use crate::schema::TableSchema;
@@ -82,7 +97,7 @@ mod tests {
             let (engine, _, _, _) = paused_engine(kind, HtmConfig::sim(7, 0));
             let mut worker = Arc::clone(&engine).worker(1).expect("worker");
             let capacity = HtmConfig::sim(7, 0).sim.capacity_footprint_lines;
-            let rows = capacity / crate::cc::hybrid::LINES_PER_ACCESS + 10;
+            let rows = capacity / crate::cc::protocols::phytm::LINES_PER_ACCESS + 10;
             let mut attempt = 1;
             let committed = loop {
                 worker.begin(false, attempt);
@@ -146,8 +161,8 @@ mod tests {
             // Retries move the reader to Slow HTM, whose reads check the
             // row's lock, then to the STM path, whose reads take it: the
             // writer holds it until its log is durable, so neither reads.
-            let fast = crate::cc::hybrid::FAST_HTM_ATTEMPTS;
-            let slow = crate::cc::hybrid::SLOW_HTM_ATTEMPTS;
+            let fast = crate::cc::protocols::phytm::FAST_HTM_ATTEMPTS;
+            let slow = crate::cc::protocols::phytm::SLOW_HTM_ATTEMPTS;
             for attempt in 2..=fast + slow + 1 {
                 reader.begin(true, attempt);
                 let read = reader.get(T, b"x", &mut value);

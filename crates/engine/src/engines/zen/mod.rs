@@ -8,8 +8,8 @@
 //!   (`cache`), recovery (`recovery`, Algorithm 2) and per-table heap
 //!   geometry (`meta`); the rows live in the shared `storage::table::Table`
 //!   (indexes, scans, reclamation);
-//! * concurrency control: the shared Silo OCC of `cc::silo` over the rows'
-//!   CC-Meta words (`OccTx<Row>`);
+//! * concurrency control: the shared transaction state of `cc::transaction`
+//!   over the rows' CC-Meta words (`TxState<Row>`), any protocol;
 //! * `worker.rs` — the transaction path (perform, persist, maintain).
 //!
 //! `zen+` (§4) is the same engine with two additions: the adaptive

@@ -1,5 +1,5 @@
-//! A Zen worker: perform in DRAM (Met-Cache + the shared Silo OCC of
-//! `cc::silo` over the rows' CC-Meta words), persist log-free (Algorithm 1),
+//! A Zen worker: perform in DRAM (Met-Cache + the shared transaction state of
+//! `cc::transaction` over the rows' CC-Meta words), persist log-free (Algorithm 1),
 //! maintain (garbage, tombstones, sweeps). §3.3.1.
 //!
 //! Commit of a writing transaction, step by step:
@@ -33,7 +33,7 @@
 //! `zen+` adds (zen-plus.txt §4; `adaptive.rs`, `numa.rs`):
 //!
 //! * read-only transactions run at the oldest running snapshot
-//!   (`OccTx::begin_snapshot_read_only`) and read a Met-Cache miss from the
+//!   (`TxState::begin_snapshot_read_only`) and read a Met-Cache miss from the
 //!   heap without filling the cache;
 //! * every access is counted against the α/β/γ thresholds, and G-EX is
 //!   checked at every access and when a commit starts;
@@ -55,7 +55,8 @@
 use super::adaptive::AdaptiveTx;
 use super::{WorkerCounters, ZenShared};
 use crate::cc::concurrency::Concurrency;
-use crate::cc::silo::{OccTx, RowStore, WriteValue};
+use crate::cc::transaction::{RowStore, TxState};
+use crate::cc::write_set::WriteValue;
 use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
 use crate::schema::TableId;
@@ -73,7 +74,7 @@ use std::sync::Arc;
 pub(crate) struct ZenWorker<B: PmBackend> {
     shared: Arc<ZenShared<B>>,
     id: usize,
-    tx: OccTx<Row>,
+    tx: TxState<Row>,
     encoded: Vec<Vec<u8>>,
     reserved: Vec<Reserved>,
     /// Reused per commit: the write-set positions in persist order, the
@@ -308,7 +309,7 @@ impl ReclaimPolicy<Row> for ZenReclaimPolicy<'_> {
 impl<B: PmBackend> ZenWorker<B> {
     pub(crate) fn new(shared: Arc<ZenShared<B>>, id: usize) -> Self {
         assert!(id < shared.epochs.capacity(), "worker id {id} beyond the configured worker count");
-        let mut tx = OccTx::new(Arc::clone(&shared.cc), id);
+        let mut tx = TxState::new(&shared.cc, id);
         shared.orphans.lock().hand_over(&mut tx.reclaimer);
         Self {
             shared,
@@ -859,7 +860,7 @@ impl<B: PmBackend> ZenWorker<B> {
         let versions = shared
             .cc
             .versions()
-            .map_or(0, |versions| versions.collect_all(&mut crate::cc::silo::unindex_stale(&shared.tables)));
+            .map_or(0, |versions| versions.collect_all(&mut crate::cc::secondaries::unindex_stale(&shared.tables)));
         let adaptive = &plus.adaptive;
         adaptive.maintenance_runs.fetch_add(1, Ordering::Relaxed);
         adaptive

@@ -1,8 +1,12 @@
 //! PHyTM's hybrid concurrency control (phytm.txt §4) and its baselines
-//! PHTM and 2PL: which *path* each attempt of a transaction takes, and the
-//! engine-wide state the paths share (`stmLock`, `numSTMWriteback`, PHTM's
-//! global lock). The per-access rules live in `cc::silo` (`OccTx`), the
-//! commit in `engines::dram`.
+//! PHTM and 2PL, the schemes of the PHyTM family's engines
+//! ([`HybridScheme`]: `phytm`, `phytm-paper`, `phtm`, `2pl`, chosen by the
+//! engine, not by `cc=`): which *path* each attempt of a transaction takes,
+//! the engine-wide state the paths share (`stmLock`, `numSTMWriteback`,
+//! PHTM's global lock), and each path's rule for a read and a write (the
+//! [`Phytm`] protocol). The commit, with its hardware region, is
+//! `engines::dram`'s; it asks the paths through `Concurrency::hybrid` and
+//! the transaction's path state.
 //!
 //! # Paths
 //!
@@ -38,11 +42,18 @@
 //! there is no hardware: `phytm` and `2pl` run their STM path and `phtm`
 //! its global-lock path.
 
+use crate::cc::lock_table::{Conflict, HeldLocks, LockTable};
+use crate::cc::protocols::Protocol;
+use crate::cc::transaction::TxState;
+use crate::engine::ScanRequest;
 use crate::error::{AbortReason, DbError, DbResult};
-use crate::options::DbOptions;
+use crate::schema::TableId;
+use crate::storage::record::RowKind;
+use crate::storage::table::Table;
 use crossbeam_utils::CachePadded;
-use pmtx_htm::{Htm, HtmBackendKind};
+use pmtx_htm::{Htm, HtmBackendKind, HtmConfig};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Cache lines an access adds to a hardware attempt's footprint: the
 /// index slot, the row's header and its value.
@@ -105,7 +116,31 @@ impl TxPath {
     }
 }
 
-/// Which hybrid engine.
+/// Which hybrid scheme an engine of the PHyTM family runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HybridScheme {
+    /// PHyTM: Fast HTM, Slow HTM, then STM-R and STM-W.
+    Phytm,
+    /// PHyTM as the paper emulates it: hardware commits are visible before
+    /// their log is durable.
+    PhytmPaper,
+    /// PHTM: hardware, then the global lock.
+    Phtm,
+    /// 2PL: the STM path alone, no hardware.
+    TwoPl,
+}
+
+/// What a hybrid scheme is configured with.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HybridConfig {
+    pub(crate) scheme: HybridScheme,
+    /// The hardware transactions (`htm=`).
+    pub(crate) htm: HtmConfig,
+    /// The broken variant of the crash harness's self-test, if any.
+    pub(crate) faults: crate::fault::Faults,
+}
+
+/// The paths' logic: `phytm-paper` runs `phytm`'s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Scheme {
     Phytm,
@@ -165,28 +200,25 @@ impl Default for PathState {
 }
 
 impl Hybrid {
-    /// The state of the hybrid engine `options` ask for, or `None` for any
-    /// other engine.
-    pub(crate) fn for_options(options: &DbOptions) -> DbResult<Option<Self>> {
-        use crate::engine::EngineKind;
-        let scheme = match options.engine {
-            EngineKind::Phytm | EngineKind::PhytmPaper => Scheme::Phytm,
-            EngineKind::Phtm => Scheme::Phtm,
-            EngineKind::TwoPl => Scheme::TwoPl,
-            _ => return Ok(None),
+    /// The state of the scheme `config` asks for.
+    pub(crate) fn new(config: HybridConfig) -> DbResult<Self> {
+        let scheme = match config.scheme {
+            HybridScheme::Phytm | HybridScheme::PhytmPaper => Scheme::Phytm,
+            HybridScheme::Phtm => Scheme::Phtm,
+            HybridScheme::TwoPl => Scheme::TwoPl,
         };
-        let htm = match (scheme, options.htm.backend) {
+        let htm = match (scheme, config.htm.backend) {
             (Scheme::TwoPl, _) | (_, HtmBackendKind::None) => None,
             _ => Some(
-                Htm::new(options.htm)
-                    .map_err(|error| DbError::InvalidConfig(format!("htm {}: {error}", options.htm.backend)))?,
+                Htm::new(config.htm)
+                    .map_err(|error| DbError::InvalidConfig(format!("htm {}: {error}", config.htm.backend)))?,
             ),
         };
-        Ok(Some(Self {
+        Ok(Self {
             scheme,
-            visible_before_log: options.engine == EngineKind::PhytmPaper,
-            capacity_lines: match options.htm.backend {
-                HtmBackendKind::Sim => options.htm.sim.capacity_footprint_lines,
+            visible_before_log: config.scheme == HybridScheme::PhytmPaper,
+            capacity_lines: match config.htm.backend {
+                HtmBackendKind::Sim => config.htm.sim.capacity_footprint_lines,
                 _ => u32::MAX,
             },
             htm,
@@ -195,8 +227,8 @@ impl Hybrid {
             writeback_generation: Default::default(),
             global_generation: Default::default(),
             commits: Default::default(),
-            faults: options.faults(),
-        }))
+            faults: config.faults,
+        })
     }
 
     /// The region executor of hardware commits.
@@ -408,6 +440,115 @@ impl Hybrid {
     }
 }
 
+/// The state the workers of a PHyTM-family engine share: the paths' state
+/// and the lock table every path writes through.
+pub(crate) struct Shared {
+    pub(crate) hybrid: Hybrid,
+    locks: LockTable,
+}
+
+/// A worker's state under a hybrid scheme: its path and its locks.
+pub(crate) struct Phytm {
+    shared: Arc<Shared>,
+    /// Locks held by the attempt.
+    held: HeldLocks,
+    /// The path of this attempt.
+    pub(crate) path: PathState,
+}
+
+impl Phytm {
+    /// The shared state of `hybrid`'s scheme for `workers` workers: its
+    /// paths write through a no-wait lock table.
+    pub(crate) fn shared(hybrid: Hybrid, workers: usize) -> Arc<Shared> {
+        Arc::new(Shared { hybrid, locks: LockTable::new(Conflict::NoWait, workers) })
+    }
+
+    /// The rule for an access to the row at `address` after `accesses`
+    /// accesses: every write takes the row's lock exclusively; a read
+    /// takes it shared on the STM path, checks it on Slow HTM, and checks
+    /// the write-back subscription on Fast HTM; a hardware attempt aborts
+    /// once its footprint overflows the capacity.
+    #[cold]
+    fn access(&mut self, accesses: usize, address: usize, write: bool) -> Result<(), AbortReason> {
+        let (hybrid, locks) = (&self.shared.hybrid, &self.shared.locks);
+        Hybrid::check_entered(&self.path)?;
+        let path = self.path.path;
+        if path.is_hardware() {
+            let lines = (accesses + 1) as u64 * u64::from(LINES_PER_ACCESS);
+            if hybrid.over_capacity(u32::try_from(lines).unwrap_or(u32::MAX)) {
+                self.path.capacity = true;
+                return Err(AbortReason::HtmCapacity);
+            }
+        }
+        if write {
+            return locks.acquire(&mut self.held, address, true);
+        }
+        match path {
+            TxPath::Stm | TxPath::StmExclusive => locks.acquire(&mut self.held, address, false),
+            TxPath::SlowHtm if locks.is_exclusive_by_other(&self.held, address) => Err(AbortReason::Region),
+            TxPath::FastHtm => hybrid.check_read(&self.path),
+            TxPath::SlowHtm | TxPath::GlobalLock => Ok(()),
+        }
+    }
+}
+
+impl Protocol for Phytm {
+    type Shared = Arc<Shared>;
+
+    fn worker(shared: &Self::Shared, worker: usize) -> Self {
+        Self { shared: Arc::clone(shared), held: HeldLocks::new(worker), path: PathState::default() }
+    }
+
+    fn may_unlink(shared: &Self::Shared, address: usize, _tid: u64) -> bool {
+        !shared.locks.is_held(address)
+    }
+
+    fn begin(&mut self, attempt: u32, _epoch: u64) {
+        self.shared.locks.begin(&self.held, attempt <= 1);
+        self.shared.hybrid.begin(&mut self.path, attempt);
+    }
+
+    fn abort(&mut self) {
+        self.shared.locks.release_all(&mut self.held);
+        self.shared.hybrid.end(&mut self.path);
+    }
+
+    fn release_locks(&mut self) {
+        self.shared.locks.release_all(&mut self.held);
+    }
+
+    /// An attempt that could not take its path's lock touches nothing (not
+    /// even an index placeholder).
+    #[inline]
+    fn access_key(&mut self, _table: TableId, _prefix: Option<usize>, _key: &[u8]) -> Result<(), AbortReason> {
+        Hybrid::check_entered(&self.path)
+    }
+
+    #[inline]
+    fn access_range(&mut self, _prefix: Option<usize>, _request: &ScanRequest<'_>) -> Result<(), AbortReason> {
+        Hybrid::check_entered(&self.path)
+    }
+
+    #[inline]
+    fn read(&mut self, accesses: usize, address: usize) -> Result<(), AbortReason> {
+        self.access(accesses, address, false)
+    }
+
+    #[inline]
+    fn write(&mut self, accesses: usize, address: usize, _word: u64) -> Result<(), AbortReason> {
+        self.access(accesses, address, true)
+    }
+
+    /// Silo's validation; the STM path's reads are share-locked, so only
+    /// its node set needs checking.
+    fn validate_reads<R: RowKind>(&self, tx: &TxState<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
+        if !self.path.path.locks_reads() {
+            tx.validate_reads()?;
+        }
+        tx.validate_leaves(tables)
+    }
+}
+
 /// A bounded spin-then-yield wait.
 #[derive(Default)]
 struct Wait {
@@ -431,13 +572,9 @@ impl Wait {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::EngineKind;
-    use crate::schema::TableSchema;
 
-    fn hybrid(kind: EngineKind, htm: pmtx_htm::HtmConfig) -> Hybrid {
-        let mut options = DbOptions::in_memory(kind, vec![TableSchema::hashed("t")]);
-        options.htm = htm;
-        Hybrid::for_options(&options).expect("valid").expect("a hybrid engine")
+    fn hybrid(scheme: HybridScheme, htm: pmtx_htm::HtmConfig) -> Hybrid {
+        Hybrid::new(HybridConfig { scheme, htm, faults: Default::default() }).expect("valid")
     }
 
     fn walk(hybrid: &Hybrid, aborts: &[AbortReason]) -> Vec<TxPath> {
@@ -454,7 +591,7 @@ mod tests {
 
     #[test]
     fn phytm_moves_from_fast_to_slow_to_stm_to_exclusive() {
-        let h = hybrid(EngineKind::Phytm, pmtx_htm::HtmConfig::sim(1, 0));
+        let h = hybrid(HybridScheme::Phytm, pmtx_htm::HtmConfig::sim(1, 0));
         let conflicts = vec![AbortReason::Region; 40];
         let paths = walk(&h, &conflicts);
         let fast = FAST_HTM_ATTEMPTS as usize;
@@ -471,16 +608,16 @@ mod tests {
     #[test]
     fn without_hardware_each_engine_takes_its_software_path() {
         let none = pmtx_htm::HtmConfig::software();
-        assert_eq!(walk(&hybrid(EngineKind::Phytm, none), &[]), vec![TxPath::Stm]);
-        assert_eq!(walk(&hybrid(EngineKind::TwoPl, pmtx_htm::HtmConfig::sim(1, 0)), &[]), vec![TxPath::Stm]);
-        assert_eq!(walk(&hybrid(EngineKind::Phtm, none), &[]), vec![TxPath::GlobalLock]);
-        let phtm = hybrid(EngineKind::Phtm, pmtx_htm::HtmConfig::sim(1, 0));
+        assert_eq!(walk(&hybrid(HybridScheme::Phytm, none), &[]), vec![TxPath::Stm]);
+        assert_eq!(walk(&hybrid(HybridScheme::TwoPl, pmtx_htm::HtmConfig::sim(1, 0)), &[]), vec![TxPath::Stm]);
+        assert_eq!(walk(&hybrid(HybridScheme::Phtm, none), &[]), vec![TxPath::GlobalLock]);
+        let phtm = hybrid(HybridScheme::Phtm, pmtx_htm::HtmConfig::sim(1, 0));
         assert_eq!(walk(&phtm, &[AbortReason::HtmCapacity]), vec![TxPath::FastHtm, TxPath::GlobalLock]);
     }
 
     #[test]
     fn fast_htm_is_subscribed_to_write_backs_and_phtm_to_its_global_lock() {
-        let h = hybrid(EngineKind::Phytm, pmtx_htm::HtmConfig::sim(1, 0));
+        let h = hybrid(HybridScheme::Phytm, pmtx_htm::HtmConfig::sim(1, 0));
         let mut state = PathState::default();
         h.begin(&mut state, 1);
         assert_eq!(state.path, TxPath::FastHtm);
@@ -491,7 +628,7 @@ mod tests {
         assert_eq!(h.check_read(&state), Err(AbortReason::Region), "one ran during the attempt");
         h.end(&mut state);
 
-        let phtm = hybrid(EngineKind::Phtm, pmtx_htm::HtmConfig::sim(1, 0));
+        let phtm = hybrid(HybridScheme::Phtm, pmtx_htm::HtmConfig::sim(1, 0));
         let mut hardware = PathState::default();
         phtm.begin(&mut hardware, 1);
         let mut software = PathState::default();

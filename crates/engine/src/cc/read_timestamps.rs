@@ -1,4 +1,5 @@
-//! TicToc's read timestamps (`cc=tictoc`; Yu et al., SIGMOD 2016).
+//! TicToc's read timestamps (`cc=tictoc`; Yu et al., SIGMOD 2016), also
+//! the read timestamps of timestamp ordering (`cc=mvcc`, `cc=cicada`).
 //!
 //! TicToc gives every version a validity interval `[wts, rts]`: `wts` is
 //! the TID of the writer (the row's word already holds it) and `rts` the

@@ -1,0 +1,109 @@
+//! What the multi-version protocols (`hekaton`, `mvcc`, `cicada`) share: a
+//! worker's snapshot over the engine's older versions (`cc::versions`),
+//! the version a read at it sees, the refusal of a write that a newer
+//! version already replaced, and the versions a commit keeps.
+
+use crate::cc::secondaries::unindex_stale;
+use crate::cc::versions::{OlderVersion, VersionQueue, VersionStore};
+use crate::error::AbortReason;
+use crate::storage::record::{self, RowKind, ABSENT};
+use crate::storage::table::Table;
+use std::sync::Arc;
+
+/// One worker's snapshot and the versions its commits kept.
+pub(crate) struct Snapshot {
+    versions: Arc<VersionStore>,
+    worker: usize,
+    /// The attempt's snapshot (its timestamp, under timestamp ordering).
+    pub(crate) ts: u64,
+    /// Versions this worker kept, until no snapshot needs them.
+    queue: VersionQueue,
+}
+
+impl Snapshot {
+    /// The (not yet taken) snapshot of worker `worker` over `versions`.
+    pub(crate) fn new(versions: &Arc<VersionStore>, worker: usize) -> Self {
+        Self { versions: Arc::clone(versions), worker, ts: u64::MAX, queue: VersionQueue::default() }
+    }
+
+    /// The engine's older versions.
+    pub(crate) fn versions(&self) -> &VersionStore {
+        &self.versions
+    }
+
+    /// The older versions and this worker's queue of kept ones.
+    pub(crate) fn parts(&mut self) -> (&VersionStore, &mut VersionQueue) {
+        (&self.versions, &mut self.queue)
+    }
+
+    /// Takes a snapshot of every commit so far.
+    #[inline]
+    pub(crate) fn begin(&mut self) {
+        self.ts = self.versions.begin(self.worker);
+    }
+
+    /// Takes a timestamp in `epoch` or later: the commit's TID too, which
+    /// must lie in the epoch the transaction commits in.
+    #[inline]
+    pub(crate) fn begin_timestamp(&mut self, epoch: u64) {
+        self.ts = self.versions.begin_timestamp(self.worker, record::first_tid_of_epoch(epoch));
+    }
+
+    /// Takes the oldest snapshot any transaction holds (`zen+`).
+    pub(crate) fn begin_oldest(&mut self) {
+        self.ts = self.versions.begin_oldest(self.worker);
+    }
+
+    /// Releases the snapshot.
+    #[inline]
+    pub(crate) fn end(&self) {
+        self.versions.end(self.worker);
+    }
+
+    /// A version newer than the snapshot is read as the one valid at it,
+    /// from the row's chain (or none: the key was absent then).
+    #[inline]
+    pub(crate) fn version_at(&self, address: usize, word: u64, out: &mut Vec<u8>) -> Option<u64> {
+        if record::tid_of(word) <= self.ts {
+            return None;
+        }
+        let (wts, present) = match self.versions.read(address, self.ts, out) {
+            OlderVersion::Found { wts, present } => (wts, present),
+            OlderVersion::None => (0, false),
+        };
+        Some(record::word_of(wts, if present { 0 } else { ABSENT }))
+    }
+
+    /// A row with a version newer than the snapshot cannot be written (the
+    /// first writer wins).
+    #[inline]
+    pub(crate) fn check_write(&self, word: u64) -> Result<(), AbortReason> {
+        if record::tid_of(word) > self.ts {
+            return Err(AbortReason::WriteLock);
+        }
+        Ok(())
+    }
+
+    /// Keeps the version of the row at `address` (locked by this commit,
+    /// `locked_word`, value `old` when present) that the commit at `tid`
+    /// replaces.
+    pub(crate) fn preserve(&mut self, address: usize, locked_word: u64, old: Option<&[u8]>, tid: u64) {
+        let old = if locked_word & ABSENT == 0 { old } else { None };
+        debug_assert!(locked_word & ABSENT != 0 || old.is_some(), "a present version has a value");
+        self.versions.preserve(&mut self.queue, address, record::tid_of(locked_word), old, tid);
+    }
+
+    /// Drops the kept versions no snapshot needs any more, with their stale
+    /// secondary entries in `tables`.
+    pub(crate) fn collect<R: RowKind>(&mut self, tables: &[Table<R>]) {
+        self.versions.collect(&mut self.queue, &mut unindex_stale(tables));
+    }
+}
+
+/// Whether a deleted row whose delete committed at `tid` may go: no
+/// snapshot older than the delete may read it (the published collection
+/// horizon).
+#[inline]
+pub(crate) fn may_unlink(versions: &VersionStore, tid: u64) -> bool {
+    tid < versions.collection_horizon()
+}

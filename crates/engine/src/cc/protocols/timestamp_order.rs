@@ -1,0 +1,111 @@
+//! What the timestamp-ordering protocols (`mvcc`, `cicada`) share: a
+//! timestamp taken at begin is the commit's TID too; reads at it see the
+//! version valid then (`protocols::multi_version`); a write is refused
+//! when a later transaction read the version it replaces (the read
+//! timestamps of `cc::read_timestamps`); and the commit checks, at its own
+//! timestamp, every write and every range a later reader scanned.
+
+use crate::cc::protocols::multi_version::Snapshot;
+use crate::cc::protocols::TidBounds;
+use crate::cc::read_timestamps::ReadTimestamps;
+use crate::cc::transaction::TxState;
+use crate::cc::versions::VersionStore;
+use crate::error::AbortReason;
+use crate::storage::record::{self, RowKind, ABSENT};
+use crate::storage::table::Table;
+use std::sync::Arc;
+
+/// The isolation of the timestamp-ordering protocols.
+pub(crate) const ISOLATION: &str = "strictly serializable; every transaction reads at a timestamp taken when it begins";
+
+/// The state a timestamp-ordering protocol's workers share.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) versions: Arc<VersionStore>,
+    pub(crate) read_timestamps: Arc<ReadTimestamps>,
+}
+
+impl Shared {
+    /// The state for `workers` workers.
+    pub(crate) fn new(workers: usize) -> Self {
+        Self { versions: Arc::new(VersionStore::new(workers)), read_timestamps: Arc::new(ReadTimestamps::new()) }
+    }
+}
+
+/// A write of the row at `address` (whose word is `word`) at `snapshot`:
+/// refused when a newer version exists, or when a later transaction read
+/// the version it replaces.
+#[inline]
+pub(crate) fn check_write(
+    snapshot: &Snapshot,
+    read_timestamps: &ReadTimestamps,
+    address: usize,
+    word: u64,
+) -> Result<(), AbortReason> {
+    snapshot.check_write(word)?;
+    if read_timestamps.rts(address, record::tid_of(word)) > snapshot.ts {
+        // A later transaction read the version this write replaces.
+        return Err(AbortReason::TimestampOrder);
+    }
+    Ok(())
+}
+
+/// The commit at the transaction's own timestamp `ts`: still in the
+/// current epoch (the durability schemes acknowledge by the TID's epoch),
+/// above the version every write replaces and above every read of it, and
+/// no phantom. (The protocol then checks its reads and leaves.)
+pub(crate) fn check_commit<R: RowKind>(
+    tx: &TxState<R>,
+    tables: &[Table<R>],
+    read_timestamps: &ReadTimestamps,
+    ts: u64,
+    bounds: TidBounds,
+) -> Result<(), AbortReason> {
+    if record::epoch_of_tid(ts) != bounds.epoch {
+        return Err(AbortReason::TimestampOrder);
+    }
+    tx.check_reads_durable()?;
+    for entry in tx.writes.entries() {
+        let wts = record::tid_of(entry.locked_word);
+        // IMPORTANT: the row is locked; a reader that raised its rts
+        // before reading is seen here (`cc::read_timestamps`'s order).
+        if wts >= ts || read_timestamps.rts(entry.row.as_ptr() as usize, wts) > ts {
+            return Err(AbortReason::TimestampOrder);
+        }
+    }
+    check_no_later_range_read(tx, tables, ts)
+}
+
+/// Timestamp ordering's phantom check: no transaction with a later
+/// timestamp read the range of a key this one makes present (a
+/// placeholder it inserted, an absent row it fills, a new secondary
+/// entry), since that reader, serialized after this commit, did not
+/// see the key. Readers raise the read timestamps of the leaves they
+/// scan (`OrderedIndex::raise_read_ts`) before validating them; the
+/// key is in its leaf before this check.
+fn check_no_later_range_read<R: RowKind>(tx: &TxState<R>, tables: &[Table<R>], ts: u64) -> Result<(), AbortReason> {
+    for entry in tx.writes.entries() {
+        if entry.locked_word & ABSENT == 0 || entry.is_delete() {
+            continue;
+        }
+        let table = &tables[entry.table.0 as usize];
+        let read_ts = match tx.created.iter().find(|(_, row, _)| *row == entry.row) {
+            Some(&(_, _, Some(leaf))) => table.leaf_read_ts(None, leaf),
+            _ => table.gap_read_ts(None, entry.row().key()),
+        };
+        if read_ts > ts {
+            return Err(AbortReason::TimestampOrder);
+        }
+    }
+    for added in tx.added_secondaries.iter().filter(|added| added.inserted) {
+        let table = &tables[tx.writes.entries()[added.write].table.0 as usize];
+        let read_ts = match added.leaf {
+            Some(leaf) => table.leaf_read_ts(Some(added.position), leaf),
+            None => table.gap_read_ts(Some(added.position), &added.composite),
+        };
+        if read_ts > ts {
+            return Err(AbortReason::TimestampOrder);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,286 @@
+//! A transaction's buffered writes ([`WriteSet`]): entries plus one
+//! per-worker byte arena for their keys and values (no allocation per
+//! write once warm), the views the durability schemes read, and the
+//! commit-time locking of the written rows (row words, address order),
+//! which every protocol uses.
+
+use crate::cc::position_index::PositionIndex;
+use crate::error::AbortReason;
+use crate::schema::TableId;
+use crate::storage::record::{self, RowKind, REMOVED};
+use std::ptr::NonNull;
+
+/// How long a committing writer spins for a row lock before aborting.
+const LOCK_SPINS: u32 = 256;
+
+/// One buffered write; its key and value live in the [`WriteSet`]'s arena.
+pub struct WriteEntry<R> {
+    /// Table.
+    pub table: TableId,
+    pub(crate) row: NonNull<R>,
+    key_at: u32,
+    key_len: u32,
+    /// (offset, length) of the new value in the arena; `None` deletes.
+    value: Option<(u32, u32)>,
+    /// Whether the commit adds secondary-index entries for this row (a new
+    /// row, or a secondary key changed); see `table::secondaries_to_index`.
+    pub index_secondaries: bool,
+    /// The word seen when locking (valid between lock and install).
+    pub locked_word: u64,
+}
+
+impl<R> WriteEntry<R> {
+    /// The row.
+    #[inline]
+    pub fn row(&self) -> &R {
+        // SAFETY: a buffered row is alive while the transaction runs: its
+        // worker is announced in an epoch, and rows are freed only after the
+        // horizon passed their unlink.
+        unsafe { self.row.as_ref() }
+    }
+
+    /// Whether this write deletes.
+    pub fn is_delete(&self) -> bool {
+        self.value.is_none()
+    }
+
+    /// Whether the new value was written to the worker's NVM heap during
+    /// the transaction and left the arena (`zen+`'s exclusive stage).
+    pub fn is_spilled(&self) -> bool {
+        self.value.is_some_and(|(at, _)| at == SPILLED)
+    }
+}
+
+/// Arena offset of a value that left the arena ([`WriteSet::spill`]).
+const SPILLED: u32 = u32::MAX;
+
+/// A buffered write's new value as the commit sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteValue<'a> {
+    /// The value, in the arena.
+    Bytes(&'a [u8]),
+    /// A delete.
+    Delete,
+    /// A value of this length already written to the heap by the worker
+    /// (`zen+`'s exclusive stage); the worker knows where.
+    Spilled(usize),
+}
+
+/// One write as the log and the persist steps see it.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteView<'a> {
+    /// Table.
+    pub table: TableId,
+    /// Primary key.
+    pub key: &'a [u8],
+    /// New value, `None` for a delete.
+    pub value: Option<&'a [u8]>,
+}
+
+/// A transaction's buffered writes: entries plus one byte arena for their
+/// keys and values, both reused across transactions.
+pub struct WriteSet<R> {
+    pub(crate) entries: Vec<WriteEntry<R>>,
+    arena: Vec<u8>,
+    positions: PositionIndex,
+}
+
+impl<R> Default for WriteSet<R> {
+    fn default() -> Self {
+        Self { entries: Vec::new(), arena: Vec::new(), positions: PositionIndex::default() }
+    }
+}
+
+fn write_row_of<R>(entry: &WriteEntry<R>) -> *const R {
+    entry.row.as_ptr()
+}
+
+impl<R> WriteSet<R> {
+    /// Forgets every write (keeps the buffers).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.arena.clear();
+        self.positions.clear();
+    }
+
+    /// Number of writes.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is written.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entries.
+    pub fn entries(&self) -> &[WriteEntry<R>] {
+        &self.entries
+    }
+
+    /// Position of `row`'s write.
+    #[inline]
+    pub fn find(&self, row: *const R) -> Option<usize> {
+        self.positions.find(&self.entries, write_row_of, row)
+    }
+
+    fn stash(&mut self, bytes: &[u8]) -> (u32, u32) {
+        let at = self.arena.len();
+        self.arena.extend_from_slice(bytes);
+        (u32::try_from(at).expect("a transaction's writes stay below 4 GiB"), bytes.len() as u32)
+    }
+
+    /// Buffers a write of a row not yet in the set.
+    pub fn push(&mut self, table: TableId, row: &R, key: &[u8], value: Option<&[u8]>, index_secondaries: bool) {
+        debug_assert!(self.find(row).is_none());
+        let (key_at, key_len) = self.stash(key);
+        let value = value.map(|value| self.stash(value));
+        self.entries.push(WriteEntry {
+            table,
+            row: NonNull::from(row),
+            key_at,
+            key_len,
+            value,
+            index_secondaries,
+            locked_word: 0,
+        });
+        self.positions.pushed(&self.entries, write_row_of);
+    }
+
+    /// Replaces write `index`'s value (in place when the length is equal).
+    pub fn set_value(&mut self, index: usize, value: Option<&[u8]>) {
+        let new = match (self.entries[index].value, value) {
+            (Some((at, len)), Some(value)) if at != SPILLED && len as usize == value.len() => {
+                self.arena[at as usize..(at + len) as usize].copy_from_slice(value);
+                Some((at, len))
+            }
+            (_, Some(value)) => Some(self.stash(value)),
+            (_, None) => None,
+        };
+        self.entries[index].value = new;
+    }
+
+    /// Write `index`'s key.
+    #[inline]
+    pub fn key(&self, index: usize) -> &[u8] {
+        let entry = &self.entries[index];
+        &self.arena[entry.key_at as usize..(entry.key_at + entry.key_len) as usize]
+    }
+
+    /// Write `index`'s new value (`None`: a delete). Only engines that
+    /// never spill call it (a spilled value is not in the arena).
+    #[inline]
+    pub fn value(&self, index: usize) -> Option<&[u8]> {
+        let (at, len) = self.entries[index].value?;
+        debug_assert_ne!(at, SPILLED, "a spilled value is read through WriteSet::value_state");
+        Some(&self.arena[at as usize..(at + len) as usize])
+    }
+
+    /// Write `index`'s new value, spilled or not.
+    #[inline]
+    pub fn value_state(&self, index: usize) -> WriteValue<'_> {
+        match self.entries[index].value {
+            None => WriteValue::Delete,
+            Some((SPILLED, len)) => WriteValue::Spilled(len as usize),
+            Some((at, len)) => WriteValue::Bytes(&self.arena[at as usize..(at + len) as usize]),
+        }
+    }
+
+    /// Write `index`'s new value, to change in place (not spilled).
+    pub fn value_mut(&mut self, index: usize) -> Option<&mut [u8]> {
+        let (at, len) = self.entries[index].value?;
+        debug_assert_ne!(at, SPILLED, "a spilled value is brought back before it changes");
+        Some(&mut self.arena[at as usize..(at + len) as usize])
+    }
+
+    /// Bytes the arena holds (keys and values not spilled).
+    pub fn arena_bytes(&self) -> usize {
+        self.arena.len()
+    }
+
+    /// Marks write `index`'s value as written to the heap by the caller
+    /// (`zen+`'s exclusive stage): its bytes are garbage in the arena until
+    /// the next [`WriteSet::compact`]. Reads of it then go through the
+    /// caller; a later write of the row brings a value back.
+    pub fn spill(&mut self, index: usize) {
+        if let Some((at, _)) = &mut self.entries[index].value {
+            *at = SPILLED;
+        }
+    }
+
+    /// Rebuilds the arena without the spilled values.
+    pub fn compact(&mut self) {
+        let mut arena = Vec::with_capacity(self.arena.len() / 2);
+        for entry in &mut self.entries {
+            let key = entry.key_at as usize..(entry.key_at + entry.key_len) as usize;
+            entry.key_at = arena.len() as u32;
+            arena.extend_from_slice(&self.arena[key]);
+            if let Some((at, len)) = &mut entry.value {
+                if *at != SPILLED {
+                    let value = *at as usize..(*at + *len) as usize;
+                    *at = arena.len() as u32;
+                    arena.extend_from_slice(&self.arena[value]);
+                }
+            }
+        }
+        self.arena = arena;
+    }
+
+    /// Write `index` as the log sees it.
+    #[inline]
+    pub fn view(&self, index: usize) -> WriteView<'_> {
+        WriteView { table: self.entries[index].table, key: self.key(index), value: self.value(index) }
+    }
+
+    /// Every write, in the set's order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = WriteView<'_>> + '_ {
+        (0..self.entries.len()).map(|index| self.view(index))
+    }
+
+    /// Orders the writes by row address (the lock order).
+    pub fn sort_by_row(&mut self) {
+        self.entries.sort_unstable_by_key(|entry| entry.row.as_ptr() as usize);
+        self.positions.rebuild(&self.entries, write_row_of);
+    }
+
+    /// Records the word seen when write `index`'s row was locked.
+    pub fn set_locked_word(&mut self, index: usize, word: u64) {
+        self.entries[index].locked_word = word;
+    }
+}
+
+impl<R: RowKind> WriteSet<R> {
+    /// Locks the written rows in address order (the commit's lock step).
+    /// Returns the largest TID seen on a locked row, or the abort reason
+    /// (with nothing left locked).
+    pub(crate) fn lock_rows(&mut self) -> Result<u64, AbortReason> {
+        self.sort_by_row();
+        let mut max_tid = 0;
+        for index in 0..self.len() {
+            match self.entries[index].row().lock(LOCK_SPINS) {
+                Some(word) if word != REMOVED => {
+                    self.set_locked_word(index, word);
+                    max_tid = max_tid.max(record::tid_of(word));
+                }
+                Some(_) => {
+                    // Unlinked since the body read it: the read set's word
+                    // differs, so the attempt could not validate anyway.
+                    self.unlock(index + 1);
+                    return Err(AbortReason::ReadValidation);
+                }
+                None => {
+                    self.unlock(index);
+                    return Err(AbortReason::WriteLock);
+                }
+            }
+        }
+        Ok(max_tid)
+    }
+
+    /// Unlocks the first `locked` written rows without changing them.
+    pub(crate) fn unlock(&self, locked: usize) {
+        for entry in &self.entries[..locked] {
+            entry.row().unlock();
+        }
+    }
+}
