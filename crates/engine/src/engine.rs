@@ -8,7 +8,9 @@
 use crate::error::{DbResult, TxResult};
 use crate::index::ScanDirection;
 use crate::schema::TableId;
-pub use crate::stats::{EngineStats, RecoveryReport};
+pub use crate::stats::{CommitTicket, EngineStats, RecoveryReport};
+pub(crate) use crate::storage::record::sp3_writer_of;
+pub use crate::storage::record::{SP3_MAX_WORKERS, SP3_WORKER_BITS};
 use crate::storage::table::Table;
 use std::ops::Bound;
 
@@ -247,32 +249,10 @@ impl EngineKind {
     }
 }
 
-/// The SP^3 family's TIDs carry the committing worker in their low bits
-/// (the paper's `<threadID, logicID>`: a worker's TIDs grow, so the TID is
-/// also its logical id), so a row's version word names its last writer.
-pub const SP3_WORKER_BITS: u32 = 8;
-/// Most workers an SP^3-family engine numbers in [`SP3_WORKER_BITS`].
-pub const SP3_MAX_WORKERS: usize = 1 << SP3_WORKER_BITS;
-
-/// The worker that committed `tid` on an SP^3-family engine.
-#[inline(always)]
-pub(crate) fn sp3_writer_of(tid: u64) -> usize {
-    (tid & (SP3_MAX_WORKERS as u64 - 1)) as usize
-}
-
 impl std::fmt::Display for EngineKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// When a committed transaction becomes durable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CommitTicket {
-    /// Already durable (synchronous logging, or a non-durable engine).
-    Durable,
-    /// Durable once the engine's durable epoch reaches this epoch.
-    Epoch(u64),
 }
 
 /// One write of a transaction body.

@@ -29,10 +29,11 @@ use crate::durability::log::{SegmentId, SegmentStore};
 use crate::durability::segments::PoolSegments;
 use crate::durability::CommitLog;
 use crate::durability::EnginePolicy;
-use crate::engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
-use crate::options::DbOptions;
+use crate::fault::Faults;
+use crate::schema::TableSchema;
+use crate::stats::{CommitTicket, EngineStats, RecoveryReport};
 use crate::storage::record::{self, Record};
 use crate::storage::table::Table;
 use crossbeam_utils::CachePadded;
@@ -73,6 +74,36 @@ fn row_bytes(writes: &WriteSet<Record>) -> u64 {
         .sum()
 }
 
+/// What a group-commit log is opened with (the engine builds it from its
+/// options).
+#[derive(Clone, Debug)]
+pub(crate) struct GroupCommitConfig {
+    /// Worker slots, one log chain each.
+    pub(crate) workers: usize,
+    /// Largest checkpoint row the schema allows, in bytes.
+    pub(crate) max_row_bytes: u64,
+    /// Synchronous logging: every record is durable when its commit
+    /// returns, so recovery replays every valid record and ignores the
+    /// durable-epoch root (the DBXN and SP^3 logs set it).
+    pub(crate) synchronous: bool,
+    /// Records carry the transactions they depend on, and recovery drops
+    /// those whose dependencies were never durable (SP^3's log sets it).
+    pub(crate) dependency_dag: bool,
+    pub(crate) faults: Faults,
+}
+
+impl GroupCommitConfig {
+    /// Epoch group commit for `workers` over `tables`.
+    pub(crate) fn new(workers: usize, tables: &[TableSchema], faults: Faults) -> Self {
+        let max_row_bytes = tables
+            .iter()
+            .map(|t| (CHECKPOINT_ROW_HEADER + (t.max_key_len + t.max_value_len) as u64).next_multiple_of(8))
+            .max()
+            .unwrap_or(0);
+        Self { workers, max_row_bytes, synchronous: false, dependency_dag: false, faults }
+    }
+}
+
 /// Group-commit durability over a pool, with the log's segments in store
 /// `S` (pool chunks by default; files for `dbx-disk`). Checkpoints and the
 /// durable-epoch root are always in the pool.
@@ -104,30 +135,18 @@ pub(crate) struct GroupCommitLog<B: PmBackend, S: SegmentStore = PoolSegments<B>
     /// only bytes it flushes).
     flush_lock: Mutex<Vec<u64>>,
     closed: AtomicBool,
-    /// The engine this log serves (`group-commit`, or a DBXN engine).
-    kind: EngineKind,
-    /// Synchronous logging (the DBXN family): every record is durable when
-    /// its commit returns, so recovery replays every valid record and
-    /// ignores the durable-epoch root.
+    /// See [`GroupCommitConfig::synchronous`].
     synchronous: bool,
-    faults: crate::fault::Faults,
+    /// See [`GroupCommitConfig::dependency_dag`].
+    dependency_dag: bool,
+    faults: Faults,
 }
 
 impl<B: PmBackend> GroupCommitLog<B> {
-    pub(crate) fn open(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Self> {
-        Self::open_with(options, pool, EngineKind::GroupCommit, false)
-    }
-
-    /// The log of engine `kind` in the pool; `synchronous` for engines
-    /// whose records are durable when their commit returns (see the field).
-    pub(crate) fn open_with(
-        options: &DbOptions,
-        pool: Arc<Pool<B>>,
-        kind: EngineKind,
-        synchronous: bool,
-    ) -> DbResult<Self> {
+    /// The log with its segments in the pool.
+    pub(crate) fn open(config: GroupCommitConfig, pool: Arc<Pool<B>>) -> DbResult<Self> {
         let store = PoolSegments::new(Arc::clone(&pool));
-        GroupCommitLog::open_in(options, pool, store, kind, synchronous)
+        GroupCommitLog::open_in(config, pool, store)
     }
 }
 
@@ -166,30 +185,26 @@ pub(crate) fn check_log_medium<B: PmBackend>(pool: &Pool<B>, in_pool: bool) -> D
 }
 
 impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
-    /// The log of engine `kind` with its segments in `store`; the pool
-    /// holds checkpoints and the roots.
-    pub(crate) fn open_in(
-        options: &DbOptions,
-        pool: Arc<Pool<B>>,
-        store: S,
-        kind: EngineKind,
-        synchronous: bool,
-    ) -> DbResult<Self> {
+    /// The log with its segments in `store`; the pool holds checkpoints
+    /// and the roots. The caller checks the pool's engine identity and
+    /// schema right after (before recovery reads anything), as the
+    /// medium is checked first here.
+    pub(crate) fn open_in(config: GroupCommitConfig, pool: Arc<Pool<B>>, store: S) -> DbResult<Self> {
         // The medium first: a pool whose first open crashed before its
         // engine root was written must not look like a pool of another
         // medium at the next open.
         if !check_log_medium(&pool, S::IN_POOL)? {
             pool.set_root(LOG_MEDIUM_ROOT, if S::IN_POOL { LOG_MEDIUM_POOL } else { LOG_MEDIUM_FILES })?;
         }
-        crate::catalog::check_identity(&pool, kind, options)?;
+        let workers = config.workers;
         Ok(Self {
             store: Arc::new(store),
-            kind,
-            synchronous,
-            faults: options.faults(),
+            synchronous: config.synchronous,
+            dependency_dag: config.dependency_dag,
+            faults: config.faults,
             pool,
-            logs: (0..options.workers).map(|_| Arc::new(LogShared::default())).collect(),
-            next_sequence: Mutex::new(vec![0; options.workers]),
+            logs: (0..workers).map(|_| Arc::new(LogShared::default())).collect(),
+            next_sequence: Mutex::new(vec![0; workers]),
             retired: Mutex::new(Vec::new()),
             epochs: OnceLock::new(),
             checkpoint_generation: Mutex::new(0),
@@ -197,15 +212,10 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
             checkpoints: AtomicU64::new(0),
             segments_freed: AtomicU64::new(0),
             recovery: Mutex::new(None),
-            logged_row_bytes: (0..options.workers).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+            logged_row_bytes: (0..workers).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
             checkpoint_bytes: AtomicU64::new(0),
             logged_at_checkpoint: AtomicU64::new(0),
-            max_row_bytes: options
-                .tables
-                .iter()
-                .map(|t| (CHECKPOINT_ROW_HEADER + (t.max_key_len + t.max_value_len) as u64).next_multiple_of(8))
-                .max()
-                .unwrap_or(0),
+            max_row_bytes: config.max_row_bytes,
             self_driving: AtomicBool::new(false),
             flush_lock: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
@@ -616,10 +626,6 @@ fn dependency_dag_drops<S: SegmentStore>(
 }
 
 impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
-    fn kind(&self) -> EngineKind {
-        self.kind
-    }
-
     fn recover(&self, tables: &[Table], epochs: &Arc<Epochs>) -> DbResult<()> {
         debug_assert_eq!(epochs.capacity(), self.logs.len());
         let started = Instant::now();
@@ -752,7 +758,7 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
         }
         // SP^3: the records whose dependencies were never durable, and the
         // later records of their workers (see `durability::sp3_log`).
-        let dropped = if self.kind == EngineKind::Sp3 {
+        let dropped = if self.dependency_dag {
             let dropped = dependency_dag_drops(&*self.store, &segments, start_epoch)?;
             report.log_records_missing_dependency = dropped.len() as u64;
             dropped

@@ -86,7 +86,7 @@ const RECORD_HEADER: usize = 24;
 const WRITE_HEADER: usize = 16;
 const DELETE_MARK: u32 = u32::MAX;
 /// Most dependencies one record may carry (one per other worker suffices).
-pub const MAX_DEPENDENCIES: usize = crate::engine::SP3_MAX_WORKERS;
+pub const MAX_DEPENDENCIES: usize = crate::storage::record::SP3_MAX_WORKERS;
 
 /// How a writer stores records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

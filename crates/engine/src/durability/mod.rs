@@ -16,9 +16,9 @@ pub mod segments;
 pub(crate) mod sp3_log;
 
 use crate::cc::silo::WriteSet;
-use crate::engine::{CommitTicket, EngineKind, EngineStats};
 use crate::epoch::Epochs;
 use crate::error::DbResult;
+use crate::stats::{CommitTicket, EngineStats};
 use crate::storage::record::Record;
 use crate::storage::table::Table;
 use std::sync::Arc;
@@ -143,8 +143,6 @@ pub trait CommitLog: Send + Sync + 'static {
 /// The commit-log policy of an engine, plus what it does on each epoch tick
 /// and at close.
 pub(crate) trait EnginePolicy: CommitLog {
-    /// Which engine this policy makes.
-    fn kind(&self) -> EngineKind;
     /// Loads durable state into `tables` (recovery) and raises `epochs`
     /// above every recovered TID.
     fn recover(&self, tables: &[Table], epochs: &Arc<Epochs>) -> DbResult<()>;

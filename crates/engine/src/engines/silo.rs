@@ -3,7 +3,7 @@
 
 use crate::cc::silo::WriteSet;
 use crate::durability::{CommitLog, EnginePolicy};
-use crate::engine::{CommitTicket, EngineKind, EngineStats};
+use crate::engine::{CommitTicket, EngineStats};
 use crate::epoch::Epochs;
 use crate::error::DbResult;
 use crate::storage::record::Record;
@@ -30,9 +30,6 @@ impl CommitLog for NoLog {
 }
 
 impl EnginePolicy for NoLog {
-    fn kind(&self) -> EngineKind {
-        EngineKind::Silo
-    }
     fn recover(&self, _tables: &[Table], _epochs: &Arc<Epochs>) -> DbResult<()> {
         Ok(())
     }

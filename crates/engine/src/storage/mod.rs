@@ -2,6 +2,7 @@
 //! their indexes, scans and reclamation ([`table`]), and Zen's PM tuple heap
 //! with its DRAM Met-Cache (`zen`).
 
+pub(crate) mod nvm_tuples;
 pub mod record;
 pub mod table;
 pub(crate) mod zen;
