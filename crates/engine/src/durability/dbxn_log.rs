@@ -70,7 +70,6 @@
 //! means every commit of epochs up to it has finished its synchronous log,
 //! which is what a checkpoint waits for before its root switch.
 
-use crate::cc::silo::WriteSet;
 use crate::durability::group_commit::{GroupCommitConfig, GroupCommitLog};
 use crate::durability::log::SegmentStore;
 use crate::durability::log::{LogLayout, LogWriter};
@@ -80,6 +79,7 @@ use crate::durability::{CommitLog, CommitStage};
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
 use crate::stats::{CommitTicket, EngineStats};
+use crate::storage::commit_view::CommitView;
 use crate::storage::nvm_tuples::{NvmTuples, NvmTuplesConfig};
 use crate::storage::record::Record;
 use crate::storage::table::Table;
@@ -155,14 +155,14 @@ pub(crate) struct ValueHeap<B: PmBackend> {
     buffer: Vec<u8>,
 }
 
-fn value_bytes(writes: &WriteSet<Record>) -> u64 {
-    writes.iter().filter_map(|w| w.value).map(|v| (VALUE_ENTRY_HEADER + v.len() as u64).next_multiple_of(8)).sum()
+fn value_bytes<V: CommitView + ?Sized>(writes: &V) -> u64 {
+    writes.writes().filter_map(|w| w.value).map(|v| (VALUE_ENTRY_HEADER + v.len() as u64).next_multiple_of(8)).sum()
 }
 
 impl<B: PmBackend> ValueHeap<B> {
     /// Makes room for the values of `writes`, taking a new chunk (after
     /// `admit` agrees) when the current one is full.
-    fn prepare(&mut self, writes: &WriteSet<Record>, admit: impl FnOnce() -> DbResult<()>) -> DbResult<()> {
+    fn prepare<V: CommitView + ?Sized>(&mut self, writes: &V, admit: impl FnOnce() -> DbResult<()>) -> DbResult<()> {
         let need = value_bytes(writes);
         let chunk_size = self.pool.geometry().chunk_size;
         if need == 0 || (self.offset != 0 && self.position + need <= chunk_size) {
@@ -201,9 +201,9 @@ impl<B: PmBackend> ValueHeap<B> {
     /// Writes the values of `writes` (room was made by `prepare`); returns
     /// the range written. Not durable until the caller's fence (and flush,
     /// for ordinary stores).
-    fn append(&mut self, tid: u64, writes: &WriteSet<Record>) -> Option<(u64, u64)> {
+    fn append<V: CommitView + ?Sized>(&mut self, tid: u64, writes: &V) -> Option<(u64, u64)> {
         self.buffer.clear();
-        for write in writes.iter() {
+        for write in writes.writes() {
             if let Some(value) = write.value {
                 self.buffer.extend_from_slice(&(value.len() as u32).to_le_bytes());
                 self.buffer.extend_from_slice(&write.table.0.to_le_bytes());
@@ -376,7 +376,7 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> CommitLog for DbxnLog<B,
         Ok(DbxnWorker { id, log, values, appended: 0 })
     }
 
-    fn prepare(&self, worker: &mut DbxnWorker<B, S>, writes: &WriteSet<Record>) -> DbResult<()> {
+    fn prepare<V: CommitView + ?Sized>(&self, worker: &mut DbxnWorker<B, S>, writes: &V) -> DbResult<()> {
         if self.inner.is_closed() {
             return Err(DbError::Poisoned("the database is closed".into()));
         }
@@ -395,7 +395,12 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> CommitLog for DbxnLog<B,
         self.htm.as_ref()
     }
 
-    fn append(&self, worker: &mut DbxnWorker<B, S>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
+    fn append<V: CommitView + ?Sized>(
+        &self,
+        worker: &mut DbxnWorker<B, S>,
+        tid: u64,
+        writes: &V,
+    ) -> DbResult<CommitTicket> {
         #[cfg(test)]
         if let Some(hook) = &self.before_log {
             hook(worker.id);

@@ -22,7 +22,6 @@
 //! since), so a log that fills the pool ends in `DbError::OutOfSpace` while
 //! close and recovery can still checkpoint and free the log.
 
-use crate::cc::silo::WriteSet;
 use crate::durability::checkpoint::{self, CheckpointMeta};
 use crate::durability::log::{self, LogShared, LogStoreMode, LogWriter, SegmentInfo};
 use crate::durability::log::{SegmentId, SegmentStore};
@@ -34,6 +33,7 @@ use crate::error::{DbError, DbResult};
 use crate::fault::Faults;
 use crate::schema::TableSchema;
 use crate::stats::{CommitTicket, EngineStats, RecoveryReport};
+use crate::storage::commit_view::CommitView;
 use crate::storage::record::{self, Record};
 use crate::storage::table::Table;
 use crossbeam_utils::CachePadded;
@@ -66,9 +66,9 @@ const CHECKPOINT_CHUNK_HEADER: u64 = 64;
 const CHECKPOINT_ROW_HEADER: u64 = 32;
 
 /// Checkpoint-row bytes a logged write can add to the next checkpoint.
-fn row_bytes(writes: &WriteSet<Record>) -> u64 {
+fn row_bytes<V: CommitView + ?Sized>(writes: &V) -> u64 {
     writes
-        .iter()
+        .writes()
         .filter_map(|write| write.value.map(|value| CHECKPOINT_ROW_HEADER + (write.key.len() + value.len()) as u64))
         .map(|bytes| bytes.next_multiple_of(8))
         .sum()
@@ -475,7 +475,7 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
     }
 
     /// Accounts a record of `writes` logged by `worker` (for the reserve).
-    pub(crate) fn note_logged(&self, worker: usize, writes: &WriteSet<Record>) {
+    pub(crate) fn note_logged<V: CommitView + ?Sized>(&self, worker: usize, writes: &V) {
         self.logged_row_bytes[worker].fetch_add(row_bytes(writes), Ordering::Relaxed);
     }
 }
@@ -533,7 +533,12 @@ impl<B: PmBackend, S: SegmentStore> CommitLog for GroupCommitLog<B, S> {
         LogWriter::in_store(Arc::clone(&self.store), id as u16, LogStoreMode::Cached, shared, sequence)
     }
 
-    fn append(&self, worker: &mut LogWriter<S>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
+    fn append<V: CommitView + ?Sized>(
+        &self,
+        worker: &mut LogWriter<S>,
+        tid: u64,
+        writes: &V,
+    ) -> DbResult<CommitTicket> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(DbError::Poisoned("the database is closed".into()));
         }

@@ -42,8 +42,8 @@
 //! its writers followed every record with 8 zero bytes. Recovery still
 //! reads it.
 
-use crate::cc::silo::WriteSet;
 use crate::error::{DbError, DbResult};
+use crate::storage::commit_view::CommitView;
 use pmtx_pm::{ChunkId, PmBackend, Pool};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -415,7 +415,7 @@ impl<S: SegmentStore> LogWriter<S> {
     /// fences. An error of the store (a file log's failed write) leaves the
     /// writer where it was: the next record overwrites whatever part of
     /// this one reached the file.
-    pub fn append<R>(&mut self, tid: u64, writes: &WriteSet<R>) -> DbResult<(u64, u64)> {
+    pub fn append<V: CommitView + ?Sized>(&mut self, tid: u64, writes: &V) -> DbResult<(u64, u64)> {
         self.buffer.clear();
         encode_unsealed(&mut self.buffer, writes, &[]);
         let length = self.buffer.len() as u64;
@@ -471,12 +471,12 @@ impl<S: SegmentStore> LogWriter<S> {
 
     /// Whether [`LogWriter::prepare`] of `writes` fits the current segment
     /// (else it starts a new segment).
-    pub fn fits_prepared<R>(&self, writes: &WriteSet<R>) -> bool {
+    pub fn fits_prepared<V: CommitView + ?Sized>(&self, writes: &V) -> bool {
         self.fits_prepared_reserving(writes, 0)
     }
 
     /// [`LogWriter::fits_prepared`] with room for `max_dependencies`.
-    pub fn fits_prepared_reserving<R>(&self, writes: &WriteSet<R>, max_dependencies: usize) -> bool {
+    pub fn fits_prepared_reserving<V: CommitView + ?Sized>(&self, writes: &V, max_dependencies: usize) -> bool {
         let layout = self.layout.unwrap_or(LogLayout::PLAIN);
         let raw = record_length_with(writes, max_dependencies.min(MAX_DEPENDENCIES));
         self.position + layout.filler_before(self.position, raw) + layout.padded_len(raw) <= self.segment_size
@@ -488,14 +488,14 @@ impl<S: SegmentStore> LogWriter<S> {
     /// if not. After `Ok`, `append_prepared` can fail only where the store
     /// can (never for the pool): a synchronous engine prepares before its
     /// commit region so nothing can fail after it installed.
-    pub fn prepare<R>(&mut self, writes: &WriteSet<R>) -> DbResult<()> {
+    pub fn prepare<V: CommitView + ?Sized>(&mut self, writes: &V) -> DbResult<()> {
         self.prepare_reserving(writes, 0)
     }
 
     /// [`LogWriter::prepare`], leaving room in the segment for up to
     /// `max_dependencies` dependency TIDs, which
     /// [`LogWriter::append_prepared_with_dependencies`] adds.
-    pub fn prepare_reserving<R>(&mut self, writes: &WriteSet<R>, max_dependencies: usize) -> DbResult<()> {
+    pub fn prepare_reserving<V: CommitView + ?Sized>(&mut self, writes: &V, max_dependencies: usize) -> DbResult<()> {
         let layout = self.layout.unwrap_or(LogLayout::PLAIN);
         let max_dependencies = max_dependencies.min(MAX_DEPENDENCIES);
         let raw = record_length_with(writes, max_dependencies);
@@ -517,7 +517,7 @@ impl<S: SegmentStore> LogWriter<S> {
 
     /// Encodes the record of `writes` and `dependencies` at the current
     /// position (the caller made sure it fits).
-    fn encode_prepared<R>(&mut self, writes: &WriteSet<R>, dependencies: &[u64]) {
+    fn encode_prepared<V: CommitView + ?Sized>(&mut self, writes: &V, dependencies: &[u64]) {
         let layout = self.layout.unwrap_or(LogLayout::PLAIN);
         let raw = record_length_with(writes, dependencies.len());
         let len = layout.padded_len(raw);
@@ -539,10 +539,10 @@ impl<S: SegmentStore> LogWriter<S> {
     /// [`LogWriter::append_prepared`] of the record prepared for `writes`
     /// by [`LogWriter::prepare_reserving`], with `dependencies` (at most the
     /// number reserved) added.
-    pub fn append_prepared_with_dependencies<R>(
+    pub fn append_prepared_with_dependencies<V: CommitView + ?Sized>(
         &mut self,
         tid: u64,
-        writes: &WriteSet<R>,
+        writes: &V,
         dependencies: &[u64],
     ) -> Result<(u64, u64), S::Error> {
         debug_assert!(self.prepared.is_some(), "append without prepare");
@@ -599,36 +599,36 @@ impl<S: SegmentStore> LogWriter<S> {
 
     /// Whether the record of `writes` fits the current segment (else the
     /// next [`LogWriter::append`] starts a new segment first).
-    pub fn fits<R>(&self, writes: &WriteSet<R>) -> bool {
+    pub fn fits<V: CommitView + ?Sized>(&self, writes: &V) -> bool {
         self.position + record_length(writes) <= self.segment_size
     }
 }
 
 /// Encoded length of the redo record of `writes` (as `encode_record` makes it).
-pub fn record_length<R>(writes: &WriteSet<R>) -> u64 {
+pub fn record_length<V: CommitView + ?Sized>(writes: &V) -> u64 {
     record_length_with(writes, 0)
 }
 
 /// Encoded length of the redo record of `writes` with `dependencies` TIDs.
-pub fn record_length_with<R>(writes: &WriteSet<R>, dependencies: usize) -> u64 {
+pub fn record_length_with<V: CommitView + ?Sized>(writes: &V, dependencies: usize) -> u64 {
     let body: usize =
-        writes.iter().map(|write| WRITE_HEADER + write.key.len() + write.value.map_or(0, <[u8]>::len)).sum();
+        writes.writes().map(|write| WRITE_HEADER + write.key.len() + write.value.map_or(0, <[u8]>::len)).sum();
     ((RECORD_HEADER + 8 * dependencies + body) as u64).next_multiple_of(8)
 }
 
 /// Appends the redo record of `writes` to `buffer`, its length field set and
 /// its TID and CRC left for [`seal`]; returns where it starts. The record
 /// is encoded once, straight from the write set's arena.
-fn encode_unsealed<R>(buffer: &mut Vec<u8>, writes: &WriteSet<R>, dependencies: &[u64]) -> usize {
+fn encode_unsealed<V: CommitView + ?Sized>(buffer: &mut Vec<u8>, writes: &V, dependencies: &[u64]) -> usize {
     debug_assert!(dependencies.len() <= MAX_DEPENDENCIES);
     let start = buffer.len();
     buffer.resize(start + RECORD_HEADER, 0);
-    buffer[start + 16..start + 20].copy_from_slice(&(writes.len() as u32).to_le_bytes());
+    buffer[start + 16..start + 20].copy_from_slice(&(writes.write_count() as u32).to_le_bytes());
     buffer[start + 20..start + 24].copy_from_slice(&(dependencies.len() as u32).to_le_bytes());
     for dependency in dependencies {
         buffer.extend_from_slice(&dependency.to_le_bytes());
     }
-    for write in writes.iter() {
+    for write in writes.writes() {
         buffer.extend_from_slice(&write.table.0.to_le_bytes());
         let value_len = write.value.map_or(DELETE_MARK, |v| v.len() as u32);
         buffer.extend_from_slice(&value_len.to_le_bytes());
@@ -673,7 +673,7 @@ pub fn reseal_segment(bytes: &mut [u8]) {
 /// The whole record of `writes` with `tid`, sealed for segment `sequence`
 /// of `worker` (tests).
 #[cfg(test)]
-fn encode_record<R>(buffer: &mut Vec<u8>, sequence: u64, worker: u16, tid: u64, writes: &WriteSet<R>) {
+fn encode_record<V: CommitView + ?Sized>(buffer: &mut Vec<u8>, sequence: u64, worker: u16, tid: u64, writes: &V) {
     buffer.clear();
     encode_unsealed(buffer, writes, &[]);
     seal(buffer, SealKey { sequence, worker: Some(worker) }, tid);
@@ -978,17 +978,13 @@ fn decode_record(bytes: &[u8]) -> Option<LogRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::record::{Record, RowKind};
+    use crate::schema::TableId;
+    use crate::storage::commit_view::CommitWrite;
     use pmtx_pm::{Direct, PmOptions};
 
-    /// A write set of one write of `key` = `value` into table 1 (the row is
-    /// leaked: tests only).
-    fn one_write(key: &'static [u8], value: &'static [u8]) -> WriteSet<Record> {
-        let row = Record::allocate(key, 0);
-        let mut writes = WriteSet::default();
-        // SAFETY: the row is never freed.
-        writes.push(crate::schema::TableId(1), unsafe { row.as_ref() }, key, Some(value), false);
-        writes
+    /// A commit of one write of `key` = `value` into table 1.
+    fn one_write(key: &'static [u8], value: &'static [u8]) -> [CommitWrite<'static>; 1] {
+        [CommitWrite { table: TableId(1), key, value: Some(value) }]
     }
 
     fn records_of<B: PmBackend>(pool: &Pool<B>, worker: u16) -> Vec<LogRecord> {
@@ -1012,7 +1008,7 @@ mod tests {
         let mut first =
             LogWriter::new(Arc::clone(&pool), 0, LogStoreMode::NonTemporal, Default::default(), sequence).unwrap();
         for n in 0..4u64 {
-            let range = first.append(n + 1, &one_write(b"stale", b"from worker 0")).unwrap();
+            let range = first.append(n + 1, &one_write(b"stale", b"from worker 0")[..]).unwrap();
             let Ok(()) = first.make_durable(range);
         }
         let chunk = ChunkId(first.shared().segments.lock()[0].id.0);
@@ -1023,7 +1019,7 @@ mod tests {
         assert_eq!(ChunkId(second.shared().segments.lock()[0].id.0), chunk, "the lowest free chunk is reused");
         // The same length as the stale records, so the scan lands exactly on
         // the next of them.
-        let range = second.append(9, &one_write(b"fresh", b"from worker 1")).unwrap();
+        let range = second.append(9, &one_write(b"fresh", b"from worker 1")[..]).unwrap();
         let Ok(()) = second.make_durable(range);
         let records = records_of(&*pool, 1);
         assert_eq!(records.len(), 1, "only the new segment's own record: {records:?}");
@@ -1049,7 +1045,7 @@ mod tests {
         let mut position = offset + SEGMENT_HEADER;
         for tid in [11u64, 12] {
             let mut record = Vec::new();
-            encode_unsealed(&mut record, &one_write(b"old", b"format one"), &[]);
+            encode_unsealed(&mut record, &one_write(b"old", b"format one")[..], &[]);
             seal(&mut record, SealKey { sequence, worker: None }, tid);
             record.extend_from_slice(&[0u8; 8]);
             pool.backend().write(position, &record);
@@ -1065,14 +1061,8 @@ mod tests {
     #[test]
     fn decode_rejects_truncated_records_without_panicking() {
         let mut buffer = Vec::new();
-        let row = Record::allocate(b"key", 0);
-        let mut writes = WriteSet::default();
-        // SAFETY: the record lives until the end of the test.
-        writes.push(crate::schema::TableId(3), unsafe { row.as_ref() }, b"key", Some(b"value"), false);
-        encode_record(&mut buffer, 7, 3, 99, &writes);
-        drop(writes);
-        // SAFETY: nothing references the record any more.
-        unsafe { Record::free(row) };
+        let writes = [CommitWrite { table: TableId(3), key: b"key", value: Some(b"value") }];
+        encode_record(&mut buffer, 7, 3, 99, &writes[..]);
         let decoded = decode_record(&buffer).expect("valid record decodes");
         assert_eq!(decoded.tid, 99);
         assert_eq!(decoded.writes[0].key, b"key");

@@ -15,10 +15,10 @@ pub mod log;
 pub mod segments;
 pub(crate) mod sp3_log;
 
-use crate::cc::silo::WriteSet;
 use crate::epoch::Epochs;
 use crate::error::DbResult;
 use crate::stats::{CommitTicket, EngineStats};
+use crate::storage::commit_view::CommitView;
 use crate::storage::record::Record;
 use crate::storage::table::Table;
 use std::sync::Arc;
@@ -62,7 +62,7 @@ pub trait CommitLog: Send + Sync + 'static {
     /// error, so from then on no commit can log and no ticket (read-only
     /// ones included) becomes durable, and the installed versions, visible
     /// once the commit unlocks, can never be acknowledged to anyone.
-    fn prepare(&self, _worker: &mut Self::Worker, _writes: &WriteSet<Record>) -> DbResult<()> {
+    fn prepare<V: CommitView + ?Sized>(&self, _worker: &mut Self::Worker, _writes: &V) -> DbResult<()> {
         Ok(())
     }
     /// The HTM instance whose elided region runs each commit's validation
@@ -74,7 +74,8 @@ pub trait CommitLog: Send + Sync + 'static {
     }
     /// Appends the redo record of `tid` at the point [`CommitLog::STAGE`]
     /// says. Returns the ticket of the commit.
-    fn append(&self, worker: &mut Self::Worker, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket>;
+    fn append<V: CommitView + ?Sized>(&self, worker: &mut Self::Worker, tid: u64, writes: &V)
+        -> DbResult<CommitTicket>;
     /// Whether the policy keeps rows in volatile NVM (`mmdb`): the worker
     /// then reports each row read ([`CommitLog::on_row_read`]) and install
     /// ([`CommitLog::on_row_install`]). A constant, so no other engine's
@@ -109,11 +110,11 @@ pub trait CommitLog: Send + Sync + 'static {
     }
     /// [`CommitLog::append`] with the TIDs of the transactions this one
     /// depends on (those not yet durable when it validated).
-    fn append_with_dependencies(
+    fn append_with_dependencies<V: CommitView + ?Sized>(
         &self,
         worker: &mut Self::Worker,
         tid: u64,
-        writes: &WriteSet<Record>,
+        writes: &V,
         _dependencies: &[u64],
     ) -> DbResult<CommitTicket> {
         self.append(worker, tid, writes)

@@ -51,7 +51,6 @@
 //! dependency's TID is smaller than its dependent's, so a checkpoint never
 //! holds a version whose dependencies could be lost.
 
-use crate::cc::silo::WriteSet;
 use crate::durability::group_commit::{GroupCommitConfig, GroupCommitLog};
 use crate::durability::log::{LogLayout, LogWriter};
 use crate::durability::segments::PoolSegments;
@@ -60,7 +59,8 @@ use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
 use crate::fault::Faults;
 use crate::stats::{CommitTicket, EngineStats};
-use crate::storage::record::{self, sp3_writer_of, Record, SP3_MAX_WORKERS, SP3_WORKER_BITS};
+use crate::storage::commit_view::CommitView;
+use crate::storage::record::{self, sp3_writer_of, SP3_MAX_WORKERS, SP3_WORKER_BITS};
 use crate::storage::table::Table;
 use crossbeam_utils::CachePadded;
 use pmtx_pm::{PmBackend, Pool};
@@ -166,7 +166,7 @@ impl<B: PmBackend, const MODE: u8> Sp3Log<B, MODE> {
     }
 
     /// Writes and fences the prepared record of `tid` (with `dependencies`).
-    fn persist(&self, worker: &mut Sp3Worker<B>, tid: u64, writes: &WriteSet<Record>, dependencies: &[u64]) {
+    fn persist<V: CommitView + ?Sized>(&self, worker: &mut Sp3Worker<B>, tid: u64, writes: &V, dependencies: &[u64]) {
         #[cfg(test)]
         if let Some(hook) = &self.before_log {
             hook(worker.id);
@@ -200,7 +200,7 @@ impl<B: PmBackend, const MODE: u8> CommitLog for Sp3Log<B, MODE> {
         Ok(Sp3Worker { id, log: self.inner.worker(id)?.with_layout(LogLayout::PLAIN) })
     }
 
-    fn prepare(&self, worker: &mut Sp3Worker<B>, writes: &WriteSet<Record>) -> DbResult<()> {
+    fn prepare<V: CommitView + ?Sized>(&self, worker: &mut Sp3Worker<B>, writes: &V) -> DbResult<()> {
         if self.inner.is_closed() {
             return Err(DbError::Poisoned("the database is closed".into()));
         }
@@ -227,17 +227,22 @@ impl<B: PmBackend, const MODE: u8> CommitLog for Sp3Log<B, MODE> {
         self.committed[sp3_writer_of(tid)].load(Ordering::Acquire) >= tid
     }
 
-    fn append(&self, worker: &mut Sp3Worker<B>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
+    fn append<V: CommitView + ?Sized>(
+        &self,
+        worker: &mut Sp3Worker<B>,
+        tid: u64,
+        writes: &V,
+    ) -> DbResult<CommitTicket> {
         self.persist(worker, tid, writes, &[]);
         self.publish(worker.id, tid);
         Ok(CommitTicket::Durable)
     }
 
-    fn append_with_dependencies(
+    fn append_with_dependencies<V: CommitView + ?Sized>(
         &self,
         worker: &mut Sp3Worker<B>,
         tid: u64,
-        writes: &WriteSet<Record>,
+        writes: &V,
         dependencies: &[u64],
     ) -> DbResult<CommitTicket> {
         self.persist(worker, tid, writes, dependencies);

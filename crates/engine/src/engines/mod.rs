@@ -1,6 +1,7 @@
 //! Engine construction: the one place that maps an [`EngineKind`] and a
 //! backend kind to a concrete, monomorphized engine.
 
+pub(crate) mod commit_view;
 pub(crate) mod dbxn;
 pub(crate) mod dram;
 pub(crate) mod nvm_tuples;

@@ -2,6 +2,7 @@
 //! their indexes, scans and reclamation ([`table`]), and Zen's PM tuple heap
 //! with its DRAM Met-Cache (`zen`).
 
+pub mod commit_view;
 pub(crate) mod nvm_tuples;
 pub mod record;
 pub mod table;
