@@ -14,6 +14,8 @@ pub(crate) mod group_commit;
 pub mod log;
 pub mod segments;
 pub(crate) mod sp3_log;
+pub(crate) mod wbl_window;
+pub(crate) mod zen_persist;
 
 use crate::epoch::Epochs;
 use crate::error::DbResult;

@@ -58,9 +58,9 @@ fn open_pool<B: PmBackend>(options: &DbOptions) -> DbResult<Pool<B>> {
 /// `engine.kind` root, with a clearer message, so every engine's kinds pass
 /// here.
 fn check_chunk_kinds<B: PmBackend>(engine: EngineKind, pool: &Pool<B>) -> DbResult<()> {
+    use crate::durability::wbl_window::WINDOW_CHUNK_KIND;
     use crate::durability::{checkpoint::CHECKPOINT_CHUNK_KIND, dbxn_log::VALUE_CHUNK_KIND, log::LOG_CHUNK_KIND};
     use crate::storage::zen::heap::{HEAP_CHUNK_KIND, HEAP_CHUNK_KIND_FORMATTED};
-    use crate::storage::zen::window::WINDOW_CHUNK_KIND;
     let allowed = [
         LOG_CHUNK_KIND,
         CHECKPOINT_CHUNK_KIND,

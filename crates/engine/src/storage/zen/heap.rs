@@ -1,6 +1,7 @@
 //! The NVM-tuple heap (zen-plus.txt §3.1, §3.3.1, §3.4): fixed-size tuple
-//! slots in pool chunks, per-thread regions, the log-free persist of
-//! Algorithm 1, and DRAM-only space management.
+//! slots in pool chunks, per-thread regions and DRAM-only space
+//! management. The log-free persist of Algorithm 1 that writes into them
+//! is `durability::zen_persist`.
 //!
 //! # Chunks and slots
 //!
@@ -34,23 +35,13 @@
 //! whose previous (stale, committed) content was partly overwritten when a
 //! crash hit (see "torn reuse" below).
 //!
-//! # Persist (Algorithm 1) — exactly two fences per writing commit
+//! # Persist
 //!
-//! 1. for each new version, in persist order, into a free slot (never over
-//!    the previous version): store word 0 (Tx-CTS, LP clear) *first*, then
-//!    the rest of the tuple;
-//! 2. flush every line of every tuple except the line holding the last
-//!    tuple's header (`PersistBatch`, each line once);
-//! 3. **fence 1**; crash point `zen: tuples durable, before LP`;
-//! 4. store word 0 of the last tuple again with the LP bit; flush its line;
-//! 5. **fence 2**; only now is the commit acknowledged (`Durable`).
-//!
-//! Every tuple of a transaction carries its Tx-CTS; the last one (a tuple of
-//! the table first in the LP order, §3.3.4) carries the LP bit. Stores to one
-//! line reach the medium in order, so if the LP store is durable the rest of
-//! that line is too, and fence 1 made every other line durable. The paper
-//! leaves out fence 2 (any later fence covers it); pmtx keeps it because it
-//! acknowledges at commit. Read-only commits issue none.
+//! How a commit's tuples are written and made durable (Zen's Algorithm 1
+//! with its LP bit, or WBL's one fence) is a durability scheme:
+//! `durability::zen_persist`. This module keeps what it relies on: word 0
+//! (Tx-CTS and LP bit) is the first store to a tuple's header line, and
+//! the slots are fresh, never the row's current version.
 //!
 //! # Torn reuse
 //!
@@ -92,7 +83,7 @@
 //!
 //! *Under WBL's window rule* (`CommitRule::Window`, the `wbl` engine) a
 //! version is committed only once a group-commit record covers its
-//! timestamp (`storage::zen::window`), and until then recovery may have to
+//! timestamp (`durability::wbl_window`), and until then recovery may have to
 //! fall back to the version it superseded. So the horizon is also at most
 //! the durable epoch + 1: a superseded slot (stamped at or above its
 //! successor's epoch) is reused, erased or released as a tombstone only
@@ -316,119 +307,8 @@ pub(crate) enum CommitRule {
     /// durable (Algorithm 1).
     LastPersisted,
     /// WBL: committed once a group-commit record whose c_p covers the
-    /// transaction's timestamp is durable (`storage::zen::window`).
+    /// transaction's timestamp is durable (`durability::wbl_window`).
     Window,
-}
-
-/// Stores the `count` tuples `tuple(0..count)` (slot, encoded bytes) into
-/// their slots, word 0 of each first; `word0` may change a word 0.
-fn store_tuples<'a, B: PmBackend>(
-    backend: &B,
-    count: usize,
-    tuple: &impl Fn(usize) -> (u64, &'a [u8]),
-    word0: impl Fn(usize, u64) -> u64,
-) {
-    for position in 0..count {
-        let (slot, bytes) = tuple(position);
-        debug_assert!(slot.is_multiple_of(16));
-        let first = word0(position, u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")));
-        // IMPORTANT: word 0 is the first store to the header line (see
-        // "torn reuse").
-        backend.store_u64(slot, first);
-        backend.write(slot + 8, &bytes[8..]);
-    }
-}
-
-/// WBL's persist at commit: stores the `count` versions `tuple(0..count)`
-/// (slot, encoded bytes) of one transaction into their free slots, flushes
-/// every line and issues **one fence**. No LP bit: the transaction commits
-/// with its window's record (`storage::zen::window`).
-pub(crate) fn persist_versions<'a, B: PmBackend>(
-    backend: &B,
-    batch: &mut PersistBatch,
-    count: usize,
-    tuple: impl Fn(usize) -> (u64, &'a [u8]),
-) {
-    if count == 0 {
-        return;
-    }
-    store_tuples(backend, count, &tuple, |_, word0| word0);
-    for position in 0..count {
-        let (slot, bytes) = tuple(position);
-        batch.add(slot, bytes.len() as u64);
-    }
-    batch.flush(backend);
-    backend.crash_point("wbl: versions written, before their fence");
-    backend.fence();
-}
-
-/// Algorithm 1 (see the module documentation): persists the `count` tuples
-/// `tuple(0..count)` (slot, encoded bytes) of one transaction; the last one
-/// gets the LP bit. Two fences.
-pub(crate) fn persist_tuples<'a, B: PmBackend>(
-    backend: &B,
-    batch: &mut PersistBatch,
-    count: usize,
-    tuple: impl Fn(usize) -> (u64, &'a [u8]),
-    faults: crate::fault::Faults,
-) {
-    if count == 0 {
-        return;
-    }
-    let (last_slot, last_bytes) = tuple(count - 1);
-    store_tuples(backend, count, &tuple, |position, word0| {
-        if faults.lp_on_first_tuple() && position == 0 && count > 1 {
-            word0 | LP_BIT // broken on purpose: before the fence
-        } else {
-            word0
-        }
-    });
-    for position in 0..count - 1 {
-        let (slot, bytes) = tuple(position);
-        batch.add(slot, bytes.len() as u64);
-    }
-    let after_header_line = (last_slot & !(CACHE_LINE - 1)) + CACHE_LINE;
-    let last_end = last_slot + last_bytes.len() as u64;
-    if last_end > after_header_line {
-        batch.add(after_header_line, last_end - after_header_line);
-    }
-    batch.flush(backend);
-    if !faults.skip_first_fence() {
-        backend.fence();
-    }
-    backend.crash_point("zen: tuples durable, before LP");
-    let cts = u64::from_le_bytes(last_bytes[..8].try_into().expect("8 bytes"));
-    // IMPORTANT: the commit point. Everything else of the transaction is
-    // durable (fence 1); this 8-byte store is failure-atomic.
-    backend.store_u64(last_slot, cts | LP_BIT);
-    backend.flush(last_slot, 8);
-    if !faults.lp_unfenced() {
-        backend.fence();
-    }
-}
-
-/// Writes the encoded tuple `bytes` into `slot` ahead of its transaction's
-/// commit (`zen+`'s direct NVM writes in the exclusive stage) and adds its
-/// lines to `batch`, for the caller to flush and fence. Word 0 first, as in
-/// Algorithm 1 ("torn reuse"), and without the LP bit: the tuple stays
-/// uncommitted — above its region's commit horizon — until the commit's LP
-/// tuple is durable, after a fence that covers it.
-pub(crate) fn write_tuple_early<B: PmBackend>(
-    backend: &B,
-    batch: &mut PersistBatch,
-    slot: u64,
-    bytes: &[u8],
-    faults: crate::fault::Faults,
-) {
-    debug_assert!(slot.is_multiple_of(16));
-    let mut word0 = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
-    if faults.spill_with_lp() {
-        word0 |= LP_BIT; // broken on purpose: committed before its transaction
-    }
-    // IMPORTANT: word 0 is the first store to the header line.
-    backend.store_u64(slot, word0);
-    backend.write(slot + 8, &bytes[8..]);
-    batch.add(slot, bytes.len() as u64);
 }
 
 /// Where a region's new chunks go (`zen+`'s NUMA placement).
@@ -1243,7 +1123,7 @@ impl RegionState {
                     // IMPORTANT: announced again before the commit reads its
                     // epoch and picks its TID: a group commit that saw this
                     // worker idle must not miss a TID it picks below the
-                    // epoch it makes durable (`storage::zen::window`, I2).
+                    // epoch it makes durable (`durability::wbl_window`, I2).
                     epochs.enter(region);
                 }
                 return Ok(Reserved { table, slot, kind });

@@ -11,7 +11,5 @@ pub(crate) mod cache;
 pub(crate) mod heap;
 pub(crate) mod meta;
 pub(crate) mod recovery;
-pub(crate) mod window;
 
 pub use heap::{FREE_WORD0 as HEAP_FREE_WORD0, HEAP_CHUNK_KIND, HEAP_CHUNK_KIND_FORMATTED};
-pub use window::WINDOW_CHUNK_KIND;
