@@ -1,11 +1,20 @@
-//! Durability schemes of the DRAM engines: what a commit hands to its log
-//! ([`CommitLog`]) and what the scheme does on each epoch tick, at
-//! checkpoints, at recovery and at close (`EnginePolicy`); the redo log
+//! Durability schemes, side by side: what a commit hands to its log
+//! ([`CommitLog`], over the storage-neutral view of its writes,
+//! `storage::commit_view`) and what the scheme does on each epoch tick,
+//! at checkpoints, at recovery and at close (`EnginePolicy`); the redo log
 //! format ([`log`]), where its segments live ([`segments`]: pool chunks,
 //! or files with [`file_log`]), checkpoints ([`checkpoint`]), epoch group
 //! commit with recovery (`group_commit`), DBXN's synchronous log
-//! (`dbxn_log`) and SP^3's dependency-tracking log (`sp3_log`).
-//! Zen's log-free persistence lives with its heap (`storage::zen`).
+//! (`dbxn_log`), SP^3's dependency-tracking log (`sp3_log`), Zen's
+//! log-free persist over its tuple heap (`zen_persist`) and write-behind
+//! logging's group-commit windows (`wbl_window`).
+//!
+//! Durability imports only the base modules, `index` and `storage`: it
+//! never asks which engine it serves nor reads the engine's options. Each
+//! scheme is opened from its own config (`GroupCommitConfig`,
+//! `DbxnLogConfig`, ...), which `engines/` builds from the options; what
+//! the engine kind decided (the pool's engine identity, stats labels) is
+//! done there.
 
 pub mod checkpoint;
 pub(crate) mod dbxn_log;

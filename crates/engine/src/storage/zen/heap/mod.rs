@@ -3,6 +3,10 @@
 //! management. The log-free persist of Algorithm 1 that writes into them
 //! is `durability::zen_persist`.
 //!
+//! By concern: the tuple format ([`tuple`]: chunk kinds, header words,
+//! CRC, decoding), reclamation ([`reclaim`]: garbage, the horizon, the LP
+//! pin, tombstone sweeps), and here the chunks, regions and allocation.
+//!
 //! # Chunks and slots
 //!
 //! Each region (one per worker thread) owns chunks per table, tagged
@@ -102,53 +106,24 @@
 //! versions live in its table's heap); in an update workload stale slots
 //! are reused first, so a sweep erases few.
 
+mod reclaim;
+mod tuple;
+
+pub(crate) use reclaim::{horizon_stamp, CommitRule, Garbage, Tombstone};
+pub(crate) use tuple::{
+    decode_slot, encode_tuple, reseal_slot, SlotContent, SlotGeometry, CTS_MASK, DELETED_BIT, KEY_LEN_AT, LP_BIT,
+    META_LEN, TUPLE_ID_MASK,
+};
+pub use tuple::{is_heap_chunk_kind, FREE_WORD0, HEAP_CHUNK_KIND, HEAP_CHUNK_KIND_FORMATTED};
+
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
-use crate::storage::record::RowKind;
-use crate::storage::zen::cache::Row;
 use parking_lot::Mutex;
 use pmtx_pm::{ChunkId, ChunkOwner, PersistBatch, PmBackend, Pool, PoolError, CACHE_LINE};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Chunk-owner kind of heap chunks written before free markers ("ZH"):
-/// a free slot's word 0 is zero. Only pools written before keep them.
-pub const HEAP_CHUNK_KIND: u16 = 0x5A48;
-/// Chunk-owner kind of formatted heap chunks ("ZF"): every slot's word 0 was
-/// set to [`FREE_WORD0`] before the chunk was owned, so a free slot's word 0
-/// is the marker and a zero word 0 is damage. Every new chunk is of this kind.
-pub const HEAP_CHUNK_KIND_FORMATTED: u16 = 0x5A46;
-
-/// Whether `kind` is a heap chunk kind (either rule).
-pub fn is_heap_chunk_kind(kind: u16) -> bool {
-    kind == HEAP_CHUNK_KIND || kind == HEAP_CHUNK_KIND_FORMATTED
-}
-
-/// Word 0 of a free slot of a formatted chunk: LP clear and a Tx-CTS above
-/// `record::MAX_TID`, so no tuple has it, and any one bit flipped in it still
-/// leaves a Tx-CTS above `MAX_TID` (bits 61 and 62 are both set). Big-endian
-/// it spells "zen_free".
-pub const FREE_WORD0: u64 = 0x7A65_6E5F_6672_6565;
-
-/// LP bit of word 0.
-pub(crate) const LP_BIT: u64 = 1 << 63;
-/// Tx-CTS part of word 0.
-pub(crate) const CTS_MASK: u64 = LP_BIT - 1;
-/// Deleted bit of word 1.
-pub(crate) const DELETED_BIT: u64 = 1 << 63;
-/// Tuple-ID part of word 1.
-pub(crate) const TUPLE_ID_MASK: u64 = (1 << 56) - 1;
-/// Bytes before the key.
-pub(crate) const META_LEN: u64 = 26;
-const CRC_AT: usize = 16;
-const VALUE_LEN_AT: usize = 20;
-pub(crate) const KEY_LEN_AT: usize = 24;
-
-const _: () = assert!(KEY_LEN_AT + 2 == META_LEN as usize);
-const _: () = assert!(FREE_WORD0 & LP_BIT == 0);
-const _: () = assert!(FREE_WORD0 & !(1 << 61) > crate::storage::record::MAX_TID);
-const _: () = assert!(FREE_WORD0 & !(1 << 62) > crate::storage::record::MAX_TID);
 /// Chunk-map flag of a formatted chunk.
 const FORMATTED_ENTRY: u64 = 1 << 62;
 const _: () = assert!(CACHE_LINE.is_multiple_of(16), "16-byte aligned headers stay in one line");
@@ -156,160 +131,6 @@ const _: () = assert!(CACHE_LINE.is_multiple_of(16), "16-byte aligned headers st
 /// How long a commit that finds no free slot waits for garbage to become
 /// reclaimable before reporting `OutOfSpace`.
 const SPACE_WAIT: Duration = Duration::from_millis(200);
-
-/// Slot geometry of one table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct SlotGeometry {
-    /// Bytes per slot (multiple of 16).
-    pub(crate) slot_size: u64,
-    /// Offset of slot 0 in a chunk (after the bitmap; multiple of 64).
-    pub(crate) first_slot: u64,
-    /// Slots per chunk.
-    pub(crate) slots_per_chunk: u64,
-    /// Longest key.
-    pub(crate) max_key: usize,
-    /// Longest value.
-    pub(crate) max_value: usize,
-}
-
-impl SlotGeometry {
-    pub(crate) fn new(table: &str, max_key: usize, max_value: usize, chunk_size: u64) -> DbResult<Self> {
-        if max_value > u32::MAX as usize || max_key > u16::MAX as usize {
-            return Err(DbError::InvalidConfig(format!("table {table}: key or value limit too large for zen")));
-        }
-        let slot_size = (META_LEN + max_key as u64 + max_value as u64).div_ceil(16) * 16;
-        let mut slots = chunk_size * 8 / (slot_size * 8 + 1);
-        let bitmap = |slots: u64| slots.div_ceil(8).div_ceil(CACHE_LINE) * CACHE_LINE;
-        while slots > 0 && bitmap(slots) + slots * slot_size > chunk_size {
-            slots -= 1;
-        }
-        if slots == 0 {
-            return Err(DbError::InvalidConfig(format!(
-                "table {table}: a {slot_size}-byte tuple slot does not fit a {chunk_size}-byte chunk"
-            )));
-        }
-        Ok(Self { slot_size, first_slot: bitmap(slots), slots_per_chunk: slots, max_key, max_value })
-    }
-}
-
-/// Encodes a tuple into `buffer` (word 0 without the LP bit).
-pub(crate) fn encode_tuple(buffer: &mut Vec<u8>, cts: u64, tuple_id: u64, deleted: bool, key: &[u8], value: &[u8]) {
-    debug_assert!(cts != 0 && cts & LP_BIT == 0);
-    buffer.clear();
-    buffer.extend_from_slice(&cts.to_le_bytes());
-    let word1 = (tuple_id & TUPLE_ID_MASK) | if deleted { DELETED_BIT } else { 0 };
-    buffer.extend_from_slice(&word1.to_le_bytes());
-    buffer.extend_from_slice(&[0; 4]);
-    buffer.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    buffer.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    buffer.extend_from_slice(key);
-    buffer.extend_from_slice(value);
-    let crc = tuple_crc(cts, buffer);
-    buffer[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
-}
-
-/// Recomputes the CRC of the tuple in slot `bytes` (as far as its lengths
-/// say, within the slot): a mutated slot the decoder then reads past its
-/// checksum. For fuzzing.
-pub(crate) fn reseal_slot(bytes: &mut [u8]) {
-    if bytes.len() < META_LEN as usize {
-        return;
-    }
-    let word0 = u64::from_le_bytes(bytes[0..8].try_into().expect("8 bytes"));
-    let value_len = u32::from_le_bytes(bytes[VALUE_LEN_AT..VALUE_LEN_AT + 4].try_into().expect("4")) as usize;
-    let key_len = u16::from_le_bytes(bytes[KEY_LEN_AT..KEY_LEN_AT + 2].try_into().expect("2")) as usize;
-    let end = META_LEN as usize + key_len + value_len;
-    if end <= bytes.len() {
-        let crc = tuple_crc(word0 & CTS_MASK, &bytes[..end]);
-        bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
-    }
-}
-
-fn tuple_crc(cts: u64, bytes: &[u8]) -> u32 {
-    // The header's CRC input (Tx-CTS without the LP bit, word 1) as one
-    // piece: a CRC update costs about as much per call as for a short
-    // tuple's bytes, so two calls instead of three.
-    let mut head = [0u8; CRC_AT];
-    head[..8].copy_from_slice(&cts.to_le_bytes());
-    head[8..].copy_from_slice(&bytes[8..CRC_AT]);
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&head);
-    hasher.update(&bytes[CRC_AT + 4..]);
-    hasher.finalize()
-}
-
-/// What a slot holds.
-#[derive(Debug)]
-pub(crate) enum SlotContent<'a> {
-    /// Word 0 is zero or [`FREE_WORD0`] (a free slot; recovery checks which
-    /// one the chunk's kind allows).
-    Empty,
-    /// Not a whole tuple (torn, or garbage).
-    Invalid,
-    /// A CRC-valid tuple.
-    Tuple(TupleView<'a>),
-}
-
-/// A decoded, CRC-valid tuple.
-#[derive(Debug)]
-pub(crate) struct TupleView<'a> {
-    pub(crate) cts: u64,
-    pub(crate) lp: bool,
-    pub(crate) deleted: bool,
-    pub(crate) tuple_id: u64,
-    pub(crate) key: &'a [u8],
-    pub(crate) value: &'a [u8],
-}
-
-/// Decodes the `slot_size` bytes of a slot.
-pub(crate) fn decode_slot<'a>(bytes: &'a [u8], geometry: &SlotGeometry) -> SlotContent<'a> {
-    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let word0 = word(0);
-    if word0 == 0 || word0 == FREE_WORD0 {
-        return SlotContent::Empty;
-    }
-    let cts = word0 & CTS_MASK;
-    let word1 = word(8);
-    let value_len = u32::from_le_bytes(bytes[VALUE_LEN_AT..VALUE_LEN_AT + 4].try_into().expect("4")) as usize;
-    let key_len = u16::from_le_bytes(bytes[KEY_LEN_AT..KEY_LEN_AT + 2].try_into().expect("2")) as usize;
-    let deleted = word1 & DELETED_BIT != 0;
-    // A Tx-CTS is a TID: one above `MAX_TID` cannot have been written (it
-    // would lose its high bits in a version word).
-    if cts == 0
-        || cts > crate::storage::record::MAX_TID
-        || key_len > geometry.max_key
-        || value_len > geometry.max_value
-        || (deleted && value_len != 0)
-    {
-        return SlotContent::Invalid;
-    }
-    let end = META_LEN as usize + key_len + value_len;
-    let stored = u32::from_le_bytes(bytes[CRC_AT..CRC_AT + 4].try_into().expect("4"));
-    if word1 & !(DELETED_BIT | TUPLE_ID_MASK) != 0 || stored != tuple_crc(cts, &bytes[..end]) {
-        return SlotContent::Invalid;
-    }
-    let key_start = META_LEN as usize;
-    SlotContent::Tuple(TupleView {
-        cts,
-        lp: word0 & LP_BIT != 0,
-        deleted,
-        tuple_id: word1 & TUPLE_ID_MASK,
-        key: &bytes[key_start..key_start + key_len],
-        value: &bytes[key_start + key_len..end],
-    })
-}
-
-/// How a heap's transactions commit, which also decides when a superseded
-/// version may be reused (module documentation).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CommitRule {
-    /// Zen: committed once the LP bit of the transaction's last tuple is
-    /// durable (Algorithm 1).
-    LastPersisted,
-    /// WBL: committed once a group-commit record whose c_p covers the
-    /// transaction's timestamp is durable (`durability::wbl_window`).
-    Window,
-}
 
 /// Where a region's new chunks go (`zen+`'s NUMA placement).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -333,45 +154,9 @@ pub(crate) enum SlotKind {
     Stale,
 }
 
-/// A superseded version waiting for the reclamation horizon.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Garbage {
-    pub(crate) slot: u64,
-    pub(crate) stamp: u64,
-    pub(crate) kind: SlotKind,
-}
-
-/// A committed tombstone that is its key's latest version.
-pub(crate) struct Tombstone {
-    pub(crate) table: u32,
-    pub(crate) key: Box<[u8]>,
-    row: *const Row,
-    pub(crate) slot: u64,
-    /// Tx-CTS of the delete (guards against the slot being reused by a later
-    /// tombstone of the same row).
-    cts: u64,
-    pub(crate) stamp: u64,
-}
-
 // SAFETY: the row pointer refers to a row owned by a table that lives as
 // long as the engine, which outlives every region.
 unsafe impl Send for Tombstone {}
-
-impl Tombstone {
-    /// A tombstone of `row` (counted in the row, which keeps it from being
-    /// unlinked while the tombstone waits; see `Row::referenced`).
-    pub(crate) fn new(table: u32, key: &[u8], row: &Row, slot: u64, cts: u64, stamp: u64) -> Self {
-        row.add_tombstone_ref();
-        Self { table, key: key.into(), row, slot, cts, stamp }
-    }
-
-    /// The tombstone leaves its queue for good.
-    fn release(self) {
-        // SAFETY: see the Send impl; the count this tombstone holds keeps
-        // the row from being unlinked, so it is alive.
-        unsafe { &*self.row }.drop_tombstone_ref();
-    }
-}
 
 /// Free space of one region in one table.
 #[derive(Default)]
@@ -795,118 +580,6 @@ impl Heap {
         Ok(audit)
     }
 
-    /// Hands a superseded version to the region owning its chunk. Called by
-    /// a committer holding its own region's state as `own`.
-    pub(crate) fn retire(&self, own_region: usize, own: &mut RegionState, garbage: Garbage) {
-        let (_, region) = self.owner_of(garbage.slot);
-        if region == own_region {
-            own.garbage.push_back(garbage);
-        } else {
-            self.regions[region].inbox.lock().push(garbage);
-        }
-    }
-
-    /// The sweep (module documentation, "Tombstones"). Returns false if
-    /// another sweep was running or the epoch could not advance (`advance`,
-    /// the engine's way to advance its epoch, returned `None`: closed). The
-    /// caller holds no region lock and is not announced in any epoch.
-    pub(crate) fn sweep<B: PmBackend>(
-        &self,
-        pool: &Pool<B>,
-        epochs: &Epochs,
-        advance: &dyn Fn() -> Option<u64>,
-    ) -> bool {
-        let Some(_sweeping) = self.sweep_lock.try_lock() else { return false };
-        // Every commit that reads its stamp from now on reads >= `advanced`.
-        let Some(advanced) = advance() else { return false };
-        // IMPORTANT: barrier. A commit stamped below `advanced` held its
-        // region lock from before the advance until it had handed over all
-        // its garbage; taking every region lock once waits for all of them.
-        for region in &self.regions {
-            drop(region.state.lock());
-        }
-        let horizon = self.horizon(epochs).min(advanced);
-        let backend = pool.backend();
-        // The tables whose tombstones this sweep can release. Every
-        // tombstone stamped below the horizon is queued by now (the
-        // barrier), and later ones are stamped at or above `advanced`. Only
-        // these tables' stale slots need erasing: a key's stale versions
-        // live in its own table's heap, and a stale slot of a table without
-        // a releasable tombstone is an ordinary free slot. (Erasing every
-        // table's stale slots cost TPC-C a cache miss per updated stock or
-        // customer version, for deletes of NEW-ORDER rows only.)
-        let mut swept = vec![false; self.geometries.len()];
-        for region in &self.regions {
-            let state = region.state.lock();
-            for tombstone in state.tombstones.iter().filter(|tombstone| tombstone.stamp < horizon) {
-                swept[tombstone.table as usize] = true;
-            }
-        }
-        let mut protected = Vec::new();
-        let mut erased = 0;
-        for region in &self.regions {
-            let mut state = region.state.lock();
-            state.drain_inbox(&region.inbox);
-            // IMPORTANT: every entry stamped below the horizon, wherever it
-            // sits in the queue. The tombstones this sweep releases rely on
-            // all their key's stale versions being erased (or protected); an
-            // entry left queued behind newer ones would survive un-erased
-            // and could resurrect a deleted key after a crash.
-            state.reclaim_all_below(self, pool, horizon);
-            debug_assert!(state.garbage.iter().all(|garbage| garbage.stamp >= horizon));
-            for &(slot, kind) in &state.deferred {
-                if kind == SlotKind::Stale && swept[self.owner_of(slot).0 as usize] {
-                    protected.push(self.read_key(pool, slot));
-                }
-            }
-            for (table, heap) in state.heaps.iter_mut().enumerate() {
-                if !swept[table] {
-                    continue;
-                }
-                for slot in heap.stale.drain(..) {
-                    backend.store_u64(slot, self.free_word(slot));
-                    backend.flush(slot, 8);
-                    heap.clean.push(slot);
-                    erased += 1;
-                }
-            }
-        }
-        // IMPORTANT: the erasures are durable before any tombstone that
-        // relies on them is reused.
-        backend.fence();
-        self.counters.sweeps.fetch_add(1, Ordering::Relaxed);
-        self.counters.slots_erased.fetch_add(erased, Ordering::Relaxed);
-        let mut sweep = self.sweep.lock();
-        if horizon > sweep.horizon {
-            *sweep = SweepState { horizon, protected };
-            self.sweep_horizon.store(horizon, Ordering::Release);
-        }
-        true
-    }
-
-    /// (table, key) of the tuple in `slot`.
-    fn read_key<B: PmBackend>(&self, pool: &Pool<B>, slot: u64) -> (u32, Vec<u8>) {
-        let (table, _) = self.owner_of(slot);
-        let mut meta = [0u8; META_LEN as usize];
-        pool.backend().read(slot, &mut meta);
-        let key_len = u16::from_le_bytes([meta[KEY_LEN_AT], meta[KEY_LEN_AT + 1]]) as usize;
-        let mut key = vec![0u8; key_len.min(self.geometries[table as usize].max_key)];
-        pool.backend().read(slot + META_LEN, &mut key);
-        (table, key)
-    }
-
-    /// Current reclamation horizon: garbage stamped below it is unreachable
-    /// and, under the window rule, superseded by a durable commit.
-    pub(crate) fn horizon(&self, epochs: &Epochs) -> u64 {
-        // IMPORTANT: pairs with the reader's fence after announcing its epoch.
-        std::sync::atomic::fence(Ordering::SeqCst);
-        let active = epochs.min_active();
-        match self.rule {
-            CommitRule::LastPersisted => active,
-            CommitRule::Window => active.min(epochs.durable() + 1),
-        }
-    }
-
     /// Free slots, chunks and waiting garbage over all regions (for stats).
     pub(crate) fn space(&self) -> (u64, u64, u64) {
         let (mut free, mut chunks, mut garbage) = (0, 0, 0);
@@ -920,14 +593,6 @@ impl Heap {
         }
         (free, chunks, garbage)
     }
-}
-
-/// The garbage stamp of a commit: the global epoch, read after its rows
-/// point at their new slots.
-pub(crate) fn horizon_stamp(epochs: &Epochs) -> u64 {
-    // IMPORTANT: pairs with the reader's fence after announcing its epoch.
-    std::sync::atomic::fence(Ordering::SeqCst);
-    epochs.global()
 }
 
 impl RegionState {
@@ -952,22 +617,6 @@ impl RegionState {
         self.last_cts = self.last_cts.max(last_cts);
     }
 
-    /// Recovery: a tombstone that is its key's latest version.
-    pub(crate) fn add_tombstone(&mut self, tombstone: Tombstone) {
-        self.tombstones.push_back(tombstone);
-    }
-
-    /// Moves garbage handed to region `region` into its queue.
-    pub(crate) fn drain_inbox_of(&mut self, heap: &Heap, region: usize) {
-        self.drain_inbox(&heap.regions[region].inbox);
-    }
-
-    /// Moves other threads' handed-over garbage into the queue.
-    pub(crate) fn drain_inbox(&mut self, inbox: &Mutex<Vec<Garbage>>) {
-        let mut inbox = inbox.lock();
-        self.garbage.extend(inbox.drain(..));
-    }
-
     /// Frees `slot` into its list (or holds it back while pinned).
     pub(crate) fn free_slot<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>, slot: u64, kind: SlotKind) {
         if slot == self.pinned {
@@ -979,124 +628,6 @@ impl RegionState {
         }
         let (table, _) = heap.owner_of(slot);
         self.heaps[table as usize].push(slot, kind);
-    }
-
-    /// Frees every garbage entry stamped below `horizon` (the sweep; the
-    /// bounded [`RegionState::reclaim`] may stop early).
-    fn reclaim_all_below<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>, horizon: u64) {
-        let mut kept = VecDeque::with_capacity(self.garbage.len());
-        let mut freed = 0;
-        for garbage in std::mem::take(&mut self.garbage) {
-            if garbage.stamp < horizon {
-                self.free_slot(heap, pool, garbage.slot, garbage.kind);
-                freed += 1;
-            } else {
-                kept.push_back(garbage);
-            }
-        }
-        self.garbage = kept;
-        heap.counters.slots_reclaimed.fetch_add(freed, Ordering::Relaxed);
-    }
-
-    /// Frees up to `limit` examined garbage entries stamped below
-    /// `horizon`; may stop early (see the loop), which only delays space.
-    pub(crate) fn reclaim<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>, horizon: u64, limit: usize) -> usize {
-        let mut freed = 0;
-        let mut examined = 0;
-        let mut index = 0;
-        // Stamps are nearly sorted (own pushes are, inbox batches nearly):
-        // stop at the first entry that is not reclaimable yet, but look a
-        // little past it so one late inbox entry does not block the queue.
-        while index < self.garbage.len() && examined < limit {
-            examined += 1;
-            if self.garbage[index].stamp < horizon {
-                let garbage = self.garbage.remove(index).expect("in range");
-                self.free_slot(heap, pool, garbage.slot, garbage.kind);
-                freed += 1;
-            } else if index >= 8 {
-                break;
-            } else {
-                index += 1;
-            }
-        }
-        heap.counters.slots_reclaimed.fetch_add(freed as u64, Ordering::Relaxed);
-        freed
-    }
-
-    /// Tombstones a new sweep would make reclaimable: stamped below
-    /// `horizon` but not below the last sweep's (those wait for their row
-    /// lock or an LP pin, which another sweep does not change). The queue is
-    /// in stamp order: own commits push growing stamps, recovery pushes
-    /// stamp 0 before any commit, and reclamation keeps the order of what it
-    /// leaves.
-    pub(crate) fn tombstones_awaiting_sweep(&self, heap: &Heap, horizon: u64) -> usize {
-        let published = heap.sweep_horizon.load(Ordering::Acquire);
-        self.tombstones.iter().take_while(|t| t.stamp < horizon).filter(|t| t.stamp >= published).count()
-    }
-
-    /// Reclaims the tombstones the last sweep made safe.
-    pub(crate) fn reclaim_tombstones<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>) -> usize {
-        let published = heap.sweep_horizon.load(Ordering::Acquire);
-        if self.tombstones.front().is_none_or(|t| t.stamp >= published) {
-            return 0;
-        }
-        let (horizon, protected) = {
-            let sweep = heap.sweep.lock();
-            if sweep.horizon == 0 || self.tombstones.front().is_none_or(|t| t.stamp >= sweep.horizon) {
-                return 0;
-            }
-            (sweep.horizon, sweep.protected.clone())
-        };
-        let mut reclaimed = 0;
-        let mut kept = VecDeque::new();
-        while let Some(tombstone) = self.tombstones.pop_front() {
-            if tombstone.stamp >= horizon {
-                kept.push_back(tombstone);
-                continue;
-            }
-            if protected.iter().any(|(table, key)| *table == tombstone.table && **key == *tombstone.key) {
-                kept.push_back(tombstone);
-                continue;
-            }
-            // SAFETY: see Tombstone.
-            let row = unsafe { &*tombstone.row };
-            if row.slot() != tombstone.slot {
-                // Re-inserted since: the tombstone went through the garbage
-                // queue like any superseded version.
-                tombstone.release();
-                continue;
-            }
-            let Some(word) = row.try_lock() else {
-                kept.push_back(tombstone);
-                continue;
-            };
-            if row.slot() == tombstone.slot && crate::storage::record::tid_of(word) == tombstone.cts {
-                debug_assert!(word & crate::storage::record::ABSENT != 0);
-                row.set_slot(0, 0);
-                row.store_word(word);
-                self.free_slot(heap, pool, tombstone.slot, SlotKind::Clean);
-                reclaimed += 1;
-            } else {
-                row.store_word(word);
-            }
-            tombstone.release();
-        }
-        self.tombstones = kept;
-        heap.counters.tombstones_reclaimed.fetch_add(reclaimed as u64, Ordering::Relaxed);
-        reclaimed
-    }
-
-    /// After a commit whose LP tuple is `lp_slot` is durable: move the pin
-    /// and release what the previous pin held back.
-    pub(crate) fn move_pin<B: PmBackend>(&mut self, heap: &Heap, pool: &Pool<B>, lp_slot: u64) {
-        let previous = std::mem::replace(&mut self.pinned, lp_slot);
-        if previous == 0 || self.deferred.is_empty() {
-            return;
-        }
-        let deferred = std::mem::take(&mut self.deferred);
-        for (slot, kind) in deferred {
-            self.free_slot(heap, pool, slot, kind);
-        }
     }
 
     /// Reserves a free slot of `table` for region `region` (worker `region`
@@ -1173,11 +704,6 @@ impl RegionState {
         self.heaps[reserved.table as usize].push(reserved.slot, reserved.kind);
     }
 
-    /// Queues a tombstone written by this region's commit.
-    pub(crate) fn push_tombstone(&mut self, tombstone: Tombstone) {
-        self.tombstones.push_back(tombstone);
-    }
-
     /// Recovery: adds a scanned free slot.
     pub(crate) fn add_free(&mut self, table: u32, slot: u64, kind: SlotKind) {
         if slot == self.pinned {
@@ -1192,26 +718,6 @@ impl RegionState {
 mod tests {
     use super::*;
     use pmtx_pm::{Direct, PmOptions};
-
-    /// A row of `table` deleted at Tx-CTS 1 and stamp 0: its tombstone is
-    /// queued in `state` and the row points at it. Free it with `Row::free`
-    /// once the tombstone is released.
-    fn push_deleted_row<B: PmBackend>(
-        heap: &Heap,
-        pool: &Pool<B>,
-        epochs: &Epochs,
-        state: &mut RegionState,
-        table: u32,
-    ) -> std::ptr::NonNull<Row> {
-        let row = Row::allocate(b"k", 0);
-        let slot = state.reserve(heap, pool, epochs, 0, table, &|| Some(epochs.advance())).unwrap().slot;
-        // SAFETY: `allocate` returned a valid row; the caller frees it.
-        let deleted = unsafe { row.as_ref() };
-        deleted.set_slot(slot, 0);
-        deleted.store_word(crate::storage::record::word_of(1, crate::storage::record::ABSENT));
-        state.push_tombstone(Tombstone::new(table, b"k", deleted, slot, 1, 0));
-        row
-    }
 
     /// A new heap chunk is of the formatted kind and every slot's word 0
     /// holds the free marker, which decodes as an empty slot.
@@ -1233,149 +739,6 @@ mod tests {
             assert_eq!(pool.backend().load_u64(slot), FREE_WORD0, "slot {index} is not formatted");
             pool.backend().read(slot, &mut bytes);
             assert!(matches!(decode_slot(&bytes, &geometry), SlotContent::Empty));
-        }
-    }
-
-    /// The tuple CRC is the CRC-32 of the Tx-CTS (LP bit clear), bytes
-    /// 8..16 and everything after the CRC field, as the layout says: pools
-    /// written before keep verifying, however the hashing is split.
-    #[test]
-    fn tuple_crc_covers_the_documented_bytes() {
-        let mut buffer = Vec::new();
-        encode_tuple(&mut buffer, 0x1234_5678, 99, false, b"key", &[5u8; 77]);
-        let mut reference = Vec::new();
-        reference.extend_from_slice(&0x1234_5678u64.to_le_bytes());
-        reference.extend_from_slice(&buffer[8..CRC_AT]);
-        reference.extend_from_slice(&buffer[CRC_AT + 4..]);
-        let stored = u32::from_le_bytes(buffer[CRC_AT..CRC_AT + 4].try_into().unwrap());
-        assert_eq!(stored, crc32fast::hash(&reference));
-        // With the LP bit set in word 0 the tuple still verifies.
-        buffer[..8].copy_from_slice(&(0x1234_5678u64 | LP_BIT).to_le_bytes());
-        assert_eq!(tuple_crc(0x1234_5678, &buffer), stored);
-    }
-
-    /// Regression (found by `pmtx crashtest --engine zen --workload tpcc`):
-    /// the sweep must erase every stale slot stamped below its horizon, even
-    /// one queued behind newer garbage (another region's hand-over arrives
-    /// late), or a tombstone it releases can be reused while a stale version
-    /// of its key survives, and a crash then resurrects the deleted key.
-    #[test]
-    fn sweep_erases_stale_slots_queued_behind_newer_garbage() {
-        let options = PmOptions::default();
-        let pool = Pool::<Direct>::create_in_memory(16 << 20, pmtx_pm::layout::MIN_CHUNK_SIZE, &options).unwrap();
-        let geometry = SlotGeometry::new("t", 8, 32, pool.geometry().chunk_size).unwrap();
-        let heap = Heap::new(&pool, vec![geometry], 1, false, CommitRule::LastPersisted);
-        let epochs = Epochs::new(1, 1);
-        let advance = || Some(epochs.advance());
-        let mut state = heap.regions[0].state.lock();
-        let slots: Vec<u64> =
-            (0..12).map(|_| state.reserve(&heap, &pool, &epochs, 0, 0, &advance).unwrap().slot).collect();
-        let (blockers, old) = slots.split_at(10);
-        for &slot in blockers {
-            state.garbage.push_back(Garbage { slot, stamp: u64::MAX, kind: SlotKind::Stale });
-        }
-        for &slot in old {
-            pool.backend().store_u64(slot, 0x1234);
-            state.garbage.push_back(Garbage { slot, stamp: 0, kind: SlotKind::Stale });
-        }
-        // The tombstone whose release relies on the erasure.
-        let row = push_deleted_row(&heap, &pool, &epochs, &mut state, 0);
-        drop(state);
-        assert!(heap.sweep(&pool, &epochs, &advance));
-        for &slot in old {
-            assert_eq!(pool.backend().load_u64(slot), FREE_WORD0, "stale slot {slot:#x} was not erased");
-        }
-        let mut state = heap.regions[0].state.lock();
-        assert_eq!(state.garbage.len(), blockers.len());
-        assert!(old.iter().all(|slot| state.heaps[0].clean.contains(slot)));
-        assert_eq!(state.reclaim_tombstones(&heap, &pool), 1);
-        drop(state);
-        // SAFETY: the tombstone that referred to the row is released.
-        unsafe { Row::free(row) };
-    }
-
-    /// A sweep erases the stale slots of the tables it can release a
-    /// tombstone of, and leaves every other table's stale slots free and
-    /// intact (no PM write for them).
-    #[test]
-    fn sweep_erases_only_tables_with_a_tombstone_to_release() {
-        let options = PmOptions::default();
-        let pool = Pool::<Direct>::create_in_memory(16 << 20, pmtx_pm::layout::MIN_CHUNK_SIZE, &options).unwrap();
-        let chunk_size = pool.geometry().chunk_size;
-        let geometries = vec![
-            SlotGeometry::new("updated", 8, 32, chunk_size).unwrap(),
-            SlotGeometry::new("deleted", 8, 32, chunk_size).unwrap(),
-        ];
-        let heap = Heap::new(&pool, geometries, 1, false, CommitRule::LastPersisted);
-        let epochs = Epochs::new(1, 1);
-        let advance = || Some(epochs.advance());
-        let mut state = heap.regions[0].state.lock();
-        let stale_of = |table: u32, state: &mut RegionState| -> Vec<u64> {
-            let slots: Vec<u64> =
-                (0..3).map(|_| state.reserve(&heap, &pool, &epochs, 0, table, &advance).unwrap().slot).collect();
-            for &slot in &slots {
-                pool.backend().store_u64(slot, 0x1234);
-                state.garbage.push_back(Garbage { slot, stamp: 0, kind: SlotKind::Stale });
-            }
-            slots
-        };
-        let updated = stale_of(0, &mut state);
-        let deleted = stale_of(1, &mut state);
-        let row = push_deleted_row(&heap, &pool, &epochs, &mut state, 1);
-        drop(state);
-        assert!(heap.sweep(&pool, &epochs, &advance));
-        for &slot in &deleted {
-            assert_eq!(
-                pool.backend().load_u64(slot),
-                FREE_WORD0,
-                "stale slot {slot:#x} of the deleting table was kept"
-            );
-        }
-        for &slot in &updated {
-            assert_eq!(
-                pool.backend().load_u64(slot),
-                0x1234,
-                "stale slot {slot:#x} of a table without deletes was erased"
-            );
-        }
-        let mut state = heap.regions[0].state.lock();
-        assert!(updated.iter().all(|slot| state.heaps[0].stale.contains(slot)), "still free, as stale slots");
-        assert!(deleted.iter().all(|slot| state.heaps[1].clean.contains(slot)));
-        assert_eq!(state.reclaim_tombstones(&heap, &pool), 1, "the sweep made the tombstone reclaimable");
-        drop(state);
-        // SAFETY: the tombstone that referred to the row is released.
-        unsafe { Row::free(row) };
-    }
-
-    /// Under the window rule a superseded version stays out of the free
-    /// lists until its successor's epoch is durable, even with no reader
-    /// announced; under Zen's rule it is free once no reader can hold it.
-    #[test]
-    fn the_window_rule_frees_a_superseded_version_once_its_successor_is_durable() {
-        let options = PmOptions::default();
-        for rule in [CommitRule::Window, CommitRule::LastPersisted] {
-            let pool = Pool::<Direct>::create_in_memory(16 << 20, pmtx_pm::layout::MIN_CHUNK_SIZE, &options).unwrap();
-            let geometry = SlotGeometry::new("t", 8, 32, pool.geometry().chunk_size).unwrap();
-            let heap = Heap::new(&pool, vec![geometry], 1, false, rule);
-            let epochs = Epochs::new(1, 5);
-            let advance = || Some(epochs.advance());
-            assert_eq!(epochs.durable(), 4);
-            let mut state = heap.regions[0].state.lock();
-            let superseded = state.reserve(&heap, &pool, &epochs, 0, 0, &advance).unwrap().slot;
-            // Superseded by a commit of epoch 5, stamped 5; nobody reads.
-            heap.retire(0, &mut state, Garbage { slot: superseded, stamp: 5, kind: SlotKind::Stale });
-            epochs.advance();
-            assert_eq!(epochs.horizon(), crate::epoch::QUIESCENT);
-            let freed = state.reclaim(&heap, &pool, heap.horizon(&epochs), usize::MAX);
-            match rule {
-                CommitRule::Window => {
-                    assert_eq!(freed, 0, "reused while its successor's window (epoch 5) may still be lost");
-                    epochs.set_durable(5);
-                    assert_eq!(state.reclaim(&heap, &pool, heap.horizon(&epochs), usize::MAX), 1);
-                }
-                CommitRule::LastPersisted => assert_eq!(freed, 1),
-            }
-            assert!(state.heaps[0].stale.contains(&superseded));
         }
     }
 }
