@@ -5,11 +5,14 @@
 //! `Box<dyn EngineWorker>`. Engines are generic over the PM backend inside,
 //! so the dynamic dispatch happens once per operation, never per store.
 
-use crate::engines::catalog::{self, Family, StoragePart};
+use crate::engine_catalog::{self, Family, StoragePart};
 use crate::error::{DbResult, TxResult};
 use crate::index::ScanDirection;
 use crate::schema::TableId;
-pub use crate::stats::{EngineStats, RecoveryReport};
+pub use crate::stats::{CommitTicket, EngineStats, RecoveryReport};
+pub(crate) use crate::storage::record::sp3_writer_of;
+pub use crate::storage::record::{SP3_MAX_WORKERS, SP3_WORKER_BITS};
+pub use crate::storage::request::{ScanRequest, WriteOp};
 use crate::storage::table::Table;
 use std::ops::Bound;
 
@@ -207,60 +210,10 @@ impl EngineKind {
     }
 }
 
-/// The SP^3 family's TIDs carry the committing worker in their low bits
-/// (the paper's `<threadID, logicID>`: a worker's TIDs grow, so the TID is
-/// also its logical id), so a row's version word names its last writer.
-pub const SP3_WORKER_BITS: u32 = 8;
-/// Most workers an SP^3-family engine numbers in [`SP3_WORKER_BITS`].
-pub const SP3_MAX_WORKERS: usize = 1 << SP3_WORKER_BITS;
-
-/// The worker that committed `tid` on an SP^3-family engine.
-#[inline(always)]
-pub(crate) fn sp3_writer_of(tid: u64) -> usize {
-    (tid & (SP3_MAX_WORKERS as u64 - 1)) as usize
-}
-
 impl std::fmt::Display for EngineKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// When a committed transaction becomes durable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CommitTicket {
-    /// Already durable (synchronous logging, or a non-durable engine).
-    Durable,
-    /// Durable once the engine's durable epoch reaches this epoch.
-    Epoch(u64),
-}
-
-/// One write of a transaction body.
-#[derive(Clone, Copy, Debug)]
-pub enum WriteOp<'a> {
-    /// Insert or overwrite.
-    Put(&'a [u8]),
-    /// Insert only if absent; returns false (and writes nothing) if present.
-    Insert(&'a [u8]),
-    /// Overwrite only if present; returns false if absent.
-    Update(&'a [u8]),
-    /// Delete if present; returns false if absent.
-    Delete,
-}
-
-/// A range scan request.
-#[derive(Clone, Copy, Debug)]
-pub struct ScanRequest<'a> {
-    /// Table.
-    pub table: TableId,
-    /// `None` for the primary index, else a secondary index position.
-    pub secondary: Option<u32>,
-    /// Key range (secondary: over secondary keys).
-    pub range: (Bound<&'a [u8]>, Bound<&'a [u8]>),
-    /// Direction.
-    pub direction: ScanDirection,
-    /// At most this many rows.
-    pub limit: usize,
 }
 
 /// A database engine.

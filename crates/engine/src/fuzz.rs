@@ -75,7 +75,7 @@ pub fn parse_heap_slot(bytes: &[u8], max_key: usize, max_value: usize) -> Result
 
 /// A wbl record-log record: (sequence, c_p, c_d).
 pub fn parse_wbl_record(bytes: &[u8]) -> Option<(u64, u64, u64)> {
-    crate::storage::zen::window::parse_record(bytes)
+    crate::durability::wbl_window::parse_record(bytes)
 }
 
 /// Recomputes the checksums of a log segment's header and records (see

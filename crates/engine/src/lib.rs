@@ -19,6 +19,7 @@ pub mod cc;
 mod db;
 pub mod durability;
 pub mod engine;
+pub mod engine_catalog;
 mod engines;
 pub mod epoch;
 mod error;
@@ -34,8 +35,9 @@ pub mod storage;
 pub use cc::CcProtocol;
 pub use db::{prefix_range, Database, Finished, Outcome, Pending, Transaction, Worker, WorkerStats};
 pub use durability::dbxn_log::VALUE_CHUNK_KIND as DBXN_VALUE_CHUNK_KIND;
+pub use durability::wbl_window::WINDOW_CHUNK_KIND as WBL_WINDOW_CHUNK_KIND;
 pub use engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
-pub use engines::catalog as engine_catalog;
+
 pub use engines::nvm_tuples::NVM_TUPLE_CHUNK_KIND as MMDB_VOLATILE_CHUNK_KIND;
 pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};
 #[cfg(feature = "fault-injection")]
@@ -51,7 +53,6 @@ pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, Ta
 pub use storage::zen::HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND;
 pub use storage::zen::HEAP_CHUNK_KIND_FORMATTED as ZEN_HEAP_CHUNK_KIND_FORMATTED;
 pub use storage::zen::HEAP_FREE_WORD0 as ZEN_HEAP_FREE_WORD0;
-pub use storage::zen::WINDOW_CHUNK_KIND as WBL_WINDOW_CHUNK_KIND;
 
 /// The README's code blocks, compiled and run as doc tests so that the
 /// library example cannot drift from the API.

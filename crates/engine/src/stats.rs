@@ -1,6 +1,7 @@
-//! What engines report: [`EngineStats`] and the [`RecoveryReport`] of an
-//! open. Plain values at the bottom of the crate, so every layer (storage's
-//! recovery included) can fill them in.
+//! What engines report: [`EngineStats`], the [`RecoveryReport`] of an
+//! open and the [`CommitTicket`] of a commit. Plain values at the bottom
+//! of the crate, so every layer (storage's recovery, the durability
+//! schemes) can fill them in.
 
 /// Engine-wide statistics.
 #[derive(Clone, Debug, Default)]
@@ -105,4 +106,13 @@ pub struct RecoveryReport {
     pub heap_tuples_discarded: u64,
     /// The (c_p, c_d) of the group-commit record recovery went by (wbl).
     pub wbl_window: Option<(u64, u64)>,
+}
+
+/// When a committed transaction becomes durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitTicket {
+    /// Already durable (synchronous logging, or a non-durable engine).
+    Durable,
+    /// Durable once the engine's durable epoch reaches this epoch.
+    Epoch(u64),
 }

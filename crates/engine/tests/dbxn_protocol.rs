@@ -2,7 +2,7 @@
 //! record states, HTM abort injection and statistics, the NVM-friendly log
 //! layout, checkpoints with log (and value chunk) truncation, and recovery.
 
-use pmtx_engine::cc::silo::WriteSet;
+use pmtx_engine::cc::write_set::WriteSet;
 use pmtx_engine::durability::log::{self, LogLayout, LogShared, LogStoreMode, LogWriter};
 use pmtx_engine::storage::record::{self, Record, RowKind, UNPERSISTED};
 use pmtx_engine::{

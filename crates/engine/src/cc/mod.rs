@@ -44,19 +44,6 @@ pub mod write_set;
 
 pub use protocols::CcProtocol;
 
-/// The former paths of [`CcProtocol`] and the protocols' worker limit,
-/// kept for code outside `cc` that still imports them from here.
-pub mod protocol {
-    pub use super::protocols::CcProtocol;
-    pub(crate) use super::protocols::MAX_LOCKING_WORKERS;
-}
-
-/// The former path of the write set, kept for code outside `cc` (the
-/// durability schemes, tests) that still imports it from here.
-pub mod silo {
-    pub use super::write_set::WriteSet;
-}
-
 /// Words of the per-row side tables indexed by a hash of the row's address
 /// (the lock table, the read timestamps): 8 MiB each.
 pub(crate) const ROW_STRIPES: usize = 1 << 20;

@@ -1,6 +1,6 @@
 //! The DBXN family (dbxn.txt §3): `dbxn`, `dbxn-nvm` and `dbx-naive`.
 //!
-//! All three run the shared OCC of `cc::silo` over DRAM records (the engine shell
+//! All three run the shared transaction state of `cc::transaction` over DRAM records (the engine shell
 //! of `engines::dram`, composed in `engines::dbxn`) and log each
 //! commit *synchronously* into the worker's redo-log segments in the pool
 //! (the `durability::log` format, written with [`LogLayout`]'s NVM-friendly options).
@@ -11,7 +11,7 @@
 //!   UNPERSISTED set (the paper's odd version) is not an early abort: the
 //!   read set holds the word without the bit (the "next even version").
 //!   *Validate + install* is one region: on this machine (no RTM) the
-//!   ordered-lock commit of `cc::silo` (lock the write set in address order,
+//!   ordered-lock commit of `cc::write_set` (lock the write set in address order,
 //!   validate the read set and the scanned leaves, install the new value
 //!   pointers, store each word as `tid | UNPERSISTED`, which unlocks).
 //!   *Log*: after the region the redo record goes to the worker's segment
@@ -70,23 +70,21 @@
 //! means every commit of epochs up to it has finished its synchronous log,
 //! which is what a checkpoint waits for before its root switch.
 
-use crate::cc::silo::WriteSet;
-use crate::durability::group_commit::GroupCommitLog;
+use crate::durability::group_commit::{GroupCommitConfig, GroupCommitLog};
 use crate::durability::log::SegmentStore;
 use crate::durability::log::{LogLayout, LogWriter};
 use crate::durability::segments::PoolSegments;
 use crate::durability::EnginePolicy;
 use crate::durability::{CommitLog, CommitStage};
-use crate::engine::{CommitTicket, EngineKind, EngineStats};
-use crate::engines::nvm_tuples::NvmTuples;
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
-use crate::options::DbOptions;
+use crate::stats::{CommitTicket, EngineStats};
+use crate::storage::commit_view::CommitView;
+use crate::storage::nvm_tuples::{NvmTuples, NvmTuplesConfig};
 use crate::storage::record::Record;
 use crate::storage::table::Table;
 use parking_lot::Mutex;
 use pmtx_htm::Htm;
-use pmtx_htm::HtmBackendKind;
 use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool, PoolError};
 use std::sync::{Arc, OnceLock};
 
@@ -101,13 +99,37 @@ const VALUE_CHUNK_HEADER: u64 = 64;
 /// Per value: u32 length, u32 table, u64 tid, then the bytes, 8-aligned.
 const VALUE_ENTRY_HEADER: u64 = 16;
 
-/// The log layout the DBXN options select (§3.4's NVM-friendly writes).
-pub(crate) fn layout_of(options: &crate::options::DbxnOptions) -> LogLayout {
-    LogLayout {
-        non_temporal: options.non_temporal,
-        pad_small_to_line: options.pad_small_to_line,
-        align_large_to_256: options.align_large_to_256,
-    }
+/// Which commits of a deliberately broken variant acknowledge without
+/// the fence that makes their record durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SkippedFence {
+    /// None (every correct configuration).
+    Never,
+    /// Every commit.
+    Always,
+    /// Every other commit (the first, third, ...).
+    EveryOther,
+}
+
+/// What a DBXN-family log is opened with (the engine builds it from its
+/// options and its fault variant).
+pub(crate) struct DbxnLogConfig {
+    /// The shared log underneath (opened synchronous).
+    pub(crate) log: GroupCommitConfig,
+    /// How records are written (§3.4's NVM-friendly writes).
+    pub(crate) layout: LogLayout,
+    /// The HTM instance of the commit region (`None`: software only).
+    pub(crate) htm: Option<Htm>,
+    /// `dbxn-nvm`: copy each commit's values into a per-worker value area.
+    pub(crate) value_copies: bool,
+    /// `mmdb`: the rows beyond the DRAM budget live in a volatile NVM
+    /// region.
+    pub(crate) nvm_tuples: Option<NvmTuplesConfig>,
+    /// Broken on purpose (`dbxn-nvm-fence-before-record`): the commit's
+    /// one fence follows the value copies but precedes the record.
+    pub(crate) fence_before_record: bool,
+    /// Broken on purpose: which commits skip their record's fence.
+    pub(crate) skipped_fence: SkippedFence,
 }
 
 /// A chunk of a worker's value area and the highest epoch written into it.
@@ -133,14 +155,14 @@ pub(crate) struct ValueHeap<B: PmBackend> {
     buffer: Vec<u8>,
 }
 
-fn value_bytes(writes: &WriteSet<Record>) -> u64 {
-    writes.iter().filter_map(|w| w.value).map(|v| (VALUE_ENTRY_HEADER + v.len() as u64).next_multiple_of(8)).sum()
+fn value_bytes<V: CommitView + ?Sized>(writes: &V) -> u64 {
+    writes.writes().filter_map(|w| w.value).map(|v| (VALUE_ENTRY_HEADER + v.len() as u64).next_multiple_of(8)).sum()
 }
 
 impl<B: PmBackend> ValueHeap<B> {
     /// Makes room for the values of `writes`, taking a new chunk (after
     /// `admit` agrees) when the current one is full.
-    fn prepare(&mut self, writes: &WriteSet<Record>, admit: impl FnOnce() -> DbResult<()>) -> DbResult<()> {
+    fn prepare<V: CommitView + ?Sized>(&mut self, writes: &V, admit: impl FnOnce() -> DbResult<()>) -> DbResult<()> {
         let need = value_bytes(writes);
         let chunk_size = self.pool.geometry().chunk_size;
         if need == 0 || (self.offset != 0 && self.position + need <= chunk_size) {
@@ -179,9 +201,9 @@ impl<B: PmBackend> ValueHeap<B> {
     /// Writes the values of `writes` (room was made by `prepare`); returns
     /// the range written. Not durable until the caller's fence (and flush,
     /// for ordinary stores).
-    fn append(&mut self, tid: u64, writes: &WriteSet<Record>) -> Option<(u64, u64)> {
+    fn append<V: CommitView + ?Sized>(&mut self, tid: u64, writes: &V) -> Option<(u64, u64)> {
         self.buffer.clear();
-        for write in writes.iter() {
+        for write in writes.writes() {
             if let Some(value) = write.value {
                 self.buffer.extend_from_slice(&(value.len() as u32).to_le_bytes());
                 self.buffer.extend_from_slice(&write.table.0.to_le_bytes());
@@ -225,62 +247,47 @@ pub(crate) type BeforeLogHook = Arc<dyn Fn(usize) + Send + Sync>;
 pub(crate) struct DbxnLog<B: PmBackend, const PARITY: bool, S: SegmentStore = PoolSegments<B>> {
     inner: GroupCommitLog<B, S>,
     pool: Arc<Pool<B>>,
-    kind: EngineKind,
     layout: LogLayout,
     htm: Option<Htm>,
     /// `dbxn-nvm`: each worker slot's value chunks.
     values: Option<Vec<ValueChunks>>,
-    faults: crate::fault::Faults,
+    /// See [`DbxnLogConfig::fence_before_record`].
+    fence_before_record: bool,
+    /// See [`DbxnLogConfig::skipped_fence`].
+    skipped_fence: SkippedFence,
     epochs: OnceLock<Arc<Epochs>>,
-    /// `mmdb`: the rows beyond its DRAM budget (`engines::nvm_tuples`).
+    /// `mmdb`: the rows beyond its DRAM budget (`storage::nvm_tuples`).
     nvm: Option<NvmTuples<B>>,
     #[cfg(test)]
     before_log: Option<BeforeLogHook>,
 }
 
 impl<B: PmBackend, const PARITY: bool> DbxnLog<B, PARITY> {
-    pub(crate) fn open(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Self> {
+    /// The log with its segments in the pool.
+    pub(crate) fn open(config: DbxnLogConfig, pool: Arc<Pool<B>>) -> DbResult<Self> {
         let store = PoolSegments::new(Arc::clone(&pool));
-        DbxnLog::open_in(options, pool, store)
+        DbxnLog::open_in(config, pool, store)
     }
 }
 
 impl<B: PmBackend, const PARITY: bool, S: SegmentStore> DbxnLog<B, PARITY, S> {
     /// The policy with its log's segments in `store`.
-    pub(crate) fn open_in(options: &DbOptions, pool: Arc<Pool<B>>, store: S) -> DbResult<Self> {
-        let kind = options.engine;
-        debug_assert_eq!(PARITY, !(kind == EngineKind::DbxNaive || kind.is_mmdb()));
-        debug_assert!(
-            kind.is_hybrid()
-                || matches!(kind, EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive)
-                || kind.is_mmdb()
-        );
-        // The hybrid engines keep their HTM with their paths (`cc::hybrid`);
-        // dbx-naive's log sits inside its commit region, which would abort
-        // every hardware attempt, so it runs the software path only.
-        let htm = match options.htm.backend {
-            _ if !matches!(kind, EngineKind::Dbxn | EngineKind::DbxnNvm) => None,
-            HtmBackendKind::None => None,
-            HtmBackendKind::Sim | HtmBackendKind::Rtm => Some(
-                Htm::new(options.htm)
-                    .map_err(|error| DbError::InvalidConfig(format!("htm {}: {error}", options.htm.backend)))?,
-            ),
-        };
+    pub(crate) fn open_in(config: DbxnLogConfig, pool: Arc<Pool<B>>, store: S) -> DbResult<Self> {
         // mmdb's volatile region, freed before anything else reads the pool:
         // recovery never looks at it.
-        let nvm = (kind == EngineKind::Mmdb).then(|| NvmTuples::open(options, Arc::clone(&pool)));
-        let inner = GroupCommitLog::open_in(options, Arc::clone(&pool), store, kind, true)?;
-        let values =
-            (kind == EngineKind::DbxnNvm).then(|| (0..options.workers).map(|_| ValueChunks::default()).collect());
+        let nvm = config.nvm_tuples.map(|nvm| NvmTuples::open(nvm, Arc::clone(&pool)));
+        let workers = config.log.workers;
+        let inner =
+            GroupCommitLog::open_in(GroupCommitConfig { synchronous: true, ..config.log }, Arc::clone(&pool), store)?;
+        let values = config.value_copies.then(|| (0..workers).map(|_| ValueChunks::default()).collect());
         Ok(Self {
             inner,
             pool,
-            kind,
-            // mmdb is the Zen paper's plain WAL: ordinary stores + clwb.
-            layout: if kind.is_mmdb() { LogLayout::PLAIN } else { layout_of(&options.dbxn) },
-            htm,
+            layout: config.layout,
+            htm: config.htm,
             values,
-            faults: options.faults(),
+            fence_before_record: config.fence_before_record,
+            skipped_fence: config.skipped_fence,
             epochs: OnceLock::new(),
             nvm,
             #[cfg(test)]
@@ -369,7 +376,7 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> CommitLog for DbxnLog<B,
         Ok(DbxnWorker { id, log, values, appended: 0 })
     }
 
-    fn prepare(&self, worker: &mut DbxnWorker<B, S>, writes: &WriteSet<Record>) -> DbResult<()> {
+    fn prepare<V: CommitView + ?Sized>(&self, worker: &mut DbxnWorker<B, S>, writes: &V) -> DbResult<()> {
         if self.inner.is_closed() {
             return Err(DbError::Poisoned("the database is closed".into()));
         }
@@ -388,13 +395,18 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> CommitLog for DbxnLog<B,
         self.htm.as_ref()
     }
 
-    fn append(&self, worker: &mut DbxnWorker<B, S>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
+    fn append<V: CommitView + ?Sized>(
+        &self,
+        worker: &mut DbxnWorker<B, S>,
+        tid: u64,
+        writes: &V,
+    ) -> DbResult<CommitTicket> {
         #[cfg(test)]
         if let Some(hook) = &self.before_log {
             hook(worker.id);
         }
         let value_range = worker.values.as_mut().and_then(|values| values.append(tid, writes));
-        if self.kind == EngineKind::DbxnNvm && self.faults.fence_before_record() {
+        if self.fence_before_record {
             // Broken on purpose: the commit's one fence follows the value
             // copies but comes before the record's stores.
             if let (Some((start, end)), false) = (value_range, self.layout.non_temporal) {
@@ -411,11 +423,11 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> CommitLog for DbxnLog<B,
         // fdatasync for a log on a file). The broken variants acknowledge
         // without it (dbxn, mmdb, dbxn-nvm, dbx-naive and phtm always,
         // 2pl every other commit).
-        let broken = self.faults.ack_before_fence()
-            || (self.kind == EngineKind::DbxnNvm && self.faults.fence_before_record())
-            || (self.kind == EngineKind::DbxNaive && self.faults.fence_left_to_next_commit())
-            || (self.kind == EngineKind::Phtm && self.faults.xend_persists_log())
-            || (self.kind == EngineKind::TwoPl && self.faults.fence_per_two_commits() && worker.appended % 2 == 1);
+        let broken = match self.skipped_fence {
+            SkippedFence::Never => false,
+            SkippedFence::Always => true,
+            SkippedFence::EveryOther => worker.appended % 2 == 1,
+        };
         if !broken {
             worker.log.make_durable(range).map_err(|error| self.poison(error.into()))?;
         }
@@ -446,10 +458,6 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> CommitLog for DbxnLog<B,
 }
 
 impl<B: PmBackend, const PARITY: bool, S: SegmentStore> EnginePolicy for DbxnLog<B, PARITY, S> {
-    fn kind(&self) -> EngineKind {
-        self.kind
-    }
-
     fn recover(&self, tables: &[Table], epochs: &Arc<Epochs>) -> DbResult<()> {
         // Value copies are never needed to recover (the log and checkpoint
         // hold every durable value).

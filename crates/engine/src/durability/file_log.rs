@@ -333,28 +333,39 @@ impl SegmentStore for FileSegments {
     }
 }
 
-/// The file segments `options` ask for, for `pool` (`dbx-disk`,
-/// `dbx-naive` with `medium=disk`): in `options.log_directory`, created at
-/// the first open. Checks the pool's `log.medium` root first, so a pool
-/// whose log is in the pool is refused, and a directory missing under a
-/// pool whose log is in files is an error rather than an empty log.
+/// Where a file log's segments live (the engine resolves it from its
+/// options).
+#[derive(Clone, Debug)]
+pub(crate) enum FileLogDirectory {
+    /// Files in memory that model what a power failure keeps.
+    Memory(crate::log_files::MemoryLogStorage),
+    /// This directory, created at the first open if missing.
+    Path(std::path::PathBuf),
+    /// Beside a pool that is not a file: nowhere (an error at open). The
+    /// engine's name, for the message.
+    Unresolved { engine: String },
+}
+
+/// The file segments in `directory`, for `pool` (`dbx-disk`, `dbx-naive`
+/// with `medium=disk`), created at the first open. Checks the pool's
+/// `log.medium` root first, so a pool whose log is in the pool is refused,
+/// and a directory missing under a pool whose log is in files is an error
+/// rather than an empty log.
 pub(crate) fn open_file_segments<B: pmtx_pm::PmBackend>(
-    options: &crate::options::DbOptions,
+    directory: &FileLogDirectory,
     pool: &pmtx_pm::Pool<B>,
 ) -> DbResult<FileSegments> {
     use crate::log_files::OsLogStorage;
-    use crate::options::LogDirectory;
     let expect_existing = crate::durability::group_commit::check_log_medium(pool, false)?;
-    let storage: Arc<dyn LogStorage> = match &options.log_directory {
-        LogDirectory::Memory(memory) => Arc::new(memory.clone()),
-        LogDirectory::Path(_) | LogDirectory::BesidePool => {
-            let path = options.log_directory_path().ok_or_else(|| {
-                DbError::InvalidConfig(format!(
-                    "engine {} keeps its redo log in files beside the pool file, but the pool is not a file: set \
-                     DbOptions::log_directory",
-                    options.engine
-                ))
-            })?;
+    let storage: Arc<dyn LogStorage> = match directory {
+        FileLogDirectory::Memory(memory) => Arc::new(memory.clone()),
+        FileLogDirectory::Unresolved { engine } => {
+            return Err(DbError::InvalidConfig(format!(
+                "engine {engine} keeps its redo log in files beside the pool file, but the pool is not a file: set \
+                 DbOptions::log_directory"
+            )))
+        }
+        FileLogDirectory::Path(path) => {
             if expect_existing && !path.exists() {
                 return Err(DbError::LogFile {
                     path: path.display().to_string(),
@@ -362,7 +373,7 @@ pub(crate) fn open_file_segments<B: pmtx_pm::PmBackend>(
                     source: io::Error::from(io::ErrorKind::NotFound),
                 });
             }
-            let (storage, _) = OsLogStorage::open_or_create(&path).map_err(|error| DbError::LogFile {
+            let (storage, _) = OsLogStorage::open_or_create(path).map_err(|error| DbError::LogFile {
                 path: path.display().to_string(),
                 operation: "create or open the log directory (its parent must exist and be writable)",
                 source: error,

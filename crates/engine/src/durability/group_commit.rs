@@ -22,17 +22,18 @@
 //! since), so a log that fills the pool ends in `DbError::OutOfSpace` while
 //! close and recovery can still checkpoint and free the log.
 
-use crate::cc::silo::WriteSet;
 use crate::durability::checkpoint::{self, CheckpointMeta};
 use crate::durability::log::{self, LogShared, LogStoreMode, LogWriter, SegmentInfo};
 use crate::durability::log::{SegmentId, SegmentStore};
 use crate::durability::segments::PoolSegments;
 use crate::durability::CommitLog;
 use crate::durability::EnginePolicy;
-use crate::engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
-use crate::options::DbOptions;
+use crate::fault::Faults;
+use crate::schema::TableSchema;
+use crate::stats::{CommitTicket, EngineStats, RecoveryReport};
+use crate::storage::commit_view::CommitView;
 use crate::storage::record::{self, Record};
 use crate::storage::table::Table;
 use crossbeam_utils::CachePadded;
@@ -65,12 +66,42 @@ const CHECKPOINT_CHUNK_HEADER: u64 = 64;
 const CHECKPOINT_ROW_HEADER: u64 = 32;
 
 /// Checkpoint-row bytes a logged write can add to the next checkpoint.
-fn row_bytes(writes: &WriteSet<Record>) -> u64 {
+fn row_bytes<V: CommitView + ?Sized>(writes: &V) -> u64 {
     writes
-        .iter()
+        .writes()
         .filter_map(|write| write.value.map(|value| CHECKPOINT_ROW_HEADER + (write.key.len() + value.len()) as u64))
         .map(|bytes| bytes.next_multiple_of(8))
         .sum()
+}
+
+/// What a group-commit log is opened with (the engine builds it from its
+/// options).
+#[derive(Clone, Debug)]
+pub(crate) struct GroupCommitConfig {
+    /// Worker slots, one log chain each.
+    pub(crate) workers: usize,
+    /// Largest checkpoint row the schema allows, in bytes.
+    pub(crate) max_row_bytes: u64,
+    /// Synchronous logging: every record is durable when its commit
+    /// returns, so recovery replays every valid record and ignores the
+    /// durable-epoch root (the DBXN and SP^3 logs set it).
+    pub(crate) synchronous: bool,
+    /// Records carry the transactions they depend on, and recovery drops
+    /// those whose dependencies were never durable (SP^3's log sets it).
+    pub(crate) dependency_dag: bool,
+    pub(crate) faults: Faults,
+}
+
+impl GroupCommitConfig {
+    /// Epoch group commit for `workers` over `tables`.
+    pub(crate) fn new(workers: usize, tables: &[TableSchema], faults: Faults) -> Self {
+        let max_row_bytes = tables
+            .iter()
+            .map(|t| (CHECKPOINT_ROW_HEADER + (t.max_key_len + t.max_value_len) as u64).next_multiple_of(8))
+            .max()
+            .unwrap_or(0);
+        Self { workers, max_row_bytes, synchronous: false, dependency_dag: false, faults }
+    }
 }
 
 /// Group-commit durability over a pool, with the log's segments in store
@@ -104,30 +135,18 @@ pub(crate) struct GroupCommitLog<B: PmBackend, S: SegmentStore = PoolSegments<B>
     /// only bytes it flushes).
     flush_lock: Mutex<Vec<u64>>,
     closed: AtomicBool,
-    /// The engine this log serves (`group-commit`, or a DBXN engine).
-    kind: EngineKind,
-    /// Synchronous logging (the DBXN family): every record is durable when
-    /// its commit returns, so recovery replays every valid record and
-    /// ignores the durable-epoch root.
+    /// See [`GroupCommitConfig::synchronous`].
     synchronous: bool,
-    faults: crate::fault::Faults,
+    /// See [`GroupCommitConfig::dependency_dag`].
+    dependency_dag: bool,
+    faults: Faults,
 }
 
 impl<B: PmBackend> GroupCommitLog<B> {
-    pub(crate) fn open(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Self> {
-        Self::open_with(options, pool, EngineKind::GroupCommit, false)
-    }
-
-    /// The log of engine `kind` in the pool; `synchronous` for engines
-    /// whose records are durable when their commit returns (see the field).
-    pub(crate) fn open_with(
-        options: &DbOptions,
-        pool: Arc<Pool<B>>,
-        kind: EngineKind,
-        synchronous: bool,
-    ) -> DbResult<Self> {
+    /// The log with its segments in the pool.
+    pub(crate) fn open(config: GroupCommitConfig, pool: Arc<Pool<B>>) -> DbResult<Self> {
         let store = PoolSegments::new(Arc::clone(&pool));
-        GroupCommitLog::open_in(options, pool, store, kind, synchronous)
+        GroupCommitLog::open_in(config, pool, store)
     }
 }
 
@@ -166,30 +185,26 @@ pub(crate) fn check_log_medium<B: PmBackend>(pool: &Pool<B>, in_pool: bool) -> D
 }
 
 impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
-    /// The log of engine `kind` with its segments in `store`; the pool
-    /// holds checkpoints and the roots.
-    pub(crate) fn open_in(
-        options: &DbOptions,
-        pool: Arc<Pool<B>>,
-        store: S,
-        kind: EngineKind,
-        synchronous: bool,
-    ) -> DbResult<Self> {
+    /// The log with its segments in `store`; the pool holds checkpoints
+    /// and the roots. The caller checks the pool's engine identity and
+    /// schema right after (before recovery reads anything), as the
+    /// medium is checked first here.
+    pub(crate) fn open_in(config: GroupCommitConfig, pool: Arc<Pool<B>>, store: S) -> DbResult<Self> {
         // The medium first: a pool whose first open crashed before its
         // engine root was written must not look like a pool of another
         // medium at the next open.
         if !check_log_medium(&pool, S::IN_POOL)? {
             pool.set_root(LOG_MEDIUM_ROOT, if S::IN_POOL { LOG_MEDIUM_POOL } else { LOG_MEDIUM_FILES })?;
         }
-        crate::catalog::check_identity(&pool, kind, options)?;
+        let workers = config.workers;
         Ok(Self {
             store: Arc::new(store),
-            kind,
-            synchronous,
-            faults: options.faults(),
+            synchronous: config.synchronous,
+            dependency_dag: config.dependency_dag,
+            faults: config.faults,
             pool,
-            logs: (0..options.workers).map(|_| Arc::new(LogShared::default())).collect(),
-            next_sequence: Mutex::new(vec![0; options.workers]),
+            logs: (0..workers).map(|_| Arc::new(LogShared::default())).collect(),
+            next_sequence: Mutex::new(vec![0; workers]),
             retired: Mutex::new(Vec::new()),
             epochs: OnceLock::new(),
             checkpoint_generation: Mutex::new(0),
@@ -197,15 +212,10 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
             checkpoints: AtomicU64::new(0),
             segments_freed: AtomicU64::new(0),
             recovery: Mutex::new(None),
-            logged_row_bytes: (0..options.workers).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+            logged_row_bytes: (0..workers).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
             checkpoint_bytes: AtomicU64::new(0),
             logged_at_checkpoint: AtomicU64::new(0),
-            max_row_bytes: options
-                .tables
-                .iter()
-                .map(|t| (CHECKPOINT_ROW_HEADER + (t.max_key_len + t.max_value_len) as u64).next_multiple_of(8))
-                .max()
-                .unwrap_or(0),
+            max_row_bytes: config.max_row_bytes,
             self_driving: AtomicBool::new(false),
             flush_lock: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
@@ -465,7 +475,7 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
     }
 
     /// Accounts a record of `writes` logged by `worker` (for the reserve).
-    pub(crate) fn note_logged(&self, worker: usize, writes: &WriteSet<Record>) {
+    pub(crate) fn note_logged<V: CommitView + ?Sized>(&self, worker: usize, writes: &V) {
         self.logged_row_bytes[worker].fetch_add(row_bytes(writes), Ordering::Relaxed);
     }
 }
@@ -523,7 +533,12 @@ impl<B: PmBackend, S: SegmentStore> CommitLog for GroupCommitLog<B, S> {
         LogWriter::in_store(Arc::clone(&self.store), id as u16, LogStoreMode::Cached, shared, sequence)
     }
 
-    fn append(&self, worker: &mut LogWriter<S>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
+    fn append<V: CommitView + ?Sized>(
+        &self,
+        worker: &mut LogWriter<S>,
+        tid: u64,
+        writes: &V,
+    ) -> DbResult<CommitTicket> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(DbError::Poisoned("the database is closed".into()));
         }
@@ -616,10 +631,6 @@ fn dependency_dag_drops<S: SegmentStore>(
 }
 
 impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
-    fn kind(&self) -> EngineKind {
-        self.kind
-    }
-
     fn recover(&self, tables: &[Table], epochs: &Arc<Epochs>) -> DbResult<()> {
         debug_assert_eq!(epochs.capacity(), self.logs.len());
         let started = Instant::now();
@@ -752,7 +763,7 @@ impl<B: PmBackend, S: SegmentStore> EnginePolicy for GroupCommitLog<B, S> {
         }
         // SP^3: the records whose dependencies were never durable, and the
         // later records of their workers (see `durability::sp3_log`).
-        let dropped = if self.kind == EngineKind::Sp3 {
+        let dropped = if self.dependency_dag {
             let dropped = dependency_dag_drops(&*self.store, &segments, start_epoch)?;
             report.log_records_missing_dependency = dropped.len() as u64;
             dropped

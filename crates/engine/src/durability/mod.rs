@@ -1,11 +1,20 @@
-//! Durability schemes of the DRAM engines: what a commit hands to its log
-//! ([`CommitLog`]) and what the scheme does on each epoch tick, at
-//! checkpoints, at recovery and at close (`EnginePolicy`); the redo log
+//! Durability schemes, side by side: what a commit hands to its log
+//! ([`CommitLog`], over the storage-neutral view of its writes,
+//! `storage::commit_view`) and what the scheme does on each epoch tick,
+//! at checkpoints, at recovery and at close (`EnginePolicy`); the redo log
 //! format ([`log`]), where its segments live ([`segments`]: pool chunks,
 //! or files with [`file_log`]), checkpoints ([`checkpoint`]), epoch group
 //! commit with recovery (`group_commit`), DBXN's synchronous log
-//! (`dbxn_log`) and SP^3's dependency-tracking log (`sp3_log`).
-//! Zen's log-free persistence lives with its heap (`storage::zen`).
+//! (`dbxn_log`), SP^3's dependency-tracking log (`sp3_log`), Zen's
+//! log-free persist over its tuple heap (`zen_persist`) and write-behind
+//! logging's group-commit windows (`wbl_window`).
+//!
+//! Durability imports only the base modules, `index` and `storage`: it
+//! never asks which engine it serves nor reads the engine's options. Each
+//! scheme is opened from its own config (`GroupCommitConfig`,
+//! `DbxnLogConfig`, ...), which `engines/` builds from the options; what
+//! the engine kind decided (the pool's engine identity, stats labels) is
+//! done there.
 
 pub mod checkpoint;
 pub(crate) mod dbxn_log;
@@ -14,11 +23,13 @@ pub(crate) mod group_commit;
 pub mod log;
 pub mod segments;
 pub(crate) mod sp3_log;
+pub(crate) mod wbl_window;
+pub(crate) mod zen_persist;
 
-use crate::cc::silo::WriteSet;
-use crate::engine::{CommitTicket, EngineKind, EngineStats};
 use crate::epoch::Epochs;
 use crate::error::DbResult;
+use crate::stats::{CommitTicket, EngineStats};
+use crate::storage::commit_view::CommitView;
 use crate::storage::record::Record;
 use crate::storage::table::Table;
 use std::sync::Arc;
@@ -62,7 +73,7 @@ pub trait CommitLog: Send + Sync + 'static {
     /// error, so from then on no commit can log and no ticket (read-only
     /// ones included) becomes durable, and the installed versions, visible
     /// once the commit unlocks, can never be acknowledged to anyone.
-    fn prepare(&self, _worker: &mut Self::Worker, _writes: &WriteSet<Record>) -> DbResult<()> {
+    fn prepare<V: CommitView + ?Sized>(&self, _worker: &mut Self::Worker, _writes: &V) -> DbResult<()> {
         Ok(())
     }
     /// The HTM instance whose elided region runs each commit's validation
@@ -74,7 +85,8 @@ pub trait CommitLog: Send + Sync + 'static {
     }
     /// Appends the redo record of `tid` at the point [`CommitLog::STAGE`]
     /// says. Returns the ticket of the commit.
-    fn append(&self, worker: &mut Self::Worker, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket>;
+    fn append<V: CommitView + ?Sized>(&self, worker: &mut Self::Worker, tid: u64, writes: &V)
+        -> DbResult<CommitTicket>;
     /// Whether the policy keeps rows in volatile NVM (`mmdb`): the worker
     /// then reports each row read ([`CommitLog::on_row_read`]) and install
     /// ([`CommitLog::on_row_install`]). A constant, so no other engine's
@@ -109,11 +121,11 @@ pub trait CommitLog: Send + Sync + 'static {
     }
     /// [`CommitLog::append`] with the TIDs of the transactions this one
     /// depends on (those not yet durable when it validated).
-    fn append_with_dependencies(
+    fn append_with_dependencies<V: CommitView + ?Sized>(
         &self,
         worker: &mut Self::Worker,
         tid: u64,
-        writes: &WriteSet<Record>,
+        writes: &V,
         _dependencies: &[u64],
     ) -> DbResult<CommitTicket> {
         self.append(worker, tid, writes)
@@ -143,8 +155,6 @@ pub trait CommitLog: Send + Sync + 'static {
 /// The commit-log policy of an engine, plus what it does on each epoch tick
 /// and at close.
 pub(crate) trait EnginePolicy: CommitLog {
-    /// Which engine this policy makes.
-    fn kind(&self) -> EngineKind;
     /// Loads durable state into `tables` (recovery) and raises `epochs`
     /// above every recovered TID.
     fn recover(&self, tables: &[Table], epochs: &Arc<Epochs>) -> DbResult<()>;

@@ -1,7 +1,7 @@
 //! The SP^3 family (sp3.txt §III): `sp3`, and the paper's baselines
 //! `nvm-tx` and `nvm-ideal`.
 //!
-//! All three run the shared OCC of `cc::silo` (cc=silo only) over DRAM
+//! All three run the shared transaction state of `cc::transaction` under `cc=silo` only over DRAM
 //! records (the engine shell of `engines::dram`) and log each commit
 //! *synchronously* into the worker's redo-log segments (the
 //! `durability::log` format, plain stores + a flush of each line + one
@@ -51,16 +51,16 @@
 //! dependency's TID is smaller than its dependent's, so a checkpoint never
 //! holds a version whose dependencies could be lost.
 
-use crate::cc::silo::WriteSet;
-use crate::durability::group_commit::GroupCommitLog;
+use crate::durability::group_commit::{GroupCommitConfig, GroupCommitLog};
 use crate::durability::log::{LogLayout, LogWriter};
 use crate::durability::segments::PoolSegments;
 use crate::durability::{CommitLog, CommitStage, EnginePolicy};
-use crate::engine::{sp3_writer_of, CommitTicket, EngineKind, EngineStats, SP3_MAX_WORKERS, SP3_WORKER_BITS};
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
-use crate::options::DbOptions;
-use crate::storage::record::{self, Record};
+use crate::fault::Faults;
+use crate::stats::{CommitTicket, EngineStats};
+use crate::storage::commit_view::CommitView;
+use crate::storage::record::{self, sp3_writer_of, SP3_MAX_WORKERS, SP3_WORKER_BITS};
 use crate::storage::table::Table;
 use crossbeam_utils::CachePadded;
 use pmtx_pm::{PmBackend, Pool};
@@ -93,35 +93,29 @@ pub(crate) type BeforeLogHook = Arc<dyn Fn(usize) + Send + Sync>;
 /// synchronous mode; `MODE` is [`SP3`], [`NVM_TX`] or [`NVM_IDEAL`].
 pub(crate) struct Sp3Log<B: PmBackend, const MODE: u8> {
     inner: GroupCommitLog<B>,
-    kind: EngineKind,
     workers: usize,
     /// Per worker number: its newest TID that is durable together with
     /// everything it depends on (the paper's `<curTid, isPersistent>`).
     committed: Vec<CachePadded<AtomicU64>>,
-    faults: crate::fault::Faults,
+    faults: Faults,
     #[cfg(test)]
     before_log: Option<BeforeLogHook>,
 }
 
 impl<B: PmBackend, const MODE: u8> Sp3Log<B, MODE> {
-    pub(crate) fn open(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Self> {
-        let kind = options.engine;
-        debug_assert_eq!(
-            MODE,
-            match kind {
-                EngineKind::Sp3 => SP3,
-                EngineKind::NvmTx => NVM_TX,
-                _ => NVM_IDEAL,
-            }
-        );
-        debug_assert!(options.workers <= SP3_MAX_WORKERS, "checked by DbOptions::validate");
-        let inner = GroupCommitLog::open_with(options, pool, kind, true)?;
+    /// The log in `pool`: the group-commit log of `config`, synchronous,
+    /// with dependencies in its records in the `SP3` mode.
+    pub(crate) fn open(config: GroupCommitConfig, pool: Arc<Pool<B>>) -> DbResult<Self> {
+        let workers = config.workers;
+        let faults = config.faults;
+        debug_assert!(workers <= SP3_MAX_WORKERS, "checked by the options' validation");
+        let config = GroupCommitConfig { synchronous: true, dependency_dag: MODE == SP3, ..config };
+        let inner = GroupCommitLog::open(config, pool)?;
         Ok(Self {
             inner,
-            kind,
-            workers: options.workers,
+            workers,
             committed: (0..SP3_MAX_WORKERS).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
-            faults: options.faults(),
+            faults,
             #[cfg(test)]
             before_log: None,
         })
@@ -172,7 +166,7 @@ impl<B: PmBackend, const MODE: u8> Sp3Log<B, MODE> {
     }
 
     /// Writes and fences the prepared record of `tid` (with `dependencies`).
-    fn persist(&self, worker: &mut Sp3Worker<B>, tid: u64, writes: &WriteSet<Record>, dependencies: &[u64]) {
+    fn persist<V: CommitView + ?Sized>(&self, worker: &mut Sp3Worker<B>, tid: u64, writes: &V, dependencies: &[u64]) {
         #[cfg(test)]
         if let Some(hook) = &self.before_log {
             hook(worker.id);
@@ -206,7 +200,7 @@ impl<B: PmBackend, const MODE: u8> CommitLog for Sp3Log<B, MODE> {
         Ok(Sp3Worker { id, log: self.inner.worker(id)?.with_layout(LogLayout::PLAIN) })
     }
 
-    fn prepare(&self, worker: &mut Sp3Worker<B>, writes: &WriteSet<Record>) -> DbResult<()> {
+    fn prepare<V: CommitView + ?Sized>(&self, worker: &mut Sp3Worker<B>, writes: &V) -> DbResult<()> {
         if self.inner.is_closed() {
             return Err(DbError::Poisoned("the database is closed".into()));
         }
@@ -233,17 +227,22 @@ impl<B: PmBackend, const MODE: u8> CommitLog for Sp3Log<B, MODE> {
         self.committed[sp3_writer_of(tid)].load(Ordering::Acquire) >= tid
     }
 
-    fn append(&self, worker: &mut Sp3Worker<B>, tid: u64, writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
+    fn append<V: CommitView + ?Sized>(
+        &self,
+        worker: &mut Sp3Worker<B>,
+        tid: u64,
+        writes: &V,
+    ) -> DbResult<CommitTicket> {
         self.persist(worker, tid, writes, &[]);
         self.publish(worker.id, tid);
         Ok(CommitTicket::Durable)
     }
 
-    fn append_with_dependencies(
+    fn append_with_dependencies<V: CommitView + ?Sized>(
         &self,
         worker: &mut Sp3Worker<B>,
         tid: u64,
-        writes: &WriteSet<Record>,
+        writes: &V,
         dependencies: &[u64],
     ) -> DbResult<CommitTicket> {
         self.persist(worker, tid, writes, dependencies);
@@ -286,10 +285,6 @@ impl<B: PmBackend, const MODE: u8> CommitLog for Sp3Log<B, MODE> {
 }
 
 impl<B: PmBackend, const MODE: u8> EnginePolicy for Sp3Log<B, MODE> {
-    fn kind(&self) -> EngineKind {
-        self.kind
-    }
-
     fn recover(&self, tables: &[Table], epochs: &Arc<Epochs>) -> DbResult<()> {
         self.inner.recover(tables, epochs)?;
         // Everything recovered is durable, and every TID of this life is

@@ -3,13 +3,15 @@
 //! DBXN's synchronous log policy (`durability::dbxn_log`, which documents
 //! the protocol).
 
-use crate::durability::dbxn_log::DbxnLog;
+use crate::durability::dbxn_log::{DbxnLog, DbxnLogConfig, SkippedFence};
 use crate::durability::file_log::open_file_segments;
+use crate::durability::log::{LogLayout, SegmentStore};
 use crate::engine::{Engine, EngineKind};
 use crate::engines::dram::OccEngine;
-use crate::error::DbResult;
+use crate::error::{DbError, DbResult};
 use crate::options::DbOptions;
 use crate::options::LogMedium;
+use pmtx_htm::{Htm, HtmBackendKind};
 use pmtx_pm::{PmBackend, Pool};
 use std::sync::Arc;
 
@@ -17,15 +19,92 @@ use std::sync::Arc;
 pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
     Ok(match options.engine {
         EngineKind::DbxNaive if options.dbxn.medium == LogMedium::Disk => {
-            let store = open_file_segments(options, &pool)?;
-            OccEngine::open(options, DbxnLog::<B, false, _>::open_in(options, pool, store)?)?
+            let store = open_file_segments(&super::file_log_directory(options), &pool)?;
+            OccEngine::open(options, open_log_in::<B, false, _>(options, pool, store)?)?
         }
         // mmdb's log is always in PM (the Zen paper's MMDB).
         EngineKind::DbxNaive | EngineKind::Mmdb | EngineKind::MmdbIdeal => {
-            OccEngine::open(options, DbxnLog::<B, false>::open(options, pool)?)?
+            OccEngine::open(options, open_log::<B, false>(options, pool)?)?
         }
-        EngineKind::Dbxn | EngineKind::DbxnNvm => OccEngine::open(options, DbxnLog::<B, true>::open(options, pool)?)?,
+        EngineKind::Dbxn | EngineKind::DbxnNvm => OccEngine::open(options, open_log::<B, true>(options, pool)?)?,
         other => unreachable!("{other} is not a DBXN engine"),
+    })
+}
+
+/// The DBXN log of `options` (engines of the DBXN, `mmdb` and PHyTM
+/// families) with its segments in the pool, after the pool's identity
+/// check. `PARITY`: see [`DbxnLog`].
+pub(crate) fn open_log<B: PmBackend, const PARITY: bool>(
+    options: &DbOptions,
+    pool: Arc<Pool<B>>,
+) -> DbResult<DbxnLog<B, PARITY>> {
+    let log = DbxnLog::open(log_config(options)?, Arc::clone(&pool))?;
+    super::check_identity(options, &pool)?;
+    Ok(log)
+}
+
+/// [`open_log`] with the log's segments in `store`.
+fn open_log_in<B: PmBackend, const PARITY: bool, S: SegmentStore>(
+    options: &DbOptions,
+    pool: Arc<Pool<B>>,
+    store: S,
+) -> DbResult<DbxnLog<B, PARITY, S>> {
+    let log = DbxnLog::open_in(log_config(options)?, Arc::clone(&pool), store)?;
+    super::check_identity(options, &pool)?;
+    Ok(log)
+}
+
+/// What the DBXN log of the engine `options` name does differently.
+fn log_config(options: &DbOptions) -> DbResult<DbxnLogConfig> {
+    let kind = options.engine;
+    debug_assert!(
+        kind.is_hybrid()
+            || matches!(kind, EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive)
+            || kind.is_mmdb()
+    );
+    // The hybrid engines keep their HTM with their paths (`cc::hybrid`);
+    // dbx-naive's log sits inside its commit region, which would abort
+    // every hardware attempt, so it runs the software path only.
+    let htm = match options.htm.backend {
+        _ if !matches!(kind, EngineKind::Dbxn | EngineKind::DbxnNvm) => None,
+        HtmBackendKind::None => None,
+        HtmBackendKind::Sim | HtmBackendKind::Rtm => Some(
+            Htm::new(options.htm)
+                .map_err(|error| DbError::InvalidConfig(format!("htm {}: {error}", options.htm.backend)))?,
+        ),
+    };
+    let faults = options.faults();
+    // The broken variants acknowledge without the record's fence (dbxn,
+    // mmdb, dbxn-nvm, dbx-naive and phtm always, 2pl every other commit).
+    let fence_before_record = kind == EngineKind::DbxnNvm && faults.fence_before_record();
+    let skipped_fence = if faults.ack_before_fence()
+        || fence_before_record
+        || (kind == EngineKind::DbxNaive && faults.fence_left_to_next_commit())
+        || (kind == EngineKind::Phtm && faults.xend_persists_log())
+    {
+        SkippedFence::Always
+    } else if kind == EngineKind::TwoPl && faults.fence_per_two_commits() {
+        SkippedFence::EveryOther
+    } else {
+        SkippedFence::Never
+    };
+    Ok(DbxnLogConfig {
+        log: super::group_commit_config(options),
+        // mmdb is the Zen paper's plain WAL: ordinary stores + clwb.
+        layout: if kind.is_mmdb() {
+            LogLayout::PLAIN
+        } else {
+            LogLayout {
+                non_temporal: options.dbxn.non_temporal,
+                pad_small_to_line: options.dbxn.pad_small_to_line,
+                align_large_to_256: options.dbxn.align_large_to_256,
+            }
+        },
+        htm,
+        value_copies: kind == EngineKind::DbxnNvm,
+        nvm_tuples: (kind == EngineKind::Mmdb).then(|| super::nvm_tuples::config(options)),
+        fence_before_record,
+        skipped_fence,
     })
 }
 
@@ -52,7 +131,7 @@ mod tests {
         let mut options = DbOptions::in_memory(kind, vec![TableSchema::hashed("t")]);
         options.workers = 3;
         let pool = Arc::new(Pool::<pmtx_pm::Direct>::create_in_memory(16 << 20, 256 << 10, &options.pm).expect("pool"));
-        let mut log = DbxnLog::<_, PARITY>::open(&options, pool).expect("open");
+        let mut log = open_log::<_, PARITY>(&options, pool).expect("open");
         let (hook, Pause { armed, installed: installed_rx, go: go_tx }) = pause_worker_0();
         log.set_before_log_hook(hook);
         (OccEngine::open(&options, log).expect("engine"), armed, installed_rx, go_tx)

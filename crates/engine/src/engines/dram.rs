@@ -26,6 +26,8 @@ use std::time::Duration;
 
 /// An OCC engine with policy `L`.
 pub(crate) struct OccEngine<L: EnginePolicy> {
+    /// The engine these options name (the policy serves several).
+    kind: EngineKind,
     shared: Arc<OccShared<L>>,
     stop: Arc<AtomicBool>,
     ticker: Mutex<Option<JoinHandle<()>>>,
@@ -98,6 +100,7 @@ impl<L: EnginePolicy> OccEngine<L> {
             None => None,
         };
         Ok(Arc::new(Self {
+            kind: options.engine,
             shared,
             stop,
             ticker: Mutex::new(Some(ticker)),
@@ -202,7 +205,7 @@ fn checkpoint_loop<L: EnginePolicy>(
 
 impl<L: EnginePolicy> Engine for OccEngine<L> {
     fn kind(&self) -> EngineKind {
-        self.shared.log.kind()
+        self.kind
     }
 
     fn tables(&self) -> &[Table] {

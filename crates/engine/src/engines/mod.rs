@@ -1,7 +1,7 @@
 //! Engine construction: the one place that maps an [`EngineKind`] and a
 //! backend kind to a concrete, monomorphized engine.
 
-pub mod catalog;
+pub(crate) mod commit_view;
 pub(crate) mod dbxn;
 pub(crate) mod dram;
 pub(crate) mod nvm_tuples;
@@ -12,9 +12,11 @@ pub(crate) mod sp3;
 pub(crate) mod test_support;
 pub(crate) mod zen;
 
+use crate::durability::file_log::{open_file_segments, FileLogDirectory};
+use crate::durability::group_commit::{GroupCommitConfig, GroupCommitLog};
 use crate::engine::{Engine, EngineKind};
 use crate::error::{DbError, DbResult};
-use crate::options::{DbOptions, PoolLocation};
+use crate::options::{DbOptions, LogDirectory, PoolLocation};
 use pmtx_pm::{BackendKind, Direct, Emulated, PmBackend, Pool, Sim};
 use std::sync::Arc;
 
@@ -56,9 +58,9 @@ fn open_pool<B: PmBackend>(options: &DbOptions) -> DbResult<Pool<B>> {
 /// `engine.kind` root, with a clearer message, so every engine's kinds pass
 /// here.
 fn check_chunk_kinds<B: PmBackend>(engine: EngineKind, pool: &Pool<B>) -> DbResult<()> {
+    use crate::durability::wbl_window::WINDOW_CHUNK_KIND;
     use crate::durability::{checkpoint::CHECKPOINT_CHUNK_KIND, dbxn_log::VALUE_CHUNK_KIND, log::LOG_CHUNK_KIND};
     use crate::storage::zen::heap::{HEAP_CHUNK_KIND, HEAP_CHUNK_KIND_FORMATTED};
-    use crate::storage::zen::window::WINDOW_CHUNK_KIND;
     let allowed = [
         LOG_CHUNK_KIND,
         CHECKPOINT_CHUNK_KIND,
@@ -95,18 +97,14 @@ pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>
             Ok(OccEngine::open(options, NoLog)?)
         }
         EngineKind::GroupCommit => {
-            let log = crate::durability::group_commit::GroupCommitLog::open(options, pool)?;
+            let log = GroupCommitLog::open(group_commit_config(options), Arc::clone(&pool))?;
+            check_identity(options, &pool)?;
             Ok(OccEngine::open(options, log)?)
         }
         EngineKind::DbxDisk => {
-            let store = crate::durability::file_log::open_file_segments(options, &pool)?;
-            let log = crate::durability::group_commit::GroupCommitLog::open_in(
-                options,
-                pool,
-                store,
-                EngineKind::DbxDisk,
-                false,
-            )?;
+            let store = open_file_segments(&file_log_directory(options), &pool)?;
+            let log = GroupCommitLog::open_in(group_commit_config(options), Arc::clone(&pool), store)?;
+            check_identity(options, &pool)?;
             Ok(OccEngine::open(options, log)?)
         }
         EngineKind::Dbxn | EngineKind::DbxnNvm | EngineKind::DbxNaive | EngineKind::Mmdb | EngineKind::MmdbIdeal => {
@@ -116,4 +114,27 @@ pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>
         EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal => sp3::open(options, pool),
         EngineKind::Phytm | EngineKind::PhytmPaper | EngineKind::Phtm | EngineKind::TwoPl => phytm::open(options, pool),
     }
+}
+
+/// The group-commit log `options` ask for (epoch group commit; the DBXN
+/// and SP^3 logs open it synchronous).
+pub(crate) fn group_commit_config(options: &DbOptions) -> GroupCommitConfig {
+    GroupCommitConfig::new(options.workers, &options.tables, options.faults())
+}
+
+/// Where the redo log files of `options` live (engines that log to files).
+pub(crate) fn file_log_directory(options: &DbOptions) -> FileLogDirectory {
+    match (&options.log_directory, options.log_directory_path()) {
+        (LogDirectory::Memory(memory), _) => FileLogDirectory::Memory(memory.clone()),
+        (_, Some(path)) => FileLogDirectory::Path(path),
+        (_, None) => FileLogDirectory::Unresolved { engine: options.engine.to_string() },
+    }
+}
+
+/// Checks that the pool belongs to the engine `options` name and holds
+/// their tables (creating the identity at the first open). A log-based
+/// engine calls it right after opening its log (which checks and records
+/// where the log lives first) and before recovery reads the pool.
+pub(crate) fn check_identity<B: PmBackend>(options: &DbOptions, pool: &Pool<B>) -> DbResult<()> {
+    crate::catalog::check_identity(pool, options.engine, options)
 }

@@ -18,7 +18,8 @@ use std::sync::Arc;
 /// Opens a PHyTM-family engine over `pool`.
 pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
     debug_assert!(options.engine.is_hybrid());
-    Ok(OccEngine::open(options, DbxnLog::<B, true>::open(options, pool)?)?)
+    let log: DbxnLog<B, true> = crate::engines::dbxn::open_log(options, pool)?;
+    Ok(OccEngine::open(options, log)?)
 }
 
 /// The hybrid paths' state of the engine `options` ask for, or `None` for
@@ -59,7 +60,7 @@ mod tests {
         options.workers = 3;
         options.htm = htm;
         let pool = Arc::new(Pool::<pmtx_pm::Direct>::create_in_memory(16 << 20, 256 << 10, &options.pm).expect("pool"));
-        let mut log = DbxnLog::<_, true>::open(&options, pool).expect("open");
+        let mut log = crate::engines::dbxn::open_log::<_, true>(&options, pool).expect("open");
         let (hook, Pause { armed, installed: installed_rx, go: go_tx }) = pause_worker_0();
         log.set_before_log_hook(hook);
         (OccEngine::open(&options, log).expect("engine"), armed, installed_rx, go_tx)

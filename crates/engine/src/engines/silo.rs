@@ -1,12 +1,11 @@
 //! `silo`: Silo's OCC over DRAM records with no durability (the papers'
 //! DBX-DRAM upper bound).
 
-use crate::cc::silo::WriteSet;
 use crate::durability::{CommitLog, EnginePolicy};
-use crate::engine::{CommitTicket, EngineKind, EngineStats};
+use crate::engine::{CommitTicket, EngineStats};
 use crate::epoch::Epochs;
 use crate::error::DbResult;
-use crate::storage::record::Record;
+use crate::storage::commit_view::CommitView;
 use crate::storage::table::Table;
 use std::sync::Arc;
 
@@ -18,7 +17,7 @@ impl CommitLog for NoLog {
     fn worker(&self, _id: usize) -> DbResult<()> {
         Ok(())
     }
-    fn append(&self, _worker: &mut (), _tid: u64, _writes: &WriteSet<Record>) -> DbResult<CommitTicket> {
+    fn append<V: CommitView + ?Sized>(&self, _worker: &mut (), _tid: u64, _writes: &V) -> DbResult<CommitTicket> {
         Ok(CommitTicket::Durable)
     }
     fn read_only_ticket(&self, _max_tid: u64) -> CommitTicket {
@@ -30,9 +29,6 @@ impl CommitLog for NoLog {
 }
 
 impl EnginePolicy for NoLog {
-    fn kind(&self) -> EngineKind {
-        EngineKind::Silo
-    }
     fn recover(&self, _tables: &[Table], _epochs: &Arc<Epochs>) -> DbResult<()> {
         Ok(())
     }

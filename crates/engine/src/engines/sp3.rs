@@ -13,11 +13,30 @@ use std::sync::Arc;
 /// Opens an SP^3-family engine over `pool`.
 pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
     Ok(match options.engine {
-        EngineKind::Sp3 => OccEngine::open(options, Sp3Log::<B, SP3>::open(options, pool)?)?,
-        EngineKind::NvmTx => OccEngine::open(options, Sp3Log::<B, NVM_TX>::open(options, pool)?)?,
-        EngineKind::NvmIdeal => OccEngine::open(options, Sp3Log::<B, NVM_IDEAL>::open(options, pool)?)?,
+        EngineKind::Sp3 => OccEngine::open(options, open_log::<B, SP3>(options, pool)?)?,
+        EngineKind::NvmTx => OccEngine::open(options, open_log::<B, NVM_TX>(options, pool)?)?,
+        EngineKind::NvmIdeal => OccEngine::open(options, open_log::<B, NVM_IDEAL>(options, pool)?)?,
         other => unreachable!("{other} is not an SP^3 engine"),
     })
+}
+
+/// The SP^3-family log of `options` in `pool` (`MODE`: see [`Sp3Log`]),
+/// after the pool's identity check.
+pub(crate) fn open_log<B: PmBackend, const MODE: u8>(
+    options: &DbOptions,
+    pool: Arc<Pool<B>>,
+) -> DbResult<Sp3Log<B, MODE>> {
+    debug_assert_eq!(
+        MODE,
+        match options.engine {
+            EngineKind::Sp3 => SP3,
+            EngineKind::NvmTx => NVM_TX,
+            _ => NVM_IDEAL,
+        }
+    );
+    let log = Sp3Log::open(super::group_commit_config(options), Arc::clone(&pool))?;
+    super::check_identity(options, &pool)?;
+    Ok(log)
 }
 
 #[cfg(test)]
@@ -51,7 +70,7 @@ mod tests {
     {
         let options = options(kind);
         let pool = Arc::new(Pool::<Sim>::create_in_memory(16 << 20, 256 << 10, &options.pm).expect("pool"));
-        let mut log = Sp3Log::<_, MODE>::open(&options, Arc::clone(&pool)).expect("open");
+        let mut log = open_log::<_, MODE>(&options, Arc::clone(&pool)).expect("open");
         let (hook, Pause { armed, installed: installed_rx, go: go_tx }) = pause_worker_0();
         log.set_before_log_hook(hook);
         (OccEngine::open(&options, log).expect("engine"), pool, armed, installed_rx, go_tx)
@@ -199,7 +218,7 @@ mod tests {
     fn tids_name_their_worker_and_grow() {
         let options = options(EngineKind::Sp3);
         let pool = Arc::new(Pool::<Direct>::create_in_memory(16 << 20, 256 << 10, &options.pm).expect("pool"));
-        let log = Sp3Log::<_, { crate::durability::sp3_log::SP3 }>::open(&options, pool).expect("open");
+        let log = open_log::<_, { crate::durability::sp3_log::SP3 }>(&options, pool).expect("open");
         for (tid, worker) in [(1u64, 0usize), (1, 2), (255, 1), (256, 1), (0x5_0000_0101, 0), (0x5_0000_0101, 1)] {
             let stamped = log.stamp_tid(tid, worker);
             assert!(stamped >= tid, "{tid:#x} on worker {worker} became {stamped:#x}");

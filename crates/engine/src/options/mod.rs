@@ -7,7 +7,7 @@ pub mod spec;
 
 use crate::cc::CcProtocol;
 use crate::engine::EngineKind;
-use crate::engines::catalog::CcRule;
+use crate::engine_catalog::CcRule;
 use crate::error::{DbError, DbResult};
 use crate::schema::TableSchema;
 use pmtx_pm::{BackendKind, PmOptions};
@@ -382,11 +382,11 @@ impl DbOptions {
                 self.workers
             )));
         }
-        if self.engine.is_hybrid() && self.workers > crate::cc::protocol::MAX_LOCKING_WORKERS {
+        if self.engine.is_hybrid() && self.workers > crate::cc::protocols::MAX_LOCKING_WORKERS {
             return Err(DbError::InvalidConfig(format!(
                 "engine {} keeps lock holders as a bit per worker and serves at most {} workers, got {}",
                 self.engine,
-                crate::cc::protocol::MAX_LOCKING_WORKERS,
+                crate::cc::protocols::MAX_LOCKING_WORKERS,
                 self.workers
             )));
         }

@@ -297,7 +297,7 @@ pub struct Record {
     key_len: u16,
     /// Set while the row sits in a reclaimer's queue (`storage::table`).
     queued: AtomicU16,
-    /// Where `mmdb` keeps the row (`engines::nvm_tuples`): 0 not yet
+    /// Where `mmdb` keeps the row (`storage::nvm_tuples`): 0 not yet
     /// placed, 1 in DRAM, `n >= 2` in the pool's volatile region at unit
     /// `n - 2`. Every other engine leaves it 0.
     home: AtomicU32,
@@ -560,6 +560,19 @@ pub(crate) fn copy_in(words: &[AtomicU64], value: &[u8]) {
         bytes[..rest.len()].copy_from_slice(rest);
         words[value.len() / 8].store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
     }
+}
+
+/// The SP^3 family's TIDs carry the committing worker in their low bits
+/// (the paper's `<threadID, logicID>`: a worker's TIDs grow, so the TID is
+/// also its logical id), so a row's version word names its last writer.
+pub const SP3_WORKER_BITS: u32 = 8;
+/// Most workers an SP^3-family engine numbers in [`SP3_WORKER_BITS`].
+pub const SP3_MAX_WORKERS: usize = 1 << SP3_WORKER_BITS;
+
+/// The worker that committed `tid` on an SP^3-family engine.
+#[inline(always)]
+pub(crate) fn sp3_writer_of(tid: u64) -> usize {
+    (tid & (SP3_MAX_WORKERS as u64 - 1)) as usize
 }
 
 #[cfg(test)]

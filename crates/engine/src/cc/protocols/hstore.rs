@@ -7,7 +7,7 @@
 use crate::cc::lock_table::{Conflict, HeldLocks, LockTable};
 use crate::cc::protocols::{Named, Protocol};
 use crate::cc::transaction::TxState;
-use crate::engine::ScanRequest;
+use crate::storage::request::ScanRequest;
 use crate::error::AbortReason;
 use crate::schema::TableId;
 use crate::storage::record::RowKind;

@@ -38,10 +38,10 @@
 use crate::cc::transaction::TxState;
 use crate::cc::versions::VersionStore;
 use crate::cc::write_set::WriteSet;
-use crate::engine::ScanRequest;
 use crate::error::{AbortReason, DbError, DbResult};
 use crate::schema::TableId;
 use crate::storage::record::RowKind;
+use crate::storage::request::ScanRequest;
 use crate::storage::table::Table;
 use parking_lot::MutexGuard;
 

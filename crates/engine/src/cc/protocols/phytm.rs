@@ -45,7 +45,7 @@
 use crate::cc::lock_table::{Conflict, HeldLocks, LockTable};
 use crate::cc::protocols::Protocol;
 use crate::cc::transaction::TxState;
-use crate::engine::ScanRequest;
+use crate::storage::request::ScanRequest;
 use crate::error::{AbortReason, DbError, DbResult};
 use crate::schema::TableId;
 use crate::storage::record::RowKind;

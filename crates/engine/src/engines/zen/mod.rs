@@ -2,7 +2,7 @@
 //! and a metadata-enhanced tuple cache (Met-Cache) in DRAM.
 //!
 //! * storage (`storage::zen`): the NVM-tuple heap (`heap`: slot layout,
-//!   per-thread regions of chunks, Algorithm 1, DRAM-only allocation,
+//!   per-thread regions of chunks, DRAM-only allocation,
 //!   garbage queues, the LP pin, tombstone sweeps; `zen-naive-alloc`'s
 //!   persisted bitmap), the Met-Cache rows and per-worker CLOCK regions
 //!   (`cache`), recovery (`recovery`, Algorithm 2) and per-table heap
@@ -10,6 +10,8 @@
 //!   (indexes, scans, reclamation);
 //! * concurrency control: the shared transaction state of `cc::transaction`
 //!   over the rows' CC-Meta words (`TxState<Row>`), any protocol;
+//! * durability: the log-free persist of Algorithm 1 (`wbl`: one fence,
+//!   no LP bit) in `durability::zen_persist`;
 //! * `worker.rs` — the transaction path (perform, persist, maintain).
 //!
 //! `zen+` (§4) is the same engine with two additions: the adaptive
@@ -24,7 +26,7 @@
 //! `wbl` (write-behind logging) is the same engine with another commit
 //! rule (`heap::CommitRule::Window`): a commit persists its versions with
 //! one fence and no LP bit, and is acknowledged once the group-commit record
-//! of its window is durable (`storage::zen::window`, which documents the
+//! of its window is durable (`durability::wbl_window`, which documents the
 //! protocol); recovery discards the versions of the windows that never
 //! became durable. The record log drives the epochs (each window is one),
 //! in place of Zen's ticker.
@@ -39,6 +41,7 @@ pub(crate) mod wbl_meta;
 mod worker;
 
 use crate::cc::concurrency::Concurrency;
+use crate::durability::wbl_window::WriteBehindLog;
 use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, RecoveryReport};
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
@@ -48,7 +51,6 @@ use crate::storage::table::RowReclaimer;
 use crate::storage::table::Table;
 use crate::storage::zen::cache::{self, ClockRing};
 use crate::storage::zen::meta::ZenTableMeta;
-use crate::storage::zen::window::WriteBehindLog;
 use crate::storage::zen::{heap, recovery};
 use crossbeam_utils::CachePadded;
 use heap::Heap;

@@ -23,11 +23,11 @@
 //!    if enough tombstones wait; reclaim absent rows (`storage::table`).
 //!
 //! `wbl` takes the same steps with its commit rule: step 4 persists the
-//! versions with one fence and no LP bit (`heap::persist_versions`), step 5
+//! versions with one fence and no LP bit (`zen_persist::persist_versions`), step 5
 //! unlocks rows whose versions are durable but not yet committed, so the
 //! ticket of a writing commit is the epoch of its TID, and that of a
 //! read-only one the epoch of the newest TID it read; both are acknowledged
-//! once the window's record is durable (`storage::zen::window`); step 6
+//! once the window's record is durable (`durability::wbl_window`); step 6
 //! moves no pin.
 //!
 //! `zen+` adds (zen-plus.txt §4; `adaptive.rs`, `numa.rs`):
@@ -57,13 +57,14 @@ use super::{WorkerCounters, ZenShared};
 use crate::cc::concurrency::Concurrency;
 use crate::cc::transaction::{RowStore, TxState};
 use crate::cc::write_set::WriteValue;
+use crate::durability::zen_persist::{self, persist_tuples};
 use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
 use crate::schema::TableId;
 use crate::storage::record::{self, RowKind, READ_SPINS};
 use crate::storage::table::ReclaimPolicy;
 use crate::storage::zen::cache::{Cached, ClockRing, Row, ABSENT, LOCKED};
-use crate::storage::zen::heap::{self, persist_tuples, Garbage, Reserved, SlotKind, Tombstone, META_LEN};
+use crate::storage::zen::heap::{self, Garbage, Reserved, SlotKind, Tombstone, META_LEN};
 use pmtx_pm::{PersistBatch, PmBackend};
 use std::collections::HashMap;
 use std::ptr::NonNull;
@@ -623,7 +624,7 @@ impl<B: PmBackend> ZenWorker<B> {
         if shared.window.is_some() {
             // wbl: no LP bit, so no persist order and no pinned slot.
             let (reserved, encoded) = (&self.reserved, &self.encoded);
-            heap::persist_versions(shared.pool.backend(), &mut self.batch, order.len(), |position| {
+            zen_persist::persist_versions(shared.pool.backend(), &mut self.batch, order.len(), |position| {
                 (reserved[order[position]].slot, encoded[order[position]].as_slice())
             });
             self.persist_order = order;
@@ -733,7 +734,7 @@ impl<B: PmBackend> ZenWorker<B> {
             }
             let buffer = &mut self.encoded[0];
             heap::encode_tuple(buffer, cts, row.tuple_id(), false, self.tx.writes.key(index), value);
-            heap::write_tuple_early(pool.backend(), &mut self.batch, reserved.slot, buffer, shared.faults);
+            zen_persist::write_tuple_early(pool.backend(), &mut self.batch, reserved.slot, buffer, shared.faults);
             self.spilled.insert(address, (reserved, value.len() as u32));
             self.spill_garbage += value.len();
             self.tx.writes.spill(index);

@@ -6,7 +6,7 @@
 //! Every logical tuple the index knows has one [`Row`] in DRAM (the index
 //! maps key -> row). A row is the Met-Cache entry's metadata part:
 //!
-//! * `word` — the CC-Meta field. For the Silo OCC of `cc::silo` it is the
+//! * `word` — the CC-Meta field. For Silo's OCC (`cc::protocols::silo`) it is the
 //!   same version word as `storage::record` (LOCKED, ABSENT, TID); the TID *is* the
 //!   Tx-CTS of the version, so it survives eviction and is rebuilt from the
 //!   NVM-tuple header at recovery;

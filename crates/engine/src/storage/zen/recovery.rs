@@ -67,7 +67,7 @@
 //! # Under WBL's window rule (`wbl`)
 //!
 //! The commit horizon is not found in the heap but given: the latest
-//! durable group-commit record (`storage::zen::window`). A tuple at or
+//! durable group-commit record (`durability::wbl_window`). A tuple at or
 //! below its `c_p` is committed (`update_index_gc` as above); one in
 //! (`c_p`, `c_d`] belongs to a window that never became durable and is
 //! erased like the LP rule's unfinished tuples (same idempotence); one above

@@ -4,9 +4,9 @@
 //! `wbl` engine.
 //!
 //! `wbl` writes every new version into a free heap slot at commit and
-//! makes it durable there (`heap::persist_versions`: the versions, their
-//! `clwb`s and one fence), exactly once; there is no redo log of values and
-//! no LP bit. What makes versions *committed* is a small record, written
+//! makes it durable there (`durability::zen_persist::persist_versions`:
+//! the versions, their `clwb`s and one fence), exactly once; there is no
+//! redo log of values and no LP bit. What makes versions *committed* is a small record, written
 //! once per group-commit window (100 µs by default):
 //!
 //! * `c_p`, the persisted commit timestamp: every transaction with a
@@ -52,7 +52,7 @@
 //! A version superseded by a commit in (`c_p`, `c_d`] is what recovery
 //! falls back to if that commit's window is lost, so the heap frees a
 //! superseded slot only once its successor's epoch is durable (the heap's
-//! horizon is at most the durable epoch + 1 under [`super::heap::CommitRule::Window`]).
+//! horizon is at most the durable epoch + 1 under `storage::zen::heap::CommitRule::Window`).
 //!
 //! # The record log
 //!
