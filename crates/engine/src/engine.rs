@@ -5,16 +5,14 @@
 //! `Box<dyn EngineWorker>`. Engines are generic over the PM backend inside,
 //! so the dynamic dispatch happens once per operation, never per store.
 
-use crate::engine_catalog::{self, Family, StoragePart};
+use crate::engine_catalog::{self as catalog, Family, StoragePart};
 use crate::error::{DbResult, TxResult};
-use crate::index::ScanDirection;
 use crate::schema::TableId;
 pub use crate::stats::{CommitTicket, EngineStats, RecoveryReport};
 pub(crate) use crate::storage::record::sp3_writer_of;
 pub use crate::storage::record::{SP3_MAX_WORKERS, SP3_WORKER_BITS};
 pub use crate::storage::request::{ScanRequest, WriteOp};
 use crate::storage::table::Table;
-use std::ops::Bound;
 
 /// Which engine a database runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

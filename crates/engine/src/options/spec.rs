@@ -16,7 +16,7 @@
 
 use crate::cc::CcProtocol;
 use crate::engine::EngineKind;
-use crate::engine_catalog::{self, EngineEntry, Named, OptionKey, PresetEntry};
+use crate::engine_catalog::{self as catalog, EngineEntry, Named, OptionKey, PresetEntry};
 use crate::options::{DbOptions, DbxnOptions, LogMedium, ReadOnlySnapshot, ZenPlusOptions};
 use pmtx_htm::{HtmBackendKind, HtmConfig, PER_MILLION};
 use std::collections::BTreeMap;
