@@ -264,7 +264,7 @@ fn inspection_options(path: &Path) -> Result<pmtx_engine::DbOptions, CliError> {
 }
 
 fn database_json(path: &Path, count_rows: bool) -> Result<Option<DatabaseJson>, CliError> {
-    let Some(stored) = pmtx_engine::catalog::read_file(path).map_err(engine_error)? else {
+    let Some(stored) = pmtx_engine::internals::pool_layout::read_stored_catalog(path).map_err(engine_error)? else {
         return Ok(None);
     };
     let mut tables: Vec<TableJson> = stored

@@ -42,10 +42,11 @@
 //! cell fails; `tests/corrupt.rs` runs it for every engine.
 
 use crate::gated::{Gate, Gated, Session, SP3_BEFORE_LOG};
-use pmtx_engine::catalog::CATALOG_CHUNK_KIND;
-use pmtx_engine::durability::checkpoint::CHECKPOINT_CHUNK_KIND;
-use pmtx_engine::durability::log::LOG_CHUNK_KIND;
-use pmtx_engine::{Database, DbError, DbOptions, EngineKind, TableSchema, DBXN_VALUE_CHUNK_KIND};
+use pmtx_engine::internals::pool_layout::CATALOG_CHUNK_KIND;
+use pmtx_engine::internals::pool_layout::CHECKPOINT_CHUNK_KIND;
+use pmtx_engine::internals::pool_layout::DBXN_VALUE_CHUNK_KIND;
+use pmtx_engine::internals::pool_layout::LOG_CHUNK_KIND;
+use pmtx_engine::{Database, DbError, DbOptions, EngineKind, TableSchema};
 use pmtx_pm::{layout, Direct, PmBackend, PmOptions, Pool, Structure};
 use std::collections::BTreeMap;
 use std::fmt;

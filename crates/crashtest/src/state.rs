@@ -11,7 +11,7 @@
 //! of its table.
 
 use crate::Finding;
-use pmtx_engine::storage::record::LOCKED;
+use pmtx_engine::internals::record::LOCKED;
 use pmtx_engine::{Database, Outcome, PrimaryIndexKind, ScanDirection, TableId, TableSchema, Worker};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -150,13 +150,14 @@ pub fn read_state(
     let mut state = DbState { tables: Vec::with_capacity(tables.len()) };
     let mut uses_records = false;
     for position in 0..tables.len() {
-        if let Ok(table) = db.table(TableId(position as u32)) {
+        if let Ok(table) = pmtx_engine::internals::dram_table(db, TableId(position as u32)) {
             table.for_each_row(|_, _| uses_records = true);
         }
     }
     for (position, schema) in tables.iter().enumerate() {
         let id = TableId(position as u32);
-        let table = db.table(id).map_err(|error| structure(format!("table {}: {error}", schema.name)))?;
+        let table = pmtx_engine::internals::dram_table(db, id)
+            .map_err(|error| structure(format!("table {}: {error}", schema.name)))?;
         // Direct view of the records.
         let mut direct = TableRows::new();
         let mut locked = Vec::new();

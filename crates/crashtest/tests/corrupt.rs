@@ -28,8 +28,8 @@ use std::time::Duration;
 
 const POOL_SIZE: u64 = 2 << 20;
 const CHUNK: u64 = layout::MIN_CHUNK_SIZE;
-const LOG_KIND: u16 = pmtx_engine::durability::log::LOG_CHUNK_KIND;
-const CHECKPOINT_KIND: u16 = pmtx_engine::durability::checkpoint::CHECKPOINT_CHUNK_KIND;
+const LOG_KIND: u16 = pmtx_engine::internals::pool_layout::LOG_CHUNK_KIND;
+const CHECKPOINT_KIND: u16 = pmtx_engine::internals::pool_layout::CHECKPOINT_CHUNK_KIND;
 
 struct Quiet;
 
@@ -662,14 +662,14 @@ fn engine_root_of_zero_is_a_schema_mismatch() {
 #[test]
 fn checkpoint_generation_u64_max_is_refused() {
     // Recovery and the next checkpoint number generation + 1.
-    let outcome = open_and_recover(with_root(pmtx_engine::durability::checkpoint::CHECKPOINT_ROOT, u64::MAX))
+    let outcome = open_and_recover(with_root(pmtx_engine::internals::pool_layout::CHECKPOINT_ROOT, u64::MAX))
         .unwrap_or_else(|m| panic!("{m}"));
     assert!(corrupt_mentioning("generation is out of range")(&outcome), "{outcome:?}");
 }
 
 #[test]
 fn durable_epoch_beyond_the_largest_epoch_is_refused() {
-    let value = pmtx_engine::storage::record::MAX_EPOCH + 1;
+    let value = pmtx_engine::internals::record::MAX_EPOCH + 1;
     let outcome = open_and_recover(with_root("log.durable_epoch", value)).unwrap_or_else(|m| panic!("{m}"));
     assert!(corrupt_mentioning("beyond the largest epoch")(&outcome), "{outcome:?}");
 }
@@ -678,7 +678,7 @@ fn durable_epoch_beyond_the_largest_epoch_is_refused() {
 fn checkpoint_at_the_largest_epoch_leaves_no_epoch_to_run_in() {
     // End epoch exactly `MAX_EPOCH` passes the bound, but the next life's
     // first epoch would not fit a TID.
-    let max = pmtx_engine::storage::record::MAX_EPOCH;
+    let max = pmtx_engine::internals::record::MAX_EPOCH;
     reproduce(
         Region::CheckpointHeaderCrcFixed,
         Edit::Word { at: 40, value: max },
@@ -690,7 +690,7 @@ fn checkpoint_at_the_largest_epoch_leaves_no_epoch_to_run_in() {
 fn checkpoint_row_tid_beyond_the_end_epoch_is_refused() {
     // Row field "tid" (offset 16; the edit applies from offset 8), row CRC
     // fixed: once installed as a version word whose high bits were lost.
-    for value in [u64::MAX, pmtx_engine::storage::record::MAX_TID] {
+    for value in [u64::MAX, pmtx_engine::internals::record::MAX_TID] {
         let (bytes, description) = mutate(base(), Region::CheckpointRowCrcFixed, 0, &[Edit::Word { at: 8, value }]);
         let outcome = open_and_recover(bytes).unwrap_or_else(|message| panic!("{description}: {message}"));
         assert!(corrupt_mentioning("beyond the checkpoint's end epoch")(&outcome), "{description}: {outcome:?}");

@@ -103,7 +103,7 @@ impl Database {
     }
 
     /// The table (for direct inspection by checks and tests).
-    pub fn table(&self, id: TableId) -> DbResult<&crate::storage::table::Table> {
+    pub(crate) fn table(&self, id: TableId) -> DbResult<&crate::storage::table::Table> {
         self.engine.tables().get(id.0 as usize).ok_or_else(|| DbError::UnknownTable(format!("#{}", id.0)))
     }
 

@@ -1,44 +1,55 @@
 //! pmtx-engine: tables, indexes, the transaction API and the engines.
 //!
-//! Layers, from the top (each imports only the ones below it):
+//! The API is the crate root: [`Database`], [`Worker`], [`Transaction`],
+//! the options ([`DbOptions`] and each engine family's, the engine grammar
+//! in [`spec`], the engine catalog in [`engine_catalog`]), errors and
+//! schemas. Everything else is crate-private; what the crash harness, the
+//! pool tools and the fuzzers need of it is in [`internals`].
 //!
-//! * the API: [`Database`], [`Worker`], [`Transaction`] (`db.rs`);
-//! * the engines (`engines/`, one module each), chosen by [`EngineKind`] in
-//!   [`DbOptions`] when the database is opened; each is a composition of
-//! * the shared mechanisms: concurrency control ([`cc`]), durability
-//!   ([`durability`]: redo log, group commit, checkpoints, recovery, DBXN's
-//!   synchronous log), storage ([`storage`]: DRAM records, tables and their
-//!   reclamation, Zen's PM heap and Met-Cache);
-//! * indexes ([`index`]), epochs ([`epoch`]), the engine traits and the
-//!   values that cross them ([`engine`]), options ([`DbOptions`] and each
-//!   engine family's), schemas and errors.
+//! Layers, from the top (each imports only the ones below it; checked by
+//! `tests/layering.rs`):
+//!
+//! * the API (`db.rs`);
+//! * the engines (`engines/`): each a composition of a concurrency-control
+//!   protocol, a durability scheme and a storage, chosen by [`EngineKind`]
+//!   in [`DbOptions`] when the database is opened; `engines/` builds each
+//!   part's own small config from the options;
+//! * the engine interface: the `Engine` trait and the values that cross it
+//!   (`engine.rs`), the engine catalog, the options and their rules, the
+//!   stored catalog of a pool (`catalog.rs`), background failures;
+//! * concurrency control (`cc/`: the transaction state written once, one
+//!   file per protocol under `cc/protocols/`) and durability
+//!   (`durability/`: redo logs, group commit, DBXN's and SP^3's logs,
+//!   Zen's log-free persist, WBL's windows, checkpoints), side by side;
+//! * storage (`storage/`: DRAM records and tables, Zen's PM heap and
+//!   Met-Cache, `mmdb`'s volatile NVM rows, the storage-neutral view of a
+//!   commit's writes);
+//! * indexes (`index/`), then the base: epochs, statistics, schemas,
+//!   errors, fault injection, log files.
 
 mod background;
-pub mod catalog;
-pub mod cc;
+mod catalog;
+mod cc;
 mod db;
-pub mod durability;
-pub mod engine;
+mod durability;
+mod engine;
 pub mod engine_catalog;
 mod engines;
-pub mod epoch;
+mod epoch;
 mod error;
 mod fault;
-pub mod fuzz;
-pub mod index;
-pub mod log_files;
+mod fuzz;
+mod index;
+pub mod internals;
+mod log_files;
 mod options;
 mod schema;
 mod stats;
-pub mod storage;
+mod storage;
 
 pub use cc::CcProtocol;
 pub use db::{prefix_range, Database, Finished, Outcome, Pending, Transaction, Worker, WorkerStats};
-pub use durability::dbxn_log::VALUE_CHUNK_KIND as DBXN_VALUE_CHUNK_KIND;
-pub use durability::wbl_window::WINDOW_CHUNK_KIND as WBL_WINDOW_CHUNK_KIND;
 pub use engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
-
-pub use engines::nvm_tuples::NVM_TUPLE_CHUNK_KIND as MMDB_VOLATILE_CHUNK_KIND;
 pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};
 #[cfg(feature = "fault-injection")]
 pub use fault::{BackgroundFault, Fault};
@@ -50,9 +61,6 @@ pub use options::{
     ZenOptions, ZenPlusOptions,
 };
 pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, TableSchema};
-pub use storage::zen::HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND;
-pub use storage::zen::HEAP_CHUNK_KIND_FORMATTED as ZEN_HEAP_CHUNK_KIND_FORMATTED;
-pub use storage::zen::HEAP_FREE_WORD0 as ZEN_HEAP_FREE_WORD0;
 
 /// The README's code blocks, compiled and run as doc tests so that the
 /// library example cannot drift from the API.

@@ -92,11 +92,6 @@ impl OsLogStorage {
         }
         Ok((Self { path: path.to_path_buf(), directory }, created))
     }
-
-    /// The directory.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 struct OsLogFile(File);

@@ -2,12 +2,13 @@
 //! record states, HTM abort injection and statistics, the NVM-friendly log
 //! layout, checkpoints with log (and value chunk) truncation, and recovery.
 
-use pmtx_engine::cc::write_set::WriteSet;
-use pmtx_engine::durability::log::{self, LogLayout, LogShared, LogStoreMode, LogWriter};
-use pmtx_engine::storage::record::{self, Record, RowKind, UNPERSISTED};
+use pmtx_engine::internals::log::{self, LogLayout, LogShared, LogStoreMode, LogWriter};
+use pmtx_engine::internals::pool_layout::DBXN_VALUE_CHUNK_KIND;
+use pmtx_engine::internals::record::{self, Record, RowKind, UNPERSISTED};
+use pmtx_engine::internals::WriteSet;
 use pmtx_engine::{
     AbortReason, Database, DbError, DbOptions, DbxnOptions, EngineKind, Outcome, PoolLocation, TableId, TableSchema,
-    Worker, DBXN_VALUE_CHUNK_KIND,
+    Worker,
 };
 use pmtx_htm::HtmConfig;
 use pmtx_pm::{Direct, PmBackend, PmOptions, Pool};
@@ -27,7 +28,7 @@ fn get(worker: &mut Worker, table: TableId, key: &[u8]) -> Option<Vec<u8>> {
 /// Marks the record of `key` as installed-but-not-durable (what a DBXN
 /// writer leaves between its commit region and its log fence).
 fn make_unpersisted(db: &Database, table: TableId, key: &[u8]) -> u64 {
-    let record = db.table(table).unwrap().lookup(key).unwrap();
+    let record = pmtx_engine::internals::dram_table(db, table).unwrap().lookup(key).unwrap();
     let word = record.lock(1).expect("unlocked");
     record.store_word(word | UNPERSISTED);
     record::tid_of(word)
@@ -39,7 +40,7 @@ fn parity_rule_on_constructed_states() {
     let t = db.table_id("t").unwrap();
     let mut worker = db.worker(1).unwrap();
     worker.run(|tx| tx.put(t, b"x", b"10")).unwrap();
-    let record = db.table(t).unwrap().lookup(b"x").unwrap();
+    let record = pmtx_engine::internals::dram_table(&db, t).unwrap().lookup(b"x").unwrap();
 
     // The bit stays set for two attempts, then the "writer's log" becomes
     // durable while the third attempt runs: exactly two NotYetDurable aborts,
@@ -91,7 +92,7 @@ fn parity_rule_on_constructed_states() {
             attempt += 1;
             let x = tx.get(t, b"x")?;
             if attempt == 1 {
-                let record = db.table(t).unwrap().lookup(b"x").unwrap();
+                let record = pmtx_engine::internals::dram_table(&db, t).unwrap().lookup(b"x").unwrap();
                 let word = record.lock(1).unwrap();
                 record.store_word(record::word_of(record::tid_of(word) + 1, 0));
             }

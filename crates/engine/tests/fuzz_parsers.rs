@@ -1,4 +1,4 @@
-//! Fuzzing the persistent-structure parsers (`pmtx_engine::fuzz`) on
+//! Fuzzing the persistent-structure parsers (`pmtx_engine::internals::fuzz`) on
 //! stable Rust (`tests/fuzz_support`): each target runs over its committed
 //! corpus (`tests/fuzz_corpus/<target>/`) and a short budget of mutations,
 //! and must never panic. The long run (10^6 executions per target and
@@ -45,13 +45,14 @@ fn the_corpus_holds_valid_structures() {
     // mutations explore around valid inputs, not only the first checks.
     let accepted = |name: &str, bytes: &[u8]| -> bool {
         match name {
-            "pool" => pmtx_engine::fuzz::parse_pool(bytes).is_ok(),
-            "log" => pmtx_engine::fuzz::parse_log_segment(bytes).is_ok_and(|(records, _)| !records.is_empty()),
-            "checkpoint" => pmtx_engine::fuzz::parse_checkpoint_chunk(bytes).is_ok_and(|rows| rows > 0),
-            "heap" => {
-                pmtx_engine::fuzz::parse_heap_slot(bytes, HEAP_MAX_KEY, HEAP_MAX_VALUE).is_ok_and(|t| t.is_some())
+            "pool" => pmtx_engine::internals::fuzz::parse_pool(bytes).is_ok(),
+            "log" => {
+                pmtx_engine::internals::fuzz::parse_log_segment(bytes).is_ok_and(|(records, _)| !records.is_empty())
             }
-            "wbl" => pmtx_engine::fuzz::parse_wbl_record(bytes).is_some(),
+            "checkpoint" => pmtx_engine::internals::fuzz::parse_checkpoint_chunk(bytes).is_ok_and(|rows| rows > 0),
+            "heap" => pmtx_engine::internals::fuzz::parse_heap_slot(bytes, HEAP_MAX_KEY, HEAP_MAX_VALUE)
+                .is_ok_and(|t| t.is_some()),
+            "wbl" => pmtx_engine::internals::fuzz::parse_wbl_record(bytes).is_some(),
             other => panic!("unknown target {other}"),
         }
     };
@@ -122,7 +123,7 @@ fn write_fuzz_corpus() {
             let chunk_bytes = &bytes[start..start + layout::MIN_CHUNK_SIZE as usize];
             let end = used(chunk_bytes);
             match owner.kind() {
-                pmtx_engine::durability::log::LOG_CHUNK_KIND => {
+                pmtx_engine::internals::pool_layout::LOG_CHUNK_KIND => {
                     // The used bytes and a little room, as a short segment.
                     write(
                         "log",
@@ -130,7 +131,7 @@ fn write_fuzz_corpus() {
                         &chunk_bytes[..(end + 256).min(chunk_bytes.len())],
                     );
                 }
-                pmtx_engine::durability::checkpoint::CHECKPOINT_CHUNK_KIND => {
+                pmtx_engine::internals::pool_layout::CHECKPOINT_CHUNK_KIND => {
                     write("checkpoint", format!("{engine}-{}.bin", chunk.0), &chunk_bytes[..end.max(64)]);
                 }
                 0x5A48 | 0x5A46 => {
@@ -141,7 +142,7 @@ fn write_fuzz_corpus() {
                     for at in (0..4096).step_by(16) {
                         let bytes = &chunk_bytes[at..at + slot];
                         if found < 4
-                            && pmtx_engine::fuzz::parse_heap_slot(bytes, HEAP_MAX_KEY, HEAP_MAX_VALUE)
+                            && pmtx_engine::internals::fuzz::parse_heap_slot(bytes, HEAP_MAX_KEY, HEAP_MAX_VALUE)
                                 .is_ok_and(|tuple| tuple.is_some())
                         {
                             write("heap", format!("{engine}-{}-{at}.bin", chunk.0), bytes);

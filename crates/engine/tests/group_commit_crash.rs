@@ -396,7 +396,7 @@ fn stale_options(seed: u64) -> DbOptions {
 }
 
 fn read_key(db: &Database, key: &[u8]) -> Option<u64> {
-    let table = db.table(db.table_id("t").unwrap()).unwrap();
+    let table = pmtx_engine::internals::dram_table(db, db.table_id("t").unwrap()).unwrap();
     let mut value = Vec::new();
     let record = table.lookup(key)?;
     let snapshot = record.copy_value(&mut value).unwrap();
@@ -426,7 +426,7 @@ fn record_offsets(bytes: &[u8], chunk_offset: u64, count: u64) -> Vec<u64> {
 fn log_segment(pool: &Pool<Sim>) -> pmtx_pm::ChunkId {
     let mut chunks = pool.owned_chunks().into_iter();
     chunks
-        .find(|(_, owner)| owner.kind() == pmtx_engine::durability::log::LOG_CHUNK_KIND)
+        .find(|(_, owner)| owner.kind() == pmtx_engine::internals::pool_layout::LOG_CHUNK_KIND)
         .map(|(chunk, _)| chunk)
         .unwrap()
 }

@@ -1,7 +1,7 @@
 //! The hash index against a `HashMap` model (proptest) and under
 //! concurrent inserts, removals and lookups.
 
-use pmtx_engine::index::{HashEntry, HashIndex, IndexError};
+use pmtx_engine::internals::index::{HashEntry, HashIndex, IndexError};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

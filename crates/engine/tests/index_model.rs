@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use pmtx_engine::index::{IndexError, LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection};
+use pmtx_engine::internals::index::{IndexError, LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection};
 use proptest::prelude::*;
 
 const MAX_KEY: usize = 12;

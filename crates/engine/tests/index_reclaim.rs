@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use pmtx_engine::index::{LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection};
+use pmtx_engine::internals::index::{LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection};
 
 fn index(max_key_len: usize, node_capacity: usize) -> OrderedIndex {
     OrderedIndex::with_config(OrderedIndexConfig { max_key_len, node_capacity })

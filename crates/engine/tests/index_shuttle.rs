@@ -12,7 +12,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use pmtx_engine::index::{AtomicWord, OrderedIndex, OrderedIndexConfig, ScanDirection, VersionLock};
+use pmtx_engine::internals::index::{AtomicWord, OrderedIndex, OrderedIndexConfig, ScanDirection, VersionLock};
 use shuttle::sync::atomic::AtomicU64 as ShuttleAtomicU64;
 use shuttle::thread;
 
@@ -244,7 +244,8 @@ fn phantom_body() {
     };
     let ((full, empty), ()) = (scanner.join().unwrap(), inserter.join().unwrap());
     other.join().unwrap();
-    let changed = |leaves: &[(pmtx_engine::index::LeafRef, u64)]| leaves.iter().any(|&(l, v)| !t.validate_leaf(l, v));
+    let changed =
+        |leaves: &[(pmtx_engine::internals::index::LeafRef, u64)]| leaves.iter().any(|&(l, v)| !t.validate_leaf(l, v));
     let (got, leaves) = full;
     if !got.iter().any(|(key, _)| key[..] == k(5)) {
         assert!(changed(&leaves), "phantom 5 undetected: {got:?}");

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 
-use pmtx_engine::index::{OrderedIndex, OrderedIndexConfig, ScanDirection};
+use pmtx_engine::internals::index::{OrderedIndex, OrderedIndexConfig, ScanDirection};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

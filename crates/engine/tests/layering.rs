@@ -123,11 +123,7 @@ fn named_modules(code: &str) -> BTreeSet<String> {
                 match ch {
                     '{' => {
                         depth += 1;
-                        if depth == 1 {
-                            item_start = true;
-                        } else {
-                            item_start = false;
-                        }
+                        item_start = depth == 1;
                     }
                     '}' => {
                         if depth == 1 && !current.is_empty() {

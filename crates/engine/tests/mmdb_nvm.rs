@@ -4,7 +4,8 @@
 //! `mmdb-ideal` keeps everything in DRAM; and a crash loses no acknowledged
 //! commit while recovery ignores (and frees) the volatile region.
 
-use pmtx_engine::{CcProtocol, Database, DbOptions, EngineKind, PoolLocation, TableSchema, MMDB_VOLATILE_CHUNK_KIND};
+use pmtx_engine::internals::pool_layout::MMDB_VOLATILE_CHUNK_KIND;
+use pmtx_engine::{CcProtocol, Database, DbOptions, EngineKind, PoolLocation, TableSchema};
 use pmtx_pm::{BackendKind, Direct, PmBackend, Pool};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -6,7 +6,7 @@
 
 mod support;
 
-use pmtx_engine::durability::checkpoint::CHECKPOINT_CHUNK_KIND;
+use pmtx_engine::internals::pool_layout::CHECKPOINT_CHUNK_KIND;
 use pmtx_engine::{Database, DbError, DbOptions, EngineKind, PoolLocation, TableSchema};
 use pmtx_pm::{BackendKind, Direct, PmBackend, PmOptions, Pool};
 use std::collections::BTreeMap;

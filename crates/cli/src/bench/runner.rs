@@ -172,7 +172,7 @@ fn stale_log_files(path: &Path) -> Result<Option<Vec<PathBuf>>, CliError> {
         let name = entry.file_name();
         let is_log_file = name
             .to_str()
-            .is_some_and(|name| name == pmtx_engine::durability::file_log::POOL_ID_FILE || name.ends_with(".seg"));
+            .is_some_and(|name| name == pmtx_engine::internals::pool_layout::POOL_ID_FILE || name.ends_with(".seg"));
         if !is_log_file || !entry.file_type().is_ok_and(|kind| kind.is_file()) {
             return Err(CliError::runtime(format!(
                 "{}: holds {:?}, which is not a pmtx redo log file; refusing to remove it (choose another --pool path)",

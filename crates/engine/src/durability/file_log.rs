@@ -156,11 +156,6 @@ impl FileSegments {
         })
     }
 
-    /// Where the files are.
-    pub fn location(&self) -> String {
-        self.storage.location()
-    }
-
     fn number(&self) -> u64 {
         self.next_number.fetch_add(1, Ordering::Relaxed)
     }

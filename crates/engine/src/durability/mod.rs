@@ -35,6 +35,8 @@ use crate::storage::table::Table;
 use std::sync::Arc;
 
 /// Where a policy's log step sits in the commit (see the module comment).
+// Each name says where the log step sits relative to the install.
+#[allow(clippy::enum_variant_names)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CommitStage {
     /// Append with the write set locked and validated, then install and

@@ -1,5 +1,5 @@
 //! A mutation fuzzer for the persistent-structure parsers
-//! (`pmtx_engine::fuzz`), on stable Rust: each target starts from its
+//! (`pmtx_engine::internals::fuzz`), on stable Rust: each target starts from its
 //! committed corpus (`tests/fuzz_corpus/<target>/`, real structures taken
 //! from pools by `write_fuzz_corpus`) and runs its parser on mutations of
 //! the inputs in its pool — bit flips, random bytes, interesting words at
@@ -78,7 +78,7 @@ fn kind_of_error(text: &str) -> String {
 pub const TARGETS: [Target; 5] = [
     Target {
         name: "pool",
-        run: |bytes| match pmtx_engine::fuzz::parse_pool(bytes) {
+        run: |bytes| match pmtx_engine::internals::fuzz::parse_pool(bytes) {
             Ok(report) => format!("ok roots {} used {}", report.roots, report.chunks_used.min(4)),
             Err(error) => {
                 // The variant and structure; for an inconsistency also its
@@ -96,7 +96,7 @@ pub const TARGETS: [Target; 5] = [
     },
     Target {
         name: "log",
-        run: |bytes| match pmtx_engine::fuzz::parse_log_segment(bytes) {
+        run: |bytes| match pmtx_engine::internals::fuzz::parse_log_segment(bytes) {
             Ok((records, end)) => format!(
                 "ok {} stop {} later {} durable {:?}",
                 records.len().min(8),
@@ -106,11 +106,11 @@ pub const TARGETS: [Target; 5] = [
             ),
             Err(error) => kind_of_error(&error),
         },
-        fix_checksums: pmtx_engine::fuzz::reseal_log_segment,
+        fix_checksums: pmtx_engine::internals::fuzz::reseal_log_segment,
     },
     Target {
         name: "checkpoint",
-        run: |bytes| match pmtx_engine::fuzz::parse_checkpoint_chunk(bytes) {
+        run: |bytes| match pmtx_engine::internals::fuzz::parse_checkpoint_chunk(bytes) {
             Ok(rows) => format!("ok {}", rows.min(8)),
             Err(error) => kind_of_error(&error),
         },
@@ -118,16 +118,16 @@ pub const TARGETS: [Target; 5] = [
     },
     Target {
         name: "heap",
-        run: |bytes| match pmtx_engine::fuzz::parse_heap_slot(bytes, HEAP_MAX_KEY, HEAP_MAX_VALUE) {
+        run: |bytes| match pmtx_engine::internals::fuzz::parse_heap_slot(bytes, HEAP_MAX_KEY, HEAP_MAX_VALUE) {
             Ok(Some((_, lp, deleted, key, value))) => format!("tuple {lp} {deleted} {} {}", key.min(4), value.min(4)),
             Ok(None) => "empty".into(),
             Err(error) => kind_of_error(&error),
         },
-        fix_checksums: pmtx_engine::fuzz::reseal_heap_slot,
+        fix_checksums: pmtx_engine::internals::fuzz::reseal_heap_slot,
     },
     Target {
         name: "wbl",
-        run: |bytes| match pmtx_engine::fuzz::parse_wbl_record(bytes) {
+        run: |bytes| match pmtx_engine::internals::fuzz::parse_wbl_record(bytes) {
             Some((_, persisted, dirty)) => format!("record {}", persisted == dirty),
             None => "none".into(),
         },

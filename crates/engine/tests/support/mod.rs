@@ -18,9 +18,9 @@
 // Every test crate compiles this module and uses only part of it.
 #![allow(dead_code)]
 
+use pmtx_engine::internals::pool_layout::{ZEN_HEAP_CHUNK_KIND, ZEN_HEAP_CHUNK_KIND_FORMATTED, ZEN_HEAP_FREE_WORD0};
 use pmtx_engine::{
     Database, DbOptions, PoolLocation, PrimaryIndexKind, RecoveryReport, ScanDirection, TableId, TableSchema,
-    ZEN_HEAP_CHUNK_KIND, ZEN_HEAP_CHUNK_KIND_FORMATTED, ZEN_HEAP_FREE_WORD0,
 };
 use pmtx_pm::sim::{CapturePolicy, CrashState, ImageBudget};
 use pmtx_pm::{Direct, PmBackend, PmOptions, Pool, Sim};
@@ -126,7 +126,7 @@ pub type DbState = BTreeMap<String, Rows>;
 
 /// Every present record of table `name`, read directly (no transaction).
 pub fn table_rows(db: &Database, name: &str) -> Rows {
-    let table = db.table(db.table_id(name).unwrap()).unwrap();
+    let table = pmtx_engine::internals::dram_table(db, db.table_id(name).unwrap()).unwrap();
     let mut rows = Rows::new();
     let mut value = Vec::new();
     table.for_each_row(|key, record| {
