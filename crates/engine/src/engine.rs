@@ -9,7 +9,6 @@ use crate::engine_catalog::{self as catalog, Family, StoragePart};
 use crate::error::{DbResult, TxResult};
 use crate::schema::TableId;
 pub use crate::stats::{CommitTicket, EngineStats, RecoveryReport};
-pub(crate) use crate::storage::record::sp3_writer_of;
 pub use crate::storage::record::{SP3_MAX_WORKERS, SP3_WORKER_BITS};
 pub use crate::storage::request::{ScanRequest, WriteOp};
 use crate::storage::table::Table;

@@ -99,25 +99,16 @@ pub trait CommitLog: Send + Sync + 'static {
     /// A commit installed `value` into `row` (locked), whose new version
     /// word will be `word`.
     fn on_row_install(&self, _row: &Record, _value: &[u8], _word: u64) {}
-    /// Whether commits validate their reads (false only for `nvm-ideal`,
-    /// the bound without concurrency control).
-    const VALIDATES: bool = true;
-    /// Whether the commit collects the transactions it depends on for
-    /// [`CommitLog::append_with_dependencies`] (SP^3).
-    const TRACKS_DEPENDENCIES: bool = false;
-    /// The commit TID for worker `worker`, given the smallest TID Silo's
-    /// rule allows (the SP^3 family adds the worker's number).
-    fn stamp_tid(&self, tid: u64, _worker: usize) -> u64 {
-        tid
-    }
-    /// The TID a new worker of slot `worker` must commit above (SP^3: the
-    /// slot's TIDs grow across worker instances, since a slot's durable
-    /// TID is one growing word).
+    /// The TID a new worker of slot `worker` must commit above: the
+    /// largest TID the slot made durable (SP^3's log: a slot's durable TID
+    /// is one growing word, so its TIDs grow across worker instances).
     fn resume_tid(&self, _worker: usize) -> u64 {
         0
     }
     /// Whether the transaction that committed `tid` is durable with
-    /// everything it depends on (SP^3; always true elsewhere).
+    /// everything it depends on (SP^3's log tracks it; always true
+    /// elsewhere). The commit rule that collects dependencies
+    /// (`cc::protocols::sp3`) asks.
     fn dependency_durable(&self, _tid: u64) -> bool {
         true
     }

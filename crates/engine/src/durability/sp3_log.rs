@@ -6,7 +6,9 @@
 //! *synchronously* into the worker's redo-log segments (the
 //! `durability::log` format, plain stores + a flush of each line + one
 //! fence, as the paper's clflush + mfence). Their TIDs carry the committing
-//! worker in the low [`SP3_WORKER_BITS`] bits (`stamp_tid`): the paper's
+//! worker in the low `storage::record::SP3_WORKER_BITS` bits (stamped by the
+//! commit rule of `cc::protocols::sp3`, which also collects the
+//! dependencies; this log tracks which TIDs are durable): the paper's
 //! version word encodes the thread id and its `lastTid` is the logical id
 //! `<threadID, logicID>`; here a row's version word *is* its `lastTid`, and
 //! since a worker's TIDs grow, the TID is also the worker's logical clock.
@@ -27,7 +29,7 @@
 //!   still locked (no reader ever sees a version whose log is not durable,
 //!   so no dependencies).
 //! * `nvm-ideal`: `nvm-tx` without concurrency control: reads are never
-//!   validated, write locks are held only while installing, the log is
+//!   validated (the commit rule of `cc::protocols::none`), write locks are held only while installing, the log is
 //!   written after unlocking. It is **not serializable** — an upper bound on
 //!   what removing concurrency-control cost could give, as in the paper —
 //!   and the crash harness refuses it.
@@ -60,7 +62,7 @@ use crate::error::{DbError, DbResult};
 use crate::fault::Faults;
 use crate::stats::{CommitTicket, EngineStats};
 use crate::storage::commit_view::CommitView;
-use crate::storage::record::{self, sp3_writer_of, SP3_MAX_WORKERS, SP3_WORKER_BITS};
+use crate::storage::record::{self, sp3_writer_of, SP3_MAX_WORKERS};
 use crate::storage::table::Table;
 use crossbeam_utils::CachePadded;
 use pmtx_pm::{PmBackend, Pool};
@@ -192,8 +194,6 @@ impl<B: PmBackend, const MODE: u8> Sp3Log<B, MODE> {
 impl<B: PmBackend, const MODE: u8> CommitLog for Sp3Log<B, MODE> {
     const STAGE: CommitStage =
         if MODE == NVM_TX { CommitStage::LogAfterInstallLocked } else { CommitStage::LogAfterUnlock };
-    const VALIDATES: bool = MODE != NVM_IDEAL;
-    const TRACKS_DEPENDENCIES: bool = MODE == SP3;
     type Worker = Sp3Worker<B>;
 
     fn worker(&self, id: usize) -> DbResult<Sp3Worker<B>> {
@@ -209,14 +209,6 @@ impl<B: PmBackend, const MODE: u8> CommitLog for Sp3Log<B, MODE> {
             self.inner.admit_new_segment()?;
         }
         worker.log.prepare_reserving(writes, reserve)
-    }
-
-    fn stamp_tid(&self, tid: u64, worker: usize) -> u64 {
-        let low = SP3_MAX_WORKERS as u64 - 1;
-        let stamped = (tid & !low) | worker as u64;
-        let stamped = if stamped < tid { stamped + (1 << SP3_WORKER_BITS) } else { stamped };
-        debug_assert!(stamped >= tid && stamped < record::MAX_TID);
-        stamped
     }
 
     fn resume_tid(&self, worker: usize) -> u64 {

@@ -6,26 +6,28 @@
 //! engine = one composition of these; [`OccWorker`] runs transactions.
 
 use crate::cc::concurrency::Concurrency;
-use crate::cc::protocols::phytm::Hybrid;
+use crate::cc::protocols::commit_rule::{CommitRule, Validating};
+use crate::cc::protocols::phytm::{Hybrid, TxPath};
 use crate::cc::transaction::{RowStore, TxState};
 use crate::durability::{CommitLog, CommitStage, EnginePolicy};
 use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, ScanRequest, WriteOp};
+use crate::engines::pipeline::{self, CommitSteps, Region, TidFloor};
 use crate::epoch::Epochs;
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
 use crate::options::DbOptions;
 use crate::schema::TableId;
-use crate::storage::record::{self, Record, RetiredValue, ABSENT, UNPERSISTED};
+use crate::storage::record::{self, Record, RetiredValue, UNPERSISTED};
 use crate::storage::table::{ReclaimPolicy, RowReclaimer, Table};
 use parking_lot::Mutex;
-use pmtx_htm::{AttemptAbort, ExplicitAbort, Htm, RegionAbort};
 use pmtx_pm::PmCounters;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// An OCC engine with policy `L`.
-pub(crate) struct OccEngine<L: EnginePolicy> {
+/// An OCC engine with policy `L` and commit rule `C`.
+pub(crate) struct OccEngine<L: EnginePolicy, C: CommitRule = Validating> {
     /// The engine these options name (the policy serves several).
     kind: EngineKind,
     shared: Arc<OccShared<L>>,
@@ -34,10 +36,20 @@ pub(crate) struct OccEngine<L: EnginePolicy> {
     checkpointer: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
     background_pm: BackgroundCounters,
+    _rule: PhantomData<C>,
 }
 
 impl<L: EnginePolicy> OccEngine<L> {
+    /// The engine over `policy` whose commits validate (every engine's
+    /// rule but the SP^3 family's).
     pub(crate) fn open(options: &DbOptions, policy: L) -> DbResult<Arc<Self>> {
+        Self::open_with_rule(options, policy)
+    }
+}
+
+impl<L: EnginePolicy, C: CommitRule> OccEngine<L, C> {
+    /// The engine over `policy` with commit rule `C`.
+    pub(crate) fn open_with_rule(options: &DbOptions, policy: L) -> DbResult<Arc<Self>> {
         let epochs = Arc::new(Epochs::new(options.workers, 1));
         let tables = options
             .tables
@@ -107,6 +119,7 @@ impl<L: EnginePolicy> OccEngine<L> {
             checkpointer: Mutex::new(checkpointer),
             closed: AtomicBool::new(false),
             background_pm,
+            _rule: PhantomData,
         }))
     }
 
@@ -203,7 +216,7 @@ fn checkpoint_loop<L: EnginePolicy>(
     }
 }
 
-impl<L: EnginePolicy> Engine for OccEngine<L> {
+impl<L: EnginePolicy, C: CommitRule> Engine for OccEngine<L, C> {
     fn kind(&self) -> EngineKind {
         self.kind
     }
@@ -213,7 +226,7 @@ impl<L: EnginePolicy> Engine for OccEngine<L> {
     }
 
     fn worker(self: Arc<Self>, id: usize) -> DbResult<Box<dyn EngineWorker>> {
-        Ok(Box::new(OccWorker::new(Arc::clone(&self.shared), id)?))
+        Ok(Box::new(OccWorker::<L, C>::new(Arc::clone(&self.shared), id)?))
     }
 
     fn is_durable(&self, ticket: CommitTicket) -> bool {
@@ -268,7 +281,7 @@ impl<L: EnginePolicy> Engine for OccEngine<L> {
     }
 }
 
-impl<L: EnginePolicy> Drop for OccEngine<L> {
+impl<L: EnginePolicy, C: CommitRule> Drop for OccEngine<L, C> {
     fn drop(&mut self) {
         self.stop_ticker();
     }
@@ -305,49 +318,11 @@ impl<L: CommitLog> RowStore<Record> for VolatileRowStore<'_, L> {
 macro_rules! with_store {
     ($worker:ident, $method:ident ( $($arg:expr),* )) => {
         if L::VOLATILE_ROWS {
-            $worker.tx.$method(&$worker.shared.tables, &VolatileRowStore(&$worker.shared.log), $($arg),*)
+            $worker.state.tx.$method(&$worker.shared.tables, &VolatileRowStore(&$worker.shared.log), $($arg),*)
         } else {
-            $worker.tx.$method(&$worker.shared.tables, &DramStore, $($arg),*)
+            $worker.state.tx.$method(&$worker.shared.tables, &DramStore, $($arg),*)
         }
     };
-}
-
-/// Where a commit's validation and install run.
-#[derive(Clone, Copy)]
-enum Region<'a> {
-    /// In software.
-    Software,
-    /// DBX's elided region: hardware attempts, then the same body in
-    /// software (`Htm::elide`); the attempt aborts only for the body's own
-    /// reasons.
-    Elide(&'a Htm),
-    /// One hardware attempt (the hybrid engines' hardware paths): any abort
-    /// aborts the transaction attempt.
-    Attempt(&'a Htm),
-}
-
-impl Region<'_> {
-    /// Runs `body` here; its abort reason travels as the region's explicit
-    /// abort code, since a hardware abort discards every store of the body.
-    fn run<T>(self, footprint_lines: u32, mut body: impl FnMut() -> Result<T, AbortReason>) -> Result<T, AbortReason> {
-        fn encode(reason: AbortReason) -> RegionAbort {
-            RegionAbort::Explicit(reason.index() as u8)
-        }
-        fn decode(abort: ExplicitAbort) -> AbortReason {
-            AbortReason::from_index(usize::from(abort.code)).unwrap_or(AbortReason::Region)
-        }
-        match self {
-            Region::Software => body(),
-            Region::Elide(htm) => htm.elide(footprint_lines, |_| body().map_err(encode)).map_err(decode),
-            Region::Attempt(htm) => {
-                htm.attempt_hardware(footprint_lines, |_| body().map_err(encode)).map_err(|abort| match abort {
-                    AttemptAbort::Transient => AbortReason::Region,
-                    AttemptAbort::Capacity => AbortReason::HtmCapacity,
-                    AttemptAbort::Explicit(explicit) => decode(explicit),
-                })
-            }
-        }
-    }
 }
 
 /// Shared state of an OCC engine over DRAM records.
@@ -391,22 +366,35 @@ impl<L: CommitLog> ReclaimPolicy<Record> for LogReclaimPolicy<'_, L> {
     }
 }
 
-/// A worker of an OCC engine over DRAM records.
-pub struct OccWorker<L: CommitLog> {
+/// A worker of an OCC engine over DRAM records: the shared state and the
+/// worker's own, which runs the commit pipeline (`engines::pipeline`).
+pub struct OccWorker<L: CommitLog, C: CommitRule = Validating> {
     shared: Arc<OccShared<L>>,
+    state: DramWorker<L, C>,
+}
+
+/// What a worker of a DRAM engine keeps of its own; the commit pipeline's
+/// steps over DRAM records ([`CommitSteps`]).
+struct DramWorker<L: CommitLog, C: CommitRule> {
     id: usize,
     log: L::Worker,
     tx: TxState<Record>,
     last_tid: u64,
     active: bool,
     retired: Vec<RetiredValue>,
+    /// The value a locked row held before its install (reused).
+    old: Vec<u8>,
     /// SP^3: the TIDs this transaction depends on, at most one per other
     /// worker (its newest), none already durable.
     dependencies: Vec<u64>,
+    /// The path of the committing attempt (the PHyTM family), read when
+    /// its commit starts.
+    path: TxPath,
     _fault_window: crate::fault::FaultWindowWorker,
+    _rule: PhantomData<C>,
 }
 
-impl<L: CommitLog> OccWorker<L> {
+impl<L: CommitLog, C: CommitRule> OccWorker<L, C> {
     /// Worker `id` over `shared`.
     pub fn new(shared: Arc<OccShared<L>>, id: usize) -> DbResult<Self> {
         assert!(id < shared.epochs.capacity(), "worker id {id} beyond the configured worker count");
@@ -418,326 +406,37 @@ impl<L: CommitLog> OccWorker<L> {
         shared.orphans.lock().hand_over(&mut tx.reclaimer);
         let last_tid = shared.log.resume_tid(id);
         let _fault_window = shared.fault_window.register();
-        Ok(Self {
-            shared,
+        let state = DramWorker {
             id,
             log,
             tx,
             last_tid,
             active: false,
             retired: Vec::new(),
+            old: Vec::new(),
             dependencies: Vec::new(),
+            path: TxPath::Stm,
             _fault_window,
-        })
-    }
-
-    /// The append of the `LogAfterInstall*` stages. The policy reserved the
-    /// record in `prepare`; a failure here would leave installed versions
-    /// without a log, which no policy may allow.
-    fn append_after_install(&mut self, tid: u64) -> CommitTicket {
-        match self.shared.log.append(&mut self.log, tid, &self.tx.writes) {
-            Ok(ticket) => ticket,
-            Err(error) => panic!("log append failed after install (the policy's prepare must prevent it): {error}"),
-        }
-    }
-
-    /// SP^3's dependency tracking (Algorithm 1, step 2): the writer of
-    /// every version read or overwritten, unless it is this worker (its own
-    /// commits are durable in order) or already durable with its own
-    /// dependencies. Only the newest TID per writer is kept: a worker's
-    /// commits become durable in TID order.
-    fn collect_dependencies(log: &L, own: usize, tx: &TxState<Record>, dependencies: &mut Vec<u64>) {
-        dependencies.clear();
-        let words = tx.read_words().chain(tx.writes.entries().iter().map(|entry| entry.locked_word));
-        for word in words {
-            let tid = record::tid_of(word);
-            if tid == 0 || tid >= record::MAX_TID || crate::engine::sp3_writer_of(tid) == own {
-                continue;
-            }
-            if log.dependency_durable(tid) {
-                continue;
-            }
-            let writer = crate::engine::sp3_writer_of(tid);
-            match dependencies.iter_mut().find(|known| crate::engine::sp3_writer_of(**known) == writer) {
-                Some(known) => *known = (*known).max(tid),
-                None => dependencies.push(tid),
-            }
-        }
-    }
-
-    fn commit_inner(&mut self) -> TxResult<CommitTicket> {
-        // `occ`: validation and write phase in one critical section.
-        let cc = Arc::clone(&self.shared.cc);
-        let _serial = cc.serial_section();
-        let shared = &*self.shared;
-        let hybrid = cc.hybrid();
-        let path = self.tx.path();
-        // Where validation and install run: one hardware attempt for the
-        // hybrid engines' hardware paths (their retry policy moves the whole
-        // transaction from path to path), DBX's elided commit region, or
-        // plain software.
-        if hybrid.is_some() {
-            Hybrid::check_entered(self.tx.path_state().expect("hybrid")).map_err(TxError::Abort)?;
-        }
-        let region = match hybrid {
-            Some(hybrid) if path.is_hardware() => {
-                hybrid.enter_hardware_commit(self.tx.path_state().expect("hybrid")).map_err(TxError::Abort)?;
-                Region::Attempt(hybrid.htm().expect("hardware paths run only with an HTM"))
-            }
-            Some(_) => Region::Software,
-            None => shared.log.commit_region().map_or(Region::Software, Region::Elide),
+            _rule: PhantomData,
         };
-        let footprint = self.tx.footprint_lines();
-        if self.tx.is_read_only() {
-            let tx = &self.tx;
-            let validated = region.run(footprint, || if L::VALIDATES { tx.validate(&shared.tables) } else { Ok(()) });
-            Self::note_region_abort(&mut self.tx, validated).map_err(TxError::Abort)?;
-            if let Some(hybrid) = hybrid {
-                hybrid.committed(path);
-            }
-            if L::TRACKS_DEPENDENCIES {
-                Self::collect_dependencies(&shared.log, self.id, &self.tx, &mut self.dependencies);
-                return Ok(self.shared.log.read_only_ticket_with_dependencies(&mut self.log, &self.dependencies));
-            }
-            return Ok(shared.log.read_only_ticket(self.tx.max_read_tid()));
-        }
-        // 0. Reserve the log record (may fail; nothing is locked yet).
-        shared.log.prepare(&mut self.log, &self.tx.writes)?;
-        let tid = match L::STAGE {
-            CommitStage::LogAfterInstallParity | CommitStage::LogAfterUnlock => {
-                // 1.-6. in the commit region: lock, validate, install,
-                // unlock; the log follows outside it.
-                let parity = match (L::STAGE, hybrid) {
-                    (CommitStage::LogAfterInstallParity, Some(hybrid))
-                        if hybrid.visible_before_log(path) || hybrid.unlocks_before_log() =>
-                    {
-                        0
-                    }
-                    (CommitStage::LogAfterInstallParity, _) => UNPERSISTED,
-                    _ => 0,
-                };
-                let writeback = hybrid.filter(|_| path.writes_back());
-                let (id, last_tid) = (self.id, self.last_tid);
-                let (tx, retired, dependencies) = (&mut self.tx, &mut self.retired, &mut self.dependencies);
-                let installed = region.run(footprint, || {
-                    Self::validate_and_install(shared, tx, retired, dependencies, id, last_tid, parity, writeback)
-                });
-                let tid = Self::note_region_abort(&mut self.tx, installed).map_err(TxError::Abort)?;
-                if hybrid.is_some_and(Hybrid::unlocks_before_log) {
-                    self.tx.release_locks();
-                }
-                if hybrid.is_some_and(Hybrid::unlocks_before_log)
-                    || (L::STAGE == CommitStage::LogAfterUnlock && shared.faults.ack_before_dependencies())
-                {
-                    // The broken variants' committer is held in its window
-                    // (writes visible, log not yet written) until another
-                    // worker finished, so readers commit on its writes.
-                    let writes = &self.tx.writes;
-                    shared.fault_window.hold(
-                        || shared.log.is_closed(),
-                        || writes.entries().iter().any(|entry| record::tid_of(entry.row().word()) != tid),
-                    );
-                }
-                tid
-            }
-            CommitStage::LogBeforeInstall | CommitStage::LogAfterInstallLocked => {
-                return self.commit_logging_under_locks();
-            }
-        };
-        let ticket = if L::STAGE == CommitStage::LogAfterInstallParity {
-            // DBXN's logging and commit phases: outside the region, the
-            // record is written and made durable, then each written version
-            // turns even (a later writer's version is never clobbered).
-            let ticket = self.append_after_install(tid);
-            for entry in self.tx.writes.entries() {
-                entry.row().clear_unpersisted(tid);
-            }
-            ticket
-        } else {
-            // SP^3's persist and pending steps, with every lock released.
-            match self.shared.log.append_with_dependencies(&mut self.log, tid, &self.tx.writes, &self.dependencies) {
-                Ok(ticket) => ticket,
-                Err(error) => panic!("log append failed after install (the policy's prepare must prevent it): {error}"),
-            }
-        };
-        if let Some(hybrid) = hybrid {
-            if path.writes_back() {
-                // The STM write-back phase ends once its writes are durable.
-                hybrid.end_writeback();
-            }
-            hybrid.committed(path);
-        }
-        if hybrid.is_some_and(Hybrid::unlocks_before_log) || self.shared.faults.ack_before_dependencies() {
-            self.shared.fault_window.committed();
-        }
-        self.last_tid = tid;
-        Ok(ticket)
-    }
-
-    /// Remembers a capacity abort of a hardware commit for the hybrid
-    /// engines' path choice.
-    fn note_region_abort<T>(tx: &mut TxState<Record>, result: Result<T, AbortReason>) -> Result<T, AbortReason> {
-        if let (Err(AbortReason::HtmCapacity), Some(path)) = (&result, tx.path_state()) {
-            path.capacity = true;
-        }
-        result
-    }
-
-    /// Steps 1.-6. of a commit whose log follows the install: lock the
-    /// write set in address order, validate, pick the TID, install, and
-    /// store the new version words (with `parity`), which unlocks. Returns
-    /// the TID, or the abort reason with nothing left locked. The body of
-    /// the commit region: it runs in a hardware transaction or in software,
-    /// and starts `writeback`'s STM write-back phase before installing.
-    #[allow(clippy::too_many_arguments)]
-    fn validate_and_install(
-        shared: &OccShared<L>,
-        tx: &mut TxState<Record>,
-        retired: &mut Vec<RetiredValue>,
-        dependencies: &mut Vec<u64>,
-        id: usize,
-        last_tid: u64,
-        parity: u64,
-        writeback: Option<&Hybrid>,
-    ) -> Result<u64, AbortReason> {
-        let max_locked = tx.lock_writes()?;
-        let epoch = shared.epochs.global();
-        let tid = if L::VALIDATES {
-            match tx.validate_and_stamp(&shared.tables, max_locked, last_tid, epoch) {
-                Ok(tid) => tid,
-                Err(reason) => {
-                    tx.release(tx.writes.len());
-                    return Err(reason);
-                }
-            }
-        } else {
-            // `nvm-ideal`: no read validation at all.
-            tx.commit_tid(max_locked, last_tid, epoch)
-        };
-        let tid = shared.log.stamp_tid(tid, id);
-        debug_assert!(record::epoch_of_tid(tid) >= epoch);
-        if L::TRACKS_DEPENDENCIES {
-            Self::collect_dependencies(&shared.log, id, tx, dependencies);
-        }
-        if let Some(hybrid) = writeback {
-            hybrid.begin_writeback();
-        }
-        Self::install(shared, tx, retired, tid);
-        for entry in tx.writes.entries() {
-            let flags = if entry.is_delete() { ABSENT } else { 0 };
-            entry.row().store_word(record::word_of(tid, flags | parity));
-        }
-        Ok(tid)
-    }
-
-    /// The commit of the stages that log with the write set locked
-    /// (`LogBeforeInstall`, `LogAfterInstallLocked`): no commit region, since
-    /// a flush inside one would abort every hardware attempt.
-    fn commit_logging_under_locks(&mut self) -> TxResult<CommitTicket> {
-        let shared = &*self.shared;
-        // 1. Lock the write set in address order.
-        let max_locked = self.tx.lock_writes().map_err(TxError::Abort)?;
-        // 2. Serialization point.
-        let epoch = shared.epochs.global();
-        // 3.-4. Validate and pick the TID (one step: TicToc validates at the
-        //    TID it picks).
-        let tid = if L::VALIDATES {
-            match self.tx.validate_and_stamp(&shared.tables, max_locked, self.last_tid, epoch) {
-                Ok(tid) => tid,
-                Err(reason) => {
-                    self.tx.release(self.tx.writes.len());
-                    return Err(TxError::Abort(reason));
-                }
-            }
-        } else {
-            self.tx.commit_tid(max_locked, self.last_tid, epoch)
-        };
-        let tid = shared.log.stamp_tid(tid, self.id);
-        debug_assert!(record::epoch_of_tid(tid) >= epoch);
-        debug_assert!(!L::TRACKS_DEPENDENCIES, "dependency tracking logs after unlocking");
-        // 5. Log, where the policy's stage says, and 6. install and unlock.
-        let mut ticket = None;
-        if L::STAGE == CommitStage::LogBeforeInstall {
-            match shared.log.append(&mut self.log, tid, &self.tx.writes) {
-                Ok(done) => ticket = Some(done),
-                Err(error) => {
-                    self.tx.release(self.tx.writes.len());
-                    return Err(TxError::Db(error));
-                }
-            }
-        }
-        Self::install(shared, &mut self.tx, &mut self.retired, tid);
-        let mut failure = None;
-        if L::STAGE == CommitStage::LogAfterInstallLocked {
-            // Only a log on a file can fail here, and its policy poisoned
-            // itself first (`CommitLog::prepare`): the versions stay
-            // installed but no one can be told they are durable.
-            match shared.log.append(&mut self.log, tid, &self.tx.writes) {
-                Ok(done) => ticket = Some(done),
-                Err(error) => failure = Some(error),
-            }
-        }
-        for entry in self.tx.writes.entries() {
-            let flags = if entry.is_delete() { ABSENT } else { 0 };
-            entry.row().store_word(record::word_of(tid, flags));
-        }
-        self.last_tid = tid;
-        if let Some(error) = failure {
-            debug_assert!(shared.log.is_closed(), "a failed append after the install must poison the log");
-            return Err(TxError::Db(error));
-        }
-        Ok(ticket.expect("both stages append"))
-    }
-
-    /// Installs every write in place (rows locked) and maintains the
-    /// secondary indexes while the rows are still locked, so a secondary
-    /// scan that misses an entry sees the leaf version change (a phantom)
-    /// or meets the locked row; never a committed row it cannot find.
-    fn install(shared: &OccShared<L>, tx: &mut TxState<Record>, retired: &mut Vec<RetiredValue>, tid: u64) {
-        let mut old = Vec::new();
-        let keeps_versions = tx.keeps_versions();
-        for index in 0..tx.writes.len() {
-            let entry = &tx.writes.entries()[index];
-            // SAFETY: see `WriteEntry::row`; the reference does not borrow
-            // the transaction state, which keeps the replaced version.
-            let row: &Record = unsafe { &*(entry.row() as *const Record) };
-            let locked_word = entry.locked_word;
-            let has_secondaries = !shared.tables[entry.table.0 as usize].schema().secondaries.is_empty();
-            let current = if (has_secondaries || keeps_versions) && locked_word & ABSENT == 0 {
-                // Locked by us: the value is stable.
-                row.read_locked(&mut old);
-                Some(old.as_slice())
-            } else {
-                None
-            };
-            if has_secondaries {
-                tx.maintain_secondaries(&shared.tables, index, current, tid);
-            }
-            tx.preserve_version(row, locked_word, current, tid);
-            row.set_value_locked(tx.writes.value(index), &mut |value| retired.push(value));
-            if L::VOLATILE_ROWS {
-                // A delete (no value) writes the metadata word alone.
-                let value = tx.writes.value(index).unwrap_or(&[]);
-                shared.log.on_row_install(row, value, record::word_of(tid, 0));
-            }
-        }
+        Ok(Self { shared, state })
     }
 
     /// Hands replaced value buffers to the reclaimer with one stamp, queues
     /// rows left absent, and reclaims what is due.
     fn after_attempt(&mut self) {
-        let shared = &*self.shared;
-        if !self.retired.is_empty() {
+        let (shared, state) = (&*self.shared, &mut self.state);
+        if !state.retired.is_empty() {
             let stamp = shared.epochs.stamp();
-            for value in self.retired.drain(..) {
-                self.tx.reclaimer.retired_values.push(stamp, value);
+            for value in state.retired.drain(..) {
+                state.tx.reclaimer.retired_values.push(stamp, value);
             }
         }
-        self.tx.finish(shared.epochs.global(), &shared.tables);
-        if self.tx.reclaimer.backlog() > 0 || !self.tx.reclaimer.retired_values.is_empty() {
-            let before = self.tx.reclaimer.unlinked;
-            self.tx.reclaimer.run(&shared.tables, &shared.epochs, &LogReclaimPolicy(&shared.log, &shared.cc));
-            let unlinked = self.tx.reclaimer.unlinked - before;
+        state.tx.finish(shared.epochs.global(), &shared.tables);
+        if state.tx.reclaimer.backlog() > 0 || !state.tx.reclaimer.retired_values.is_empty() {
+            let before = state.tx.reclaimer.unlinked;
+            state.tx.reclaimer.run(&shared.tables, &shared.epochs, &LogReclaimPolicy(&shared.log, &shared.cc));
+            let unlinked = state.tx.reclaimer.unlinked - before;
             if unlinked > 0 {
                 shared.rows_unlinked.fetch_add(unlinked, std::sync::atomic::Ordering::Relaxed);
             }
@@ -745,13 +444,239 @@ impl<L: CommitLog> OccWorker<L> {
     }
 }
 
-impl<L: CommitLog> EngineWorker for OccWorker<L> {
+impl<L: CommitLog, C: CommitRule> DramWorker<L, C> {
+    /// The hybrid engines' fault window: their broken variants (and SP^3's
+    /// acknowledging one) hold the committer between unlock and log.
+    fn holds_in_window(shared: &OccShared<L>) -> bool {
+        shared.cc.hybrid().is_some_and(Hybrid::unlocks_before_log)
+            || (L::STAGE == CommitStage::LogAfterUnlock && shared.faults.ack_before_dependencies())
+    }
+}
+
+impl<L: CommitLog, C: CommitRule> CommitSteps for DramWorker<L, C> {
+    type Row = Record;
+    type Shared = OccShared<L>;
+    type Held<'s> = ();
+    type Rule = C;
+    const STAGE: CommitStage = L::STAGE;
+
+    #[inline]
+    fn tx(&mut self) -> &mut TxState<Record> {
+        &mut self.tx
+    }
+
+    #[inline]
+    fn worker_id(&self) -> usize {
+        self.id
+    }
+
+    #[inline]
+    fn tables(shared: &OccShared<L>) -> &[Table] {
+        &shared.tables
+    }
+
+    #[inline]
+    fn concurrency(shared: &OccShared<L>) -> &Concurrency {
+        &shared.cc
+    }
+
+    #[inline]
+    fn global_epoch(shared: &OccShared<L>) -> u64 {
+        shared.epochs.global()
+    }
+
+    /// One hardware attempt for the hybrid engines' hardware paths (their
+    /// retry policy moves the whole transaction from path to path), DBX's
+    /// elided commit region, or plain software.
+    fn enter<'s>(&mut self, shared: &'s OccShared<L>) -> TxResult<Region<'s>> {
+        let Some(hybrid) = shared.cc.hybrid() else {
+            return Ok(shared.log.commit_region().map_or(Region::Software, Region::Elide));
+        };
+        let path = self.tx.path();
+        self.path = path;
+        let state = self.tx.path_state().expect("hybrid");
+        Hybrid::check_entered(state).map_err(TxError::Abort)?;
+        if path.is_hardware() {
+            hybrid.enter_hardware_commit(state).map_err(TxError::Abort)?;
+            return Ok(Region::Attempt(hybrid.htm().expect("hardware paths run only with an HTM")));
+        }
+        Ok(Region::Software)
+    }
+
+    /// Remembers a capacity abort of a hardware commit for the hybrid
+    /// engines' path choice.
+    fn region_result<T>(&mut self, result: &Result<T, AbortReason>) {
+        if let (Err(AbortReason::HtmCapacity), Some(path)) = (result, self.tx.path_state()) {
+            path.capacity = true;
+        }
+    }
+
+    #[inline]
+    fn collect_dependencies(&mut self, shared: &OccShared<L>) {
+        C::collect_dependencies(&self.tx, self.id, |tid| shared.log.dependency_durable(tid), &mut self.dependencies);
+    }
+
+    fn read_only_ticket(&mut self, shared: &OccShared<L>) -> CommitTicket {
+        if let Some(hybrid) = shared.cc.hybrid() {
+            hybrid.committed(self.path);
+        }
+        if C::TRACKS_DEPENDENCIES {
+            return shared.log.read_only_ticket_with_dependencies(&mut self.log, &self.dependencies);
+        }
+        shared.log.read_only_ticket(self.tx.max_read_tid())
+    }
+
+    /// Reserves the log record (may fail; nothing is locked yet).
+    #[inline]
+    fn prepare(&mut self, shared: &OccShared<L>) -> TxResult<()> {
+        shared.log.prepare(&mut self.log, &self.tx.writes).map_err(TxError::Db)
+    }
+
+    #[inline]
+    fn tid_floor(&self, _held: &()) -> TidFloor {
+        TidFloor::Above(self.last_tid)
+    }
+
+    #[inline]
+    fn persist_before_install(
+        &mut self,
+        shared: &OccShared<L>,
+        _held: &mut (),
+        tid: u64,
+    ) -> DbResult<Option<CommitTicket>> {
+        if L::STAGE == CommitStage::LogBeforeInstall {
+            return shared.log.append(&mut self.log, tid, &self.tx.writes).map(Some);
+        }
+        Ok(None)
+    }
+
+    /// The STM write-back phase of a hybrid engine's software path starts
+    /// before its first install.
+    #[inline]
+    fn begin_install(&mut self, shared: &OccShared<L>) {
+        if let Some(hybrid) = shared.cc.hybrid() {
+            if self.path.writes_back() {
+                hybrid.begin_writeback();
+            }
+        }
+    }
+
+    /// Installs write `index` in place (row locked), with the secondary
+    /// indexes and the protocol's older version.
+    #[inline]
+    fn install(&mut self, shared: &OccShared<L>, _held: &mut (), index: usize, tid: u64) {
+        let entry = &self.tx.writes.entries()[index];
+        // SAFETY: see `WriteEntry::row`; the reference does not borrow
+        // the transaction state, which keeps the replaced version.
+        let row: &Record = unsafe { &*(entry.row() as *const Record) };
+        if pipeline::needs_current(&self.tx, &shared.tables, index) {
+            // Locked by us: the value is stable.
+            row.read_locked(&mut self.old);
+            pipeline::install_bookkeeping(&mut self.tx, &shared.tables, index, row, Some(&self.old), tid);
+        } else {
+            pipeline::install_bookkeeping(&mut self.tx, &shared.tables, index, row, None, tid);
+        }
+        let retired = &mut self.retired;
+        row.set_value_locked(self.tx.writes.value(index), &mut |value| retired.push(value));
+        if L::VOLATILE_ROWS {
+            // A delete (no value) writes the metadata word alone.
+            let value = self.tx.writes.value(index).unwrap_or(&[]);
+            shared.log.on_row_install(row, value, record::word_of(tid, 0));
+        }
+    }
+
+    /// Only a log on a file can fail here, and its policy poisoned itself
+    /// first (`CommitLog::prepare`): the versions stay installed but no
+    /// one can be told they are durable.
+    #[inline]
+    fn log_while_locked(&mut self, shared: &OccShared<L>, _held: &mut (), tid: u64) -> DbResult<Option<CommitTicket>> {
+        let appended = shared.log.append(&mut self.log, tid, &self.tx.writes);
+        debug_assert!(
+            appended.is_ok() || shared.log.is_closed(),
+            "a failed append after the install must poison the log"
+        );
+        appended.map(Some)
+    }
+
+    /// DBXN's parity: a version installed before its log is durable stays
+    /// odd until the log is (not on the hybrid paths that make it visible
+    /// or unlock before their log).
+    #[inline]
+    fn unlock_flags(&self, shared: &OccShared<L>) -> u64 {
+        if L::STAGE != CommitStage::LogAfterInstallParity {
+            return 0;
+        }
+        match shared.cc.hybrid() {
+            Some(hybrid) if hybrid.visible_before_log(self.path) || hybrid.unlocks_before_log() => 0,
+            _ => UNPERSISTED,
+        }
+    }
+
+    fn after_unlock(&mut self, shared: &OccShared<L>, _held: &mut (), tid: u64) -> CommitTicket {
+        if shared.cc.hybrid().is_some_and(Hybrid::unlocks_before_log) {
+            self.tx.release_locks();
+        }
+        if Self::holds_in_window(shared) {
+            // The broken variants' committer is held in its window
+            // (writes visible, log not yet written) until another worker
+            // finished, so readers commit on its writes.
+            let writes = &self.tx.writes;
+            shared.fault_window.hold(
+                || shared.log.is_closed(),
+                || writes.entries().iter().any(|entry| record::tid_of(entry.row().word()) != tid),
+            );
+        }
+        let appended = if L::STAGE == CommitStage::LogAfterInstallParity {
+            // DBXN's logging and commit phases: outside the region, the
+            // record is written and made durable, then each written
+            // version turns even (a later writer's version is never
+            // clobbered).
+            shared.log.append(&mut self.log, tid, &self.tx.writes).inspect(|_| {
+                for entry in self.tx.writes.entries() {
+                    entry.row().clear_unpersisted(tid);
+                }
+            })
+        } else {
+            // SP^3's persist and pending steps, with every lock released.
+            shared.log.append_with_dependencies(&mut self.log, tid, &self.tx.writes, &self.dependencies)
+        };
+        let ticket = match appended {
+            Ok(ticket) => ticket,
+            Err(error) => panic!("log append failed after install (the policy's prepare must prevent it): {error}"),
+        };
+        if let Some(hybrid) = shared.cc.hybrid() {
+            if self.path.writes_back() {
+                // The STM write-back phase ends once its writes are durable.
+                hybrid.end_writeback();
+            }
+            hybrid.committed(self.path);
+        }
+        if Self::holds_in_window(shared) {
+            shared.fault_window.committed();
+        }
+        ticket
+    }
+
+    #[inline]
+    fn finish(
+        &mut self,
+        _shared: &OccShared<L>,
+        _held: (),
+        tid: u64,
+        ticket: Option<CommitTicket>,
+    ) -> TxResult<CommitTicket> {
+        self.last_tid = tid;
+        Ok(ticket.expect("every stage's log gives the ticket"))
+    }
+}
+
+impl<L: CommitLog, C: CommitRule> EngineWorker for OccWorker<L, C> {
     fn begin(&mut self, _read_only: bool, attempt: u32) {
         // (Re-)announce, so a long-running worker does not hold back group
         // commit or reclamation with a stale epoch.
-        self.shared.epochs.enter(self.id);
-        self.active = true;
-        self.tx.begin(attempt, self.shared.epochs.global());
+        self.shared.epochs.enter(self.state.id);
+        self.state.active = true;
+        self.state.tx.begin(attempt, self.shared.epochs.global());
     }
 
     fn get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
@@ -781,7 +706,7 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
     }
 
     fn commit(&mut self) -> TxResult<CommitTicket> {
-        let result = self.commit_inner();
+        let result = pipeline::commit(&*self.shared, &mut self.state);
         self.after_attempt();
         result
     }
@@ -791,9 +716,9 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
     }
 
     fn idle(&mut self) {
-        if self.active {
-            self.shared.epochs.leave(self.id);
-            self.active = false;
+        if self.state.active {
+            self.shared.epochs.leave(self.state.id);
+            self.state.active = false;
         }
     }
 
@@ -822,9 +747,9 @@ impl<L: CommitLog> EngineWorker for OccWorker<L> {
     }
 }
 
-impl<L: CommitLog> Drop for OccWorker<L> {
+impl<L: CommitLog, C: CommitRule> Drop for OccWorker<L, C> {
     fn drop(&mut self) {
-        self.shared.epochs.leave(self.id);
-        self.tx.reclaimer.hand_over(&mut self.shared.orphans.lock());
+        self.shared.epochs.leave(self.state.id);
+        self.state.tx.reclaimer.hand_over(&mut self.shared.orphans.lock());
     }
 }

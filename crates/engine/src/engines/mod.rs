@@ -6,6 +6,7 @@ pub(crate) mod dbxn;
 pub(crate) mod dram;
 pub(crate) mod nvm_tuples;
 pub(crate) mod phytm;
+pub(crate) mod pipeline;
 pub(crate) mod silo;
 pub(crate) mod sp3;
 #[cfg(test)]

@@ -1,7 +1,12 @@
 //! The SP^3 family (`sp3`, `nvm-tx`, `nvm-ideal`): the DRAM engine shell
 //! with the SP^3 log policy (`durability::sp3_log`, which documents the
-//! protocol).
+//! protocol) and each engine's commit rule (all three stamp TIDs that name
+//! their worker): SP^3's early release with dependencies
+//! (`cc::protocols::sp3`), Silo's validation (`nvm-tx`), none (`nvm-ideal`,
+//! `cc::protocols::none`).
 
+use crate::cc::protocols::none::NoValidation;
+use crate::cc::protocols::sp3::{Sp3EarlyRelease, Sp3Tids};
 use crate::durability::sp3_log::{Sp3Log, NVM_IDEAL, NVM_TX, SP3};
 use crate::engine::{Engine, EngineKind};
 use crate::engines::dram::OccEngine;
@@ -13,9 +18,13 @@ use std::sync::Arc;
 /// Opens an SP^3-family engine over `pool`.
 pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
     Ok(match options.engine {
-        EngineKind::Sp3 => OccEngine::open(options, open_log::<B, SP3>(options, pool)?)?,
-        EngineKind::NvmTx => OccEngine::open(options, open_log::<B, NVM_TX>(options, pool)?)?,
-        EngineKind::NvmIdeal => OccEngine::open(options, open_log::<B, NVM_IDEAL>(options, pool)?)?,
+        EngineKind::Sp3 => {
+            OccEngine::<_, Sp3EarlyRelease>::open_with_rule(options, open_log::<B, SP3>(options, pool)?)?
+        }
+        EngineKind::NvmTx => OccEngine::<_, Sp3Tids>::open_with_rule(options, open_log::<B, NVM_TX>(options, pool)?)?,
+        EngineKind::NvmIdeal => {
+            OccEngine::<_, NoValidation>::open_with_rule(options, open_log::<B, NVM_IDEAL>(options, pool)?)?
+        }
         other => unreachable!("{other} is not an SP^3 engine"),
     })
 }
@@ -42,7 +51,7 @@ pub(crate) fn open_log<B: PmBackend, const MODE: u8>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durability::CommitLog;
+    use crate::cc::protocols::commit_rule::CommitRule;
     use crate::engine::{CommitTicket, WriteOp};
     use crate::engines::test_support::{pause_worker_0, put, put_on_thread, Pause, T};
     use crate::error::{AbortReason, TxError};
@@ -64,16 +73,16 @@ mod tests {
     /// log while `armed`: it sends on the first channel and waits on the
     /// second.
     #[allow(clippy::type_complexity)]
-    fn paused_engine<const MODE: u8>(
+    fn paused_engine<const MODE: u8, C: CommitRule>(
         kind: EngineKind,
-    ) -> (Arc<OccEngine<Sp3Log<Sim, MODE>>>, Arc<Pool<Sim>>, Arc<AtomicBool>, mpsc::Receiver<()>, mpsc::Sender<()>)
+    ) -> (Arc<OccEngine<Sp3Log<Sim, MODE>, C>>, Arc<Pool<Sim>>, Arc<AtomicBool>, mpsc::Receiver<()>, mpsc::Sender<()>)
     {
         let options = options(kind);
         let pool = Arc::new(Pool::<Sim>::create_in_memory(16 << 20, 256 << 10, &options.pm).expect("pool"));
         let mut log = open_log::<_, MODE>(&options, Arc::clone(&pool)).expect("open");
         let (hook, Pause { armed, installed: installed_rx, go: go_tx }) = pause_worker_0();
         log.set_before_log_hook(hook);
-        (OccEngine::open(&options, log).expect("engine"), pool, armed, installed_rx, go_tx)
+        (OccEngine::open_with_rule(&options, log).expect("engine"), pool, armed, installed_rx, go_tx)
     }
 
     /// The value of `key` after recovering `image` on a direct pool, and
@@ -101,7 +110,7 @@ mod tests {
     #[test]
     fn a_dependent_goes_on_waits_for_its_dependency_and_is_dropped_without_it() {
         let (engine, pool, armed, installed, go) =
-            paused_engine::<{ crate::durability::sp3_log::SP3 }>(EngineKind::Sp3);
+            paused_engine::<{ crate::durability::sp3_log::SP3 }, Sp3EarlyRelease>(EngineKind::Sp3);
         let mut writer = Arc::clone(&engine).worker(0).expect("worker");
         let mut reader = Arc::clone(&engine).worker(1).expect("worker");
         put(writer.as_mut(), b"x", b"1").expect("load");
@@ -149,7 +158,7 @@ mod tests {
     #[test]
     fn nvm_tx_holds_its_locks_while_logging() {
         let (engine, _pool, armed, installed, go) =
-            paused_engine::<{ crate::durability::sp3_log::NVM_TX }>(EngineKind::NvmTx);
+            paused_engine::<{ crate::durability::sp3_log::NVM_TX }, Sp3Tids>(EngineKind::NvmTx);
         let mut writer = Arc::clone(&engine).worker(0).expect("worker");
         let mut reader = Arc::clone(&engine).worker(1).expect("worker");
         put(writer.as_mut(), b"x", b"1").expect("load");
@@ -212,18 +221,5 @@ mod tests {
         let y = engine.tables()[0].lookup(b"y").expect("y").word();
         assert!(record::tid_of(y) > record::tid_of(x), "slot 0's TIDs went back: {x:#x} then {y:#x}");
         engine.close().expect("close");
-    }
-
-    #[test]
-    fn tids_name_their_worker_and_grow() {
-        let options = options(EngineKind::Sp3);
-        let pool = Arc::new(Pool::<Direct>::create_in_memory(16 << 20, 256 << 10, &options.pm).expect("pool"));
-        let log = open_log::<_, { crate::durability::sp3_log::SP3 }>(&options, pool).expect("open");
-        for (tid, worker) in [(1u64, 0usize), (1, 2), (255, 1), (256, 1), (0x5_0000_0101, 0), (0x5_0000_0101, 1)] {
-            let stamped = log.stamp_tid(tid, worker);
-            assert!(stamped >= tid, "{tid:#x} on worker {worker} became {stamped:#x}");
-            assert!(stamped < tid + 256);
-            assert_eq!(crate::engine::sp3_writer_of(stamped), worker);
-        }
     }
 }

@@ -46,8 +46,13 @@ use crate::storage::table::Table;
 use parking_lot::MutexGuard;
 
 // What families of protocols share; each protocol's own file is declared
-// by its line in the catalog below.
+// by its line in the catalog below. The commit rules (`commit_rule`, with
+// SP^3's early release in `sp3` and NVM-Ideal's `none`) are chosen by the
+// engine, not by `cc=`.
+pub(crate) mod commit_rule;
 pub(crate) mod multi_version;
+pub(crate) mod none;
+pub(crate) mod sp3;
 pub(crate) mod timestamp_order;
 pub(crate) mod two_phase;
 

@@ -2,7 +2,9 @@
 //! `cc::transaction` over the rows' CC-Meta words), persist log-free (Algorithm 1),
 //! maintain (garbage, tombstones, sweeps). §3.3.1.
 //!
-//! Commit of a writing transaction, step by step:
+//! The commit runs the shared pipeline (`engines::pipeline`); this worker
+//! supplies its steps (`CommitSteps`). Commit of a writing transaction,
+//! step by step:
 //!
 //! 1. lock the worker's heap region (uncontended; a sweep waits for it);
 //! 2. reserve one free slot per write (DRAM lists; a new chunk when dry)
@@ -55,16 +57,20 @@
 use super::adaptive::AdaptiveTx;
 use super::{WorkerCounters, ZenShared};
 use crate::cc::concurrency::Concurrency;
+use crate::cc::protocols::commit_rule::Validating;
 use crate::cc::transaction::{RowStore, TxState};
 use crate::cc::write_set::WriteValue;
 use crate::durability::zen_persist::{self, persist_tuples};
+use crate::durability::CommitStage;
 use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
+use crate::engines::pipeline::{self, CommitSteps, Region, TidFloor};
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
 use crate::schema::TableId;
 use crate::storage::record::{self, RowKind, READ_SPINS};
 use crate::storage::table::ReclaimPolicy;
 use crate::storage::zen::cache::{Cached, ClockRing, Row, ABSENT, LOCKED};
 use crate::storage::zen::heap::{self, Garbage, Reserved, SlotKind, Tombstone, META_LEN};
+use parking_lot::MutexGuard;
 use pmtx_pm::{PersistBatch, PmBackend};
 use std::collections::HashMap;
 use std::ptr::NonNull;
@@ -366,198 +372,6 @@ impl<B: PmBackend> ZenWorker<B> {
                 self.shared.pool.backend().read(row.slot() + META_LEN + row.key().len() as u64, &mut self.old_value);
             }
         }
-    }
-
-    fn commit_inner(&mut self) -> TxResult<CommitTicket> {
-        let shared = Arc::clone(&self.shared);
-        if let Some(plus) = &shared.plus {
-            // A transaction that is not yet committing yields to an
-            // exclusive stage; from here on it finishes.
-            plus.adaptive.check(self.id, &self.adaptive).map_err(TxError::Abort)?;
-        }
-        // `occ`: validation and write phase in one critical section.
-        let _serial = shared.cc.serial_section();
-        if self.tx.is_read_only() {
-            self.tx.validate(&shared.tables).map_err(TxError::Abort)?;
-            if shared.window.is_some() {
-                // wbl: what it read is committed once its window is.
-                return Ok(CommitTicket::Epoch(record::epoch_of_tid(self.tx.max_read_tid())));
-            }
-            // Every version readable was durable before it was installed.
-            return Ok(CommitTicket::Durable);
-        }
-        if shared.closed.load(Ordering::Relaxed) {
-            return Err(TxError::Db(DbError::Poisoned("the database is closed".into())));
-        }
-        let heap = &shared.heap;
-        let pool = &*shared.pool;
-        let region = &heap.regions[self.id];
-        let advance = || shared.advance_epoch();
-        let mut state = region.state.lock();
-        // 2. Reserve slots (lock order of the write set first, so the
-        //    reservation order matches).
-        self.tx.writes.sort_by_row();
-        self.reserved.clear();
-        for index in 0..self.tx.writes.len() {
-            let entry = &self.tx.writes.entries()[index];
-            if let Some(&(reserved, _)) = self.spilled.get(&(entry.row() as *const Row as usize)) {
-                self.reserved.push(reserved);
-                continue;
-            }
-            let table = entry.table.0;
-            match state.reserve(heap, pool, &shared.epochs, self.id, table, &advance) {
-                Ok(reserved) => self.reserved.push(reserved),
-                Err(error) => {
-                    self.unreserve_all(&mut state);
-                    return Err(TxError::Db(error));
-                }
-            }
-        }
-        // The reserved slots are cold: start their lines' ownership
-        // requests now, so step 4's stores do not stall on them one by one.
-        for (index, reserved) in self.reserved.iter().enumerate() {
-            if let (true, WriteValue::Bytes(value)) = (reserved.slot != 0, self.tx.writes.value_state(index)) {
-                let entry = &self.tx.writes.entries()[index];
-                let value_len = value.len();
-                pool.backend()
-                    .prefetch_for_write(reserved.slot, META_LEN + (entry.row().key().len() + value_len) as u64);
-            }
-        }
-        // 3. Lock, serialization point, validate, Tx-CTS.
-        let max_locked = match self.tx.lock_writes() {
-            Ok(tid) => tid,
-            Err(reason) => {
-                self.unreserve_all(&mut state);
-                return Err(TxError::Abort(reason));
-            }
-        };
-        let epoch = shared.epochs.global();
-        let stamped = match self.spill_cts {
-            // The direct NVM writes carry it already.
-            Some(cts) => self.tx.validate_at_fixed_tid(&shared.tables, max_locked, cts),
-            None => self.tx.validate_and_stamp(&shared.tables, max_locked, state.last_cts, epoch),
-        };
-        let cts = match stamped {
-            Ok(cts) => cts,
-            Err(reason) => {
-                self.tx.release(self.tx.writes.len());
-                self.unreserve_all(&mut state);
-                return Err(TxError::Abort(reason));
-            }
-        };
-        debug_assert!(cts > state.last_cts && cts & heap::LP_BIT == 0);
-        // 4. Persist (Algorithm 1; wbl: the versions and one fence).
-        let lp_slot = self.persist(&shared, &mut state, cts);
-        // 5. Install, stamp, hand over garbage, unlock.
-        let mut retired = std::mem::take(&mut self.retired);
-        let mut tombstones = std::mem::take(&mut self.tombstones);
-        for index in 0..self.tx.writes.len() {
-            let entry = &self.tx.writes.entries()[index];
-            let (table, locked_word) = (entry.table, entry.locked_word);
-            // SAFETY: see `WriteEntry::row`; the reference does not borrow
-            // the write set, which `maintain_secondaries` reads.
-            let row: &Row = unsafe { &*(entry.row() as *const Row) };
-            let has_secondaries = !shared.tables[table.0 as usize].schema().secondaries.is_empty();
-            if has_secondaries || self.tx.keeps_versions() {
-                let current = if locked_word & ABSENT == 0 {
-                    self.read_locked(row, locked_word);
-                    Some(self.old_value.as_slice())
-                } else {
-                    None
-                };
-                if has_secondaries {
-                    self.tx.maintain_secondaries(&shared.tables, index, current, cts);
-                }
-                self.tx.preserve_version(row, locked_word, current, cts);
-            }
-            let reserved = self.reserved[index];
-            if reserved.slot == 0 {
-                // Nothing persisted (a delete of a never-durable row).
-                self.install_cache(row, cts, None);
-                continue;
-            }
-            let value = self.tx.writes.value_state(index);
-            let old_slot = row.slot();
-            match value {
-                WriteValue::Bytes(bytes) => {
-                    row.set_slot(reserved.slot, bytes.len());
-                    self.install_cache(row, cts, Some(bytes));
-                }
-                WriteValue::Spilled(len) => {
-                    // Written to the heap directly: its Met-Cache region
-                    // was full, so the row is not cached.
-                    row.set_slot(reserved.slot, len);
-                    self.install_uncached(row);
-                }
-                WriteValue::Delete => {
-                    row.set_slot(reserved.slot, 0);
-                    self.install_cache(row, cts, None);
-                    tombstones.push((index, reserved.slot));
-                }
-            }
-            if old_slot != 0 {
-                // A superseded tombstone can never resurrect anything.
-                let kind = if locked_word & ABSENT != 0 { SlotKind::Clean } else { SlotKind::Stale };
-                retired.push(Garbage { slot: old_slot, stamp: 0, kind });
-            }
-        }
-        // IMPORTANT: the stamp is read after every row points at its new
-        // slot (reader safety) and before the rows are unlocked (so stamps of
-        // one key's versions grow, which the tombstone sweep relies on).
-        let stamp = heap::horizon_stamp(&shared.epochs);
-        if let Some(window) = &shared.window {
-            // The windows up to this commit's, and up to the stamp of what
-            // it superseded (which is reused once that is durable), are
-            // wanted.
-            window.note_commit(self.id, record::epoch_of_tid(cts).max(stamp));
-        }
-        for mut garbage in retired.drain(..) {
-            garbage.stamp = stamp;
-            heap.retire(self.id, &mut state, garbage);
-        }
-        for (index, slot) in tombstones.drain(..) {
-            let entry = &self.tx.writes.entries()[index];
-            state.push_tombstone(Tombstone::new(
-                entry.table.0,
-                self.tx.writes.key(index),
-                entry.row(),
-                slot,
-                cts,
-                stamp,
-            ));
-        }
-        (self.retired, self.tombstones) = (retired, tombstones);
-        for entry in self.tx.writes.entries() {
-            let flags = if entry.is_delete() { ABSENT } else { 0 };
-            entry.row().store_word(record::word_of(cts, flags));
-        }
-        state.last_cts = cts;
-        if lp_slot != 0 {
-            state.move_pin(heap, pool, lp_slot);
-        }
-        self.reserved.clear();
-        // The direct NVM writes are committed with the rest.
-        self.spilled.clear();
-        self.reset_spill();
-        // 6. Maintenance.
-        state.drain_inbox_of(heap, self.id);
-        let horizon = heap.horizon(&shared.epochs);
-        state.reclaim(heap, pool, horizon, shared.options.gc_batch);
-        state.reclaim_tombstones(heap, pool);
-        let sweep = state.tombstones_awaiting_sweep(heap, horizon) >= shared.options.sweep_threshold.max(1);
-        drop(state);
-        if sweep {
-            // A sweep waits for every region; this worker must not hold the
-            // horizon back meanwhile (it reads nothing more).
-            self.leave();
-            heap.sweep(pool, &shared.epochs, &advance);
-        }
-        if shared.window.is_some() && !shared.faults.ack_before_window() {
-            // wbl: committed once the record of the TID's window is durable
-            // (the broken variant acknowledges now).
-            return Ok(CommitTicket::Epoch(record::epoch_of_tid(cts)));
-        }
-        Ok(CommitTicket::Durable)
     }
 
     /// Encodes and persists the write set; returns the LP tuple's slot (0 if
@@ -970,6 +784,254 @@ impl<B: PmBackend> ZenWorker<B> {
     }
 }
 
+/// What a Zen commit holds from its reservations to its maintenance.
+pub(crate) struct Held<'s> {
+    /// The worker's heap region (uncontended; a sweep waits for it).
+    state: MutexGuard<'s, heap::RegionState>,
+    /// The LP tuple's slot (0: nothing persisted).
+    lp_slot: u64,
+}
+
+/// Zen's storage and its log-free durability in the commit pipeline
+/// (module comment, steps 1-6).
+impl<B: PmBackend> CommitSteps for ZenWorker<B> {
+    type Row = Row;
+    type Shared = ZenShared<B>;
+    type Held<'s>
+        = Held<'s>
+    where
+        ZenShared<B>: 's;
+    type Rule = Validating;
+    /// The persist (Algorithm 1) precedes the install.
+    const STAGE: CommitStage = CommitStage::LogBeforeInstall;
+
+    #[inline]
+    fn tx(&mut self) -> &mut TxState<Row> {
+        &mut self.tx
+    }
+
+    #[inline]
+    fn worker_id(&self) -> usize {
+        self.id
+    }
+
+    #[inline]
+    fn tables(shared: &ZenShared<B>) -> &[crate::storage::table::Table<Row>] {
+        &shared.tables
+    }
+
+    #[inline]
+    fn concurrency(shared: &ZenShared<B>) -> &Concurrency {
+        &shared.cc
+    }
+
+    #[inline]
+    fn global_epoch(shared: &ZenShared<B>) -> u64 {
+        shared.epochs.global()
+    }
+
+    /// `zen+`: a transaction that is not yet committing yields to an
+    /// exclusive stage; from here on it finishes.
+    fn enter<'s>(&mut self, shared: &'s ZenShared<B>) -> TxResult<Region<'s>> {
+        if let Some(plus) = &shared.plus {
+            plus.adaptive.check(self.id, &self.adaptive).map_err(TxError::Abort)?;
+        }
+        Ok(Region::Software)
+    }
+
+    fn read_only_ticket(&mut self, shared: &ZenShared<B>) -> CommitTicket {
+        if shared.window.is_some() {
+            // wbl: what it read is committed once its window is.
+            return CommitTicket::Epoch(record::epoch_of_tid(self.tx.max_read_tid()));
+        }
+        // Every version readable was durable before it was installed.
+        CommitTicket::Durable
+    }
+
+    /// Step 1-2: lock the worker's heap region, reserve one slot per write
+    /// (in the write set's lock order, so the reservation order matches)
+    /// and start their lines' ownership requests.
+    fn prepare<'s>(&mut self, shared: &'s ZenShared<B>) -> TxResult<Held<'s>> {
+        if shared.closed.load(Ordering::Relaxed) {
+            return Err(TxError::Db(DbError::Poisoned("the database is closed".into())));
+        }
+        let (heap, pool) = (&shared.heap, &*shared.pool);
+        let advance = || shared.advance_epoch();
+        let mut state = heap.regions[self.id].state.lock();
+        self.tx.writes.sort_by_row();
+        self.reserved.clear();
+        for index in 0..self.tx.writes.len() {
+            let entry = &self.tx.writes.entries()[index];
+            if let Some(&(reserved, _)) = self.spilled.get(&(entry.row() as *const Row as usize)) {
+                self.reserved.push(reserved);
+                continue;
+            }
+            let table = entry.table.0;
+            match state.reserve(heap, pool, &shared.epochs, self.id, table, &advance) {
+                Ok(reserved) => self.reserved.push(reserved),
+                Err(error) => {
+                    self.unreserve_all(&mut state);
+                    return Err(TxError::Db(error));
+                }
+            }
+        }
+        // The reserved slots are cold: start their lines' ownership
+        // requests now, so step 4's stores do not stall on them one by one.
+        for (index, reserved) in self.reserved.iter().enumerate() {
+            if let (true, WriteValue::Bytes(value)) = (reserved.slot != 0, self.tx.writes.value_state(index)) {
+                let entry = &self.tx.writes.entries()[index];
+                let value_len = value.len();
+                pool.backend()
+                    .prefetch_for_write(reserved.slot, META_LEN + (entry.row().key().len() + value_len) as u64);
+            }
+        }
+        Ok(Held { state, lp_slot: 0 })
+    }
+
+    fn unprepare(&mut self, _shared: &ZenShared<B>, held: &mut Held<'_>) {
+        self.unreserve_all(&mut held.state);
+    }
+
+    /// The Tx-CTS: Silo's TID above the region's last (so it grows per
+    /// thread), or the one the direct NVM writes carry already.
+    #[inline]
+    fn tid_floor(&self, held: &Held<'_>) -> TidFloor {
+        match self.spill_cts {
+            Some(cts) => TidFloor::Fixed(cts),
+            None => TidFloor::Above(held.state.last_cts),
+        }
+    }
+
+    /// Step 4: persist (Algorithm 1; wbl: the versions and one fence).
+    fn persist_before_install(
+        &mut self,
+        shared: &ZenShared<B>,
+        held: &mut Held<'_>,
+        cts: u64,
+    ) -> DbResult<Option<CommitTicket>> {
+        debug_assert!(cts > held.state.last_cts && cts & heap::LP_BIT == 0);
+        held.lp_slot = self.persist(shared, &mut held.state, cts);
+        Ok(None)
+    }
+
+    /// Step 5: points the row at its new NVM-tuple and installs the value
+    /// in this worker's Met-Cache region; the superseded slot becomes
+    /// garbage, a delete's slot a tombstone.
+    fn install(&mut self, shared: &ZenShared<B>, _held: &mut Held<'_>, index: usize, cts: u64) {
+        let entry = &self.tx.writes.entries()[index];
+        let locked_word = entry.locked_word;
+        // SAFETY: see `WriteEntry::row`; the reference does not borrow
+        // the write set, which `maintain_secondaries` reads.
+        let row: &Row = unsafe { &*(entry.row() as *const Row) };
+        if pipeline::needs_current(&self.tx, &shared.tables, index) {
+            self.read_locked(row, locked_word);
+            pipeline::install_bookkeeping(&mut self.tx, &shared.tables, index, row, Some(&self.old_value), cts);
+        } else {
+            pipeline::install_bookkeeping(&mut self.tx, &shared.tables, index, row, None, cts);
+        }
+        let reserved = self.reserved[index];
+        if reserved.slot == 0 {
+            // Nothing persisted (a delete of a never-durable row).
+            self.install_cache(row, cts, None);
+            return;
+        }
+        let old_slot = row.slot();
+        match self.tx.writes.value_state(index) {
+            WriteValue::Bytes(bytes) => {
+                row.set_slot(reserved.slot, bytes.len());
+                self.install_cache(row, cts, Some(bytes));
+            }
+            WriteValue::Spilled(len) => {
+                // Written to the heap directly: its Met-Cache region
+                // was full, so the row is not cached.
+                row.set_slot(reserved.slot, len);
+                self.install_uncached(row);
+            }
+            WriteValue::Delete => {
+                row.set_slot(reserved.slot, 0);
+                self.install_cache(row, cts, None);
+                self.tombstones.push((index, reserved.slot));
+            }
+        }
+        if old_slot != 0 {
+            // A superseded tombstone can never resurrect anything.
+            let kind = if locked_word & ABSENT != 0 { SlotKind::Clean } else { SlotKind::Stale };
+            self.retired.push(Garbage { slot: old_slot, stamp: 0, kind });
+        }
+    }
+
+    /// Step 5's end: the garbage stamp, read after every row points at its
+    /// new slot and before the rows are unlocked, stamps the superseded
+    /// slots and the tombstones.
+    fn installed(&mut self, shared: &ZenShared<B>, held: &mut Held<'_>, cts: u64) {
+        // IMPORTANT: the stamp is read after every row points at its new
+        // slot (reader safety) and before the rows are unlocked (so stamps of
+        // one key's versions grow, which the tombstone sweep relies on).
+        let stamp = heap::horizon_stamp(&shared.epochs);
+        if let Some(window) = &shared.window {
+            // The windows up to this commit's, and up to the stamp of what
+            // it superseded (which is reused once that is durable), are
+            // wanted.
+            window.note_commit(self.id, record::epoch_of_tid(cts).max(stamp));
+        }
+        for mut garbage in self.retired.drain(..) {
+            garbage.stamp = stamp;
+            shared.heap.retire(self.id, &mut held.state, garbage);
+        }
+        for (index, slot) in self.tombstones.drain(..) {
+            let entry = &self.tx.writes.entries()[index];
+            held.state.push_tombstone(Tombstone::new(
+                entry.table.0,
+                self.tx.writes.key(index),
+                entry.row(),
+                slot,
+                cts,
+                stamp,
+            ));
+        }
+    }
+
+    /// Step 6: moves the region's LP pin, reclaims garbage and the
+    /// tombstones the last sweep made safe, unlocks the region, sweeps if
+    /// enough tombstones wait.
+    fn finish(
+        &mut self,
+        shared: &ZenShared<B>,
+        held: Held<'_>,
+        cts: u64,
+        _ticket: Option<CommitTicket>,
+    ) -> TxResult<CommitTicket> {
+        let Held { mut state, lp_slot } = held;
+        let (heap, pool) = (&shared.heap, &*shared.pool);
+        state.last_cts = cts;
+        if lp_slot != 0 {
+            state.move_pin(heap, pool, lp_slot);
+        }
+        self.reserved.clear();
+        // The direct NVM writes are committed with the rest.
+        self.spilled.clear();
+        self.reset_spill();
+        state.drain_inbox_of(heap, self.id);
+        let horizon = heap.horizon(&shared.epochs);
+        state.reclaim(heap, pool, horizon, shared.options.gc_batch);
+        state.reclaim_tombstones(heap, pool);
+        let sweep = state.tombstones_awaiting_sweep(heap, horizon) >= shared.options.sweep_threshold.max(1);
+        drop(state);
+        if sweep {
+            // A sweep waits for every region; this worker must not hold the
+            // horizon back meanwhile (it reads nothing more).
+            self.leave();
+            heap.sweep(pool, &shared.epochs, &|| shared.advance_epoch());
+        }
+        if shared.window.is_some() && !shared.faults.ack_before_window() {
+            // wbl: committed once the record of the TID's window is durable
+            // (the broken variant acknowledges now).
+            return Ok(CommitTicket::Epoch(record::epoch_of_tid(cts)));
+        }
+        Ok(CommitTicket::Durable)
+    }
+}
+
 impl<B: PmBackend> EngineWorker for ZenWorker<B> {
     fn begin(&mut self, read_only: bool, attempt: u32) {
         let plus = self.shared.plus.is_some();
@@ -1063,7 +1125,8 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
     }
 
     fn commit(&mut self) -> TxResult<CommitTicket> {
-        let result = self.commit_inner();
+        let shared = Arc::clone(&self.shared);
+        let result = pipeline::commit(&*shared, self);
         if result.is_err() {
             self.discard_spilled();
         }
