@@ -4,7 +4,7 @@
 //! picks the TID under the engine's commit rule
 //! (`cc::protocols::commit_rule`); the durability scheme says where its
 //! step sits ([`CommitStage`]); the storage (DRAM records in `dram.rs`,
-//! Zen's heap and Met-Cache in `zen/worker.rs`) supplies the hooks of
+//! Zen's heap and Met-Cache in `zen/worker/`) supplies the hooks of
 //! [`CommitSteps`].
 //!
 //! A writing commit, in [`commit`]:

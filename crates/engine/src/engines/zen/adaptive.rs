@@ -39,7 +39,7 @@
 //!    committing; one that is committing finishes.
 //! 3. It runs alone to completion: its retries keep the flag, and while it
 //!    holds it, new versions beyond its Met-Cache region are written to the
-//!    heap at once (the worker's direct NVM writes, `worker.rs`).
+//!    heap at once (the worker's direct NVM writes, `worker/exclusive.rs`).
 //! 4. Maintenance when it ends: with no transaction announced, every
 //!    region's garbage below the horizon is freed and the stale versions of
 //!    deleted keys erased (`Heap::sweep`), every region's tombstones the

@@ -12,7 +12,9 @@
 //!   over the rows' CC-Meta words (`TxState<Row>`), any protocol;
 //! * durability: the log-free persist of Algorithm 1 (`wbl`: one fence,
 //!   no LP bit) in `durability::zen_persist`;
-//! * `worker.rs` — the transaction path (perform, persist, maintain).
+//! * `worker/` — the transaction path: reads (`reads.rs`), the commit
+//!   pipeline's steps (`commit.rs`: persist, install, maintain), zen+'s
+//!   direct NVM writes (`exclusive.rs`).
 //!
 //! `zen+` (§4) is the same engine with two additions: the adaptive
 //! execution of long-running transactions (`adaptive.rs`: read-only

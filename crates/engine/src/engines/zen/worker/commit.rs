@@ -1,0 +1,456 @@
+//! A Zen worker's commit steps (`engines::pipeline`'s `CommitSteps`):
+//! the heap reservations, Algorithm 1's persist, the install into rows and
+//! the Met-Cache, garbage and tombstones, and the maintenance after it.
+
+use super::*;
+
+/// What a Zen commit holds from its reservations to its maintenance.
+pub(crate) struct Held<'s> {
+    /// The worker's heap region (uncontended; a sweep waits for it).
+    state: MutexGuard<'s, heap::RegionState>,
+    /// The LP tuple's slot (0: nothing persisted).
+    lp_slot: u64,
+}
+
+/// Zen's storage and its log-free durability in the commit pipeline
+/// (module comment, steps 1-6).
+impl<B: PmBackend> CommitSteps for ZenWorker<B> {
+    type Row = Row;
+    type Shared = ZenShared<B>;
+    type Held<'s>
+        = Held<'s>
+    where
+        ZenShared<B>: 's;
+    type Rule = Validating;
+    /// The persist (Algorithm 1) precedes the install.
+    const STAGE: CommitStage = CommitStage::LogBeforeInstall;
+
+    #[inline]
+    fn tx(&mut self) -> &mut TxState<Row> {
+        &mut self.tx
+    }
+
+    #[inline]
+    fn worker_id(&self) -> usize {
+        self.id
+    }
+
+    #[inline]
+    fn tables(shared: &ZenShared<B>) -> &[crate::storage::table::Table<Row>] {
+        &shared.tables
+    }
+
+    #[inline]
+    fn concurrency(shared: &ZenShared<B>) -> &Concurrency {
+        &shared.cc
+    }
+
+    #[inline]
+    fn global_epoch(shared: &ZenShared<B>) -> u64 {
+        shared.epochs.global()
+    }
+
+    /// `zen+`: a transaction that is not yet committing yields to an
+    /// exclusive stage; from here on it finishes.
+    fn enter<'s>(&mut self, shared: &'s ZenShared<B>) -> TxResult<Region<'s>> {
+        if let Some(plus) = &shared.plus {
+            plus.adaptive.check(self.id, &self.adaptive).map_err(TxError::Abort)?;
+        }
+        Ok(Region::Software)
+    }
+
+    fn read_only_ticket(&mut self, shared: &ZenShared<B>) -> CommitTicket {
+        if shared.window.is_some() {
+            // wbl: what it read is committed once its window is.
+            return CommitTicket::Epoch(record::epoch_of_tid(self.tx.max_read_tid()));
+        }
+        // Every version readable was durable before it was installed.
+        CommitTicket::Durable
+    }
+
+    /// Step 1-2: lock the worker's heap region, reserve one slot per write
+    /// (in the write set's lock order, so the reservation order matches)
+    /// and start their lines' ownership requests.
+    fn prepare<'s>(&mut self, shared: &'s ZenShared<B>) -> TxResult<Held<'s>> {
+        if shared.closed.load(Ordering::Relaxed) {
+            return Err(TxError::Db(DbError::Poisoned("the database is closed".into())));
+        }
+        let (heap, pool) = (&shared.heap, &*shared.pool);
+        let advance = || shared.advance_epoch();
+        let mut state = heap.regions[self.id].state.lock();
+        self.tx.writes.sort_by_row();
+        self.reserved.clear();
+        for index in 0..self.tx.writes.len() {
+            let entry = &self.tx.writes.entries()[index];
+            if let Some(&(reserved, _)) = self.spilled.get(&(entry.row() as *const Row as usize)) {
+                self.reserved.push(reserved);
+                continue;
+            }
+            let table = entry.table.0;
+            match state.reserve(heap, pool, &shared.epochs, self.id, table, &advance) {
+                Ok(reserved) => self.reserved.push(reserved),
+                Err(error) => {
+                    self.unreserve_all(&mut state);
+                    return Err(TxError::Db(error));
+                }
+            }
+        }
+        // The reserved slots are cold: start their lines' ownership
+        // requests now, so step 4's stores do not stall on them one by one.
+        for (index, reserved) in self.reserved.iter().enumerate() {
+            if let (true, WriteValue::Bytes(value)) = (reserved.slot != 0, self.tx.writes.value_state(index)) {
+                let entry = &self.tx.writes.entries()[index];
+                let value_len = value.len();
+                pool.backend()
+                    .prefetch_for_write(reserved.slot, META_LEN + (entry.row().key().len() + value_len) as u64);
+            }
+        }
+        Ok(Held { state, lp_slot: 0 })
+    }
+
+    fn unprepare(&mut self, _shared: &ZenShared<B>, held: &mut Held<'_>) {
+        self.unreserve_all(&mut held.state);
+    }
+
+    /// The Tx-CTS: Silo's TID above the region's last (so it grows per
+    /// thread), or the one the direct NVM writes carry already.
+    #[inline]
+    fn tid_floor(&self, held: &Held<'_>) -> TidFloor {
+        match self.spill_cts {
+            Some(cts) => TidFloor::Fixed(cts),
+            None => TidFloor::Above(held.state.last_cts),
+        }
+    }
+
+    /// Step 4: persist (Algorithm 1; wbl: the versions and one fence).
+    fn persist_before_install(
+        &mut self,
+        shared: &ZenShared<B>,
+        held: &mut Held<'_>,
+        cts: u64,
+    ) -> DbResult<Option<CommitTicket>> {
+        debug_assert!(cts > held.state.last_cts && cts & heap::LP_BIT == 0);
+        held.lp_slot = self.persist(shared, &mut held.state, cts);
+        Ok(None)
+    }
+
+    /// Step 5: points the row at its new NVM-tuple and installs the value
+    /// in this worker's Met-Cache region; the superseded slot becomes
+    /// garbage, a delete's slot a tombstone.
+    fn install(&mut self, shared: &ZenShared<B>, _held: &mut Held<'_>, index: usize, cts: u64) {
+        let entry = &self.tx.writes.entries()[index];
+        let locked_word = entry.locked_word;
+        // SAFETY: see `WriteEntry::row`; the reference does not borrow
+        // the write set, which `maintain_secondaries` reads.
+        let row: &Row = unsafe { &*(entry.row() as *const Row) };
+        if pipeline::needs_current(&self.tx, &shared.tables, index) {
+            self.read_locked(row, locked_word);
+            pipeline::install_bookkeeping(&mut self.tx, &shared.tables, index, row, Some(&self.old_value), cts);
+        } else {
+            pipeline::install_bookkeeping(&mut self.tx, &shared.tables, index, row, None, cts);
+        }
+        let reserved = self.reserved[index];
+        if reserved.slot == 0 {
+            // Nothing persisted (a delete of a never-durable row).
+            self.install_cache(row, cts, None);
+            return;
+        }
+        let old_slot = row.slot();
+        match self.tx.writes.value_state(index) {
+            WriteValue::Bytes(bytes) => {
+                row.set_slot(reserved.slot, bytes.len());
+                self.install_cache(row, cts, Some(bytes));
+            }
+            WriteValue::Spilled(len) => {
+                // Written to the heap directly: its Met-Cache region
+                // was full, so the row is not cached.
+                row.set_slot(reserved.slot, len);
+                self.install_uncached(row);
+            }
+            WriteValue::Delete => {
+                row.set_slot(reserved.slot, 0);
+                self.install_cache(row, cts, None);
+                self.tombstones.push((index, reserved.slot));
+            }
+        }
+        if old_slot != 0 {
+            // A superseded tombstone can never resurrect anything.
+            let kind = if locked_word & ABSENT != 0 { SlotKind::Clean } else { SlotKind::Stale };
+            self.retired.push(Garbage { slot: old_slot, stamp: 0, kind });
+        }
+    }
+
+    /// Step 5's end: the garbage stamp, read after every row points at its
+    /// new slot and before the rows are unlocked, stamps the superseded
+    /// slots and the tombstones.
+    fn installed(&mut self, shared: &ZenShared<B>, held: &mut Held<'_>, cts: u64) {
+        // IMPORTANT: the stamp is read after every row points at its new
+        // slot (reader safety) and before the rows are unlocked (so stamps of
+        // one key's versions grow, which the tombstone sweep relies on).
+        let stamp = heap::horizon_stamp(&shared.epochs);
+        if let Some(window) = &shared.window {
+            // The windows up to this commit's, and up to the stamp of what
+            // it superseded (which is reused once that is durable), are
+            // wanted.
+            window.note_commit(self.id, record::epoch_of_tid(cts).max(stamp));
+        }
+        for mut garbage in self.retired.drain(..) {
+            garbage.stamp = stamp;
+            shared.heap.retire(self.id, &mut held.state, garbage);
+        }
+        for (index, slot) in self.tombstones.drain(..) {
+            let entry = &self.tx.writes.entries()[index];
+            held.state.push_tombstone(Tombstone::new(
+                entry.table.0,
+                self.tx.writes.key(index),
+                entry.row(),
+                slot,
+                cts,
+                stamp,
+            ));
+        }
+    }
+
+    /// Step 6: moves the region's LP pin, reclaims garbage and the
+    /// tombstones the last sweep made safe, unlocks the region, sweeps if
+    /// enough tombstones wait.
+    fn finish(
+        &mut self,
+        shared: &ZenShared<B>,
+        held: Held<'_>,
+        cts: u64,
+        _ticket: Option<CommitTicket>,
+    ) -> TxResult<CommitTicket> {
+        let Held { mut state, lp_slot } = held;
+        let (heap, pool) = (&shared.heap, &*shared.pool);
+        state.last_cts = cts;
+        if lp_slot != 0 {
+            state.move_pin(heap, pool, lp_slot);
+        }
+        self.reserved.clear();
+        // The direct NVM writes are committed with the rest.
+        self.spilled.clear();
+        self.reset_spill();
+        state.drain_inbox_of(heap, self.id);
+        let horizon = heap.horizon(&shared.epochs);
+        state.reclaim(heap, pool, horizon, shared.options.gc_batch);
+        state.reclaim_tombstones(heap, pool);
+        let sweep = state.tombstones_awaiting_sweep(heap, horizon) >= shared.options.sweep_threshold.max(1);
+        drop(state);
+        if sweep {
+            // A sweep waits for every region; this worker must not hold the
+            // horizon back meanwhile (it reads nothing more).
+            self.leave();
+            heap.sweep(pool, &shared.epochs, &|| shared.advance_epoch());
+        }
+        if shared.window.is_some() && !shared.faults.ack_before_window() {
+            // wbl: committed once the record of the TID's window is durable
+            // (the broken variant acknowledges now).
+            return Ok(CommitTicket::Epoch(record::epoch_of_tid(cts)));
+        }
+        Ok(CommitTicket::Durable)
+    }
+}
+
+impl<B: PmBackend> ZenWorker<B> {
+    /// Returns the commit's reservations, except the slots of direct NVM
+    /// writes (they hold tuples: [`ZenWorker::discard_spilled`] erases
+    /// them first).
+    pub(super) fn unreserve_all(&mut self, state: &mut heap::RegionState) {
+        for (index, reserved) in self.reserved.drain(..).enumerate() {
+            let row = self.tx.writes.entries().get(index).map(|entry| entry.row() as *const Row as usize);
+            if row.is_some_and(|row| self.spilled.contains_key(&row)) {
+                continue;
+            }
+            state.unreserve(&self.shared.heap, &self.shared.pool, reserved);
+        }
+    }
+
+    /// The committed value of `row` (locked by this commit, present): from
+    /// the cache if it holds the version, else from its NVM-tuple.
+    pub(super) fn read_locked(&mut self, row: &Row, word: u64) {
+        self.old_value.clear();
+        match row.cached() {
+            Some(entry) if entry.cts() == record::tid_of(word) => entry.copy_into(&mut self.old_value),
+            _ => {
+                self.old_value.resize(row.len(), 0);
+                self.shared.pool.backend().read(row.slot() + META_LEN + row.key().len() as u64, &mut self.old_value);
+            }
+        }
+    }
+
+    /// Encodes and persists the write set; returns the LP tuple's slot (0 if
+    /// nothing needed persisting). Unneeded reservations are returned and
+    /// their `reserved` entries zeroed.
+    pub(super) fn persist(&mut self, shared: &ZenShared<B>, state: &mut heap::RegionState, cts: u64) -> u64 {
+        let writes = &self.tx.writes;
+        if self.encoded.len() < writes.len() {
+            self.encoded.resize_with(writes.len(), Vec::new);
+        }
+        let mut order = std::mem::take(&mut self.persist_order);
+        order.clear();
+        // Direct NVM writes the transaction did not change since: durable
+        // content already (their fence), not rewritten unless one carries
+        // the LP bit.
+        let mut written_early = Vec::new();
+        for index in 0..writes.len() {
+            let entry = &writes.entries()[index];
+            let row = entry.row();
+            let spilled = self.spilled.contains_key(&(row as *const Row as usize));
+            if entry.is_delete() && row.slot() == 0 && !spilled {
+                // A delete of a row that never reached the heap.
+                let unused = self.reserved[index];
+                self.reserved[index].slot = 0;
+                state.unreserve(&shared.heap, &shared.pool, unused);
+                continue;
+            }
+            let value = match writes.value_state(index) {
+                WriteValue::Spilled(_) => {
+                    written_early.push(index);
+                    continue;
+                }
+                WriteValue::Bytes(value) => value,
+                WriteValue::Delete => &[],
+            };
+            let meta = &shared.metas[entry.table.0 as usize];
+            if row.tuple_id() == 0 {
+                row.set_tuple_id(meta.next_tuple_id.fetch_add(1, Ordering::Relaxed));
+            }
+            heap::encode_tuple(
+                &mut self.encoded[index],
+                cts,
+                row.tuple_id(),
+                entry.is_delete(),
+                writes.key(index),
+                value,
+            );
+            order.push(index);
+        }
+        if order.is_empty() && written_early.is_empty() {
+            self.persist_order = order;
+            return 0;
+        }
+        if let Some(meta) = &shared.wbl_meta {
+            // wbl: each superseded version is claimed in its NVM header
+            // (transaction id, end timestamp), persisted on its own.
+            for &index in &order {
+                let slot = writes.entries()[index].row().slot();
+                if slot != 0 {
+                    meta.persist(slot, cts);
+                }
+            }
+        }
+        if shared.window.is_some() {
+            // wbl: no LP bit, so no persist order and no pinned slot.
+            let (reserved, encoded) = (&self.reserved, &self.encoded);
+            zen_persist::persist_versions(shared.pool.backend(), &mut self.batch, order.len(), |position| {
+                (reserved[order[position]].slot, encoded[order[position]].as_slice())
+            });
+            self.persist_order = order;
+            return 0;
+        }
+        // §3.3.4: the LP tuple belongs to the table first in the LP order.
+        let rank = |index: usize| shared.lp_rank[writes.entries()[index].table.0 as usize];
+        let lp_fresh = (0..order.len()).min_by_key(|&position| rank(order[position]));
+        let lp_early = written_early.iter().copied().min_by_key(|&index| rank(index));
+        let lp = match (lp_fresh, lp_early) {
+            (Some(position), Some(early)) if rank(early) < rank(order[position]) => {
+                self.reload_early(shared, early);
+                early
+            }
+            (Some(position), _) => order.remove(position),
+            (None, Some(early)) => {
+                self.reload_early(shared, early);
+                early
+            }
+            (None, None) => unreachable!("checked above"),
+        };
+        order.push(lp);
+        let (reserved, encoded) = (&self.reserved, &self.encoded);
+        persist_tuples(
+            shared.pool.backend(),
+            &mut self.batch,
+            order.len(),
+            |position| (reserved[order[position]].slot, encoded[order[position]].as_slice()),
+            shared.faults,
+        );
+        self.persist_order = order;
+        self.reserved[lp].slot
+    }
+
+    /// Reads write `index`'s tuple, written early to its reserved slot,
+    /// back into its encoding buffer, so it can be persisted again as the
+    /// LP tuple (the same bytes: a torn rewrite leaves the same content).
+    pub(super) fn reload_early(&mut self, shared: &ZenShared<B>, index: usize) {
+        let key_len = self.tx.writes.key(index).len();
+        let WriteValue::Spilled(len) = self.tx.writes.value_state(index) else {
+            unreachable!("only spilled writes are written early")
+        };
+        let buffer = &mut self.encoded[index];
+        buffer.clear();
+        buffer.resize(META_LEN as usize + key_len + len, 0);
+        shared.pool.backend().read(self.reserved[index].slot, buffer);
+        // Word 0 as encoded, without the LP bit (the broken variant wrote it).
+        let word0 = u64::from_le_bytes(buffer[..8].try_into().expect("8 bytes")) & heap::CTS_MASK;
+        buffer[..8].copy_from_slice(&word0.to_le_bytes());
+    }
+
+    /// Unpublishes `row`'s cached value (locked by this commit) without
+    /// caching the new one, which was written to the heap directly.
+    pub(super) fn install_uncached(&self, row: &Row) {
+        if let Some(old) = row.install_cached(std::ptr::null_mut()) {
+            retire_cached(&self.shared, old, false);
+        }
+    }
+
+    /// Makes the Met-Cache hold `value` (version `cts`) for `row`, locked by
+    /// this commit: in place when the row's cached entry has room, else a
+    /// new entry in this worker's region. A delete (`None`) unpublishes the
+    /// cached value and drops its ring entry at once, so nothing keeps the
+    /// deleted row from being reclaimed.
+    pub(super) fn install_cache(&self, row: &Row, cts: u64, value: Option<&[u8]>) {
+        let shared = &*self.shared;
+        let replaced = match value {
+            Some(value) => {
+                if row.cached().is_some_and(|entry| entry.overwrite(cts, value)) {
+                    return;
+                }
+                let mut ring = shared.caches[self.id].lock();
+                let installed = ring.enabled().then(|| ClockRing::cost(value.len())).and_then(|cost| {
+                    let evicted = ring.make_room(cost, &shared.epochs)?;
+                    WorkerCounters::add(&shared.counters[self.id].cache_evictions, evicted);
+                    let new = ring.allocate(cts, value, self.id);
+                    let old = row.install_cached(new.as_ptr());
+                    ring.admit(row, new, cost);
+                    Some(old)
+                });
+                drop(ring);
+                match installed {
+                    Some(old) => old,
+                    None => row.install_cached(std::ptr::null_mut()),
+                }
+            }
+            None => row.install_cached(std::ptr::null_mut()),
+        };
+        // The replaced entry goes back to its region (no region lock is held
+        // here, so two committers never wait for each other's regions); a
+        // delete also releases the row's ring reference at once.
+        if let Some(old) = replaced {
+            retire_cached(shared, old, value.is_none());
+        }
+    }
+}
+
+/// Retires a cache entry unpublished from its row into the region that
+/// admitted it; with `drop_entry`, that region also stops charging it (a
+/// delete: nothing may keep the deleted row referenced). The caller holds
+/// no region lock.
+pub(super) fn retire_cached<B: PmBackend>(shared: &ZenShared<B>, entry: NonNull<Cached>, drop_entry: bool) {
+    // SAFETY: unpublished but not freed: only its region frees it, below.
+    let (owner, index) = unsafe { entry.as_ref() }.ring_slot();
+    let mut ring = shared.caches[owner].lock();
+    if drop_entry {
+        ring.drop_if_holds(index, entry.as_ptr() as usize);
+    }
+    ring.retire(entry, &shared.epochs);
+}

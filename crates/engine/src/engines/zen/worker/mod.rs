@@ -1,0 +1,391 @@
+//! A Zen worker: perform in DRAM (Met-Cache + the shared transaction state of
+//! `cc::transaction` over the rows' CC-Meta words), persist log-free (Algorithm 1),
+//! maintain (garbage, tombstones, sweeps). §3.3.1.
+//!
+//! The commit runs the shared pipeline (`engines::pipeline`); this worker
+//! supplies its steps (`CommitSteps`). Commit of a writing transaction,
+//! step by step:
+//!
+//! 1. lock the worker's heap region (uncontended; a sweep waits for it);
+//! 2. reserve one free slot per write (DRAM lists; a new chunk when dry)
+//!    and start the ownership requests of their lines (prefetchw);
+//! 3. lock the write set in address order; read the global epoch;
+//!    validate reads and scanned leaves; pick the Tx-CTS (Silo TID, above the
+//!    region's last Tx-CTS so it grows per thread);
+//! 4. persist: encode every new version, LP tuple last — a tuple of the table
+//!    first in the LP order (§3.3.4) — and run Algorithm 1 (two fences);
+//! 5. install while still locked: point each row at its new NVM-tuple,
+//!    install the value in this worker's cache region, maintain secondary
+//!    indexes, then read the garbage stamp and hand the superseded
+//!    NVM-tuples to their regions; unlock by storing the new word (TID =
+//!    Tx-CTS). Readers never see a version before it is durable, so every
+//!    ticket, read-only ones included, is `Durable`;
+//! 6. move the region's LP pin; reclaim up to `gc_batch` garbage entries and
+//!    the tombstones the last sweep made safe; unlock the region; run a sweep
+//!    if enough tombstones wait; reclaim absent rows (`storage::table`).
+//!
+//! `wbl` takes the same steps with its commit rule: step 4 persists the
+//! versions with one fence and no LP bit (`zen_persist::persist_versions`), step 5
+//! unlocks rows whose versions are durable but not yet committed, so the
+//! ticket of a writing commit is the epoch of its TID, and that of a
+//! read-only one the epoch of the newest TID it read; both are acknowledged
+//! once the window's record is durable (`durability::wbl_window`); step 6
+//! moves no pin.
+//!
+//! `zen+` adds (zen-plus.txt §4; `adaptive.rs`, `numa.rs`):
+//!
+//! * read-only transactions run at the oldest running snapshot
+//!   (`TxState::begin_snapshot_read_only`) and read a Met-Cache miss from the
+//!   heap without filling the cache;
+//! * every access is counted against the α/β/γ thresholds, and G-EX is
+//!   checked at every access and when a commit starts;
+//! * the exclusive stage's *direct NVM writes*: while this worker holds
+//!   G-EX and its buffered new versions outgrow its Met-Cache region, they
+//!   are written to free slots of its region at once ([`ZenWorker::spill`]),
+//!   stamped with a Tx-CTS fixed at the first such write (above everything
+//!   committed: no other transaction runs) and without the LP bit, flushed
+//!   and fenced, and leave the write set's arena. The commit persists the
+//!   rest with Algorithm 1 and the same Tx-CTS, rewriting a spilled tuple
+//!   only if the transaction changed it again (or to carry the LP bit). So
+//!   a crash before the LP store leaves tuples above the region's commit
+//!   horizon, which recovery discards (Algorithm 2, as for any
+//!   interrupted persist); an attempt that does not commit erases them
+//!   (word 0 = 0, one fence) before its region commits anything else, so
+//!   no later LP tuple can raise the horizon above them;
+//! * on several NUMA nodes, each access is counted for its partition.
+
+mod commit;
+mod exclusive;
+mod reads;
+
+use super::adaptive::AdaptiveTx;
+use super::{WorkerCounters, ZenShared};
+use crate::cc::concurrency::Concurrency;
+use crate::cc::protocols::commit_rule::Validating;
+use crate::cc::transaction::{RowStore, TxState};
+use crate::cc::write_set::WriteValue;
+use crate::durability::zen_persist::{self, persist_tuples};
+use crate::durability::CommitStage;
+use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
+use crate::engines::pipeline::{self, CommitSteps, Region, TidFloor};
+use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
+use crate::schema::TableId;
+use crate::storage::record::{self, RowKind, READ_SPINS};
+use crate::storage::table::ReclaimPolicy;
+use crate::storage::zen::cache::{Cached, ClockRing, Row, ABSENT, LOCKED};
+use crate::storage::zen::heap::{self, Garbage, Reserved, SlotKind, Tombstone, META_LEN};
+use parking_lot::MutexGuard;
+use pmtx_pm::{PersistBatch, PmBackend};
+use reads::store;
+use std::collections::HashMap;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+
+/// A worker of the Zen engine.
+pub(crate) struct ZenWorker<B: PmBackend> {
+    shared: Arc<ZenShared<B>>,
+    id: usize,
+    tx: TxState<Row>,
+    encoded: Vec<Vec<u8>>,
+    reserved: Vec<Reserved>,
+    /// Reused per commit: the write-set positions in persist order, the
+    /// superseded slots, and the tombstones written (position, slot).
+    persist_order: Vec<usize>,
+    retired: Vec<Garbage>,
+    tombstones: Vec<(usize, u64)>,
+    old_value: Vec<u8>,
+    /// Rows hinted by `prefetch` whose Met-Cache entries are not yet
+    /// prefetched (addresses; alive while the attempt is announced).
+    hinted: Vec<usize>,
+    batch: PersistBatch,
+    active: bool,
+    /// `zen+`: the running transaction's accesses and exclusive stage.
+    adaptive: AdaptiveTx,
+    /// `zen+`'s direct NVM writes of the running attempt: row address ->
+    /// (slot reserved and written, value length).
+    spilled: HashMap<usize, (Reserved, u32)>,
+    /// The Tx-CTS of the spilled tuples (the commit's).
+    spill_cts: Option<u64>,
+    /// Writes before this index were offered to the last spill.
+    spill_cursor: usize,
+    /// The arena's size after the last spill, and the bytes of spilled
+    /// values it still holds (compacted once they are half of it, so the
+    /// copying stays linear in the bytes written).
+    arena_after_spill: usize,
+    spill_garbage: usize,
+    /// The thread this worker bound to its NUMA node (machine nodes).
+    bound_thread: Option<std::thread::ThreadId>,
+}
+
+/// Zen unlinks an absent row only when no heap tuple, tombstone or ring
+/// entry refers to it.
+struct ZenReclaimPolicy<'a>(&'a Concurrency);
+
+impl ReclaimPolicy<Row> for ZenReclaimPolicy<'_> {
+    fn may_unlink(&self, row: &Row, word: u64) -> bool {
+        // IMPORTANT: pairs with the fence in `ZenStore::fill` (the row is
+        // locked by the caller).
+        fence(Ordering::SeqCst);
+        row.slot() == 0 && !row.referenced() && self.0.may_unlink(row, record::tid_of(word))
+    }
+    fn unlinked(&self, table: &crate::storage::table::Table<Row>, row: &Row) {
+        self.0.unlinked(table, row);
+    }
+}
+
+impl<B: PmBackend> ZenWorker<B> {
+    pub(crate) fn new(shared: Arc<ZenShared<B>>, id: usize) -> Self {
+        assert!(id < shared.epochs.capacity(), "worker id {id} beyond the configured worker count");
+        let mut tx = TxState::new(&shared.cc, id);
+        shared.orphans.lock().hand_over(&mut tx.reclaimer);
+        Self {
+            shared,
+            id,
+            tx,
+            encoded: Vec::new(),
+            reserved: Vec::new(),
+            persist_order: Vec::new(),
+            retired: Vec::new(),
+            tombstones: Vec::new(),
+            old_value: Vec::new(),
+            hinted: Vec::new(),
+            batch: PersistBatch::new(),
+            active: false,
+            adaptive: AdaptiveTx::default(),
+            spilled: HashMap::new(),
+            spill_cts: None,
+            spill_cursor: 0,
+            arena_after_spill: 0,
+            spill_garbage: 0,
+            bound_thread: None,
+        }
+    }
+
+    fn count_abort<T>(&self, result: TxResult<T>) -> TxResult<T> {
+        if let Err(TxError::Abort(_)) = &result {
+            WorkerCounters::add(&self.shared.counters[self.id].aborts, 1);
+        }
+        result
+    }
+
+    /// `zen+` on several nodes: counts an access to `key` of `table` for
+    /// its partition.
+    #[inline]
+    fn count_partition(&self, table: TableId, key: &[u8]) {
+        if let Some(soft) = self.shared.plus.as_ref().and_then(|plus| plus.soft.as_ref()) {
+            let prefix = self.shared.tables.get(table.0 as usize).and_then(|table| table.schema().partition_prefix);
+            soft.count_access(self.id, key, prefix);
+        }
+    }
+
+    /// `zen+` on several nodes: this thread runs on the worker's node.
+    fn declare_node(&mut self) {
+        let Some(soft) = self.shared.plus.as_ref().and_then(|plus| plus.soft.as_ref()) else { return };
+        let node = soft.topology.node_of_worker(self.id);
+        match soft.topology.source {
+            super::numa::NodeSource::Backend => pmtx_pm::set_thread_numa_node(node),
+            super::numa::NodeSource::Machine => {
+                let thread = std::thread::current().id();
+                if self.bound_thread != Some(thread) {
+                    // Best effort: an unbound thread only costs locality.
+                    let _ = pmtx_pm::numa::bind_thread_to_numa_node(node);
+                    self.bound_thread = Some(thread);
+                }
+            }
+            super::numa::NodeSource::Logical => {}
+        }
+    }
+
+    /// Issues the value prefetches of the rows hinted since the last
+    /// access (see `prefetch`).
+    #[inline]
+    fn prefetch_hinted_values(&mut self) {
+        for row in self.hinted.drain(..) {
+            // SAFETY: hinted while this attempt is announced (`prefetch`),
+            // and the list is emptied before the attempt ends
+            // (`after_attempt`, `leave`): indexed rows are freed only after
+            // every attempt announced when they were unlinked has ended.
+            unsafe { &*(row as *const Row) }.prefetch_value();
+        }
+    }
+
+    fn leave(&mut self) {
+        self.hinted.clear();
+        if self.active {
+            self.shared.epochs.leave(self.id);
+            self.active = false;
+        }
+    }
+
+    /// Queues rows left absent and reclaims what is due.
+    fn after_attempt(&mut self) {
+        self.hinted.clear();
+        let shared = &*self.shared;
+        self.tx.finish(shared.epochs.global(), &shared.tables);
+        if self.tx.reclaimer.backlog() > 0 {
+            // The reclaimer dereferences queued rows: stay announced.
+            if !self.active {
+                shared.epochs.enter(self.id);
+            }
+            let before = self.tx.reclaimer.unlinked;
+            self.tx.reclaimer.run(&shared.tables, &shared.epochs, &ZenReclaimPolicy(&shared.cc));
+            let unlinked = self.tx.reclaimer.unlinked - before;
+            if unlinked > 0 {
+                shared.rows_unlinked.fetch_add(unlinked, Ordering::Relaxed);
+            }
+            if !self.active {
+                shared.epochs.leave(self.id);
+            }
+        }
+    }
+}
+
+impl<B: PmBackend> EngineWorker for ZenWorker<B> {
+    fn begin(&mut self, read_only: bool, attempt: u32) {
+        let plus = self.shared.plus.is_some();
+        if plus {
+            if attempt <= 1 {
+                // The previous transaction ended without a commit.
+                self.finish_exclusive();
+                if let Some(soft) = self.shared.plus.as_ref().and_then(|plus| plus.soft.as_ref()) {
+                    soft.began(self.id);
+                }
+                self.declare_node();
+            }
+            let shared = Arc::clone(&self.shared);
+            let adaptive = &shared.plus.as_ref().expect("zen+").adaptive;
+            let (epochs, id) = (&shared.epochs, self.id);
+            adaptive.begin(id, &self.adaptive, read_only, attempt, &shared.closed, || epochs.leave(id));
+        }
+        // The announcement's fence (`Epochs::enter`) also pairs with the
+        // collector's fence of the heap's reclamation (`storage::zen::heap`).
+        self.shared.epochs.enter(self.id);
+        self.active = true;
+        let oldest = self
+            .shared
+            .plus
+            .as_ref()
+            .is_some_and(|plus| plus.read_only_snapshot == crate::options::ReadOnlySnapshot::Oldest);
+        if oldest && read_only {
+            self.tx.begin_snapshot_read_only();
+            self.shared.plus.as_ref().expect("zen+").adaptive.count_snapshot_attempt(self.id);
+        } else {
+            self.tx.begin(attempt, self.shared.epochs.global());
+        }
+    }
+
+    fn get(&mut self, table: TableId, key: &[u8], out: &mut Vec<u8>) -> TxResult<bool> {
+        self.prefetch_hinted_values();
+        self.count_partition(table, key);
+        let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
+        let result = self.tx.get(&self.shared.tables, &store, table, key, out);
+        self.finish_operation(result)
+    }
+
+    fn get_with(&mut self, table: TableId, key: &[u8], visit: &mut dyn FnMut(&[u8])) -> TxResult<bool> {
+        self.prefetch_hinted_values();
+        self.count_partition(table, key);
+        let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
+        let result = self.tx.get_with(&self.shared.tables, &store, table, key, visit);
+        self.finish_operation(result)
+    }
+
+    fn write(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool> {
+        self.prefetch_hinted_values();
+        self.count_partition(table, key);
+        let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
+        let result = self.tx.write(&self.shared.tables, &store, table, key, op);
+        self.finish_operation(result)
+    }
+
+    fn prefetch(&mut self, table: TableId, key: &[u8]) {
+        // The row now; its cached value (`Row::prefetch_value`, which reads
+        // the row) at the next access, once every hinted row is on its way:
+        // the entries' misses then overlap too instead of each waiting for
+        // its row.
+        if let Some(row) = self.shared.tables.get(table.0 as usize).and_then(|table| table.prefetch_row(key, 0)) {
+            if self.active {
+                self.hinted.push(row as *const Row as usize);
+            }
+        }
+    }
+
+    fn update_with(&mut self, table: TableId, key: &[u8], modify: &mut dyn FnMut(&mut [u8])) -> TxResult<bool> {
+        self.prefetch_hinted_values();
+        self.count_partition(table, key);
+        let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
+        let result = self.tx.update_with(&self.shared.tables, &store, table, key, modify);
+        self.finish_operation(result)
+    }
+
+    fn scan(&mut self, request: ScanRequest<'_>, visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> TxResult<()> {
+        let soft = self.shared.plus.as_ref().and_then(|plus| plus.soft.as_ref());
+        let prefix = self.shared.tables.get(request.table.0 as usize).and_then(|table| table.schema().partition_prefix);
+        let store = store(&self.shared, self.id, &self.adaptive, &self.spilled);
+        let id = self.id;
+        let result = self.tx.scan(&self.shared.tables, &store, request, &mut |key: &[u8], value: &[u8]| {
+            if let Some(soft) = soft {
+                soft.count_access(id, key, prefix);
+            }
+            visit(key, value)
+        });
+        self.finish_operation(result)
+    }
+
+    fn commit(&mut self) -> TxResult<CommitTicket> {
+        let shared = Arc::clone(&self.shared);
+        let result = pipeline::commit(&*shared, self);
+        if result.is_err() {
+            self.discard_spilled();
+        }
+        self.after_attempt();
+        let result = self.count_abort(result);
+        if result.is_ok() {
+            WorkerCounters::add(&self.shared.counters[self.id].commits, 1);
+        }
+        if let Some(plus) = &self.shared.plus {
+            plus.adaptive.end_attempt(self.id, &self.adaptive, result.is_ok());
+            if result.is_ok() {
+                self.finish_exclusive();
+            }
+        }
+        result
+    }
+
+    fn abort(&mut self) {
+        self.discard_spilled();
+        self.after_attempt();
+        if let Some(plus) = &self.shared.plus {
+            // A privileged transaction keeps G-EX for its retry.
+            plus.adaptive.end_attempt(self.id, &self.adaptive, false);
+        }
+    }
+
+    fn idle(&mut self) {
+        self.leave();
+        // The transaction is over: a privileged one without a commit
+        // (rolled back, failed, gave up) ends its stage.
+        self.finish_exclusive();
+    }
+
+    fn wait_durable(&mut self, ticket: CommitTicket) -> DbResult<()> {
+        // Going idle first: a waiting worker must not hold back the window
+        // it waits for.
+        self.leave();
+        match (ticket, &self.shared.window) {
+            // Every zen commit is durable when acknowledged.
+            (CommitTicket::Durable, _) | (CommitTicket::Epoch(_), None) => Ok(()),
+            (CommitTicket::Epoch(epoch), Some(window)) => window.wait_durable(self.id, epoch),
+        }
+    }
+}
+
+impl<B: PmBackend> Drop for ZenWorker<B> {
+    fn drop(&mut self) {
+        self.discard_spilled();
+        self.finish_exclusive();
+        self.shared.epochs.leave(self.id);
+        self.tx.reclaimer.hand_over(&mut self.shared.orphans.lock());
+    }
+}
