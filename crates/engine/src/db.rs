@@ -87,24 +87,35 @@ impl Database {
     /// Table id by name.
     pub fn table_id(&self, name: &str) -> DbResult<TableId> {
         self.engine
-            .tables()
+            .schemas()
             .iter()
-            .find(|t| t.schema().name == name)
-            .map(|t| t.id())
+            .position(|schema| schema.name == name)
+            .map(|position| TableId(position as u32))
             .ok_or_else(|| DbError::UnknownTable(name.to_string()))
     }
 
     /// Secondary index position by table and index name.
     pub fn secondary_id(&self, table: TableId, name: &str) -> DbResult<u32> {
-        let table = self.table(table)?;
-        table
-            .secondary_position(name)
-            .ok_or_else(|| DbError::UnknownIndex { table: table.schema().name.clone(), index: name.to_string() })
+        let schema = self.schema(table)?;
+        let position = schema.secondaries.iter().position(|secondary| secondary.name == name);
+        position
+            .map(|position| position as u32)
+            .ok_or_else(|| DbError::UnknownIndex { table: schema.name.clone(), index: name.to_string() })
     }
 
-    /// The table (for direct inspection by checks and tests).
-    pub(crate) fn table(&self, id: TableId) -> DbResult<&crate::storage::table::Table> {
-        self.engine.tables().get(id.0 as usize).ok_or_else(|| DbError::UnknownTable(format!("#{}", id.0)))
+    /// The schema of table `id`.
+    fn schema(&self, id: TableId) -> DbResult<&crate::schema::TableSchema> {
+        self.engine.schemas().get(id.0 as usize).ok_or_else(|| DbError::UnknownTable(format!("#{}", id.0)))
+    }
+
+    /// The DRAM table `id` (for direct inspection by checks and tests), on
+    /// an engine that keeps its rows as DRAM records.
+    pub(crate) fn dram_table(&self, id: TableId) -> DbResult<&crate::storage::table::Table> {
+        let tables = self
+            .engine
+            .dram_tables()
+            .ok_or_else(|| DbError::InvalidConfig(format!("{} keeps no rows as DRAM records", self.engine.kind())))?;
+        tables.get(id.0 as usize).ok_or_else(|| DbError::UnknownTable(format!("#{}", id.0)))
     }
 
     /// A worker for thread slot `id` (< `options.workers`). One worker per

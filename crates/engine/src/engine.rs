@@ -7,7 +7,7 @@
 
 use crate::engine_catalog::{self as catalog, Family, StoragePart};
 use crate::error::{DbResult, TxResult};
-use crate::schema::TableId;
+use crate::schema::{TableId, TableSchema};
 pub use crate::stats::{CommitTicket, EngineStats, RecoveryReport};
 pub use crate::storage::record::{SP3_MAX_WORKERS, SP3_WORKER_BITS};
 pub use crate::storage::request::{ScanRequest, WriteOp};
@@ -217,8 +217,15 @@ impl std::fmt::Display for EngineKind {
 pub trait Engine: Send + Sync + 'static {
     /// Which engine.
     fn kind(&self) -> EngineKind;
-    /// Tables, by id.
-    fn tables(&self) -> &[Table];
+    /// The tables' schemas, by id.
+    fn schemas(&self) -> &[TableSchema];
+    /// The tables of DRAM records, by id, for an engine that keeps its
+    /// rows as DRAM records (`None`: its rows live elsewhere, such as the
+    /// Zen family's heap; read them through transactions or
+    /// [`Engine::for_each_row`]).
+    fn dram_tables(&self) -> Option<&[Table]> {
+        None
+    }
     /// A per-thread worker; `id` is below the configured worker count and
     /// no other worker of this `id` exists (the [`crate::Database`] sees
     /// to both). An error if the worker's state cannot be set up, such as
@@ -269,7 +276,8 @@ pub trait Engine: Send + Sync + 'static {
     /// transaction and takes no snapshot).
     fn for_each_row(&self, table: TableId, visit: &mut dyn FnMut(&[u8], &[u8])) -> DbResult<()> {
         let table = self
-            .tables()
+            .dram_tables()
+            .expect("an engine without DRAM tables visits its own rows")
             .get(table.0 as usize)
             .ok_or_else(|| crate::error::DbError::UnknownTable(format!("#{}", table.0)))?;
         let mut value = Vec::new();

@@ -51,8 +51,8 @@ pub mod pool_layout {
 }
 
 /// The DRAM table `id` of `db` (engines that keep rows as DRAM records;
-/// the Zen family's tables hold no records), for the crash harness's
-/// direct view of record words.
+/// an error for the Zen family, whose rows live in its heap), for the
+/// crash harness's direct view of record words.
 pub fn dram_table(db: &Database, id: TableId) -> DbResult<&Table> {
-    db.table(id)
+    db.dram_table(id)
 }

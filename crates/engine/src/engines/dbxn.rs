@@ -147,7 +147,7 @@ mod tests {
         armed.store(true, Ordering::SeqCst);
         let paused = put_on_thread(writer, b"x", b"2");
         installed.recv().expect("writer installed");
-        let record = engine.tables()[0].lookup(b"x").expect("row");
+        let record = engine.dram_tables().expect("DRAM records")[0].lookup(b"x").expect("row");
         assert_ne!(record.word() & UNPERSISTED, 0, "installed, log not durable: odd version");
         // The reader sees the installed value but cannot commit yet.
         let mut value = Vec::new();
@@ -185,7 +185,7 @@ mod tests {
         armed.store(true, Ordering::SeqCst);
         let paused = std::thread::spawn(move || put(writer.as_mut(), b"x", b"2"));
         installed.recv().expect("writer installed");
-        let record = engine.tables()[0].lookup(b"x").expect("row");
+        let record = engine.dram_tables().expect("DRAM records")[0].lookup(b"x").expect("row");
         assert_eq!(record.word() & UNPERSISTED, 0, "dbx-naive never sets the parity bit");
         assert_ne!(
             record.word() & crate::storage::record::LOCKED,

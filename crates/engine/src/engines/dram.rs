@@ -15,7 +15,7 @@ use crate::engines::pipeline::{self, CommitSteps, Region, TidFloor};
 use crate::epoch::Epochs;
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
 use crate::options::DbOptions;
-use crate::schema::TableId;
+use crate::schema::{TableId, TableSchema};
 use crate::storage::record::{self, Record, RetiredValue, UNPERSISTED};
 use crate::storage::table::{ReclaimPolicy, RowReclaimer, Table};
 use parking_lot::Mutex;
@@ -36,6 +36,8 @@ pub(crate) struct OccEngine<L: EnginePolicy, C: CommitRule = Validating> {
     checkpointer: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
     background_pm: BackgroundCounters,
+    /// The tables' schemas, by id.
+    schemas: Vec<TableSchema>,
     _rule: PhantomData<C>,
 }
 
@@ -119,6 +121,7 @@ impl<L: EnginePolicy, C: CommitRule> OccEngine<L, C> {
             checkpointer: Mutex::new(checkpointer),
             closed: AtomicBool::new(false),
             background_pm,
+            schemas: options.tables.clone(),
             _rule: PhantomData,
         }))
     }
@@ -221,8 +224,12 @@ impl<L: EnginePolicy, C: CommitRule> Engine for OccEngine<L, C> {
         self.kind
     }
 
-    fn tables(&self) -> &[Table] {
-        &self.shared.tables
+    fn schemas(&self) -> &[TableSchema] {
+        &self.schemas
+    }
+
+    fn dram_tables(&self) -> Option<&[Table]> {
+        Some(&self.shared.tables)
     }
 
     fn worker(self: Arc<Self>, id: usize) -> DbResult<Box<dyn EngineWorker>> {
@@ -666,7 +673,10 @@ impl<L: CommitLog, C: CommitRule> CommitSteps for DramWorker<L, C> {
         ticket: Option<CommitTicket>,
     ) -> TxResult<CommitTicket> {
         self.last_tid = tid;
-        Ok(ticket.expect("every stage's log gives the ticket"))
+        // Every stage's log gives the ticket, except a log on a file whose
+        // append failed after the install (`log_while_locked`): the
+        // pipeline returns that error, not this one.
+        ticket.ok_or(TxError::Db(DbError::Closed))
     }
 }
 

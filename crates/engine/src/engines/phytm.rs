@@ -145,7 +145,7 @@ mod tests {
                 (writer, ticket)
             });
             installed.recv().expect("writer installed");
-            let record = engine.tables()[0].lookup(b"x").expect("row");
+            let record = engine.dram_tables().expect("DRAM records")[0].lookup(b"x").expect("row");
             let mut value = Vec::new();
             reader.begin(true, 1);
             assert!(reader.get(T, b"x", &mut value).expect("fast htm reads without locks"));

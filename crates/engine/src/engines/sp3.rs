@@ -117,7 +117,7 @@ mod tests {
         armed.store(true, Ordering::SeqCst);
         let paused = put_on_thread(writer, b"x", b"2");
         installed.recv().expect("writer installed");
-        let record = engine.tables()[0].lookup(b"x").expect("row");
+        let record = engine.dram_tables().expect("DRAM records")[0].lookup(b"x").expect("row");
         assert_eq!(record.word() & LOCKED, 0, "sp3 unlocks before its log is written");
         // The reader reads the unlogged version without aborting, and its
         // commit persists its own record, then waits for the writer's.
@@ -165,7 +165,7 @@ mod tests {
         armed.store(true, Ordering::SeqCst);
         let paused = std::thread::spawn(move || put(writer.as_mut(), b"x", b"2"));
         installed.recv().expect("writer installed");
-        let record = engine.tables()[0].lookup(b"x").expect("row");
+        let record = engine.dram_tables().expect("DRAM records")[0].lookup(b"x").expect("row");
         assert_ne!(record.word() & LOCKED, 0, "nvm-tx logs with the write set locked");
         let mut value = Vec::new();
         reader.begin(true, 1);
@@ -217,8 +217,8 @@ mod tests {
         let mut second = Arc::clone(&engine).worker(0).expect("worker");
         put(second.as_mut(), b"y", b"1").expect("commit");
         drop(second);
-        let x = engine.tables()[0].lookup(b"x").expect("x").word();
-        let y = engine.tables()[0].lookup(b"y").expect("y").word();
+        let x = engine.dram_tables().expect("DRAM records")[0].lookup(b"x").expect("x").word();
+        let y = engine.dram_tables().expect("DRAM records")[0].lookup(b"y").expect("y").word();
         assert!(record::tid_of(y) > record::tid_of(x), "slot 0's TIDs went back: {x:#x} then {y:#x}");
         engine.close().expect("close");
     }

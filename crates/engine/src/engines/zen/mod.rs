@@ -33,9 +33,9 @@
 //! became durable. The record log drives the epochs (each window is one),
 //! in place of Zen's ticker.
 //!
-//! `Engine::tables()` returns the schema tables (names, limits, key checks);
-//! their DRAM records stay empty because Zen's rows live in its own tables
-//! here. Read Zen data through transactions.
+//! Zen's rows live in its own tables of Met-Cache rows over the heap: the
+//! engine has no DRAM-record tables (`Engine::dram_tables` is `None`), and
+//! its data is read through transactions or `Engine::for_each_row`.
 
 pub(crate) mod adaptive;
 pub(crate) mod numa;
@@ -50,7 +50,6 @@ use crate::error::{DbError, DbResult};
 use crate::options::{DbOptions, ZenOptions};
 use crate::schema::TableId;
 use crate::storage::table::RowReclaimer;
-use crate::storage::table::Table;
 use crate::storage::zen::cache::{self, ClockRing};
 use crate::storage::zen::meta::ZenTableMeta;
 use crate::storage::zen::{heap, recovery};
@@ -94,8 +93,8 @@ pub(crate) struct ZenShared<B: PmBackend> {
     pub(crate) pool: Arc<Pool<B>>,
     pub(crate) tables: Vec<crate::storage::table::Table<cache::Row>>,
     pub(crate) metas: Vec<ZenTableMeta>,
-    /// Schema-only tables for `Engine::tables` and key/value checks.
-    pub(crate) schema_tables: Vec<Table>,
+    /// The tables' schemas, by id (`Engine::schemas`).
+    pub(crate) schemas: Vec<crate::schema::TableSchema>,
     pub(crate) heap: Heap,
     pub(crate) epochs: Arc<Epochs>,
     /// Met-Cache regions, one per worker.
@@ -214,12 +213,6 @@ impl<B: PmBackend> ZenEngine<B> {
         }
         crate::catalog::check_identity(&pool, kind, options)?;
         let chunk_size = pool.geometry().chunk_size;
-        let schema_tables = options
-            .tables
-            .iter()
-            .enumerate()
-            .map(|(position, schema)| Table::new(TableId(position as u32), schema.clone(), None))
-            .collect::<DbResult<Vec<_>>>()?;
         let epochs = Arc::new(Epochs::new(options.workers, 1));
         let tables = options
             .tables
@@ -305,7 +298,7 @@ impl<B: PmBackend> ZenEngine<B> {
             pool,
             tables,
             metas,
-            schema_tables,
+            schemas: options.tables.clone(),
             heap,
             epochs,
             caches: (0..options.workers).map(|_| Mutex::new(ClockRing::new(region_budget))).collect(),
@@ -426,8 +419,8 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
         self.kind
     }
 
-    fn tables(&self) -> &[Table] {
-        &self.shared.schema_tables
+    fn schemas(&self) -> &[crate::schema::TableSchema] {
+        &self.shared.schemas
     }
 
     fn worker(self: Arc<Self>, id: usize) -> DbResult<Box<dyn EngineWorker>> {
