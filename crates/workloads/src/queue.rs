@@ -35,9 +35,9 @@
 //! only user, as in the benchmark drivers), so on a database recovered from
 //! a crash each partition must hold exactly the items left by its
 //! acknowledged operations and some prefix of the unacknowledged ones
-//! (after that check the lost ones are forgotten). A [`Queue`] value that
-//! did not load the database knows no counters and checks contiguity
-//! only.
+//! (after that check the lost ones are forgotten, and enqueues continue
+//! after the recovered tail). A [`Queue`] value that did not load the
+//! database knows no counters and checks contiguity only.
 
 use crate::common::{load_parallel, scan_pages, verify_tables, LOAD_BATCH_BYTES};
 use crate::gen::{child_seed, format_weights, parse_weights, rng, Mix};
@@ -502,12 +502,14 @@ impl Workload for Queue {
                     let possible = history.as_ref().and_then(|history| history.as_ref()).map(History::possible);
                     let possible = possible
                         .unwrap_or_else(|| vec![Span { head: 0, tail: start }.apply_counts(enqueued, dequeued)]);
+                    // After a crash: the possible state the items match.
+                    let mut recovered = None;
                     let (fits, told) = if crashed {
                         // Exactly the state after the acknowledged operations
                         // and some prefix of the unacknowledged ones.
-                        let first = possible.iter().position(|&span| matches(span));
+                        recovered = possible.iter().copied().find(|&span| matches(span));
                         (
-                            first.is_some(),
+                            recovered.is_some(),
                             format!(
                                 "items {found_span:?}, expected the acknowledged {:?} or one of the {} committed \
                                  operations after it: {:?}",
@@ -527,14 +529,17 @@ impl Workload for Queue {
                         )
                     };
                     drop(history);
-                    if fits && crashed {
+                    if let (Some(recovered), Some(counters)) = (recovered, counters.partitions.get(&partition)) {
                         // The lost operations are gone: later checks compare
-                        // against what was recovered.
-                        if let Some(counters) = counters.partitions.get(&partition) {
-                            if let Some(history) = counters.history().as_mut() {
-                                history.acknowledged = found_span.unwrap_or(Span { head: 0, tail: 0 });
-                                history.pending.clear();
-                            }
+                        // against what was recovered, and the next enqueue
+                        // takes the sequence after the recovered tail, not
+                        // the one after a lost enqueue (which would leave a
+                        // gap). An empty partition keeps the sequence its
+                        // recovered state ends at.
+                        if let Some(history) = counters.history().as_mut() {
+                            history.acknowledged = recovered;
+                            history.pending.clear();
+                            counters.next_sequence.store(recovered.tail, Ordering::Release);
                         }
                     }
                     if !fits && wrong.len() < 5 {
@@ -556,12 +561,17 @@ impl Workload for Queue {
                 report.push("partition lengths", wrong.is_empty(), detail);
             }
         }
-        // Later enqueues continue after the last item found.
+        // Later enqueues continue after the last item found; after a crash
+        // the hint may point past it, at a lost enqueue's sequence.
         for (&partition, &(_, last, _)) in &found {
             let next = last.saturating_add(1);
             let entry = counters.partitions.entry(partition).or_insert_with(|| Arc::new(Partition::new(next, None)));
-            let _ = entry.next_sequence.compare_exchange(UNKNOWN, next, Ordering::AcqRel, Ordering::Acquire);
-            entry.next_sequence.fetch_max(next, Ordering::AcqRel);
+            if crashed {
+                entry.next_sequence.store(next, Ordering::Release);
+            } else {
+                let _ = entry.next_sequence.compare_exchange(UNKNOWN, next, Ordering::AcqRel, Ordering::Acquire);
+                entry.next_sequence.fetch_max(next, Ordering::AcqRel);
+            }
         }
         Ok(report)
     }
