@@ -25,6 +25,8 @@
 //! consistent operations for that.
 
 use crate::cc::{row_stripe as stripe_of, ROW_STRIPES};
+use crate::error::AbortReason;
+use crate::storage::record::{RowKind, LOCKED};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The striped `rts` of every row.
@@ -47,6 +49,40 @@ impl ReadTimestamps {
     #[inline]
     pub(crate) fn extend(&self, address: usize, ts: u64) {
         self.words[stripe_of(address)].fetch_max(ts, Ordering::SeqCst);
+    }
+
+    /// Makes a version read valid at `ts` (the reader's validation): the
+    /// version `wts` of `row`, whose word was `current` when the reader
+    /// checked it. It is when its `rts` already reaches `ts`, or when the
+    /// row is locked by the reader itself (`own_lock`, asked only then: it
+    /// overwrites the row at `ts` anyway); else its `rts` is extended while
+    /// nobody holds the row.
+    pub(crate) fn extend_read<R: RowKind>(
+        &self,
+        row: &R,
+        current: u64,
+        wts: u64,
+        ts: u64,
+        own_lock: impl FnOnce() -> bool,
+    ) -> Result<(), AbortReason> {
+        let address = row as *const R as usize;
+        if self.rts(address, wts) >= ts {
+            return Ok(());
+        }
+        if current & LOCKED != 0 {
+            if own_lock() {
+                return Ok(());
+            }
+            return Err(AbortReason::ReadValidation);
+        }
+        self.extend(address, ts);
+        // IMPORTANT: re-read after the extension (the module docs): a
+        // writer that locked meanwhile is seen here, one that locks later
+        // sees the extended rts.
+        if row.word() != current {
+            return Err(AbortReason::ReadValidation);
+        }
+        Ok(())
     }
 }
 
