@@ -100,4 +100,34 @@ mod tests {
         assert_eq!(table.rts(0x1000, 7), 12, "an extension never lowers rts");
         assert_eq!(table.rts(0x1000, 20), 20, "a newer version's wts counts");
     }
+
+    #[test]
+    fn a_read_is_extended_only_while_nobody_else_holds_the_row() {
+        use crate::storage::record::{word_of, Record};
+        let table = ReadTimestamps::new();
+        let allocated = Record::allocate(b"k", 8);
+        // SAFETY: allocated above, freed at the end of the test.
+        let row = unsafe { allocated.as_ref() };
+        let address = row as *const Record as usize;
+        let read = word_of(5, 0);
+        row.word_cell().store(read, Ordering::SeqCst);
+
+        assert_eq!(table.extend_read(row, read, 5, 5, || unreachable!()), Ok(()), "valid at its own wts");
+        assert_eq!(table.rts(address, 5), 5, "nothing extended");
+        assert_eq!(table.extend_read(row, read, 5, 9, || unreachable!()), Ok(()));
+        assert_eq!(table.rts(address, 5), 9, "extended to the reader's timestamp");
+
+        let locked = read | LOCKED;
+        row.word_cell().store(locked, Ordering::SeqCst);
+        assert_eq!(table.extend_read(row, locked, 5, 12, || false), Err(AbortReason::ReadValidation));
+        assert_eq!(table.extend_read(row, locked, 5, 12, || true), Ok(()), "the reader's own lock");
+        assert_eq!(table.rts(address, 5), 9, "a locked row is not extended");
+
+        // A writer locked after the reader checked the row: the re-read sees it.
+        assert_eq!(table.extend_read(row, read, 5, 14, || unreachable!()), Err(AbortReason::ReadValidation));
+        assert_eq!(table.rts(address, 5), 14);
+
+        // SAFETY: `row` is not used after this.
+        unsafe { Record::free(allocated) };
+    }
 }
