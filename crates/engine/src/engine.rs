@@ -95,11 +95,17 @@ pub enum EngineKind {
     /// timestamp is durable, and recovery discards every version in
     /// (c_p, c_d].
     Wbl,
+    /// Mnemosyne (Volos et al., ASPLOS 2011), as SP^3 runs it as a
+    /// baseline: rows in persistent home slots in the pool updated in
+    /// place, a per-worker torn-bit redo log made durable by one fence per
+    /// writing commit, write-back with plain stores after it, truncation
+    /// later; recovery replays the logs over the slots (ARCHITECTURE.md §7).
+    Mnemosyne,
 }
 
 impl EngineKind {
     /// Every engine, for `--help` and tests.
-    pub const ALL: [EngineKind; 19] = [
+    pub const ALL: [EngineKind; 20] = [
         EngineKind::Silo,
         EngineKind::GroupCommit,
         EngineKind::Dbxn,
@@ -119,6 +125,7 @@ impl EngineKind {
         EngineKind::Wbl,
         EngineKind::ZenPlus,
         EngineKind::MmdbIdeal,
+        EngineKind::Mnemosyne,
     ];
 
     /// The engine's persistent identity: the code a pool it creates keeps

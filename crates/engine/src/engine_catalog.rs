@@ -207,6 +207,9 @@ pub enum DurabilityPart {
     WriteBehind,
     /// One redo record per transaction, flushed before the acknowledgement.
     SyncWal,
+    /// Mnemosyne's torn-bit redo log (one fence per commit), written back
+    /// in place after the commit, truncated later.
+    TornBitRedo,
 }
 
 /// Where an engine's rows live, for docs and `--help`.
@@ -220,6 +223,9 @@ pub enum StoragePart {
     TupleHeap,
     /// DRAM records up to a budget, the rest in PM used as volatile memory.
     DramThenVolatilePm,
+    /// Persistent home slots in PM updated in place, DRAM records and
+    /// indexes rebuilt from them at recovery.
+    PmHomeSlots,
 }
 
 /// Groups of engines that share code paths and options.
@@ -239,6 +245,8 @@ pub enum Family {
     Mmdb,
     /// Write-behind logging.
     Wbl,
+    /// Persistent transactional memories (Mnemosyne).
+    Ptm,
 }
 
 /// What the crash harness does with an engine.
@@ -285,6 +293,9 @@ pub struct EngineEntry {
     pub option_groups: &'static [&'static [OptionKey]],
     /// One line for `--help`.
     pub summary: &'static str,
+    /// Where it departs from the paper it reproduces, one line each, for
+    /// `pmtx bench` (empty: nothing beyond ARCHITECTURE.md's notes).
+    pub deviations: &'static [&'static str],
 }
 
 impl EngineEntry {
@@ -353,7 +364,7 @@ const PHYTM_PAPER_CAVEAT: &str = "phytm-paper reproduces the paper's emulation, 
 
 /// Every engine, indexed by its `EngineKind` discriminant (checked at
 /// compile time below), so a lookup is one index.
-pub const ENGINES: [EngineEntry; 19] = [
+pub const ENGINES: [EngineEntry; 20] = [
     EngineEntry {
         kind: EngineKind::Silo,
         name: "silo",
@@ -368,6 +379,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::Refused,
         option_groups: &[],
         summary: "Silo-style OCC without durability (DBX-DRAM, the upper bound)",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::GroupCommit,
@@ -383,6 +395,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[],
         summary: "Silo + per-thread redo logs in PM + epoch group commit (DBX-NVM)",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::Dbxn,
@@ -398,6 +411,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[DBXN_KEYS],
         summary: "DBXN: NVM-friendly synchronous redo log after the commit region, parity versions",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::DbxnNvm,
@@ -413,6 +427,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[DBXN_KEYS],
         summary: "DBXN plus a PM copy of every written value (DBXN-NVM)",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::DbxNaive,
@@ -428,6 +443,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[DBXN_KEYS, DBX_NAIVE_KEYS],
         summary: "DBX-naive: synchronous log inside the commit region, no parity (medium=disk: log in files)",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::Zen,
@@ -443,6 +459,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[ZEN_KEYS],
         summary: "Zen: log-free; tuples in a PM heap, Met-Cache and OCC in DRAM",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::ZenNaiveAlloc,
@@ -458,6 +475,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[ZEN_KEYS],
         summary: "Zen with per-allocation persistence of allocator metadata",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::ZenPlus,
@@ -479,6 +497,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[ZEN_PLUS_KEYS],
         summary: "Zen+: Zen under Hekaton's MVCC with adaptive execution and NUMA-aware soft partitions",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::Sp3,
@@ -494,6 +513,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[],
         summary: "SP^3: OCC releasing its locks before its log is durable, with dependency tracking",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::NvmTx,
@@ -509,6 +529,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[],
         summary: "SP^3's NVM-TX baseline: locks held until the log is durable",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::NvmIdeal,
@@ -524,6 +545,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::Refused,
         option_groups: &[],
         summary: "SP^3's NVM-Ideal bound: NVM-TX without concurrency control (not serializable)",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::Phytm,
@@ -539,6 +561,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[HYBRID_KEYS],
         summary: "PHyTM: persistent hybrid TM (fast HTM, slow HTM, STM) with a synchronous redo log",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::PhytmPaper,
@@ -554,6 +577,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::Refused,
         option_groups: &[HYBRID_KEYS],
         summary: "PHyTM as the paper emulates it (excluded from durability claims)",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::Phtm,
@@ -569,6 +593,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[HYBRID_KEYS],
         summary: "PHTM, PHyTM's baseline: HTM transactions under one global lock",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::TwoPl,
@@ -584,6 +609,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[HYBRID_KEYS],
         summary: "PHyTM's 2PL baseline: its STM path alone",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::DbxDisk,
@@ -599,6 +625,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::KillOnly,
         option_groups: &[],
         summary: "DBX-Disk: group commit with its redo log in files, fdatasync per epoch",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::Mmdb,
@@ -614,6 +641,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[MMDB_KEYS],
         summary: "The Zen paper's MMDB with NVM capacity: tables in DRAM up to a budget, WAL in PM",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::MmdbIdeal,
@@ -629,6 +657,7 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[],
         summary: "The Zen paper's ideal MMDB: mmdb with the whole database in DRAM",
+        deviations: &[],
     },
     EngineEntry {
         kind: EngineKind::Wbl,
@@ -644,7 +673,42 @@ pub const ENGINES: [EngineEntry; 19] = [
         crash_harness: CrashHarness::SimAndKill,
         option_groups: &[WBL_KEYS],
         summary: "Write-behind logging: versions in Zen's PM heap, one (c_p, c_d) record per window",
+        deviations: &[],
     },
+    EngineEntry {
+        kind: EngineKind::Mnemosyne,
+        name: "mnemosyne",
+        code: 20,
+        family: Family::Ptm,
+        protocol: ProtocolPart::Configurable,
+        cc: CcRule::Only {
+            protocol: CcProtocol::Silo,
+            what: "runs TinySTM-style versioned locks taken at commit (Silo's record words) and takes cc=silo only",
+            why: "",
+        },
+        durability: DurabilityPart::TornBitRedo,
+        storage: StoragePart::PmHomeSlots,
+        serializable: true,
+        durability_caveat: None,
+        crash_harness: CrashHarness::SimAndKill,
+        option_groups: &[],
+        summary: "Mnemosyne (as SP^3's baseline): PM home slots in place, torn-bit redo log, one fence per commit",
+        deviations: MNEMOSYNE_DEVIATIONS,
+    },
+];
+
+/// Where `mnemosyne` departs from Volos et al. (ARCHITECTURE.md §7).
+const MNEMOSYNE_DEVIATIONS: &[&str] = &[
+    "write locks are taken at commit (Silo's versioned record words, TinySTM's commit-time-locking mode), not at \
+     encounter time, and there is no global version clock",
+    "row operations, not compiler-instrumented word accesses: a fragment logs whole row images by (table, key), \
+     not (address, value, mask) words",
+    "the fragment is written at commit, not during execution",
+    "DRAM records and indexes mirror the home slots (reads are charged as NVM reads of the slot) and are rebuilt \
+     from them at recovery",
+    "DRAM-only slot allocator (Mnemosyne's pmalloc is transactional); slots of deleted rows are reused after a restart",
+    "each worker truncates its own log when half full (no truncation thread, no global sequence order; recovery's \
+     per-slot TID check replaces it)",
 ];
 
 // `entry` indexes ENGINES by discriminant: a misplaced entry fails the build.
@@ -717,7 +781,7 @@ mod tests {
         }
         assert_eq!(ENGINES.len(), EngineKind::ALL.len());
         let codes: Vec<u64> = EngineKind::ALL.iter().map(|kind| entry(*kind).code).collect();
-        assert_eq!(codes, (1..=19).collect::<Vec<u64>>(), "ALL lists the engines in code order");
+        assert_eq!(codes, (1..=20).collect::<Vec<u64>>(), "ALL lists the engines in code order");
         let mut names: Vec<&str> = ENGINES.iter().map(|entry| entry.name).collect();
         names.extend(PRESETS.iter().map(|preset| preset.name));
         let count = names.len();

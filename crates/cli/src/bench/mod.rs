@@ -146,6 +146,18 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
              write it: not silo's); aborted attempts pay no NVM write (ARCHITECTURE.md, mmdb)"
         );
     }
+    let mut noted = Vec::new();
+    for engine in &engines {
+        let entry = engine.kind.entry();
+        if entry.deviations.is_empty() || noted.contains(&engine.kind) {
+            continue;
+        }
+        noted.push(engine.kind);
+        println!("note: {} deviates from its paper (ARCHITECTURE.md §7):", entry.name);
+        for deviation in entry.deviations {
+            println!("  - {deviation}");
+        }
+    }
     if args.recover {
         println!(
             "note: --recover: each durable run keeps running {:.2} s after its measured phase, is crashed (no clean \

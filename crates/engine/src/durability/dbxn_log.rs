@@ -356,9 +356,17 @@ impl<B: PmBackend, const PARITY: bool, S: SegmentStore> CommitLog for DbxnLog<B,
     }
 
     #[inline]
-    fn on_row_install(&self, row: &Record, value: &[u8], word: u64) {
+    fn on_row_install(
+        &self,
+        _worker: &mut DbxnWorker<B, S>,
+        _table: crate::schema::TableId,
+        row: &Record,
+        value: Option<&[u8]>,
+        word: u64,
+    ) {
         if let Some(nvm) = &self.nvm {
-            nvm.on_install(row, value, word);
+            // A delete (no value) writes the metadata word alone.
+            nvm.on_install(row, value.unwrap_or(&[]), word);
         }
     }
 

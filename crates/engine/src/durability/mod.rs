@@ -21,8 +21,10 @@ pub(crate) mod dbxn_log;
 pub mod file_log;
 pub(crate) mod group_commit;
 pub mod log;
+pub(crate) mod mnemosyne_log;
 pub mod segments;
 pub(crate) mod sp3_log;
+pub(crate) mod tornbit_log;
 pub(crate) mod wbl_window;
 pub(crate) mod zen_persist;
 
@@ -96,9 +98,17 @@ pub trait CommitLog: Send + Sync + 'static {
     const VOLATILE_ROWS: bool = false;
     /// A transaction read `row`'s value of `value_len` bytes from DRAM.
     fn on_row_read(&self, _row: &Record, _value_len: usize) {}
-    /// A commit installed `value` into `row` (locked), whose new version
-    /// word will be `word`.
-    fn on_row_install(&self, _row: &Record, _value: &[u8], _word: u64) {}
+    /// A commit of `worker` installed `value` (`None`: a delete) into
+    /// `row` (locked) of `table`, whose new version word will be `word`.
+    fn on_row_install(
+        &self,
+        _worker: &mut Self::Worker,
+        _table: crate::schema::TableId,
+        _row: &Record,
+        _value: Option<&[u8]>,
+        _word: u64,
+    ) {
+    }
     /// The TID a new worker of slot `worker` must commit above: the
     /// largest TID the slot made durable (SP^3's log: a slot's durable TID
     /// is one growing word, so its TIDs grow across worker instances).

@@ -586,9 +586,8 @@ impl<L: CommitLog, C: CommitRule> CommitSteps for DramWorker<L, C> {
         let retired = &mut self.retired;
         row.set_value_locked(self.tx.writes.value(index), &mut |value| retired.push(value));
         if L::VOLATILE_ROWS {
-            // A delete (no value) writes the metadata word alone.
-            let value = self.tx.writes.value(index).unwrap_or(&[]);
-            shared.log.on_row_install(row, value, record::word_of(tid, 0));
+            let table = self.tx.writes.entries()[index].table;
+            shared.log.on_row_install(&mut self.log, table, row, self.tx.writes.value(index), record::word_of(tid, 0));
         }
     }
 

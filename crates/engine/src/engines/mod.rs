@@ -4,6 +4,7 @@
 pub(crate) mod commit_view;
 pub(crate) mod dbxn;
 pub(crate) mod dram;
+pub(crate) mod mnemosyne;
 pub(crate) mod nvm_tuples;
 pub(crate) mod phytm;
 pub(crate) mod pipeline;
@@ -72,6 +73,8 @@ fn check_chunk_kinds<B: PmBackend>(engine: EngineKind, pool: &Pool<B>) -> DbResu
         crate::catalog::CATALOG_CHUNK_KIND,
         nvm_tuples::NVM_TUPLE_CHUNK_KIND,
         zen::wbl_meta::WBL_META_CHUNK_KIND,
+        mnemosyne::TORNBIT_LOG_CHUNK_KIND,
+        mnemosyne::PM_HOME_CHUNK_KIND,
     ];
     match pool.owned_chunks().into_iter().find(|(_, owner)| !allowed.contains(&owner.kind())) {
         Some((chunk, owner)) => Err(DbError::corrupt(
@@ -114,6 +117,7 @@ pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>
         EngineKind::Zen | EngineKind::ZenNaiveAlloc | EngineKind::ZenPlus | EngineKind::Wbl => zen::open(options, pool),
         EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal => sp3::open(options, pool),
         EngineKind::Phytm | EngineKind::PhytmPaper | EngineKind::Phtm | EngineKind::TwoPl => phytm::open(options, pool),
+        EngineKind::Mnemosyne => mnemosyne::open(options, pool),
     }
 }
 

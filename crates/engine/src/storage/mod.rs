@@ -10,6 +10,7 @@
 
 pub mod commit_view;
 pub(crate) mod nvm_tuples;
+pub(crate) mod pm_home;
 pub mod record;
 pub mod request;
 pub mod table;

@@ -1,0 +1,437 @@
+//! Mnemosyne's durability (Volos et al., ASPLOS 2011, mode `pwb` of
+//! `mnemosyne-gcc`): a per-worker torn-bit redo log (`tornbit_log`) made
+//! durable by one fence at commit, then a write-back of the new values in
+//! place into the rows' persistent home slots (`storage::pm_home`) with
+//! plain stores, and truncation later: flush the written-back lines, fence,
+//! advance the log head, fence.
+//!
+//! **Commit** (`CommitStage::LogBeforeInstall`): `prepare` encodes the
+//! fragment (per write: table and key length, value length or a delete,
+//! key and value words) and truncates the worker's log first when it is
+//! half full or the fragment does not fit; `append` writes the fragment,
+//! its commit marker and sequence number (the commit TID) as non-temporal
+//! stores and issues the commit's only fence; the install then writes each
+//! new version into its home slot with plain stores (`on_row_install`) and
+//! adds the lines to the worker's flush set.
+//!
+//! **Truncation** runs on the worker (in `prepare`, and when the worker
+//! goes away): flush the flush set, fence, store the head, fence. Each
+//! worker truncates its own log in its own order, not in global sequence
+//! order as Mnemosyne's truncation thread does; recovery's per-slot TID
+//! check makes that safe (below).
+//!
+//! **Recovery.** (1) Scan the home slots: per key the copy with the largest
+//! TID (a present value or a delete) wins; torn slots (bad CRC) and losing
+//! copies are free. (2) Scan each log from its head to its stable tail;
+//! replay the committed fragments in sequence order: a write whose sequence
+//! number is below the winning copy's TID is skipped (that slot already
+//! holds a newer version made durable by another worker's truncation),
+//! otherwise it is written in place (a new slot if the key has none or it
+//! is too small). (3) Flush, fence, reset the logs. (4) Rebuild the DRAM
+//! records and indexes from the winning copies.
+//!
+//! Why no acknowledged commit is lost: a fragment leaves its log only after
+//! its write-back lines were flushed and fenced, so each key's newest
+//! acknowledged version is either durable and whole in a slot or still in a
+//! log; a slot torn by a later write-back belongs to a fragment still in a
+//! log, and the replay rewrites the whole slot. A fragment is acknowledged
+//! only after its fence, and its writes are installed (visible) only after
+//! it, so nothing recovered depends on a fragment that was lost.
+
+use crate::durability::tornbit_log::TornBitLog;
+use crate::durability::{CommitLog, CommitStage, EnginePolicy};
+use crate::epoch::Epochs;
+use crate::error::{DbError, DbResult};
+use crate::schema::TableId;
+use crate::stats::{CommitTicket, EngineStats};
+use crate::storage::commit_view::CommitView;
+use crate::storage::pm_home::{PmHome, ScannedSlot, SlotImage, UNIT};
+use crate::storage::record::{self, Record};
+use crate::storage::table::Table;
+use pmtx_pm::{PmBackend, Pool};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A delete in a fragment (the value-length value).
+const DELETE: u64 = u64::MAX;
+
+/// What the policy is opened with.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MnemosyneConfig {
+    /// Ring words per worker log (0: the whole chunk).
+    pub(crate) log_words: u64,
+    /// Broken variant: acknowledge without the commit's fence.
+    pub(crate) ack_before_fence: bool,
+    /// Broken variant: recovery ignores the torn bits.
+    pub(crate) trust_marker: bool,
+}
+
+/// Mnemosyne's durability over the home slots (module docs).
+pub(crate) struct MnemosyneLog<B: PmBackend> {
+    pool: Arc<Pool<B>>,
+    home: PmHome<B>,
+    config: MnemosyneConfig,
+    truncations: AtomicU64,
+    relocations: AtomicU64,
+    replayed: AtomicU64,
+}
+
+/// One worker's log, its encoded fragment and its flush set.
+pub(crate) struct MnemosyneWorker<B: PmBackend> {
+    log: TornBitLog<B>,
+    payload: Vec<u64>,
+    /// Home-slot ranges written back since the last truncation.
+    flush_set: Vec<(u64, u64)>,
+    truncations: u64,
+}
+
+impl<B: PmBackend> MnemosyneWorker<B> {
+    /// Truncates the whole log: flush set, fence, head, fence.
+    fn truncate_all(&mut self) {
+        for (offset, len) in self.flush_set.drain(..) {
+            self.log.backend().flush(offset, len);
+        }
+        self.log.backend().fence();
+        let tail = self.log.tail();
+        self.log.truncate_to(tail);
+        self.truncations += 1;
+    }
+}
+
+impl<B: PmBackend> Drop for MnemosyneWorker<B> {
+    /// A later worker of the slot starts at the durable head, so nothing
+    /// may stay between head and tail.
+    fn drop(&mut self) {
+        if self.log.used() > 0 {
+            self.truncate_all();
+        }
+    }
+}
+
+/// Appends the logical values of `bytes`, padded to 8 bytes.
+fn push_bytes(out: &mut Vec<u64>, bytes: &[u8]) {
+    for chunk in bytes.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        out.push(u64::from_le_bytes(word));
+    }
+}
+
+/// Reads `len` bytes from logical values.
+fn take_bytes(values: &mut impl Iterator<Item = u64>, len: usize) -> Option<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(len.next_multiple_of(8));
+    for _ in 0..len.div_ceil(8) {
+        bytes.extend_from_slice(&values.next()?.to_le_bytes());
+    }
+    bytes.truncate(len);
+    Some(bytes)
+}
+
+/// A row's identity in the home slots: table and key.
+type SlotKey = (u32, Vec<u8>);
+/// The newest copy of a row: TID, slot offset, value (`None`: deleted).
+type NewestCopy = (u64, u64, Option<Vec<u8>>);
+
+/// One write of a replayed fragment.
+struct LoggedWrite {
+    table: u32,
+    key: Vec<u8>,
+    value: Option<Vec<u8>>,
+}
+
+fn decode_fragment(values: &[u64]) -> Option<Vec<LoggedWrite>> {
+    let mut values = values.iter().copied();
+    let mut writes = Vec::new();
+    while let Some(ids) = values.next() {
+        let length = values.next()?;
+        let key = take_bytes(&mut values, (ids >> 32) as usize & 0xFFFF)?;
+        let value = if length == DELETE { None } else { Some(take_bytes(&mut values, usize::try_from(length).ok()?)?) };
+        writes.push(LoggedWrite { table: ids as u32, key, value });
+    }
+    Some(writes)
+}
+
+impl<B: PmBackend> MnemosyneLog<B> {
+    /// The policy over `pool`.
+    pub(crate) fn open(config: MnemosyneConfig, pool: Arc<Pool<B>>) -> Self {
+        let home = PmHome::open(Arc::clone(&pool));
+        Self {
+            pool,
+            home,
+            config,
+            truncations: AtomicU64::new(0),
+            relocations: AtomicU64::new(0),
+            replayed: AtomicU64::new(0),
+        }
+    }
+
+    /// The home slot of `row` (offset), if placed.
+    #[inline]
+    fn slot_of(row: &Record) -> Option<u64> {
+        match row.home().load(Ordering::Acquire) {
+            0 => None,
+            unit => Some(u64::from(unit) * UNIT),
+        }
+    }
+
+    fn set_slot(row: &Record, offset: u64) {
+        row.home().store((offset / UNIT) as u32, Ordering::Release);
+    }
+
+    /// Every worker log's chunk the pool holds (by worker slot).
+    fn log_slots(&self) -> Vec<usize> {
+        let mut slots: Vec<usize> = self
+            .pool
+            .owned_chunks()
+            .into_iter()
+            .filter(|(_, owner)| owner.kind() == crate::durability::tornbit_log::TORNBIT_LOG_CHUNK_KIND)
+            .map(|(_, owner)| owner.thread() as usize)
+            .collect();
+        slots.sort_unstable();
+        slots.dedup();
+        slots
+    }
+}
+
+impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
+    const STAGE: CommitStage = CommitStage::LogBeforeInstall;
+    const VOLATILE_ROWS: bool = true;
+    type Worker = MnemosyneWorker<B>;
+
+    fn worker(&self, id: usize) -> DbResult<MnemosyneWorker<B>> {
+        let log = TornBitLog::open(Arc::clone(&self.pool), id, self.config.log_words).map_err(DbError::from)?;
+        Ok(MnemosyneWorker { log, payload: Vec::new(), flush_set: Vec::new(), truncations: 0 })
+    }
+
+    fn prepare<V: CommitView + ?Sized>(&self, worker: &mut MnemosyneWorker<B>, writes: &V) -> DbResult<()> {
+        worker.payload.clear();
+        for write in writes.writes() {
+            worker.payload.push(u64::from(write.table.0) | (write.key.len() as u64) << 32);
+            worker.payload.push(write.value.map_or(DELETE, |value| value.len() as u64));
+            push_bytes(&mut worker.payload, write.key);
+            if let Some(value) = write.value {
+                push_bytes(&mut worker.payload, value);
+            }
+        }
+        let log = &worker.log;
+        if !log.fits(worker.payload.len()) || log.used() * 2 > log.capacity() {
+            // Every earlier fragment of this worker is written back (its
+            // install followed its append on this worker).
+            let before = worker.truncations;
+            worker.truncate_all();
+            self.truncations.fetch_add(worker.truncations - before, Ordering::Relaxed);
+        }
+        if !worker.log.fits(worker.payload.len()) {
+            return Err(DbError::OutOfSpace(format!(
+                "a transaction's log fragment of {} words exceeds the worker log of {} words",
+                TornBitLog::<B>::fragment_words(worker.payload.len()),
+                worker.log.capacity()
+            )));
+        }
+        Ok(())
+    }
+
+    fn append<V: CommitView + ?Sized>(
+        &self,
+        worker: &mut MnemosyneWorker<B>,
+        tid: u64,
+        _writes: &V,
+    ) -> DbResult<CommitTicket> {
+        // The commit's one fence (none in the broken variant).
+        worker.log.append(&worker.payload, tid, !self.config.ack_before_fence);
+        self.pool.backend().crash_point("mnemosyne: fragment durable");
+        Ok(CommitTicket::Durable)
+    }
+
+    #[inline]
+    fn on_row_read(&self, row: &Record, value_len: usize) {
+        if let Some(slot) = Self::slot_of(row) {
+            self.home.charge_read(slot, row.key().len(), value_len);
+        }
+    }
+
+    fn on_row_install(
+        &self,
+        worker: &mut MnemosyneWorker<B>,
+        table: TableId,
+        row: &Record,
+        value: Option<&[u8]>,
+        word: u64,
+    ) {
+        let tid = record::tid_of(word);
+        let key = row.key();
+        let image = SlotImage { table: table.0, key, value, tid };
+        let needed = value.map_or(0, <[u8]>::len) as u64;
+        if value.is_none() && Self::slot_of(row).is_none() {
+            // A delete of a row that never had a slot: nothing to outrank.
+            return;
+        }
+        let slot = match Self::slot_of(row) {
+            Some(slot) if self.home.value_capacity(slot, key.len()) >= needed => slot,
+            old => {
+                let units = PmHome::<B>::units_for(key.len(), row.value_capacity().max(needed as usize));
+                let Ok(slot) = self.home.allocate(units) else {
+                    // No chunk left: the version stays in the log, which
+                    // recovery replays; the worker stops truncating.
+                    return;
+                };
+                if let Some(old) = old {
+                    // The old copy turns into a delete at this TID, so it
+                    // never outranks the new slot, then is reused.
+                    let range = self.home.write(old, SlotImage { value: None, ..image });
+                    worker.flush_set.push(range);
+                    self.home.free(old);
+                    self.relocations.fetch_add(1, Ordering::Relaxed);
+                }
+                Self::set_slot(row, slot);
+                slot
+            }
+        };
+        let range = self.home.write(slot, image);
+        worker.flush_set.push(range);
+    }
+
+    fn read_only_ticket(&self, _max_tid: u64) -> CommitTicket {
+        // Every version read was installed after its fragment's fence.
+        CommitTicket::Durable
+    }
+
+    fn is_durable(&self, _ticket: CommitTicket) -> bool {
+        true
+    }
+}
+
+impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
+    fn recover(&self, tables: &[Table], epochs: &Arc<Epochs>) -> DbResult<()> {
+        self.pool.begin_engine_session();
+        // (1) The newest copy of each key.
+        let mut newest: HashMap<SlotKey, NewestCopy> = HashMap::new();
+        let mut losers = Vec::new();
+        self.home.scan(|offset, slot| match slot {
+            ScannedSlot::Empty => {}
+            ScannedSlot::Torn => losers.push(offset),
+            ScannedSlot::Image { table, key, value, tid } => match newest.entry((table, key)) {
+                std::collections::hash_map::Entry::Occupied(mut entry) => {
+                    // A relocated row's old slot is a delete at the new
+                    // slot's TID: the present copy wins the tie.
+                    if tid > entry.get().0 || (tid == entry.get().0 && value.is_some()) {
+                        losers.push(entry.get().1);
+                        entry.insert((tid, offset, value));
+                    } else {
+                        losers.push(offset);
+                    }
+                }
+                std::collections::hash_map::Entry::Vacant(entry) => {
+                    entry.insert((tid, offset, value));
+                }
+            },
+        });
+        let mut written: Vec<(u64, u64)> = losers.iter().map(|offset| self.home.clear(*offset)).collect();
+        let mut live: HashSet<u64> = newest.values().map(|(_, offset, _)| *offset).collect();
+        self.home.rebuild_free_lists(&live);
+        // (2) Replay the committed fragments in sequence order.
+        let mut logs = Vec::new();
+        let mut fragments = Vec::new();
+        for slot in self.log_slots() {
+            let mut log =
+                TornBitLog::open(Arc::clone(&self.pool), slot, self.config.log_words).map_err(DbError::from)?;
+            log.set_trust_marker(self.config.trust_marker);
+            fragments.extend(log.scan().fragments);
+            logs.push(log);
+        }
+        fragments.sort_by_key(|fragment| fragment.sqn);
+        for fragment in &fragments {
+            let writes = decode_fragment(&fragment.values)
+                .ok_or_else(|| DbError::Corrupt(format!("log fragment {} does not parse", fragment.sqn)))?;
+            for write in writes {
+                let sqn = fragment.sqn & crate::storage::pm_home::TID_MASK;
+                let key = (write.table, write.key);
+                let needed = write.value.as_ref().map_or(0, Vec::len);
+                let current = newest.get(&key).map(|(tid, offset, _)| (*tid, *offset));
+                if current.is_some_and(|(tid, _)| tid > sqn) {
+                    continue;
+                }
+                let slot = match current {
+                    Some((_, offset)) if self.home.value_capacity(offset, key.1.len()) >= needed as u64 => offset,
+                    old => {
+                        let slot = self.home.allocate(PmHome::<B>::units_for(key.1.len(), needed))?;
+                        if let Some((_, old)) = old {
+                            written.push(self.home.clear(old));
+                            live.remove(&old);
+                            self.home.free(old);
+                        }
+                        live.insert(slot);
+                        slot
+                    }
+                };
+                let image = SlotImage { table: key.0, key: &key.1, value: write.value.as_deref(), tid: sqn };
+                written.push(self.home.write(slot, image));
+                self.replayed.fetch_add(1, Ordering::Relaxed);
+                newest.insert(key, (sqn, slot, write.value));
+            }
+        }
+        // (3) Durable in place before the logs forget.
+        let backend = self.pool.backend();
+        for (offset, len) in written {
+            backend.flush(offset, len);
+        }
+        backend.fence();
+        for log in &mut logs {
+            log.reset_after_recovery();
+        }
+        // (4) The DRAM records and indexes.
+        let mut max_tid = 0;
+        for ((table, key), (tid, offset, value)) in newest {
+            max_tid = max_tid.max(tid);
+            let Some(value) = value else {
+                live.remove(&offset);
+                self.home.free(offset);
+                continue;
+            };
+            let table = tables
+                .get(table as usize)
+                .ok_or_else(|| DbError::Corrupt(format!("a home slot names table #{table}")))?;
+            let (row, _, _) = table.get_or_insert(&key, value.len())?;
+            let locked = row.lock(u32::MAX).expect("recovery locks never time out");
+            debug_assert_eq!(locked & record::LOCKED, 0);
+            // SAFETY (of the free): recovery runs alone, no reader exists.
+            row.set_value_locked(Some(&value), &mut |old| unsafe { old.free() });
+            row.store_word(record::word_of(tid, 0));
+            Self::set_slot(row, offset);
+            table.index_secondaries(&key, &value, row)?;
+        }
+        let epoch = record::epoch_of_tid(max_tid) + 1;
+        if epoch > record::MAX_EPOCH {
+            return Err(DbError::Corrupt(format!("recovered TID {max_tid} leaves no epoch to run in")));
+        }
+        epochs.raise(epoch);
+        Ok(())
+    }
+
+    fn on_epoch(&self) {}
+
+    fn checkpoint(&self, _tables: &[Table]) -> DbResult<()> {
+        // No checkpoints: the home slots are the database.
+        Ok(())
+    }
+
+    fn close(&self, _tables: &[Table], clean: bool) -> DbResult<()> {
+        if clean {
+            // The workers are gone, each truncated its log on the way out.
+            self.pool.mark_clean_shutdown();
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> EngineStats {
+        EngineStats {
+            engine_counters: vec![
+                ("log_truncations", self.truncations.load(Ordering::Relaxed)),
+                ("slot_relocations", self.relocations.load(Ordering::Relaxed)),
+                ("replayed_writes", self.replayed.load(Ordering::Relaxed)),
+            ],
+            ..EngineStats::default()
+        }
+    }
+}

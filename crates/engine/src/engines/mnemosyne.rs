@@ -1,0 +1,33 @@
+//! `mnemosyne`: the DRAM engine shell (`engines::dram`, Silo's
+//! commit-time versioned locks) over Mnemosyne's durability
+//! (`durability::mnemosyne_log`: torn-bit redo log, write-back into the
+//! persistent home slots of `storage::pm_home`, truncation).
+
+use crate::durability::mnemosyne_log::{MnemosyneConfig, MnemosyneLog};
+use crate::engine::Engine;
+use crate::engines::dram::OccEngine;
+use crate::error::DbResult;
+use crate::options::DbOptions;
+use pmtx_pm::{PmBackend, Pool};
+use std::sync::Arc;
+
+pub use crate::durability::tornbit_log::TORNBIT_LOG_CHUNK_KIND;
+pub use crate::storage::pm_home::PM_HOME_CHUNK_KIND;
+
+/// Ring words of each worker's log: 0, the whole pool chunk (2 MiB by
+/// default, the order of Mnemosyne's per-thread log), so a bulk-load
+/// transaction's fragment fits.
+pub(crate) const LOG_WORDS: u64 = 0;
+
+/// Opens `mnemosyne` over `pool`.
+pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
+    let faults = options.faults();
+    let config = MnemosyneConfig {
+        log_words: LOG_WORDS,
+        ack_before_fence: faults.mnemosyne_ack_before_fence(),
+        trust_marker: faults.mnemosyne_trust_marker(),
+    };
+    let log = MnemosyneLog::open(config, Arc::clone(&pool));
+    super::check_identity(options, &pool)?;
+    Ok(OccEngine::open(options, log)?)
+}

@@ -1,0 +1,316 @@
+//! Persistent home slots: every row has one slot in the pool, updated in
+//! place (Mnemosyne's persistent region as `mnemosyne` runs it; written so
+//! that another redo-then-write-back engine can reuse it). Unlike `mmdb`'s
+//! volatile region (`storage::nvm_tuples`) the slots survive a crash and
+//! are the database: recovery rebuilds the DRAM indexes by scanning them.
+//!
+//! **Chunks and slots.** A chunk holds slots of one size (whole 64-byte
+//! units, the chunk owner's group field), allocated by a bump pointer and
+//! a DRAM-only free list per size (as Zen's heap, recovery rebuilds the
+//! free lists by a scan). A slot:
+//!
+//! ```text
+//! [0..8)   header: bit 63 present (holds a value), bit 62 used, TID below
+//! [8..16)  table (u32) | key length (u16) << 32
+//! [16..20) value length (u32)     [20..24) CRC-32 of the slot's bytes
+//! [24..)   key, padded to 8 bytes, then the value
+//! ```
+//!
+//! A delete keeps the key and the TID with the present bit clear, so a
+//! newer delete outranks an older copy of the key in another slot. Writes
+//! are plain stores, never flushed here: the durability scheme decides
+//! when the lines it wrote are flushed (the slot of an unflushed write may
+//! be torn at a crash; the CRC tells, and the scheme's log rewrites it).
+
+use crate::error::{DbError, DbResult};
+use parking_lot::Mutex;
+use pmtx_pm::{ChunkOwner, PmBackend, Pool};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// Owner kind of the home slots' chunks ("PH").
+pub const PM_HOME_CHUNK_KIND: u16 = 0x5048;
+
+const PRESENT: u64 = 1 << 63;
+const USED: u64 = 1 << 62;
+/// TID bits of the header.
+pub(crate) const TID_MASK: u64 = (1 << 61) - 1;
+/// Bytes before the key.
+pub(crate) const HEADER: u64 = 24;
+/// A slot is whole units.
+pub(crate) const UNIT: u64 = 64;
+
+/// What a slot holds (or is to hold).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotImage<'a> {
+    /// Table id.
+    pub(crate) table: u32,
+    /// Primary key.
+    pub(crate) key: &'a [u8],
+    /// Value; `None`: deleted.
+    pub(crate) value: Option<&'a [u8]>,
+    /// TID of the version.
+    pub(crate) tid: u64,
+}
+
+/// A slot as a scan found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ScannedSlot {
+    /// Never written.
+    Empty,
+    /// Its bytes fail their CRC (an in-place write torn by a crash).
+    Torn,
+    /// A whole version.
+    Image {
+        /// Table id.
+        table: u32,
+        /// Key.
+        key: Vec<u8>,
+        /// Value (`None`: deleted).
+        value: Option<Vec<u8>>,
+        /// TID.
+        tid: u64,
+    },
+}
+
+/// The slots of one size.
+#[derive(Default)]
+struct Class {
+    free: Vec<u64>,
+    /// Next slot and end of the current chunk.
+    bump: Option<(u64, u64)>,
+}
+
+/// The home slots of a pool (module docs).
+pub(crate) struct PmHome<B: PmBackend> {
+    pool: Arc<Pool<B>>,
+    chunk_size: u64,
+    /// Slot units of each chunk, by chunk id (0: not a home chunk).
+    units: Box<[AtomicU32]>,
+    classes: Mutex<HashMap<u32, Class>>,
+}
+
+fn pad8(len: usize) -> u64 {
+    (len as u64).next_multiple_of(8)
+}
+
+impl<B: PmBackend> PmHome<B> {
+    /// The slots of `pool` (its existing chunks are found; their free
+    /// lists are built by [`PmHome::scan`]'s caller).
+    pub(crate) fn open(pool: Arc<Pool<B>>) -> Self {
+        let geometry = pool.geometry();
+        let units: Box<[AtomicU32]> = (0..geometry.chunk_count).map(|_| AtomicU32::new(0)).collect();
+        for (chunk, owner) in pool.owned_chunks() {
+            if owner.kind() == PM_HOME_CHUNK_KIND {
+                units[chunk.0 as usize].store(owner.group(), Ordering::Relaxed);
+            }
+        }
+        Self { chunk_size: geometry.chunk_size, pool, units, classes: Mutex::new(HashMap::new()) }
+    }
+
+    /// Units of a slot for a key of `key_len` bytes and `value_len` bytes
+    /// of value.
+    pub(crate) fn units_for(key_len: usize, value_len: usize) -> u32 {
+        (HEADER + pad8(key_len) + pad8(value_len)).div_ceil(UNIT) as u32
+    }
+
+    /// Units of the slot at `offset`.
+    pub(crate) fn units_of(&self, offset: u64) -> u32 {
+        self.pool.chunk_of(offset).map_or(0, |chunk| self.units[chunk.0 as usize].load(Ordering::Relaxed))
+    }
+
+    /// Value bytes the slot at `offset` holds for a key of `key_len` bytes.
+    pub(crate) fn value_capacity(&self, offset: u64, key_len: usize) -> u64 {
+        (u64::from(self.units_of(offset)) * UNIT).saturating_sub(HEADER + pad8(key_len))
+    }
+
+    /// A free slot of `units` units.
+    pub(crate) fn allocate(&self, units: u32) -> DbResult<u64> {
+        let mut classes = self.classes.lock();
+        let class = classes.entry(units).or_default();
+        if let Some(offset) = class.free.pop() {
+            return Ok(offset);
+        }
+        let size = u64::from(units) * UNIT;
+        if size > self.chunk_size {
+            return Err(DbError::InvalidConfig(format!("a row of {size} bytes exceeds a pool chunk")));
+        }
+        match class.bump {
+            Some((next, end)) if next + size <= end => {
+                class.bump = Some((next + size, end));
+                Ok(next)
+            }
+            _ => {
+                let owner = ChunkOwner::compose(PM_HOME_CHUNK_KIND, units, 0);
+                let chunk = self.pool.allocate_chunk(owner, true).map_err(DbError::from)?;
+                self.units[chunk.0 as usize].store(units, Ordering::Relaxed);
+                let start = self.pool.chunk_offset(chunk);
+                class.bump = Some((start + size, start + self.chunk_size - self.chunk_size % size));
+                Ok(start)
+            }
+        }
+    }
+
+    /// Returns the slot at `offset` to its free list.
+    pub(crate) fn free(&self, offset: u64) {
+        let units = self.units_of(offset);
+        self.classes.lock().entry(units).or_default().free.push(offset);
+    }
+
+    /// Writes `image` into the slot at `offset` with plain stores (no
+    /// flush); the byte range written, for the caller's flush set.
+    pub(crate) fn write(&self, offset: u64, image: SlotImage<'_>) -> (u64, u64) {
+        let bytes = encode(image);
+        debug_assert!(bytes.len() as u64 <= u64::from(self.units_of(offset)) * UNIT);
+        self.pool.backend().write(offset, &bytes);
+        (offset, bytes.len() as u64)
+    }
+
+    /// Clears the slot's header (recovery: a losing copy or a torn slot).
+    pub(crate) fn clear(&self, offset: u64) -> (u64, u64) {
+        self.pool.backend().store_u64(offset, 0);
+        (offset, 8)
+    }
+
+    /// Charges a read of `len` bytes of the value of the slot at `offset`
+    /// (key of `key_len` bytes), as an NVM read.
+    #[inline]
+    pub(crate) fn charge_read(&self, offset: u64, key_len: usize, len: usize) {
+        let start = offset + HEADER + pad8(key_len);
+        std::hint::black_box(self.pool.backend().read_volatile(start, pad8(len).max(8)));
+    }
+
+    /// Visits every slot of every home chunk (offset, what it holds).
+    pub(crate) fn scan(&self, mut visit: impl FnMut(u64, ScannedSlot)) {
+        let backend = self.pool.backend();
+        for (chunk, owner) in self.pool.owned_chunks() {
+            if owner.kind() != PM_HOME_CHUNK_KIND || owner.group() == 0 {
+                continue;
+            }
+            let size = u64::from(owner.group()) * UNIT;
+            let start = self.pool.chunk_offset(chunk);
+            let mut offset = start;
+            let mut bytes = vec![0u8; size as usize];
+            while offset + size <= start + self.chunk_size {
+                backend.read(offset, &mut bytes);
+                visit(offset, decode(&bytes));
+                offset += size;
+            }
+        }
+    }
+
+    /// After a scan: every slot not in `live` is free, and each class
+    /// bumps from the end of its chunks (every slot is on a list).
+    pub(crate) fn rebuild_free_lists(&self, live: &std::collections::HashSet<u64>) {
+        let mut classes = self.classes.lock();
+        classes.clear();
+        for (chunk, owner) in self.pool.owned_chunks() {
+            if owner.kind() != PM_HOME_CHUNK_KIND || owner.group() == 0 {
+                continue;
+            }
+            let size = u64::from(owner.group()) * UNIT;
+            let start = self.pool.chunk_offset(chunk);
+            let class = classes.entry(owner.group()).or_default();
+            let mut offset = start;
+            while offset + size <= start + self.chunk_size {
+                if !live.contains(&offset) {
+                    class.free.push(offset);
+                }
+                offset += size;
+            }
+        }
+        for class in classes.values_mut() {
+            // Lowest offsets first out.
+            class.free.sort_unstable_by(|a, b| b.cmp(a));
+        }
+    }
+}
+
+/// The bytes of a slot holding `image`.
+pub(crate) fn encode(image: SlotImage<'_>) -> Vec<u8> {
+    let value = image.value.unwrap_or(&[]);
+    let mut bytes = vec![0u8; (HEADER + pad8(image.key.len()) + pad8(value.len())) as usize];
+    let header = USED | if image.value.is_some() { PRESENT } else { 0 } | (image.tid & TID_MASK);
+    bytes[0..8].copy_from_slice(&header.to_le_bytes());
+    let ids = u64::from(image.table) | (image.key.len() as u64) << 32;
+    bytes[8..16].copy_from_slice(&ids.to_le_bytes());
+    bytes[16..20].copy_from_slice(&(value.len() as u32).to_le_bytes());
+    let key_at = HEADER as usize;
+    bytes[key_at..key_at + image.key.len()].copy_from_slice(image.key);
+    let value_at = key_at + pad8(image.key.len()) as usize;
+    bytes[value_at..value_at + value.len()].copy_from_slice(value);
+    let crc = checksum(&bytes);
+    bytes[20..24].copy_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+fn checksum(bytes: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&bytes[..20]);
+    hasher.update(&bytes[24..]);
+    hasher.finalize()
+}
+
+/// What the slot bytes `bytes` hold.
+pub(crate) fn decode(bytes: &[u8]) -> ScannedSlot {
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let header = word(0);
+    if header & USED == 0 {
+        return ScannedSlot::Empty;
+    }
+    let ids = word(8);
+    let key_len = ((ids >> 32) & 0xFFFF) as usize;
+    let value_len = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes")) as usize;
+    let total = HEADER as usize + pad8(key_len) as usize + pad8(value_len) as usize;
+    if total > bytes.len() {
+        return ScannedSlot::Torn;
+    }
+    let crc = u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes"));
+    if checksum(&bytes[..total]) != crc {
+        return ScannedSlot::Torn;
+    }
+    let key_at = HEADER as usize;
+    let value_at = key_at + pad8(key_len) as usize;
+    ScannedSlot::Image {
+        table: ids as u32,
+        key: bytes[key_at..key_at + key_len].to_vec(),
+        value: (header & PRESENT != 0).then(|| bytes[value_at..value_at + value_len].to_vec()),
+        tid: header & TID_MASK,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pmtx_pm::{Direct, PmOptions};
+
+    #[test]
+    fn slots_round_trip_and_torn_ones_are_told() {
+        let pool = Arc::new(Pool::<Direct>::create_in_memory(4 << 20, 256 << 10, &PmOptions::default()).unwrap());
+        let home = PmHome::open(Arc::clone(&pool));
+        let units = PmHome::<Direct>::units_for(3, 100);
+        assert_eq!(units, 3);
+        let a = home.allocate(units).unwrap();
+        let b = home.allocate(units).unwrap();
+        assert_eq!(b, a + 3 * UNIT);
+        assert!(home.value_capacity(a, 3) >= 100);
+        home.write(a, SlotImage { table: 2, key: b"abc", value: Some(&[7; 100]), tid: 42 });
+        home.write(b, SlotImage { table: 1, key: b"xyz", value: None, tid: 43 });
+        let mut seen = HashMap::new();
+        PmHome::open(Arc::clone(&pool)).scan(|offset, slot| {
+            seen.insert(offset, slot);
+        });
+        assert_eq!(seen[&a], ScannedSlot::Image { table: 2, key: b"abc".to_vec(), value: Some(vec![7; 100]), tid: 42 });
+        assert_eq!(seen[&b], ScannedSlot::Image { table: 1, key: b"xyz".to_vec(), value: None, tid: 43 });
+        assert_eq!(seen[&(b + 3 * UNIT)], ScannedSlot::Empty);
+        // One value word of `a` left from an older version: torn.
+        pool.backend().write(a + 64, &[0u8; 8]);
+        let mut bytes = vec![0u8; 192];
+        pool.backend().read(a, &mut bytes);
+        assert_eq!(decode(&bytes), ScannedSlot::Torn);
+        // Freed slots are reused first.
+        home.free(a);
+        assert_eq!(home.allocate(units).unwrap(), a);
+    }
+}
