@@ -303,6 +303,21 @@ broken_variant_tests! {
     wbl_ack_before_window_is_caught => WblAckBeforeWindow,
     wbl_keep_dirty_window_is_caught => WblKeepDirtyWindow,
     zen_plus_spill_with_lp_is_caught => ZenPlusSpillWithLp,
+    mnemosyne_ack_before_fence_is_caught => MnemosyneAckBeforeFence,
+}
+
+/// `mnemosyne` (torn-bit redo log, write-back into persistent home slots,
+/// truncation by each worker): its honest runs pass on every workload,
+/// on top of the every-engine runs above, with more images per workload.
+#[test]
+fn mnemosyne_every_workload() {
+    for (workload, images) in [(WorkloadKind::Smallbank, 300), (WorkloadKind::Ycsb, 300), (WorkloadKind::Tpcc, 100)] {
+        let config = config(EngineKind::Mnemosyne, workload, images);
+        let report = run_sim(&config, &|_| {}).unwrap_or_else(|error| panic!("mnemosyne {workload}: {error}"));
+        let shown: Vec<String> = report.violations.iter().take(3).map(|v| v.to_string()).collect();
+        assert_eq!(report.violation_count, 0, "mnemosyne {workload} seed {:#x}: {}", seed(), shown.join("\n"));
+        assert!(report.images as usize >= images * 9 / 10, "mnemosyne {workload}: {} images", report.images);
+    }
 }
 
 /// Every concurrency-control protocol under a durable engine of each

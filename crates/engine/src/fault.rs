@@ -66,11 +66,6 @@ pub enum Fault {
     /// the first's record), so every other commit is acknowledged before
     /// its record is fenced.
     TwoPlFencePerTwoCommits,
-    /// mnemosyne: recovery ignores the torn bits and trusts every fragment
-    /// that ends in a commit marker, so a fragment whose marker reached the
-    /// media before one of its payload words is replayed with that word's
-    /// stale bits.
-    MnemosyneTrustMarker,
     /// mnemosyne: the commit's one fence is left out (the fragment is
     /// written, never fenced before the acknowledgement).
     MnemosyneAckBeforeFence,
@@ -79,7 +74,7 @@ pub enum Fault {
 #[cfg(feature = "fault-injection")]
 impl Fault {
     /// Every fault, for tests and `--help`.
-    pub const ALL: [Fault; 18] = [
+    pub const ALL: [Fault; 17] = [
         Fault::DbxnAckBeforeFence,
         Fault::ZenSkipFirstFence,
         Fault::ZenLpOnFirstTuple,
@@ -96,7 +91,6 @@ impl Fault {
         Fault::NvmTxSkipLastLineFlush,
         Fault::PhtmXendPersistsLog,
         Fault::TwoPlFencePerTwoCommits,
-        Fault::MnemosyneTrustMarker,
         Fault::MnemosyneAckBeforeFence,
     ];
 
@@ -119,7 +113,6 @@ impl Fault {
             Fault::NvmTxSkipLastLineFlush => "nvm-tx-skip-last-line-flush",
             Fault::PhtmXendPersistsLog => "phtm-xend-persists-log",
             Fault::TwoPlFencePerTwoCommits => "2pl-fence-per-two-commits",
-            Fault::MnemosyneTrustMarker => "mnemosyne-trust-marker",
             Fault::MnemosyneAckBeforeFence => "mnemosyne-ack-before-fence",
         }
     }
@@ -143,7 +136,7 @@ impl Fault {
             Fault::NvmTxSkipLastLineFlush => E::NvmTx,
             Fault::PhtmXendPersistsLog => E::Phtm,
             Fault::TwoPlFencePerTwoCommits => E::TwoPl,
-            Fault::MnemosyneTrustMarker | Fault::MnemosyneAckBeforeFence => E::Mnemosyne,
+            Fault::MnemosyneAckBeforeFence => E::Mnemosyne,
         }
     }
 
@@ -306,12 +299,6 @@ impl Faults {
         self.is(|f| matches!(f, FaultKind::TwoPlFencePerTwoCommits))
     }
 
-    /// mnemosyne: recovery ignores the torn bits.
-    #[inline(always)]
-    pub(crate) fn mnemosyne_trust_marker(&self) -> bool {
-        self.is(|f| matches!(f, FaultKind::MnemosyneTrustMarker))
-    }
-
     /// mnemosyne: no fence at commit.
     #[inline(always)]
     pub(crate) fn mnemosyne_ack_before_fence(&self) -> bool {
@@ -370,7 +357,6 @@ enum FaultKind {
     NvmTxSkipLastLineFlush,
     PhtmXendPersistsLog,
     TwoPlFencePerTwoCommits,
-    MnemosyneTrustMarker,
     MnemosyneAckBeforeFence,
 }
 

@@ -53,6 +53,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// A worker truncates its log once it wrote back this many versions since
+/// the last truncation (or when the log is half full): Mnemosyne's
+/// truncation runs "every so often", and a bounded flush set bounds both
+/// the lines a truncation flushes at once and the replay after a crash.
+pub(crate) const TRUNCATE_AFTER_WRITES: usize = 256;
+
 /// A delete in a fragment (the value-length value).
 const DELETE: u64 = u64::MAX;
 
@@ -63,8 +69,6 @@ pub(crate) struct MnemosyneConfig {
     pub(crate) log_words: u64,
     /// Broken variant: acknowledge without the commit's fence.
     pub(crate) ack_before_fence: bool,
-    /// Broken variant: recovery ignores the torn bits.
-    pub(crate) trust_marker: bool,
 }
 
 /// Mnemosyne's durability over the home slots (module docs).
@@ -215,7 +219,10 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
             }
         }
         let log = &worker.log;
-        if !log.fits(worker.payload.len()) || log.used() * 2 > log.capacity() {
+        if !log.fits(worker.payload.len())
+            || log.used() * 2 > log.capacity()
+            || worker.flush_set.len() >= TRUNCATE_AFTER_WRITES
+        {
             // Every earlier fragment of this worker is written back (its
             // install followed its append on this worker).
             let before = worker.truncations;
@@ -334,9 +341,7 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
         let mut logs = Vec::new();
         let mut fragments = Vec::new();
         for slot in self.log_slots() {
-            let mut log =
-                TornBitLog::open(Arc::clone(&self.pool), slot, self.config.log_words).map_err(DbError::from)?;
-            log.set_trust_marker(self.config.trust_marker);
+            let log = TornBitLog::open(Arc::clone(&self.pool), slot, self.config.log_words).map_err(DbError::from)?;
             fragments.extend(log.scan().fragments);
             logs.push(log);
         }

@@ -134,7 +134,8 @@ pub(crate) struct TornBitLog<B: PmBackend> {
     tail: u64,
     /// Scratch for the packed words.
     packed: Vec<u64>,
-    /// Whether recovery trusts the commit marker alone (a broken variant).
+    /// Whether the scan trusts the commit marker alone (tests: what a
+    /// recovery without torn bits would accept).
     trust_marker: bool,
 }
 
@@ -164,8 +165,9 @@ impl<B: PmBackend> TornBitLog<B> {
         Self { pool, base, words, head, tail: head, packed: Vec::new(), trust_marker: false }
     }
 
-    /// Recovery ignores the torn bits (the broken variant
-    /// `mnemosyne-trust-marker`).
+    /// Recovery ignores the torn bits (what a recovery that trusts the
+    /// commit marker alone would accept; tests).
+    #[cfg(test)]
     pub(crate) fn set_trust_marker(&mut self, trust: bool) {
         self.trust_marker = trust;
     }
@@ -218,25 +220,21 @@ impl<B: PmBackend> TornBitLog<B> {
         self.packed.clear();
         pack(&values, &mut self.packed);
         let backend = self.pool.backend();
-        // Contiguous runs up to the ring's end, each word with its lap's
-        // torn bit.
-        let mut position = self.tail;
-        let mut bytes = Vec::with_capacity(self.packed.len() * 8);
-        let mut run_start = position;
-        for word in &self.packed {
-            if position != run_start && position.is_multiple_of(self.words) {
-                backend.write_non_temporal(self.offset_of(run_start), &bytes);
-                bytes.clear();
-                run_start = position;
-            }
+        // One 8-byte non-temporal store per word, each with its lap's torn
+        // bit, last word first: the order is free (that is the point of the
+        // torn bits), and marker-first lets a crash leave the marker
+        // durable before the payload, the case recovery must refuse.
+        let start = self.tail;
+        for (index, word) in self.packed.iter().enumerate().rev() {
+            let position = start + index as u64;
             let word = word | torn_bit_of_lap(position / self.words);
-            bytes.extend_from_slice(&word.to_le_bytes());
-            position += 1;
+            backend.write_non_temporal(self.offset_of(position), &word.to_le_bytes());
         }
-        if !bytes.is_empty() {
-            backend.write_non_temporal(self.offset_of(run_start), &bytes);
-        }
+        let position = start + self.packed.len() as u64;
         self.tail = position;
+        // A crash here may leave any subset of the fragment's lines
+        // durable: the torn bits must tell.
+        backend.crash_point("mnemosyne: fragment written, not fenced");
         if fence {
             // The one fence of a commit: payload and marker together.
             backend.fence();

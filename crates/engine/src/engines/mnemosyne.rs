@@ -22,11 +22,7 @@ pub(crate) const LOG_WORDS: u64 = 0;
 /// Opens `mnemosyne` over `pool`.
 pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
     let faults = options.faults();
-    let config = MnemosyneConfig {
-        log_words: LOG_WORDS,
-        ack_before_fence: faults.mnemosyne_ack_before_fence(),
-        trust_marker: faults.mnemosyne_trust_marker(),
-    };
+    let config = MnemosyneConfig { log_words: LOG_WORDS, ack_before_fence: faults.mnemosyne_ack_before_fence() };
     let log = MnemosyneLog::open(config, Arc::clone(&pool));
     super::check_identity(options, &pool)?;
     Ok(OccEngine::open(options, log)?)
