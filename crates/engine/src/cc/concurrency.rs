@@ -32,6 +32,16 @@ impl Concurrency {
         }
     }
 
+    /// The same state running TinySTM's encounter-time locking
+    /// (`protocols::tinystm`) instead of the protocol, if `tinystm`.
+    pub(crate) fn with_tinystm(self, tinystm: bool, workers: usize) -> Self {
+        if tinystm {
+            Self { state: SharedState::TinyStm(crate::cc::protocols::tinystm::TinyStm::shared(workers)) }
+        } else {
+            self
+        }
+    }
+
     /// The hybrid paths' shared state (the PHyTM family only).
     #[inline]
     pub(crate) fn hybrid(&self) -> Option<&Hybrid> {

@@ -1,5 +1,6 @@
-//! `mnemosyne`: the DRAM engine shell (`engines::dram`, Silo's
-//! commit-time versioned locks) over Mnemosyne's durability
+//! `mnemosyne`: the DRAM engine shell (`engines::dram`) running TinySTM's
+//! encounter-time locking (`cc::protocols::tinystm`) over Mnemosyne's
+//! durability
 //! (`durability::mnemosyne_log`: torn-bit redo log, write-back into the
 //! persistent home slots of `storage::pm_home`, truncation).
 
@@ -21,6 +22,13 @@ pub(crate) const LOG_WORDS: u64 = 0;
 
 /// Opens `mnemosyne` over `pool`.
 pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbResult<Arc<dyn Engine>> {
+    if options.workers > crate::cc::protocols::MAX_LOCKING_WORKERS {
+        return Err(crate::error::DbError::InvalidConfig(format!(
+            "mnemosyne's write locks name their holders with a bit per worker: at most {} workers, got {}",
+            crate::cc::protocols::MAX_LOCKING_WORKERS,
+            options.workers
+        )));
+    }
     let faults = options.faults();
     let config = MnemosyneConfig { log_words: LOG_WORDS, ack_before_fence: faults.mnemosyne_ack_before_fence() };
     let log = MnemosyneLog::open(config, Arc::clone(&pool));

@@ -242,7 +242,8 @@ pub(crate) trait Named: Protocol {
 }
 
 /// The catalog: `named` lists the protocols `cc=NAME` chooses, `hybrid` the
-/// schemes the PHyTM family's engines run (chosen by the engine). Each line
+/// schemes an engine chooses itself (the PHyTM family's paths, `mnemosyne`'s
+/// TinySTM). Each line
 /// also declares the protocol's module (`protocols/MODULE.rs`).
 macro_rules! protocols {
     (
@@ -400,6 +401,7 @@ protocols! {
     }
     hybrid {
         Phytm => phytm::Phytm,
+        TinyStm => tinystm::TinyStm,
     }
 }
 
