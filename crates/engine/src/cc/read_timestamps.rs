@@ -25,6 +25,8 @@
 //! consistent operations for that.
 
 use crate::cc::{row_stripe as stripe_of, ROW_STRIPES};
+use crate::error::AbortReason;
+use crate::storage::record::{RowKind, LOCKED};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The striped `rts` of every row.
@@ -48,6 +50,40 @@ impl ReadTimestamps {
     pub(crate) fn extend(&self, address: usize, ts: u64) {
         self.words[stripe_of(address)].fetch_max(ts, Ordering::SeqCst);
     }
+
+    /// Makes a version read valid at `ts` (the reader's validation): the
+    /// version `wts` of `row`, whose word was `current` when the reader
+    /// checked it. It is when its `rts` already reaches `ts`, or when the
+    /// row is locked by the reader itself (`own_lock`, asked only then: it
+    /// overwrites the row at `ts` anyway); else its `rts` is extended while
+    /// nobody holds the row.
+    pub(crate) fn extend_read<R: RowKind>(
+        &self,
+        row: &R,
+        current: u64,
+        wts: u64,
+        ts: u64,
+        own_lock: impl FnOnce() -> bool,
+    ) -> Result<(), AbortReason> {
+        let address = row as *const R as usize;
+        if self.rts(address, wts) >= ts {
+            return Ok(());
+        }
+        if current & LOCKED != 0 {
+            if own_lock() {
+                return Ok(());
+            }
+            return Err(AbortReason::ReadValidation);
+        }
+        self.extend(address, ts);
+        // IMPORTANT: re-read after the extension (the module docs): a
+        // writer that locked meanwhile is seen here, one that locks later
+        // sees the extended rts.
+        if row.word() != current {
+            return Err(AbortReason::ReadValidation);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -63,5 +99,35 @@ mod tests {
         table.extend(0x1000, 9);
         assert_eq!(table.rts(0x1000, 7), 12, "an extension never lowers rts");
         assert_eq!(table.rts(0x1000, 20), 20, "a newer version's wts counts");
+    }
+
+    #[test]
+    fn a_read_is_extended_only_while_nobody_else_holds_the_row() {
+        use crate::storage::record::{word_of, Record};
+        let table = ReadTimestamps::new();
+        let allocated = Record::allocate(b"k", 8);
+        // SAFETY: allocated above, freed at the end of the test.
+        let row = unsafe { allocated.as_ref() };
+        let address = row as *const Record as usize;
+        let read = word_of(5, 0);
+        row.word_cell().store(read, Ordering::SeqCst);
+
+        assert_eq!(table.extend_read(row, read, 5, 5, || unreachable!()), Ok(()), "valid at its own wts");
+        assert_eq!(table.rts(address, 5), 5, "nothing extended");
+        assert_eq!(table.extend_read(row, read, 5, 9, || unreachable!()), Ok(()));
+        assert_eq!(table.rts(address, 5), 9, "extended to the reader's timestamp");
+
+        let locked = read | LOCKED;
+        row.word_cell().store(locked, Ordering::SeqCst);
+        assert_eq!(table.extend_read(row, locked, 5, 12, || false), Err(AbortReason::ReadValidation));
+        assert_eq!(table.extend_read(row, locked, 5, 12, || true), Ok(()), "the reader's own lock");
+        assert_eq!(table.rts(address, 5), 9, "a locked row is not extended");
+
+        // A writer locked after the reader checked the row: the re-read sees it.
+        assert_eq!(table.extend_read(row, read, 5, 14, || unreachable!()), Err(AbortReason::ReadValidation));
+        assert_eq!(table.rts(address, 5), 14);
+
+        // SAFETY: `row` is not used after this.
+        unsafe { Record::free(allocated) };
     }
 }

@@ -112,7 +112,7 @@ pub(crate) trait Protocol: Sized + Send {
 
     /// Starts a read-only attempt at the oldest running snapshot (`zen+`).
     fn begin_oldest_snapshot(&mut self) {
-        panic!("snapshot reads need a multi-version protocol");
+        no_oldest_snapshot()
     }
 
     /// Ends the attempt, committed or not: releases its locks, path and
@@ -214,6 +214,12 @@ pub(crate) trait Protocol: Sized + Send {
     fn finish<R: RowKind>(&mut self, tables: &[Table<R>]) {
         let _ = tables;
     }
+}
+
+/// `begin_oldest_snapshot` under a protocol that has no such snapshot
+/// (every one but `hekaton`).
+pub(crate) fn no_oldest_snapshot() -> ! {
+    panic!("snapshot reads need a multi-version protocol");
 }
 
 /// A protocol chosen by name (`--engine ENGINE:cc=NAME`).

@@ -2,8 +2,16 @@
 //! worker's snapshot over the engine's older versions (`cc::versions`),
 //! the version a read at it sees, the refusal of a write that a newer
 //! version already replaced, and the versions a commit keeps.
+//!
+//! Their hooks are written once, for [`MultiVersion`]; a protocol (or the
+//! timestamp-ordering family, `protocols::timestamp_order`) says what is
+//! its own through a [`Scheme`]: how an attempt takes its snapshot, what a
+//! read registers and a write checks, and how a commit validates and picks
+//! its timestamp.
 
+use crate::cc::protocols::{no_oldest_snapshot, Protocol, TidBounds};
 use crate::cc::secondaries::unindex_stale;
+use crate::cc::transaction::TxState;
 use crate::cc::versions::{OlderVersion, VersionQueue, VersionStore};
 use crate::error::AbortReason;
 use crate::storage::record::{self, RowKind, ABSENT};
@@ -106,4 +114,142 @@ impl Snapshot {
 #[inline]
 pub(crate) fn may_unlink(versions: &VersionStore, tid: u64) -> bool {
     tid < versions.collection_horizon()
+}
+
+/// What one multi-version protocol adds to the hooks the family shares:
+/// its side state and the hooks in which the protocols differ (each as in
+/// [`Protocol`], given the attempt's snapshot). A hook left out needs
+/// nothing.
+pub(crate) trait Scheme: Sized + Send {
+    /// The state the workers share: the older versions, and the
+    /// protocol's side tables.
+    type Shared: Send + Sync;
+
+    /// The older versions in `shared`.
+    fn versions(shared: &Self::Shared) -> &Arc<VersionStore>;
+
+    /// A worker's state beyond its snapshot.
+    fn worker(shared: &Self::Shared) -> Self;
+
+    /// Takes the attempt's `snapshot` (in `epoch`).
+    fn begin(snapshot: &mut Snapshot, epoch: u64);
+
+    /// See [`Protocol::begin_oldest_snapshot`].
+    fn begin_oldest(snapshot: &mut Snapshot) {
+        let _ = snapshot;
+        no_oldest_snapshot()
+    }
+
+    /// See [`Protocol::read`].
+    #[inline]
+    fn read(&self, snapshot: &Snapshot, address: usize) -> Result<(), AbortReason> {
+        let _ = (snapshot, address);
+        Ok(())
+    }
+
+    /// See [`Protocol::scan_read_ts`].
+    #[inline]
+    fn scan_read_ts(&self, snapshot: &Snapshot) -> Option<u64> {
+        let _ = snapshot;
+        None
+    }
+
+    /// See [`Protocol::write`].
+    fn write(&self, snapshot: &Snapshot, address: usize, word: u64) -> Result<(), AbortReason>;
+
+    /// See [`Protocol::validate`].
+    fn validate<R: RowKind>(
+        &self,
+        snapshot: &Snapshot,
+        tx: &TxState<R>,
+        tables: &[Table<R>],
+    ) -> Result<(), AbortReason>;
+
+    /// See [`Protocol::commit_timestamp`].
+    fn commit_timestamp<R: RowKind>(
+        &self,
+        snapshot: &Snapshot,
+        tx: &TxState<R>,
+        tables: &[Table<R>],
+        bounds: TidBounds,
+    ) -> Result<u64, AbortReason>;
+}
+
+/// One worker's state under a multi-version protocol: its snapshot, and
+/// what its scheme `S` keeps beside it.
+pub(crate) struct MultiVersion<S: Scheme> {
+    snapshot: Snapshot,
+    scheme: S,
+}
+
+impl<S: Scheme> Protocol for MultiVersion<S> {
+    type Shared = S::Shared;
+
+    fn worker(shared: &S::Shared, worker: usize) -> Self {
+        Self { snapshot: Snapshot::new(S::versions(shared), worker), scheme: S::worker(shared) }
+    }
+
+    fn may_unlink(shared: &S::Shared, _address: usize, tid: u64) -> bool {
+        may_unlink(S::versions(shared), tid)
+    }
+
+    fn versions(shared: &S::Shared) -> Option<&VersionStore> {
+        Some(S::versions(shared))
+    }
+
+    #[inline]
+    fn begin(&mut self, _attempt: u32, epoch: u64) {
+        S::begin(&mut self.snapshot, epoch);
+    }
+
+    fn begin_oldest_snapshot(&mut self) {
+        S::begin_oldest(&mut self.snapshot);
+    }
+
+    #[inline]
+    fn abort(&mut self) {
+        self.snapshot.end();
+    }
+
+    #[inline]
+    fn read(&mut self, _accesses: usize, address: usize) -> Result<(), AbortReason> {
+        self.scheme.read(&self.snapshot, address)
+    }
+
+    #[inline]
+    fn version_at(&self, address: usize, word: u64, out: &mut Vec<u8>) -> Option<u64> {
+        self.snapshot.version_at(address, word, out)
+    }
+
+    #[inline]
+    fn scan_read_ts(&self) -> Option<u64> {
+        self.scheme.scan_read_ts(&self.snapshot)
+    }
+
+    #[inline]
+    fn write(&mut self, _accesses: usize, address: usize, word: u64) -> Result<(), AbortReason> {
+        self.scheme.write(&self.snapshot, address, word)
+    }
+
+    fn validate<R: RowKind>(&self, tx: &TxState<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
+        self.scheme.validate(&self.snapshot, tx, tables)
+    }
+
+    fn commit_timestamp<R: RowKind>(
+        &self,
+        tx: &TxState<R>,
+        tables: &[Table<R>],
+        bounds: TidBounds,
+    ) -> Result<u64, AbortReason> {
+        self.scheme.commit_timestamp(&self.snapshot, tx, tables, bounds)
+    }
+
+    #[inline]
+    fn snapshot(&mut self) -> Option<&mut Snapshot> {
+        Some(&mut self.snapshot)
+    }
+
+    fn finish<R: RowKind>(&mut self, tables: &[Table<R>]) {
+        self.snapshot.collect(tables);
+    }
 }

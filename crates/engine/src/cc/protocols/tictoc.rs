@@ -10,7 +10,7 @@ use crate::cc::protocols::{Named, Protocol, TidBounds};
 use crate::cc::read_timestamps::ReadTimestamps;
 use crate::cc::transaction::{unchanged, TxState};
 use crate::error::AbortReason;
-use crate::storage::record::{self, RowKind, LOCKED};
+use crate::storage::record::{self, RowKind};
 use crate::storage::table::Table;
 use std::sync::Arc;
 
@@ -30,23 +30,8 @@ impl TicToc {
             let row = unsafe { &*read.row };
             let current = row.word();
             unchanged(current, read.word)?;
-            let address = read.row as usize;
-            if read_timestamps.rts(address, record::tid_of(read.word)) >= ts {
-                continue;
-            }
-            if current & LOCKED != 0 {
-                if tx.writes.find(read.row).is_some() {
-                    continue; // our own lock: we overwrite it at ts anyway
-                }
-                return Err(AbortReason::ReadValidation);
-            }
-            read_timestamps.extend(address, ts);
-            // IMPORTANT: re-read after the extension (module docs of
-            // `cc::read_timestamps`): a writer that locked meanwhile is seen here,
-            // one that locks later sees the extended rts.
-            if row.word() != current {
-                return Err(AbortReason::ReadValidation);
-            }
+            let own_lock = || tx.writes.find(read.row).is_some();
+            read_timestamps.extend_read(row, current, record::tid_of(read.word), ts, own_lock)?;
         }
         Ok(())
     }

@@ -3,16 +3,19 @@
 //! version valid then (`protocols::multi_version`); a write is refused
 //! when a later transaction read the version it replaces (the read
 //! timestamps of `cc::read_timestamps`); and the commit checks, at its own
-//! timestamp, every write and every range a later reader scanned.
+//! timestamp, every write and every range a later reader scanned. They
+//! differ only in their reads ([`Reads`]): what a read registers as it
+//! reads, and what the commit checks of them.
 
-use crate::cc::protocols::multi_version::Snapshot;
-use crate::cc::protocols::TidBounds;
+use crate::cc::protocols::multi_version::{MultiVersion, Scheme, Snapshot};
+use crate::cc::protocols::{Named, TidBounds};
 use crate::cc::read_timestamps::ReadTimestamps;
 use crate::cc::transaction::TxState;
 use crate::cc::versions::VersionStore;
 use crate::error::AbortReason;
 use crate::storage::record::{self, RowKind, ABSENT};
 use crate::storage::table::Table;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// The isolation of the timestamp-ordering protocols.
@@ -32,11 +35,112 @@ impl Shared {
     }
 }
 
+/// A timestamp-ordering protocol's reads; each hook has the behaviour of
+/// reads that register nothing by default.
+pub(crate) trait Reads: Send + 'static {
+    /// Before a read of the row at `address` at timestamp `ts`.
+    #[inline]
+    fn read(read_timestamps: &ReadTimestamps, address: usize, ts: u64) {
+        let _ = (read_timestamps, address, ts);
+    }
+
+    /// The timestamp a scan at `ts` raises the read timestamps of its
+    /// leaves to, as it scans them.
+    #[inline]
+    fn scan_read_ts(ts: u64) -> Option<u64> {
+        let _ = ts;
+        None
+    }
+
+    /// The reads and scanned ranges of `tx`, at its timestamp `ts` (the
+    /// last check of a reader's and of a writer's commit).
+    fn validate_at<R: RowKind>(
+        snapshot: &Snapshot,
+        read_timestamps: &ReadTimestamps,
+        tx: &TxState<R>,
+        tables: &[Table<R>],
+        ts: u64,
+    ) -> Result<(), AbortReason>;
+}
+
+/// A worker's state under a timestamp-ordering protocol, beside its
+/// snapshot (whose timestamp is the transaction's).
+pub(crate) struct TimestampOrder<V: Reads> {
+    read_timestamps: Arc<ReadTimestamps>,
+    reads: PhantomData<V>,
+}
+
+impl<V: Reads> Scheme for TimestampOrder<V> {
+    type Shared = Shared;
+
+    fn versions(shared: &Shared) -> &Arc<VersionStore> {
+        &shared.versions
+    }
+
+    fn worker(shared: &Shared) -> Self {
+        Self { read_timestamps: Arc::clone(&shared.read_timestamps), reads: PhantomData }
+    }
+
+    #[inline]
+    fn begin(snapshot: &mut Snapshot, epoch: u64) {
+        snapshot.begin_timestamp(epoch);
+    }
+
+    #[inline]
+    fn read(&self, snapshot: &Snapshot, address: usize) -> Result<(), AbortReason> {
+        V::read(&self.read_timestamps, address, snapshot.ts);
+        Ok(())
+    }
+
+    #[inline]
+    fn scan_read_ts(&self, snapshot: &Snapshot) -> Option<u64> {
+        V::scan_read_ts(snapshot.ts)
+    }
+
+    #[inline]
+    fn write(&self, snapshot: &Snapshot, address: usize, word: u64) -> Result<(), AbortReason> {
+        check_write(snapshot, &self.read_timestamps, address, word)
+    }
+
+    fn validate<R: RowKind>(
+        &self,
+        snapshot: &Snapshot,
+        tx: &TxState<R>,
+        tables: &[Table<R>],
+    ) -> Result<(), AbortReason> {
+        tx.check_reads_durable()?;
+        V::validate_at(snapshot, &self.read_timestamps, tx, tables, snapshot.ts)
+    }
+
+    fn commit_timestamp<R: RowKind>(
+        &self,
+        snapshot: &Snapshot,
+        tx: &TxState<R>,
+        tables: &[Table<R>],
+        bounds: TidBounds,
+    ) -> Result<u64, AbortReason> {
+        let ts = snapshot.ts;
+        check_commit(tx, tables, &self.read_timestamps, ts, bounds)?;
+        V::validate_at(snapshot, &self.read_timestamps, tx, tables, ts)?;
+        Ok(ts)
+    }
+}
+
+impl<V: Reads> Named for MultiVersion<TimestampOrder<V>> {
+    const ISOLATION: &'static str = ISOLATION;
+    const TIMESTAMP_ORDERED: bool = true;
+    const MULTIVERSION: bool = true;
+
+    fn shared(workers: usize) -> Shared {
+        Shared::new(workers)
+    }
+}
+
 /// A write of the row at `address` (whose word is `word`) at `snapshot`:
 /// refused when a newer version exists, or when a later transaction read
 /// the version it replaces.
 #[inline]
-pub(crate) fn check_write(
+fn check_write(
     snapshot: &Snapshot,
     read_timestamps: &ReadTimestamps,
     address: usize,
@@ -54,7 +158,7 @@ pub(crate) fn check_write(
 /// current epoch (the durability schemes acknowledge by the TID's epoch),
 /// above the version every write replaces and above every read of it, and
 /// no phantom. (The protocol then checks its reads and leaves.)
-pub(crate) fn check_commit<R: RowKind>(
+fn check_commit<R: RowKind>(
     tx: &TxState<R>,
     tables: &[Table<R>],
     read_timestamps: &ReadTimestamps,
