@@ -150,7 +150,7 @@ pub fn read_state(
     let mut state = DbState { tables: Vec::with_capacity(tables.len()) };
     let mut uses_records = false;
     for position in 0..tables.len() {
-        if let Ok(table) = pmtx_engine::internals::dram_table(db, TableId(position as u32)) {
+        if let Ok(Some(table)) = pmtx_engine::internals::dram_table(db, TableId(position as u32)) {
             table.for_each_row(|_, _| uses_records = true);
         }
     }
@@ -158,23 +158,25 @@ pub fn read_state(
         let id = TableId(position as u32);
         let table = pmtx_engine::internals::dram_table(db, id)
             .map_err(|error| structure(format!("table {}: {error}", schema.name)))?;
-        // Direct view of the records.
+        // Direct view of the records (an engine without them has none).
         let mut direct = TableRows::new();
         let mut locked = Vec::new();
         let mut unstable = Vec::new();
         let mut value = Vec::new();
-        table.for_each_row(|key, record| {
-            if record.word() & LOCKED != 0 {
-                locked.push(key.to_vec());
-                return;
-            }
-            match record.copy_value(&mut value) {
-                Some(snapshot) if !snapshot.is_absent() => {
-                    direct.insert(key.to_vec(), value.clone());
+        table.into_iter().for_each(|table| {
+            table.for_each_row(|key, record| {
+                if record.word() & LOCKED != 0 {
+                    locked.push(key.to_vec());
+                    return;
                 }
-                Some(_) => {}
-                None => unstable.push(key.to_vec()),
-            }
+                match record.copy_value(&mut value) {
+                    Some(snapshot) if !snapshot.is_absent() => {
+                        direct.insert(key.to_vec(), value.clone());
+                    }
+                    Some(_) => {}
+                    None => unstable.push(key.to_vec()),
+                }
+            })
         });
         if let Some(key) = locked.first() {
             return Err(structure(format!(

@@ -108,14 +108,11 @@ impl Database {
         self.engine.schemas().get(id.0 as usize).ok_or_else(|| DbError::UnknownTable(format!("#{}", id.0)))
     }
 
-    /// The DRAM table `id` (for direct inspection by checks and tests), on
-    /// an engine that keeps its rows as DRAM records.
-    pub(crate) fn dram_table(&self, id: TableId) -> DbResult<&crate::storage::table::Table> {
-        let tables = self
-            .engine
-            .dram_tables()
-            .ok_or_else(|| DbError::InvalidConfig(format!("{} keeps no rows as DRAM records", self.engine.kind())))?;
-        tables.get(id.0 as usize).ok_or_else(|| DbError::UnknownTable(format!("#{}", id.0)))
+    /// The DRAM table `id` (for direct inspection by checks and tests);
+    /// `None` on an engine that keeps no rows as DRAM records.
+    pub(crate) fn dram_table(&self, id: TableId) -> DbResult<Option<&crate::storage::table::Table>> {
+        self.schema(id)?;
+        Ok(self.engine.dram_tables().map(|tables| &tables[id.0 as usize]))
     }
 
     /// A worker for thread slot `id` (< `options.workers`). One worker per

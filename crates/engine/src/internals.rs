@@ -50,9 +50,9 @@ pub mod pool_layout {
     pub use crate::storage::zen::HEAP_FREE_WORD0 as ZEN_HEAP_FREE_WORD0;
 }
 
-/// The DRAM table `id` of `db` (engines that keep rows as DRAM records;
-/// an error for the Zen family, whose rows live in its heap), for the
-/// crash harness's direct view of record words.
-pub fn dram_table(db: &Database, id: TableId) -> DbResult<&Table> {
+/// The DRAM table `id` of `db` for the crash harness's direct view of
+/// record words; `None` on an engine that keeps no rows as DRAM records
+/// (the Zen family, whose rows live in its heap).
+pub fn dram_table(db: &Database, id: TableId) -> DbResult<Option<&Table>> {
     db.dram_table(id)
 }

@@ -28,7 +28,7 @@ fn get(worker: &mut Worker, table: TableId, key: &[u8]) -> Option<Vec<u8>> {
 /// Marks the record of `key` as installed-but-not-durable (what a DBXN
 /// writer leaves between its commit region and its log fence).
 fn make_unpersisted(db: &Database, table: TableId, key: &[u8]) -> u64 {
-    let record = pmtx_engine::internals::dram_table(db, table).unwrap().lookup(key).unwrap();
+    let record = pmtx_engine::internals::dram_table(db, table).unwrap().expect("DRAM records").lookup(key).unwrap();
     let word = record.lock(1).expect("unlocked");
     record.store_word(word | UNPERSISTED);
     record::tid_of(word)
@@ -40,7 +40,7 @@ fn parity_rule_on_constructed_states() {
     let t = db.table_id("t").unwrap();
     let mut worker = db.worker(1).unwrap();
     worker.run(|tx| tx.put(t, b"x", b"10")).unwrap();
-    let record = pmtx_engine::internals::dram_table(&db, t).unwrap().lookup(b"x").unwrap();
+    let record = pmtx_engine::internals::dram_table(&db, t).unwrap().expect("DRAM records").lookup(b"x").unwrap();
 
     // The bit stays set for two attempts, then the "writer's log" becomes
     // durable while the third attempt runs: exactly two NotYetDurable aborts,
@@ -92,7 +92,8 @@ fn parity_rule_on_constructed_states() {
             attempt += 1;
             let x = tx.get(t, b"x")?;
             if attempt == 1 {
-                let record = pmtx_engine::internals::dram_table(&db, t).unwrap().lookup(b"x").unwrap();
+                let record =
+                    pmtx_engine::internals::dram_table(&db, t).unwrap().expect("DRAM records").lookup(b"x").unwrap();
                 let word = record.lock(1).unwrap();
                 record.store_word(record::word_of(record::tid_of(word) + 1, 0));
             }

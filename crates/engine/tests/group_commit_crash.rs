@@ -396,7 +396,7 @@ fn stale_options(seed: u64) -> DbOptions {
 }
 
 fn read_key(db: &Database, key: &[u8]) -> Option<u64> {
-    let table = pmtx_engine::internals::dram_table(db, db.table_id("t").unwrap()).unwrap();
+    let table = pmtx_engine::internals::dram_table(db, db.table_id("t").unwrap()).unwrap().expect("DRAM records");
     let mut value = Vec::new();
     let record = table.lookup(key)?;
     let snapshot = record.copy_value(&mut value).unwrap();

@@ -126,7 +126,7 @@ pub type DbState = BTreeMap<String, Rows>;
 
 /// Every present record of table `name`, read directly (no transaction).
 pub fn table_rows(db: &Database, name: &str) -> Rows {
-    let table = pmtx_engine::internals::dram_table(db, db.table_id(name).unwrap()).unwrap();
+    let table = pmtx_engine::internals::dram_table(db, db.table_id(name).unwrap()).unwrap().expect("DRAM records");
     let mut rows = Rows::new();
     let mut value = Vec::new();
     table.for_each_row(|key, record| {
