@@ -73,6 +73,16 @@ fn kill_every_durable_engine() {
     }
 }
 
+/// `foedus` alone (the gleaner runs every few milliseconds in the child),
+/// killed on every workload.
+#[test]
+fn kill_foedus_every_workload() {
+    for (workload, iterations) in [(WorkloadKind::Smallbank, 4), (WorkloadKind::Ycsb, 3), (WorkloadKind::Tpcc, 3)] {
+        let report = check(&config(EngineKind::Foedus, workload, iterations));
+        assert!(report.acknowledged > 0, "foedus {workload}: the children never acknowledged a commit");
+    }
+}
+
 /// The Zen paper's baselines alone (`mmdb` with most rows in the pool's
 /// volatile region, `mmdb-ideal`, `wbl`), killed on every workload.
 #[test]

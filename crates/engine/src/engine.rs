@@ -101,11 +101,18 @@ pub enum EngineKind {
     /// writing commit, write-back with plain stores after it, truncation
     /// later; recovery replays the logs over the slots (ARCHITECTURE.md §7).
     Mnemosyne,
+    /// FOEDUS (Kimura, SIGMOD 2015), as the Zen paper runs it: Silo's OCC
+    /// over DRAM records, per-worker redo logs in PM made durable by epoch
+    /// group commit, and a log gleaner that folds the durable log into
+    /// immutable 4 KiB snapshot pages in PM instead of checkpointing;
+    /// recovery loads the snapshot and replays the log after it
+    /// (ARCHITECTURE.md §7).
+    Foedus,
 }
 
 impl EngineKind {
     /// Every engine, for `--help` and tests.
-    pub const ALL: [EngineKind; 20] = [
+    pub const ALL: [EngineKind; 21] = [
         EngineKind::Silo,
         EngineKind::GroupCommit,
         EngineKind::Dbxn,
@@ -126,6 +133,7 @@ impl EngineKind {
         EngineKind::ZenPlus,
         EngineKind::MmdbIdeal,
         EngineKind::Mnemosyne,
+        EngineKind::Foedus,
     ];
 
     /// The engine's persistent identity: the code a pool it creates keeps

@@ -69,12 +69,17 @@ pub enum Fault {
     /// mnemosyne: the commit's one fence is left out (the fragment is
     /// written, never fenced before the acknowledgement).
     MnemosyneAckBeforeFence,
+    /// foedus: the log gleaner writes its snapshot pages with ordinary
+    /// stores and flushes them only after it switched the snapshot root, so
+    /// a crash in between finds the root naming pages that never reached
+    /// the media.
+    FoedusRootBeforePages,
 }
 
 #[cfg(feature = "fault-injection")]
 impl Fault {
     /// Every fault, for tests and `--help`.
-    pub const ALL: [Fault; 17] = [
+    pub const ALL: [Fault; 18] = [
         Fault::DbxnAckBeforeFence,
         Fault::ZenSkipFirstFence,
         Fault::ZenLpOnFirstTuple,
@@ -92,6 +97,7 @@ impl Fault {
         Fault::PhtmXendPersistsLog,
         Fault::TwoPlFencePerTwoCommits,
         Fault::MnemosyneAckBeforeFence,
+        Fault::FoedusRootBeforePages,
     ];
 
     /// Stable name.
@@ -114,6 +120,7 @@ impl Fault {
             Fault::PhtmXendPersistsLog => "phtm-xend-persists-log",
             Fault::TwoPlFencePerTwoCommits => "2pl-fence-per-two-commits",
             Fault::MnemosyneAckBeforeFence => "mnemosyne-ack-before-fence",
+            Fault::FoedusRootBeforePages => "foedus-root-before-pages",
         }
     }
 
@@ -137,6 +144,7 @@ impl Fault {
             Fault::PhtmXendPersistsLog => E::Phtm,
             Fault::TwoPlFencePerTwoCommits => E::TwoPl,
             Fault::MnemosyneAckBeforeFence => E::Mnemosyne,
+            Fault::FoedusRootBeforePages => E::Foedus,
         }
     }
 
@@ -305,6 +313,12 @@ impl Faults {
         self.is(|f| matches!(f, FaultKind::MnemosyneAckBeforeFence))
     }
 
+    /// foedus: snapshot pages are flushed after the root switch.
+    #[inline(always)]
+    pub(crate) fn foedus_root_before_pages(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::FoedusRootBeforePages))
+    }
+
     #[inline(always)]
     fn is(&self, test: impl Fn(FaultKind) -> bool) -> bool {
         #[cfg(feature = "fault-injection")]
@@ -358,6 +372,7 @@ enum FaultKind {
     PhtmXendPersistsLog,
     TwoPlFencePerTwoCommits,
     MnemosyneAckBeforeFence,
+    FoedusRootBeforePages,
 }
 
 /// The window of the broken variants whose bug needs a second transaction

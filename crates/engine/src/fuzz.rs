@@ -52,6 +52,11 @@ pub fn parse_checkpoint_chunk(bytes: &[u8]) -> Result<u64, String> {
     crate::durability::checkpoint::parse_chunk(bytes)
 }
 
+/// A snapshot page of `foedus` (header and rows); the number of rows.
+pub fn parse_snapshot_page(bytes: &[u8]) -> Result<u64, String> {
+    crate::durability::snapshot::parse_page(bytes)
+}
+
 /// What a heap slot holds: (Tx-CTS, LP bit, deleted, key length, value
 /// length).
 pub type HeapTuple = (u64, bool, bool, usize, usize);

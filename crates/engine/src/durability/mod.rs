@@ -5,7 +5,8 @@
 //! format ([`log`]), where its segments live ([`segments`]: pool chunks,
 //! or files with [`file_log`]), checkpoints ([`checkpoint`]), epoch group
 //! commit with recovery (`group_commit`), DBXN's synchronous log
-//! (`dbxn_log`), SP^3's dependency-tracking log (`sp3_log`), Zen's
+//! (`dbxn_log`), FOEDUS's snapshot pages that its log gleaner writes in
+//! place of checkpoints ([`snapshot`], `group_commit::gleaning`), SP^3's dependency-tracking log (`sp3_log`), Zen's
 //! log-free persist over its tuple heap (`zen_persist`) and write-behind
 //! logging's group-commit windows (`wbl_window`).
 //!
@@ -23,6 +24,7 @@ pub(crate) mod group_commit;
 pub mod log;
 pub(crate) mod mnemosyne_log;
 pub mod segments;
+pub mod snapshot;
 pub(crate) mod sp3_log;
 pub(crate) mod tornbit_log;
 pub(crate) mod wbl_window;

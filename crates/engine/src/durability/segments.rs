@@ -100,6 +100,28 @@ impl<B: PmBackend> SegmentStore for PoolSegments<B> {
         }
     }
 
+    fn segment_base(&self, segment: SegmentId) -> Option<u64> {
+        Some(self.pool.chunk_offset(ChunkId(segment.0)))
+    }
+
+    fn scan_live(&self, segment: &FoundSegment, end: u64, visit: &mut dyn FnMut(log::LogRecord)) -> DbResult<()> {
+        let base = self.pool.chunk_offset(ChunkId(segment.id.0));
+        let end = end.min(self.pool.geometry().chunk_size);
+        log::scan_records(
+            segment,
+            end,
+            |position, bytes| {
+                if position + bytes.len() as u64 > end {
+                    return false;
+                }
+                self.pool.backend().read(base + position, bytes);
+                true
+            },
+            visit,
+        );
+        Ok(())
+    }
+
     fn find_segments(&self) -> DbResult<(Vec<FoundSegment>, Vec<SegmentId>)> {
         Ok(log::find_segments(&self.pool))
     }

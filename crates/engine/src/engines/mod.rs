@@ -4,6 +4,7 @@
 pub(crate) mod commit_view;
 pub(crate) mod dbxn;
 pub(crate) mod dram;
+pub(crate) mod foedus;
 pub(crate) mod mnemosyne;
 pub(crate) mod nvm_tuples;
 pub(crate) mod phytm;
@@ -75,6 +76,7 @@ fn check_chunk_kinds<B: PmBackend>(engine: EngineKind, pool: &Pool<B>) -> DbResu
         zen::wbl_meta::WBL_META_CHUNK_KIND,
         mnemosyne::TORNBIT_LOG_CHUNK_KIND,
         mnemosyne::PM_HOME_CHUNK_KIND,
+        foedus::SNAPSHOT_CHUNK_KIND,
     ];
     match pool.owned_chunks().into_iter().find(|(_, owner)| !allowed.contains(&owner.kind())) {
         Some((chunk, owner)) => Err(DbError::corrupt(
@@ -118,6 +120,7 @@ pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>
         EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal => sp3::open(options, pool),
         EngineKind::Phytm | EngineKind::PhytmPaper | EngineKind::Phtm | EngineKind::TwoPl => phytm::open(options, pool),
         EngineKind::Mnemosyne => mnemosyne::open(options, pool),
+        EngineKind::Foedus => foedus::open(options, pool),
     }
 }
 

@@ -10,7 +10,7 @@ use pmtx_pm::{PmBackend, Structure};
 use std::sync::atomic::Ordering;
 
 impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
-    fn free_segments_before(&self, start_epoch: u64) {
+    pub(super) fn free_segments_before(&self, start_epoch: u64) {
         let mut freed: Vec<SegmentId> = std::mem::take(&mut *self.retired.lock());
         for shared in &self.logs {
             let mut segments = shared.segments.lock();
@@ -30,6 +30,9 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
     }
 
     pub(super) fn take_checkpoint(&self, tables: &[Table]) -> DbResult<CheckpointMeta> {
+        if self.snapshots {
+            return self.take_snapshot(tables);
+        }
         let mut generation = self.checkpoint_generation.lock();
         let logged_before = self.logged_row_bytes();
         let start_epoch = self.epochs().advance();

@@ -29,6 +29,8 @@
 //! reserve that appends must leave free), `checkpointing` (taking a
 //! checkpoint and freeing the log it covers), `recovery` (checkpoint load
 //! and log replay), `dependency_dag` (SP^3's records recovery must drop)
+//! `gleaning` (FOEDUS's log gleaner: snapshot pages from the log, in
+//! place of the checkpoint, for `foedus`)
 //! and `policy` (the engine's hooks: per-epoch work, close, poisoning and
 //! statistics). This file holds the pool roots and the log's state.
 
@@ -36,6 +38,7 @@ mod append;
 mod checkpointing;
 mod dependency_dag;
 mod epoch;
+mod gleaning;
 mod open;
 mod policy;
 mod recovery;
@@ -107,6 +110,8 @@ pub(crate) struct GroupCommitLog<B: PmBackend, S: SegmentStore = PoolSegments<B>
     synchronous: bool,
     /// See [`GroupCommitConfig::dependency_dag`].
     dependency_dag: bool,
+    /// See [`GroupCommitConfig::snapshots`].
+    snapshots: bool,
     faults: Faults,
 }
 

@@ -30,6 +30,10 @@ pub(crate) struct GroupCommitConfig {
     /// Records carry the transactions they depend on, and recovery drops
     /// those whose dependencies were never durable (SP^3's log sets it).
     pub(crate) dependency_dag: bool,
+    /// The log gleaner replaces the checkpoint: snapshots are folded from
+    /// the durable log into sorted pages (`durability::snapshot`), and
+    /// recovery loads the snapshot and replays the log after it (FOEDUS).
+    pub(crate) snapshots: bool,
     pub(crate) faults: Faults,
 }
 
@@ -41,7 +45,7 @@ impl GroupCommitConfig {
             .map(|t| (CHECKPOINT_ROW_HEADER + (t.max_key_len + t.max_value_len) as u64).next_multiple_of(8))
             .max()
             .unwrap_or(0);
-        Self { workers, max_row_bytes, synchronous: false, dependency_dag: false, faults }
+        Self { workers, max_row_bytes, synchronous: false, dependency_dag: false, snapshots: false, faults }
     }
 }
 
@@ -99,11 +103,19 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
         if !check_log_medium(&pool, S::IN_POOL)? {
             pool.set_root(LOG_MEDIUM_ROOT, if S::IN_POOL { LOG_MEDIUM_POOL } else { LOG_MEDIUM_FILES })?;
         }
+        debug_assert!(
+            !config.snapshots || !(config.synchronous || config.dependency_dag),
+            "the gleaner folds epoch group commit's log"
+        );
+        if config.snapshots {
+            crate::durability::snapshot::check_geometry(&pool)?;
+        }
         let workers = config.workers;
         Ok(Self {
             store: Arc::new(store),
             synchronous: config.synchronous,
             dependency_dag: config.dependency_dag,
+            snapshots: config.snapshots,
             faults: config.faults,
             pool,
             logs: (0..workers).map(|_| Arc::new(LogShared::default())).collect(),

@@ -5,9 +5,9 @@
 
 use super::checkpointing::next_generation;
 use super::dependency_dag::dependency_dag_drops;
-use super::{GroupCommitLog, DURABLE_EPOCH_ROOT, LOG_INCARNATION_ROOT};
-use crate::durability::checkpoint;
+use super::{gleaning, GroupCommitLog, DURABLE_EPOCH_ROOT, LOG_INCARNATION_ROOT};
 use crate::durability::log::{self, SegmentId, SegmentStore};
+use crate::durability::{checkpoint, snapshot};
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
 use crate::stats::RecoveryReport;
@@ -43,7 +43,8 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
         let pool = &*self.pool;
         let mut report = RecoveryReport { clean_shutdown: pool.begin_engine_session(), ..Default::default() };
         let (segments, broken) = self.store.find_segments()?;
-        let has_checkpoint = pool.root(checkpoint::CHECKPOINT_ROOT).is_some();
+        let has_checkpoint =
+            pool.root(checkpoint::CHECKPOINT_ROOT).is_some() || pool.root(snapshot::SNAPSHOT_ROOT).is_some();
         // Every recovery ends by storing the durable epoch, and log segments
         // and checkpoints exist only after one finished: a pool holding
         // either without the root lost it, and reading it as 0 would drop
@@ -62,8 +63,10 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
             }
             None => 0,
         };
-        let current = checkpoint::current_checkpoint(pool)?;
+        let current = if self.snapshots { None } else { checkpoint::current_checkpoint(pool)? };
         checkpoint::free_other_generations(pool, current.as_ref().map(|(m, _)| m.generation).unwrap_or(0));
+        let previous_snapshot = if self.snapshots { snapshot::current_snapshot(pool)? } else { None };
+        snapshot::free_other_generations(pool, previous_snapshot.as_ref().map_or(0, |s| s.meta.generation));
         let table_of = |id: u32| {
             tables.get(id as usize).ok_or_else(|| DbError::Corrupt(format!("persistent data names table #{id}")))
         };
@@ -75,6 +78,19 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
             start_epoch = meta.start_epoch;
             max_epoch = meta.end_epoch.max(meta.start_epoch);
             report.checkpoint_rows = checkpoint::read_rows(pool, chunks, |table, key, tid, value| {
+                let table = table_of(table)?;
+                let (record, _, _) = table.get_or_insert(key, value.len())?;
+                install_recovered(record, tid, Some(value));
+                Ok(())
+            })?;
+        }
+        if let Some(previous) = &previous_snapshot {
+            let meta = previous.meta;
+            *self.checkpoint_generation.lock() = meta.generation;
+            self.note_checkpoint(&meta, 0);
+            start_epoch = meta.start_epoch;
+            max_epoch = meta.end_epoch.max(meta.start_epoch);
+            report.checkpoint_rows = previous.read_rows(pool, |table, key, tid, value| {
                 let table = table_of(table)?;
                 let (record, _, _) = table.get_or_insert(key, value.len())?;
                 install_recovered(record, tid, Some(value));
@@ -339,7 +355,18 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
         // Fresh checkpoint, then drop the old logs (see the module comment).
         if !segments.is_empty() {
             let generation = next_generation(*self.checkpoint_generation.lock())?;
-            let meta = checkpoint::write_checkpoint(pool, tables, epochs, generation, first_epoch, |_| Ok(()))?;
+            let meta = if self.snapshots {
+                // The gleaner folds every durable record into a snapshot
+                // whose start epoch is above every epoch seen.
+                let mut chains: Vec<gleaning::Chain> = Vec::new();
+                for chain in by_worker.values() {
+                    chains.push(chain.iter().map(|segment| (*segment, None)).collect());
+                }
+                let buckets = self.map_logs(&chains, start_epoch, durable_epoch)?;
+                self.reduce(previous_snapshot.as_ref(), buckets, tables, generation, first_epoch)?
+            } else {
+                checkpoint::write_checkpoint(pool, tables, epochs, generation, first_epoch, |_| Ok(()))?
+            };
             *self.checkpoint_generation.lock() = generation;
             self.note_checkpoint(&meta, 0);
             *self.last_checkpoint.lock() = Some(meta);

@@ -97,6 +97,20 @@ pub trait SegmentStore: Send + Sync + 'static {
     /// torn or invalid one; says where the scan stopped and which valid
     /// records lie beyond that point ([`ScanEnd`]).
     fn scan_segment(&self, segment: &FoundSegment, visit: &mut dyn FnMut(LogRecord)) -> DbResult<ScanEnd>;
+    /// The address of `segment`'s first byte, where the store can say (the
+    /// pool; `None` for log files).
+    fn segment_base(&self, segment: SegmentId) -> Option<u64> {
+        let _ = segment;
+        None
+    }
+    /// Visits the valid records of `segment` that lie wholly below
+    /// segment-relative `end`, reading neither its header nor any byte at or
+    /// beyond `end`: a live segment up to its writer's tail, for the log
+    /// gleaner (`group_commit::gleaning`). Log files cannot.
+    fn scan_live(&self, segment: &FoundSegment, end: u64, visit: &mut dyn FnMut(LogRecord)) -> DbResult<()> {
+        let _ = (segment, end, visit);
+        Err(DbError::InvalidConfig("the log gleaner reads a redo log in the pool only".into()))
+    }
     /// The segment a damaged header of `segment` claimed, read from its
     /// raw fields (the sequence as stored, the worker of the chunk's
     /// owner), so recovery can tell a header torn while the segment was
