@@ -57,8 +57,8 @@ pub use index::ScanDirection;
 pub use log_files::MemoryLogStorage;
 pub use options::spec;
 pub use options::{
-    DbOptions, DbxnOptions, LogDirectory, LogMedium, MmdbOptions, PoolLocation, ReadOnlySnapshot, WblOptions,
-    ZenOptions, ZenPlusOptions,
+    DbOptions, DbxnOptions, FoedusOptions, LogDirectory, LogMedium, MmdbOptions, PoolLocation, ReadOnlySnapshot,
+    WblOptions, ZenOptions, ZenPlusOptions,
 };
 pub use schema::{KeyBuilder, PrimaryIndexKind, SecondaryIndexSchema, TableId, TableSchema};
 

@@ -20,6 +20,7 @@
 pub mod checkpoint;
 pub(crate) mod dbxn_log;
 pub mod file_log;
+pub(crate) mod foedus_cache;
 pub(crate) mod group_commit;
 pub mod log;
 pub(crate) mod mnemosyne_log;

@@ -72,6 +72,29 @@ pub struct TablePages {
     pub slots: u64,
 }
 
+/// Where each page of an installed snapshot starts, by its first key: the
+/// snapshot pointers a page cache keeps for the rows it evicted (one entry
+/// per page, the role of FOEDUS's intermediate snapshot pages).
+#[derive(Clone, Debug, Default)]
+pub struct SnapshotIndex {
+    /// Replay the log from this epoch over the snapshot: every version of
+    /// an earlier epoch is in it.
+    pub start_epoch: u64,
+    /// Per table: (first key of the page, pool offset of the page), in key
+    /// order.
+    pub tables: std::collections::HashMap<u32, Vec<(Vec<u8>, u64)>>,
+}
+
+impl SnapshotIndex {
+    /// The pool offset of the page that holds `key` of `table`, if the
+    /// snapshot has a page for it (the key itself may be absent).
+    pub fn page_of(&self, table: u32, key: &[u8]) -> Option<u64> {
+        let pages = self.tables.get(&table)?;
+        let after = pages.partition_point(|(first, _)| first.as_slice() <= key);
+        after.checked_sub(1).map(|index| pages[index].1)
+    }
+}
+
 /// A snapshot found through the root: its metadata, chunks and directory.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
@@ -148,6 +171,9 @@ pub struct SnapshotWriter<'p, B: PmBackend> {
     /// The `foedus-root-before-pages` broken variant: the pages' ranges,
     /// written with ordinary stores and flushed only after the root switch.
     unflushed_pages: Option<Vec<(u64, u64)>>,
+    /// The first key of the page being filled.
+    first_key: Vec<u8>,
+    index: SnapshotIndex,
 }
 
 impl<'p, B: PmBackend> SnapshotWriter<'p, B> {
@@ -167,6 +193,8 @@ impl<'p, B: PmBackend> SnapshotWriter<'p, B> {
             end_epoch: 0,
             last_key: None,
             unflushed_pages: None,
+            first_key: Vec::new(),
+            index: SnapshotIndex::default(),
         };
         writer.ensure_chunk(0)?;
         Ok(writer)
@@ -223,6 +251,8 @@ impl<'p, B: PmBackend> SnapshotWriter<'p, B> {
         }
         if self.page.is_empty() {
             self.page.resize(PAGE_HEADER, 0);
+            self.first_key.clear();
+            self.first_key.extend_from_slice(key);
         }
         let start = self.page.len();
         self.page.resize(start + row_bytes, 0);
@@ -270,6 +300,9 @@ impl<'p, B: PmBackend> SnapshotWriter<'p, B> {
         let mut page = std::mem::take(&mut self.page);
         page[20..22].copy_from_slice(&self.rows_in_page.to_le_bytes());
         self.write_page(slot, span, &mut page)?;
+        let at = self.slot_offset(slot);
+        let table = self.current_table();
+        self.index.tables.entry(table).or_default().push((std::mem::take(&mut self.first_key), at));
         self.next_slot += span;
         page.clear();
         self.page = page;
@@ -307,8 +340,9 @@ impl<'p, B: PmBackend> SnapshotWriter<'p, B> {
 
     /// Makes the snapshot durable and current: its pages, then its root
     /// page, then the root `foedus.snapshot` (the commit point).
-    /// On an error the chunks are freed.
-    pub fn install(mut self, start_epoch: u64) -> DbResult<CheckpointMeta> {
+    /// On an error the chunks are freed. Returns the snapshot's metadata
+    /// and its page index.
+    pub fn install(mut self, start_epoch: u64) -> DbResult<(CheckpointMeta, SnapshotIndex)> {
         if let Err(error) = self.finish_page() {
             self.abandon();
             return Err(error);
@@ -361,7 +395,9 @@ impl<'p, B: PmBackend> SnapshotWriter<'p, B> {
             backend.fence();
         }
         free_other_generations(self.pool, self.generation);
-        Ok(meta)
+        let mut index = std::mem::take(&mut self.index);
+        index.start_epoch = start_epoch;
+        Ok((meta, index))
     }
 
     fn abandon(&self) {
@@ -635,7 +671,7 @@ mod tests {
             }
         }
         writer.begin_table(7).expect("empty table");
-        let meta = writer.install(4).expect("install");
+        let (meta, index) = writer.install(4).expect("install");
         assert_eq!(meta.rows, 1200);
         assert_eq!(meta.end_epoch, 3);
         assert!(meta.chunks > 1, "the rows span several 64 KiB chunks");
@@ -650,6 +686,15 @@ mod tests {
             })
             .expect("read");
         assert_eq!(found, expected);
+        // Every row's page, found by the index, holds its key.
+        for (table, key, _, _) in &expected {
+            let at = index.page_of(*table, key).expect("a page");
+            let mut page = vec![0u8; PAGE_SIZE as usize];
+            pool.backend().read(at, &mut page);
+            let used = (half(&page, 24) as usize).min(page.len());
+            assert!(page[..used].windows(key.len()).any(|window| window == key.as_slice()), "{table} {key:?}");
+        }
+        assert_eq!(index.page_of(0, b"a"), None, "below the first key");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! over epoch group commit (`durability::group_commit`) whose checkpoint is
 //! replaced by FOEDUS's log gleaner (`group_commit::gleaning`), which folds
 //! the durable log into immutable 4 KiB snapshot pages in the pool
-//! (`durability::snapshot`).
+//! (`durability::snapshot`), with the volatile pages limited to a DRAM
+//! budget over those snapshot pages (`durability::foedus_cache`).
 
 use crate::engine::Engine;
 use crate::engines::dram::OccEngine;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 pub use crate::durability::snapshot::SNAPSHOT_CHUNK_KIND;
 
+use crate::durability::foedus_cache::FoedusLog;
 use crate::durability::group_commit::GroupCommitLog;
 
 /// Opens `foedus` over `pool`.
@@ -21,5 +23,5 @@ pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbR
     config.snapshots = true;
     let log = GroupCommitLog::open(config, Arc::clone(&pool))?;
     super::check_identity(options, &pool)?;
-    Ok(OccEngine::open(options, log)?)
+    Ok(OccEngine::open(options, FoedusLog::new(log, options.foedus.cache_bytes))?)
 }

@@ -158,6 +158,8 @@ pub struct DbOptions {
     pub wbl: crate::options::WblOptions,
     /// Options of `mmdb` (the DRAM budget of its tables).
     pub mmdb: crate::options::MmdbOptions,
+    /// Options of `foedus` (the DRAM budget of its volatile pages).
+    pub foedus: crate::options::FoedusOptions,
     /// Options of `zen+` only: the thresholds of its adaptive execution
     /// and its NUMA-aware soft partitions.
     pub zen_plus: crate::options::ZenPlusOptions,
@@ -202,6 +204,7 @@ impl DbOptions {
             zen: crate::options::ZenOptions::default(),
             wbl: crate::options::WblOptions::default(),
             mmdb: crate::options::MmdbOptions::default(),
+            foedus: crate::options::FoedusOptions::default(),
             zen_plus: crate::options::ZenPlusOptions::default(),
             log_directory: LogDirectory::BesidePool,
             #[cfg(feature = "fault-injection")]
@@ -487,6 +490,22 @@ pub struct ZenOptions {
 impl Default for ZenOptions {
     fn default() -> Self {
         Self { cache_bytes: 256 << 20, lp_table_order: Vec::new(), gc_batch: 64, sweep_threshold: 256 }
+    }
+}
+
+/// Options of `foedus` (`DbOptions::foedus`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FoedusOptions {
+    /// DRAM budget in bytes (keys plus values) of the rows kept in volatile
+    /// pages; beyond it, rows whose newest version is in the snapshot are
+    /// evicted after each snapshot, and a miss reads the row's whole 4 KiB
+    /// snapshot page from the pool (`cache=`; ARCHITECTURE.md, foedus).
+    pub cache_bytes: u64,
+}
+
+impl Default for FoedusOptions {
+    fn default() -> Self {
+        Self { cache_bytes: 256 << 20 }
     }
 }
 

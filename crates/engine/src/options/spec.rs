@@ -157,7 +157,10 @@ impl EngineSpec {
             HtmBackendKind::Rtm => HtmConfig::rtm(),
         };
         if let Some(bytes) = self.zen_cache_bytes {
+            // `cache=` is the DRAM budget of the engines that have one:
+            // Zen's Met-Cache, foedus's volatile pages.
             options.zen.cache_bytes = bytes;
+            options.foedus.cache_bytes = bytes;
         }
         if let Some(bytes) = self.mmdb_dram_bytes {
             options.mmdb.dram_bytes = bytes;

@@ -21,7 +21,7 @@ use super::checkpointing::next_generation;
 use super::GroupCommitLog;
 use crate::durability::checkpoint::CheckpointMeta;
 use crate::durability::log::{FoundSegment, LogRecord, SegmentFormat, SegmentStore};
-use crate::durability::snapshot::{self, Snapshot, SnapshotWriter};
+use crate::durability::snapshot::{self, Snapshot, SnapshotIndex, SnapshotWriter};
 use crate::error::{DbError, DbResult};
 use crate::storage::record;
 use crate::storage::table::Table;
@@ -29,6 +29,7 @@ use parking_lot::Mutex;
 use pmtx_pm::{PmBackend, Structure};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// A logged write: key, TID, value (`None`: a delete).
 type Write = (Vec<u8>, u64, Option<Vec<u8>>);
@@ -195,7 +196,15 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
             writer.abandon_unfinished();
             return Err(error);
         }
-        writer.install(start_epoch)
+        let (meta, index) = writer.install(start_epoch)?;
+        *self.snapshot_index.lock() = Some(Arc::new(index));
+        Ok(meta)
+    }
+
+    /// The page index of the last snapshot this log installed (`None`
+    /// before the first).
+    pub(crate) fn snapshot_index(&self) -> Option<Arc<SnapshotIndex>> {
+        self.snapshot_index.lock().clone()
     }
 }
 

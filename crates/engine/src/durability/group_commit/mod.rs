@@ -112,6 +112,8 @@ pub(crate) struct GroupCommitLog<B: PmBackend, S: SegmentStore = PoolSegments<B>
     dependency_dag: bool,
     /// See [`GroupCommitConfig::snapshots`].
     snapshots: bool,
+    /// The page index of the last snapshot installed (`snapshots` only).
+    snapshot_index: Mutex<Option<Arc<crate::durability::snapshot::SnapshotIndex>>>,
     faults: Faults,
 }
 

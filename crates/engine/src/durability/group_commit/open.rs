@@ -116,6 +116,7 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
             synchronous: config.synchronous,
             dependency_dag: config.dependency_dag,
             snapshots: config.snapshots,
+            snapshot_index: Mutex::new(None),
             faults: config.faults,
             pool,
             logs: (0..workers).map(|_| Arc::new(LogShared::default())).collect(),
