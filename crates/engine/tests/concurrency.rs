@@ -29,6 +29,10 @@ struct Setup {
     exclusive_stress: bool,
     /// Where dbx-naive's log goes (memory log files for `Disk`).
     medium: pmtx_engine::LogMedium,
+    /// `foedus` with its gleaner running every few milliseconds and a
+    /// DRAM budget of a few rows, so snapshots, evictions and misses run
+    /// beside the transactions.
+    gleaner_stress: bool,
 }
 
 impl Setup {
@@ -84,6 +88,10 @@ impl Setup {
         options.htm = self.htm;
         options.cc = self.cc;
         options.dbxn.medium = self.medium;
+        if self.gleaner_stress {
+            options.checkpoint_interval = Some(std::time::Duration::from_millis(3));
+            options.foedus.cache_bytes = 256;
+        }
         if self.exclusive_stress {
             // 4 workers: 400-byte regions, α at 200 bytes — about two rows
             // and their new versions; a transaction that retried 200
@@ -109,6 +117,7 @@ impl From<EngineKind> for Setup {
             cc: engine.default_cc(),
             exclusive_stress: false,
             medium: pmtx_engine::LogMedium::Pm,
+            gleaner_stress: false,
         }
     }
 }
@@ -839,6 +848,14 @@ macro_rules! for_each_engine {
         }
         mod wbl {
             $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::Wbl) })*
+        }
+        mod foedus {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::Foedus) })*
+        }
+        mod foedus_gleaner_stress {
+            $(#[test] fn $test() {
+                super::$test(super::Setup { gleaner_stress: true, ..super::Setup::from(pmtx_engine::EngineKind::Foedus) })
+            })*
         }
         // DBXN with simulated HTM aborts in each commit region (an abort
         // retries, then runs the same body in software).

@@ -96,7 +96,8 @@ pub struct BenchArgs {
     /// size (keys plus values of the rows the workload loads) divided by P,
     /// the same for all engines of the run: the Met-Cache of zen, zen+,
     /// zen-naive-alloc and wbl (cache=), the DRAM tables of mmdb (dram=),
-    /// whose other rows then live in the pool used as volatile memory.
+    /// whose other rows then live in the pool used as volatile memory, and
+    /// foedus's volatile rows over its snapshot pages (cache=).
     /// Engines without a DRAM budget ignore it. A number of at least 1;
     /// not with cache= or dram= in --engine; workloads that state their
     /// database size only (ycsb; tpcc, whose order lines count at their
@@ -155,7 +156,8 @@ pub struct PoolRunArgs {
     /// its own windows, `--engine wbl:window=`).
     #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u64).range(1..=60_000), help_heading = "Engine and pool")]
     pub epoch_ms: u64,
-    /// Periodic checkpoint interval in seconds (0 = off).
+    /// Periodic checkpoint interval in seconds (0 = off); for foedus, the
+    /// interval of its log gleaner (a snapshot replaces the checkpoint).
     #[arg(long, default_value = "10", value_parser = parse_checkpoint, help_heading = "Engine and pool")]
     pub checkpoint_s: f64,
     /// Free pool chunks a background thread keeps populated ahead of the

@@ -106,7 +106,8 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     if let Some((ratio, loaded, budget)) = dram_budget {
         println!(
             "NVM/DRAM ratio P = {ratio}: DRAM budget {} = loaded database {} / P, for every engine (Met-Cache of \
-             zen and wbl, DRAM tables of mmdb; the other mmdb rows live in the pool used as volatile memory)",
+             zen and wbl, DRAM tables of mmdb, volatile rows of foedus; the other mmdb rows live in the pool used \
+             as volatile memory, foedus's in its snapshot pages)",
             format_bytes(budget),
             format_bytes(loaded)
         );

@@ -123,8 +123,9 @@ fn silo_cc_matrix() -> Vec<String> {
 }
 
 /// `--nvm-dram-ratio P`: sets every engine's DRAM budget to
-/// `loaded_bytes / P` (the Met-Cache of the tuple-heap engines, the DRAM
-/// tables of `mmdb`) and returns it. Refuses an engine that was given its
+/// `loaded_bytes / P` (the Met-Cache of the tuple-heap engines and
+/// `foedus`'s volatile rows, both `cache=`; the DRAM tables of `mmdb`) and
+/// returns it. Refuses an engine that was given its
 /// own budget (`cache=`, `dram=`): the run compares engines at one P.
 pub fn apply_nvm_dram_ratio(engines: &mut [EngineSpec], ratio: f64, loaded_bytes: u64) -> Result<u64, String> {
     if !(ratio.is_finite() && ratio >= 1.0) {

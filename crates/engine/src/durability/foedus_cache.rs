@@ -105,6 +105,10 @@ impl<B: PmBackend> FoedusLog<B> {
         // Pass 1: re-point evicted rows, count resident bytes.
         let mut resident = 0u64;
         for table in tables {
+            // Announced as a background reader while rows are walked, so
+            // no row or value buffer it reaches is freed under it; one pin
+            // per table, as the checkpoint does.
+            let _pin = self.inner.epochs().pin_background();
             let id = table.id().0;
             table.for_each_row(|key, row| {
                 let home = row.home().load(Ordering::Relaxed);
@@ -129,6 +133,7 @@ impl<B: PmBackend> FoedusLog<B> {
                 break;
             }
             for table in tables {
+                let _pin = self.inner.epochs().pin_background();
                 let id = table.id().0;
                 table.for_each_row(|key, row| {
                     if resident <= self.budget {

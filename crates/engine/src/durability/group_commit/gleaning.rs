@@ -5,8 +5,9 @@
 //!
 //! *Map*: one thread per worker log reads the records of epochs in
 //! `[previous start epoch, new start epoch)` and buckets each write by
-//! table (a table is a partition). *Reduce*: per table, the bucket is sorted
-//! by key with the newest TID first, and merged with the previous
+//! table (a table is a partition), keeping only each key's newest write (a
+//! combiner). *Reduce*: per table, the bucket is sorted by key and merged
+//! with the previous
 //! snapshot's pages of that table (read whole, 4 KiB each) into new sorted
 //! pages; a delete drops its key. Then the pages are fenced, the root page
 //! written and fenced, the snapshot root switched, and the log segments
@@ -33,6 +34,25 @@ use std::sync::Arc;
 
 /// A logged write: key, TID, value (`None`: a delete).
 type Write = (Vec<u8>, u64, Option<Vec<u8>>);
+
+/// Per table, each key's newest logged write: (TID, value).
+type Buckets = HashMap<u32, HashMap<Vec<u8>, (u64, Option<Vec<u8>>)>>;
+
+/// Keeps `(tid, value)` for `key` in `bucket` if it is the newest write of
+/// the key seen (the mappers' combiner: only one write per key reaches the
+/// reducer's sort).
+fn keep_newest(bucket: &mut HashMap<Vec<u8>, (u64, Option<Vec<u8>>)>, key: Vec<u8>, tid: u64, value: Option<Vec<u8>>) {
+    match bucket.entry(key) {
+        std::collections::hash_map::Entry::Occupied(mut entry) => {
+            if entry.get().0 < tid {
+                entry.insert((tid, value));
+            }
+        }
+        std::collections::hash_map::Entry::Vacant(entry) => {
+            entry.insert((tid, value));
+        }
+    }
+}
 
 /// A worker's segments to read, oldest first, each with where to stop
 /// (segment-relative; `None`: the whole segment, read as recovery does).
@@ -102,22 +122,22 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
 
     /// Map: the writes of every record of an epoch in `from..=to`,
     /// bucketed by table, one thread per worker chain.
-    pub(super) fn map_logs(&self, chains: &[Chain], from: u64, to: u64) -> DbResult<HashMap<u32, Vec<Write>>> {
-        let buckets: Mutex<HashMap<u32, Vec<Write>>> = Mutex::new(HashMap::new());
+    pub(super) fn map_logs(&self, chains: &[Chain], from: u64, to: u64) -> DbResult<Buckets> {
+        let buckets: Mutex<Buckets> = Mutex::new(HashMap::new());
         let failure: Mutex<Option<DbError>> = Mutex::new(None);
         let store = &*self.store;
         std::thread::scope(|scope| {
             for chain in chains.iter().filter(|chain| !chain.is_empty()) {
                 let (buckets, failure) = (&buckets, &failure);
                 scope.spawn(move || {
-                    let mut local: HashMap<u32, Vec<Write>> = HashMap::new();
+                    let mut local: Buckets = HashMap::new();
                     let mut visit = |record: LogRecord| {
                         let epoch = record::epoch_of_tid(record.tid);
                         if epoch < from || epoch > to {
                             return;
                         }
                         for write in record.writes {
-                            local.entry(write.table).or_default().push((write.key, record.tid, write.value));
+                            keep_newest(local.entry(write.table).or_default(), write.key, record.tid, write.value);
                         }
                     };
                     for (segment, end) in chain {
@@ -131,8 +151,11 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
                         }
                     }
                     let mut buckets = buckets.lock();
-                    for (table, mut writes) in local {
-                        buckets.entry(table).or_default().append(&mut writes);
+                    for (table, writes) in local {
+                        let bucket = buckets.entry(table).or_default();
+                        for (key, (tid, value)) in writes {
+                            keep_newest(bucket, key, tid, value);
+                        }
                     }
                 });
             }
@@ -149,7 +172,7 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
     pub(super) fn reduce(
         &self,
         previous: Option<&Snapshot>,
-        mut buckets: HashMap<u32, Vec<Write>>,
+        mut buckets: Buckets,
         tables: &[Table],
         generation: u64,
         start_epoch: u64,
@@ -166,10 +189,15 @@ impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
         let mut write_tables = |writer: &mut SnapshotWriter<'_, B>| -> DbResult<()> {
             for table in tables {
                 let id = table.id().0;
-                let mut writes = buckets.remove(&id).unwrap_or_default();
-                // Newest first within a key, so the first of each key wins.
-                writes.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-                writes.dedup_by(|later, first| later.0 == first.0);
+                // One write per key (the mappers kept the newest), in key
+                // order.
+                let mut writes: Vec<Write> = buckets
+                    .remove(&id)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(key, (tid, value))| (key, tid, value))
+                    .collect();
+                writes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
                 old_rows.clear();
                 if let Some((snapshot, pages)) =
                     previous.and_then(|previous| previous.table(id).map(|pages| (previous, pages)))

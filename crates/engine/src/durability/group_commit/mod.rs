@@ -118,7 +118,8 @@ pub(crate) struct GroupCommitLog<B: PmBackend, S: SegmentStore = PoolSegments<B>
 }
 
 impl<B: PmBackend, S: SegmentStore> GroupCommitLog<B, S> {
-    fn epochs(&self) -> &Arc<Epochs> {
+    /// The epochs (attached by recovery).
+    pub(crate) fn epochs(&self) -> &Arc<Epochs> {
         self.epochs.get().expect("epochs attached after recovery")
     }
 
