@@ -101,11 +101,18 @@ pub enum EngineKind {
     /// writing commit, write-back with plain stores after it, truncation
     /// later; recovery replays the logs over the slots (ARCHITECTURE.md §7).
     Mnemosyne,
+    /// Pisces (Gu et al., USENIX ATC 2019), as the DBXN paper runs it as a
+    /// baseline: dual-version concurrency control (snapshot isolation, at
+    /// most two versions per row; **not serializable**: it admits write
+    /// skew) and a three-stage commit over Mnemosyne's log and home slots:
+    /// the redo log made durable, the versions made visible, then written
+    /// back in place (ARCHITECTURE.md §7).
+    Pisces,
 }
 
 impl EngineKind {
     /// Every engine, for `--help` and tests.
-    pub const ALL: [EngineKind; 20] = [
+    pub const ALL: [EngineKind; 21] = [
         EngineKind::Silo,
         EngineKind::GroupCommit,
         EngineKind::Dbxn,
@@ -126,6 +133,7 @@ impl EngineKind {
         EngineKind::ZenPlus,
         EngineKind::MmdbIdeal,
         EngineKind::Mnemosyne,
+        EngineKind::Pisces,
     ];
 
     /// The engine's persistent identity: the code a pool it creates keeps
@@ -161,7 +169,8 @@ impl EngineKind {
     }
 
     /// Whether the engine's transactions are serializable (every engine
-    /// but `nvm-ideal`, an upper bound without concurrency control).
+    /// but `nvm-ideal`, an upper bound without concurrency control, and
+    /// `pisces`, snapshot isolation).
     pub fn is_serializable(self) -> bool {
         catalog::entry(self).serializable
     }

@@ -185,6 +185,22 @@ pub enum ProtocolPart {
     /// TinySTM as Mnemosyne runs it: encounter-time write locks in a
     /// stripe table, invisible reads validated at commit, a global clock.
     TinyStm,
+    /// Pisces' dual-version concurrency control: snapshot isolation with at
+    /// most two versions per row, first committer wins, no read validation.
+    DualVersion,
+}
+
+/// The isolation an engine's transactions get, for `--help`, `pmtx bench`
+/// and the crash harness (whose oracles need what they check to hold).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Serializable (strictly, for most protocols: `cc=NAME` says).
+    Serializable,
+    /// Snapshot isolation: reads at a snapshot, write-write conflicts
+    /// refused, reads never validated, so write skew is admitted.
+    Snapshot,
+    /// No concurrency control at all (an upper bound).
+    Uncontrolled,
 }
 
 /// The durability scheme of an engine, for docs and `--help`.
@@ -213,6 +229,10 @@ pub enum DurabilityPart {
     /// Mnemosyne's torn-bit redo log (one fence per commit), written back
     /// in place after the commit, truncated later.
     TornBitRedo,
+    /// Pisces' three-stage commit over the same log and home slots:
+    /// persist the redo log, make the versions visible, then write them
+    /// back in place.
+    ThreeStageRedo,
 }
 
 /// Where an engine's rows live, for docs and `--help`.
@@ -248,7 +268,7 @@ pub enum Family {
     Mmdb,
     /// Write-behind logging.
     Wbl,
-    /// Persistent transactional memories (Mnemosyne).
+    /// Persistent transactional memories (Mnemosyne, Pisces).
     Ptm,
 }
 
@@ -260,8 +280,8 @@ pub enum CrashHarness {
     /// Checked by the kill mode only (part of its durable state is in files,
     /// which the PM crash simulator does not model).
     KillOnly,
-    /// Refused: not durable, not serializable, or excluded from durability
-    /// claims.
+    /// Refused: not durable, without concurrency control, or excluded from
+    /// durability claims.
     Refused,
 }
 
@@ -302,6 +322,18 @@ pub struct EngineEntry {
 }
 
 impl EngineEntry {
+    /// The isolation its transactions get: serializable unless the catalog
+    /// says otherwise; then snapshot isolation under DVCC, else none.
+    pub const fn isolation(&self) -> Isolation {
+        if self.serializable {
+            Isolation::Serializable
+        } else if matches!(self.protocol, ProtocolPart::DualVersion) {
+            Isolation::Snapshot
+        } else {
+            Isolation::Uncontrolled
+        }
+    }
+
     /// Whether its acknowledged commits survive a crash.
     pub const fn is_durable(&self) -> bool {
         !matches!(self.durability, DurabilityPart::None)
@@ -323,8 +355,10 @@ impl EngineEntry {
         if !self.is_durable() {
             caveats.push("not durable");
         }
-        if !self.serializable {
-            caveats.push("not serializable");
+        match self.isolation() {
+            Isolation::Serializable => {}
+            Isolation::Snapshot => caveats.push("not serializable (snapshot isolation: admits write skew)"),
+            Isolation::Uncontrolled => caveats.push("not serializable"),
         }
         if self.durability_caveat.is_some() {
             caveats.push("excluded from durability claims");
@@ -367,7 +401,7 @@ const PHYTM_PAPER_CAVEAT: &str = "phytm-paper reproduces the paper's emulation, 
 
 /// Every engine, indexed by its `EngineKind` discriminant (checked at
 /// compile time below), so a lookup is one index.
-pub const ENGINES: [EngineEntry; 20] = [
+pub const ENGINES: [EngineEntry; 21] = [
     EngineEntry {
         kind: EngineKind::Silo,
         name: "silo",
@@ -698,6 +732,45 @@ pub const ENGINES: [EngineEntry; 20] = [
         summary: "Mnemosyne (as SP^3's baseline): PM home slots in place, torn-bit redo log, one fence per commit",
         deviations: MNEMOSYNE_DEVIATIONS,
     },
+    EngineEntry {
+        kind: EngineKind::Pisces,
+        name: "pisces",
+        code: 21,
+        family: Family::Ptm,
+        protocol: ProtocolPart::DualVersion,
+        cc: CcRule::Only {
+            protocol: CcProtocol::Silo,
+            what: "runs its own dual-version concurrency control (snapshot isolation) and takes no cc option",
+            why: "",
+        },
+        durability: DurabilityPart::ThreeStageRedo,
+        storage: StoragePart::PmHomeSlots,
+        serializable: false,
+        durability_caveat: None,
+        crash_harness: CrashHarness::SimAndKill,
+        option_groups: &[],
+        summary: "Pisces: snapshot isolation with two versions per row (not serializable: admits write skew), \
+                  three-stage commit over PM home slots",
+        deviations: PISCES_DEVIATIONS,
+    },
+];
+
+/// Where `pisces` departs from Gu et al. (ARCHITECTURE.md §7).
+const PISCES_DEVIATIONS: &[&str] = &[
+    "rows, not compiler-instrumented words: a version is a whole row image logged by (table, key)",
+    "the redo log is Mnemosyne's torn-bit log (one fence per writing commit); Pisces' own log format is not \
+     modelled",
+    "the newer version is read from the DRAM record, the older one from a DRAM version store; both reads are \
+     charged as NVM reads of the row's home slot (Pisces reads the log entry or the in-place object in NVM)",
+    "the write-back runs on the committing worker right after its commit became visible (before the next \
+     transaction), not on background threads; it re-locks each row briefly and skips a row a newer commit \
+     replaced; deletes and slot relocations are written at install, under the commit's locks",
+    "a writer that would create a third version (a running snapshot still reads the older one) aborts and retries \
+     instead of waiting",
+    "DRAM indexes and records rebuilt from the home slots at recovery (Pisces keeps all data and indexes in NVM); \
+     DRAM-only slot allocator",
+    "each worker truncates its own log when half full, after its write-backs were flushed (no global order; \
+     recovery's per-slot TID check replaces it)",
 ];
 
 /// Where `mnemosyne` departs from Volos et al. (ARCHITECTURE.md §7).
@@ -784,7 +857,7 @@ mod tests {
         }
         assert_eq!(ENGINES.len(), EngineKind::ALL.len());
         let codes: Vec<u64> = EngineKind::ALL.iter().map(|kind| entry(*kind).code).collect();
-        assert_eq!(codes, (1..=20).collect::<Vec<u64>>(), "ALL lists the engines in code order");
+        assert_eq!(codes, (1..=21).collect::<Vec<u64>>(), "ALL lists the engines in code order");
         let mut names: Vec<&str> = ENGINES.iter().map(|entry| entry.name).collect();
         names.extend(PRESETS.iter().map(|preset| preset.name));
         let count = names.len();
@@ -797,12 +870,17 @@ mod tests {
     #[test]
     fn crash_harness_follows_the_caveats() {
         for entry in &ENGINES {
-            let refused = !entry.is_durable() || !entry.serializable || entry.durability_caveat.is_some();
+            let refused = !entry.is_durable()
+                || entry.isolation() == Isolation::Uncontrolled
+                || entry.durability_caveat.is_some();
             assert_eq!(entry.crash_harness == CrashHarness::Refused, refused, "{}", entry.name);
             let files = matches!(entry.durability, DurabilityPart::EpochRedoLogOnDisk);
             assert_eq!(entry.crash_harness == CrashHarness::KillOnly, files, "{}", entry.name);
         }
         assert_eq!(entry(EngineKind::NvmIdeal).caveats(), ["not serializable"]);
+        assert_eq!(entry(EngineKind::Pisces).isolation(), Isolation::Snapshot);
+        assert_eq!(entry(EngineKind::Pisces).caveats(), ["not serializable (snapshot isolation: admits write skew)"]);
+        assert_eq!(entry(EngineKind::Pisces).crash_harness, CrashHarness::SimAndKill);
         assert_eq!(entry(EngineKind::PhytmPaper).caveats(), ["excluded from durability claims"]);
         assert!(entry(EngineKind::Zen).caveats().is_empty());
     }

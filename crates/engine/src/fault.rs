@@ -69,12 +69,16 @@ pub enum Fault {
     /// mnemosyne: the commit's one fence is left out (the fragment is
     /// written, never fenced before the acknowledgement).
     MnemosyneAckBeforeFence,
+    /// pisces: the commit's versions become visible (and are acknowledged
+    /// and written back) without the log's fence: the persist stage is
+    /// skipped.
+    PiscesVisibleBeforePersist,
 }
 
 #[cfg(feature = "fault-injection")]
 impl Fault {
     /// Every fault, for tests and `--help`.
-    pub const ALL: [Fault; 17] = [
+    pub const ALL: [Fault; 18] = [
         Fault::DbxnAckBeforeFence,
         Fault::ZenSkipFirstFence,
         Fault::ZenLpOnFirstTuple,
@@ -92,6 +96,7 @@ impl Fault {
         Fault::PhtmXendPersistsLog,
         Fault::TwoPlFencePerTwoCommits,
         Fault::MnemosyneAckBeforeFence,
+        Fault::PiscesVisibleBeforePersist,
     ];
 
     /// Stable name.
@@ -114,6 +119,7 @@ impl Fault {
             Fault::PhtmXendPersistsLog => "phtm-xend-persists-log",
             Fault::TwoPlFencePerTwoCommits => "2pl-fence-per-two-commits",
             Fault::MnemosyneAckBeforeFence => "mnemosyne-ack-before-fence",
+            Fault::PiscesVisibleBeforePersist => "pisces-visible-before-persist",
         }
     }
 
@@ -137,6 +143,7 @@ impl Fault {
             Fault::PhtmXendPersistsLog => E::Phtm,
             Fault::TwoPlFencePerTwoCommits => E::TwoPl,
             Fault::MnemosyneAckBeforeFence => E::Mnemosyne,
+            Fault::PiscesVisibleBeforePersist => E::Pisces,
         }
     }
 
@@ -305,6 +312,12 @@ impl Faults {
         self.is(|f| matches!(f, FaultKind::MnemosyneAckBeforeFence))
     }
 
+    /// pisces: no fence before the versions become visible.
+    #[inline(always)]
+    pub(crate) fn pisces_visible_before_persist(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::PiscesVisibleBeforePersist))
+    }
+
     #[inline(always)]
     fn is(&self, test: impl Fn(FaultKind) -> bool) -> bool {
         #[cfg(feature = "fault-injection")]
@@ -358,6 +371,7 @@ enum FaultKind {
     PhtmXendPersistsLog,
     TwoPlFencePerTwoCommits,
     MnemosyneAckBeforeFence,
+    PiscesVisibleBeforePersist,
 }
 
 /// The window of the broken variants whose bug needs a second transaction

@@ -62,6 +62,18 @@ pub(crate) const TRUNCATE_AFTER_WRITES: usize = 256;
 /// A delete in a fragment (the value-length value).
 const DELETE: u64 = u64::MAX;
 
+/// When a commit writes its new values back into their home slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WriteBack {
+    /// While installing, rows locked, before they become visible
+    /// (Mnemosyne's write-back after the log fence).
+    AtInstall,
+    /// After the commit unlocked its rows (visible), each row re-locked
+    /// briefly and skipped if a newer commit replaced it: Pisces' third
+    /// stage. Deletes and slot relocations are still written at install.
+    AfterUnlock,
+}
+
 /// What the policy is opened with.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct MnemosyneConfig {
@@ -69,6 +81,8 @@ pub(crate) struct MnemosyneConfig {
     pub(crate) log_words: u64,
     /// Broken variant: acknowledge without the commit's fence.
     pub(crate) ack_before_fence: bool,
+    /// When values are written back.
+    pub(crate) write_back: WriteBack,
 }
 
 /// Mnemosyne's durability over the home slots (module docs).
@@ -79,6 +93,9 @@ pub(crate) struct MnemosyneLog<B: PmBackend> {
     truncations: AtomicU64,
     relocations: AtomicU64,
     replayed: AtomicU64,
+    /// Write-backs after unlock done, and skipped for a newer version.
+    written_back: AtomicU64,
+    superseded: AtomicU64,
 }
 
 /// One worker's log, its encoded fragment and its flush set.
@@ -88,6 +105,8 @@ pub(crate) struct MnemosyneWorker<B: PmBackend> {
     /// Home-slot ranges written back since the last truncation.
     flush_set: Vec<(u64, u64)>,
     truncations: u64,
+    /// A row's value copied for its write-back (`WriteBack::AfterUnlock`).
+    value: Vec<u8>,
 }
 
 impl<B: PmBackend> MnemosyneWorker<B> {
@@ -167,6 +186,8 @@ impl<B: PmBackend> MnemosyneLog<B> {
             truncations: AtomicU64::new(0),
             relocations: AtomicU64::new(0),
             replayed: AtomicU64::new(0),
+            written_back: AtomicU64::new(0),
+            superseded: AtomicU64::new(0),
         }
     }
 
@@ -205,7 +226,7 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
 
     fn worker(&self, id: usize) -> DbResult<MnemosyneWorker<B>> {
         let log = TornBitLog::open(Arc::clone(&self.pool), id, self.config.log_words).map_err(DbError::from)?;
-        Ok(MnemosyneWorker { log, payload: Vec::new(), flush_set: Vec::new(), truncations: 0 })
+        Ok(MnemosyneWorker { log, payload: Vec::new(), flush_set: Vec::new(), truncations: 0, value: Vec::new() })
     }
 
     fn prepare<V: CommitView + ?Sized>(&self, worker: &mut MnemosyneWorker<B>, writes: &V) -> DbResult<()> {
@@ -295,8 +316,46 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
                 slot
             }
         };
+        if self.config.write_back == WriteBack::AfterUnlock && value.is_some() {
+            // The slot is chosen; the value follows once the commit is
+            // visible (`write_back`).
+            return;
+        }
         let range = self.home.write(slot, image);
         worker.flush_set.push(range);
+    }
+
+    /// Every write-back of a commit follows its unlock: a newer commit of
+    /// the row may have locked it since, so the row is re-locked and its
+    /// version checked; a replaced version is left to its replacer (whose
+    /// fragment is durable in its log until it wrote the newer one back).
+    const WRITES_BACK_AFTER_UNLOCK: bool = true;
+
+    fn write_back(&self, worker: &mut MnemosyneWorker<B>, table: TableId, row: &Record, tid: u64) {
+        if self.config.write_back != WriteBack::AfterUnlock {
+            return;
+        }
+        // IMPORTANT: the lock keeps a newer commit from writing the slot
+        // (or relocating the row) between the check and the write. Holders
+        // are commits and write-backs, which never wait while holding it.
+        let word = loop {
+            if let Some(word) = row.lock(1 << 12) {
+                break word;
+            }
+            std::thread::yield_now();
+        };
+        if record::tid_of(word) == tid && word & record::ABSENT == 0 {
+            if let Some(slot) = Self::slot_of(row) {
+                row.read_locked(&mut worker.value);
+                let image = SlotImage { table: table.0, key: row.key(), value: Some(&worker.value), tid };
+                let range = self.home.write(slot, image);
+                worker.flush_set.push(range);
+                self.written_back.fetch_add(1, Ordering::Relaxed);
+            }
+        } else {
+            self.superseded.fetch_add(1, Ordering::Relaxed);
+        }
+        row.unlock();
     }
 
     fn read_only_ticket(&self, _max_tid: u64) -> CommitTicket {
@@ -435,6 +494,8 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
                 ("log_truncations", self.truncations.load(Ordering::Relaxed)),
                 ("slot_relocations", self.relocations.load(Ordering::Relaxed)),
                 ("replayed_writes", self.replayed.load(Ordering::Relaxed)),
+                ("write_backs_after_unlock", self.written_back.load(Ordering::Relaxed)),
+                ("write_backs_superseded", self.superseded.load(Ordering::Relaxed)),
             ],
             ..EngineStats::default()
         }
