@@ -1243,7 +1243,7 @@ fn pisces_keeps_at_most_two_versions() {
     let accounts = db.table_id("accounts").unwrap();
     let mut reader = db.worker(0).unwrap();
     let mut writer = db.worker(1).unwrap();
-    let mut bump = |writer: &mut pmtx_engine::Worker| {
+    let bump = |writer: &mut pmtx_engine::Worker| {
         writer
             .run_pipelined(0, false, |tx| {
                 let value = balance(&tx.get(accounts, &key(3))?.unwrap());
