@@ -757,14 +757,16 @@ pub const ENGINES: [EngineEntry; 21] = [
 
 /// Where `pisces` departs from Gu et al. (ARCHITECTURE.md §7).
 const PISCES_DEVIATIONS: &[&str] = &[
+    "built from the paper's abstract and published summaries (full text not consulted): stage order persist, \
+     visible, write back; Pisces' reader wait and log format are not modelled",
     "rows, not compiler-instrumented words: a version is a whole row image logged by (table, key)",
     "the redo log is Mnemosyne's torn-bit log (one fence per writing commit); Pisces' own log format is not \
      modelled",
     "the newer version is read from the DRAM record, the older one from a DRAM version store; both reads are \
      charged as NVM reads of the row's home slot (Pisces reads the log entry or the in-place object in NVM)",
-    "the write-back runs on the committing worker right after its commit became visible (before the next \
-     transaction), not on background threads; it re-locks each row briefly and skips a row a newer commit \
-     replaced; deletes and slot relocations are written at install, under the commit's locks",
+    "the write-back runs on the committing worker right after its commit became visible, before the commit \
+     returns (plain stores, no flush), not asynchronously; it re-locks each row briefly and skips a row a newer \
+     commit replaced; deletes and slot relocations are written at install, under the commit's locks",
     "a writer that would create a third version (a running snapshot still reads the older one) aborts and retries \
      instead of waiting",
     "DRAM indexes and records rebuilt from the home slots at recovery (Pisces keeps all data and indexes in NVM); \
