@@ -344,7 +344,10 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
             }
             std::thread::yield_now();
         };
-        if record::tid_of(word) == tid && word & record::ABSENT == 0 {
+        if record::tid_of(word) != tid {
+            self.superseded.fetch_add(1, Ordering::Relaxed);
+        } else if word & record::ABSENT == 0 {
+            // (A delete was written at install.)
             if let Some(slot) = Self::slot_of(row) {
                 row.read_locked(&mut worker.value);
                 let image = SlotImage { table: table.0, key: row.key(), value: Some(&worker.value), tid };
@@ -352,8 +355,6 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
                 worker.flush_set.push(range);
                 self.written_back.fetch_add(1, Ordering::Relaxed);
             }
-        } else {
-            self.superseded.fetch_add(1, Ordering::Relaxed);
         }
         row.unlock();
     }

@@ -54,8 +54,12 @@ impl Scheme for DualVersion {
         DualVersion
     }
 
+    /// The snapshot; a commit keeps the version it replaces only while
+    /// another snapshot may read it (the older version stays in place in
+    /// Pisces: nothing is copied when no reader needs it).
     #[inline]
     fn begin(snapshot: &mut Snapshot, _epoch: u64) {
+        snapshot.keep_only_when_read = true;
         snapshot.begin();
     }
 
