@@ -710,8 +710,8 @@ const MNEMOSYNE_DEVIATIONS: &[&str] = &[
     "DRAM records and indexes mirror the home slots (reads are charged as NVM reads of the slot) and are rebuilt \
      from them at recovery",
     "DRAM-only slot allocator (Mnemosyne's pmalloc is transactional); slots of deleted rows are reused after a restart",
-    "each worker truncates its own log when half full (no truncation thread, no global sequence order; recovery's \
-     per-slot TID check replaces it)",
+    "logs truncated asynchronously by a background thread, but each in its own order, not in global sequence order \
+     (recovery's per-slot TID check replaces it); a worker whose log is full truncates inline",
 ];
 
 // `entry` indexes ENGINES by discriminant: a misplaced entry fails the build.

@@ -2,23 +2,26 @@
 //! `mnemosyne-gcc`): a per-worker torn-bit redo log (`tornbit_log`) made
 //! durable by one fence at commit, then a write-back of the new values in
 //! place into the rows' persistent home slots (`storage::pm_home`) with
-//! plain stores, and truncation later: flush the written-back lines, fence,
-//! advance the log head, fence.
+//! plain stores, and truncation later, on a background thread
+//! (`mnemosyne_truncation`): flush the written-back lines, fence, advance
+//! the log head, fence.
 //!
 //! **Commit** (`CommitStage::LogBeforeInstall`): `prepare` encodes the
 //! fragment (per write: table and key length, value length or a delete,
-//! key and value words) and truncates the worker's log first when it is
-//! half full or the fragment does not fit; `append` writes the fragment,
+//! key and value words), adopts the head the truncation thread made
+//! durable, hands the written-back lines over to that thread every
+//! [`TRUNCATE_AFTER_WRITES`] versions or when the log is half full, and
+//! truncates inline only when the fragment does not fit; `append` writes the fragment,
 //! its commit marker and sequence number (the commit TID) as non-temporal
 //! stores and issues the commit's only fence; the install then writes each
 //! new version into its home slot with plain stores (`on_row_install`) and
 //! adds the lines to the worker's flush set.
 //!
-//! **Truncation** runs on the worker (in `prepare`, and when the worker
-//! goes away): flush the flush set, fence, store the head, fence. Each
-//! worker truncates its own log in its own order, not in global sequence
-//! order as Mnemosyne's truncation thread does; recovery's per-slot TID
-//! check makes that safe (below).
+//! **Truncation** runs on the truncation thread (and inline when a log is
+//! full, and when the worker goes away): flush the handed-over lines,
+//! fence, store the head, fence. Each log is truncated in its own order,
+//! not in global sequence order as Mnemosyne's log manager does;
+//! recovery's per-slot TID check makes that safe (below).
 //!
 //! **Recovery.** (1) Scan the home slots: per key the copy with the largest
 //! TID (a present value or a delete) wins; torn slots (bad CRC) and losing
@@ -38,6 +41,7 @@
 //! only after its fence, and its writes are installed (visible) only after
 //! it, so nothing recovered depends on a fragment that was lost.
 
+use crate::durability::mnemosyne_truncation::{TruncationSlot, Truncator};
 use crate::durability::tornbit_log::TornBitLog;
 use crate::durability::{CommitLog, CommitStage, EnginePolicy};
 use crate::epoch::Epochs;
@@ -53,10 +57,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// A worker truncates its log once it wrote back this many versions since
-/// the last truncation (or when the log is half full): Mnemosyne's
-/// truncation runs "every so often", and a bounded flush set bounds both
-/// the lines a truncation flushes at once and the replay after a crash.
+/// A worker hands its write-backs over to the truncation thread once it
+/// wrote back this many versions since it last did (or when its log is
+/// half full): a bounded flush set bounds both the lines a truncation
+/// flushes at once and the replay after a crash.
 pub(crate) const TRUNCATE_AFTER_WRITES: usize = 256;
 
 /// A delete in a fragment (the value-length value).
@@ -76,6 +80,8 @@ pub(crate) struct MnemosyneLog<B: PmBackend> {
     pool: Arc<Pool<B>>,
     home: PmHome<B>,
     config: MnemosyneConfig,
+    truncator: Arc<Truncator>,
+    /// Truncations a worker did inline (its log was full).
     truncations: AtomicU64,
     relocations: AtomicU64,
     replayed: AtomicU64,
@@ -85,21 +91,38 @@ pub(crate) struct MnemosyneLog<B: PmBackend> {
 pub(crate) struct MnemosyneWorker<B: PmBackend> {
     log: TornBitLog<B>,
     payload: Vec<u64>,
-    /// Home-slot ranges written back since the last truncation.
+    /// Home-slot ranges written back and not yet handed over.
     flush_set: Vec<(u64, u64)>,
+    /// The log's truncation state, shared with the truncation thread.
+    truncation: Arc<TruncationSlot>,
+    truncator: Arc<Truncator>,
+    /// The log position handed over last.
+    handed_over: u64,
     truncations: u64,
 }
 
 impl<B: PmBackend> MnemosyneWorker<B> {
-    /// Truncates the whole log: flush set, fence, head, fence.
+    /// Truncates the whole log on this thread: what was handed over and the
+    /// flush set, fence, head, fence.
     fn truncate_all(&mut self) {
-        for (offset, len) in self.flush_set.drain(..) {
-            self.log.backend().flush(offset, len);
-        }
-        self.log.backend().fence();
         let tail = self.log.tail();
-        self.log.truncate_to(tail);
+        self.truncation.truncate(self.log.backend(), &mut self.flush_set, Some(tail));
+        self.log.adopt_head(tail);
+        self.handed_over = tail;
         self.truncations += 1;
+    }
+
+    /// Hands the flush set over to the truncation thread when it is large
+    /// or the log is half full (and grew since the last hand-over).
+    fn maybe_hand_over(&mut self) {
+        let log = &self.log;
+        let half_full = log.used() * 2 > log.capacity() && log.tail() - self.handed_over >= log.capacity() / 4;
+        if self.flush_set.len() >= TRUNCATE_AFTER_WRITES || (half_full && !self.flush_set.is_empty()) {
+            let tail = log.tail();
+            self.truncation.hand_over(&mut self.flush_set, tail);
+            self.handed_over = tail;
+            self.truncator.wake();
+        }
     }
 }
 
@@ -107,9 +130,12 @@ impl<B: PmBackend> Drop for MnemosyneWorker<B> {
     /// A later worker of the slot starts at the durable head, so nothing
     /// may stay between head and tail.
     fn drop(&mut self) {
+        let durable = self.truncation.durable_head();
+        self.log.adopt_head(durable);
         if self.log.used() > 0 {
             self.truncate_all();
         }
+        self.truncator.unregister(&self.truncation);
     }
 }
 
@@ -158,16 +184,19 @@ fn decode_fragment(values: &[u64]) -> Option<Vec<LoggedWrite>> {
 
 impl<B: PmBackend> MnemosyneLog<B> {
     /// The policy over `pool`.
-    pub(crate) fn open(config: MnemosyneConfig, pool: Arc<Pool<B>>) -> Self {
+    pub(crate) fn open(config: MnemosyneConfig, pool: Arc<Pool<B>>) -> DbResult<Self> {
         let home = PmHome::open(Arc::clone(&pool));
-        Self {
+        let truncator = Truncator::start(Arc::clone(&pool))
+            .map_err(|error| DbError::InvalidConfig(format!("cannot start thread pmtx-truncate: {error}")))?;
+        Ok(Self {
             pool,
             home,
             config,
+            truncator: Arc::new(truncator),
             truncations: AtomicU64::new(0),
             relocations: AtomicU64::new(0),
             replayed: AtomicU64::new(0),
-        }
+        })
     }
 
     /// The home slot of `row` (offset), if placed.
@@ -205,7 +234,16 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
 
     fn worker(&self, id: usize) -> DbResult<MnemosyneWorker<B>> {
         let log = TornBitLog::open(Arc::clone(&self.pool), id, self.config.log_words).map_err(DbError::from)?;
-        Ok(MnemosyneWorker { log, payload: Vec::new(), flush_set: Vec::new(), truncations: 0 })
+        let truncation = self.truncator.register(log.head_offset(), log.tail());
+        Ok(MnemosyneWorker {
+            handed_over: log.tail(),
+            log,
+            payload: Vec::new(),
+            flush_set: Vec::new(),
+            truncation,
+            truncator: Arc::clone(&self.truncator),
+            truncations: 0,
+        })
     }
 
     fn prepare<V: CommitView + ?Sized>(&self, worker: &mut MnemosyneWorker<B>, writes: &V) -> DbResult<()> {
@@ -218,13 +256,13 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
                 push_bytes(&mut worker.payload, value);
             }
         }
-        let log = &worker.log;
-        if !log.fits(worker.payload.len())
-            || log.used() * 2 > log.capacity()
-            || worker.flush_set.len() >= TRUNCATE_AFTER_WRITES
-        {
-            // Every earlier fragment of this worker is written back (its
-            // install followed its append on this worker).
+        // Every earlier fragment of this worker is written back (its
+        // install followed its append on this worker): its lines may go.
+        let durable = worker.truncation.durable_head();
+        worker.log.adopt_head(durable);
+        worker.maybe_hand_over();
+        if !worker.log.fits(worker.payload.len()) {
+            // The thread is behind: the log is full.
             let before = worker.truncations;
             worker.truncate_all();
             self.truncations.fetch_add(worker.truncations - before, Ordering::Relaxed);
@@ -422,6 +460,9 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
     }
 
     fn close(&self, _tables: &[Table], clean: bool) -> DbResult<()> {
+        if let Some(panic) = self.truncator.stop() {
+            return Err(DbError::BackgroundPanic { thread: "pmtx-truncate".into(), message: panic });
+        }
         if clean {
             // The workers are gone, each truncated its log on the way out.
             self.pool.mark_clean_shutdown();
@@ -432,10 +473,12 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
     fn stats(&self) -> EngineStats {
         EngineStats {
             engine_counters: vec![
-                ("log_truncations", self.truncations.load(Ordering::Relaxed)),
+                ("log_truncations", self.truncator.truncations()),
+                ("log_truncations_inline", self.truncations.load(Ordering::Relaxed)),
                 ("slot_relocations", self.relocations.load(Ordering::Relaxed)),
                 ("replayed_writes", self.replayed.load(Ordering::Relaxed)),
             ],
+            background_pm: self.truncator.counters(),
             ..EngineStats::default()
         }
     }

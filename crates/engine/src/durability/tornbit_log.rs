@@ -45,6 +45,14 @@ const PAYLOAD: u64 = !TORN;
 const FRAGMENT: u64 = 0x4D46 << 48;
 /// Mnemosyne's commit marker (the value follows the payload).
 pub(crate) const COMMIT_MARKER: u64 = 0xC0AA_17ED_C0AA_17ED;
+/// Truncates the log whose head word is at `head_offset` up to
+/// `position` (the caller made the truncated fragments' in-place writes
+/// durable): one store of the head word and a fence.
+pub(crate) fn persist_head<B: PmBackend>(backend: &B, head_offset: u64, position: u64) {
+    backend.write_non_temporal(head_offset, &position.to_le_bytes());
+    backend.fence();
+}
+
 /// Offset of the ring in the chunk (the head word has the first line).
 const RING: u64 = 64;
 
@@ -245,9 +253,20 @@ impl<B: PmBackend> TornBitLog<B> {
     /// in-place writes durable): one store of the head word and a fence.
     pub(crate) fn truncate_to(&mut self, position: u64) {
         debug_assert!(position >= self.head && position <= self.tail);
-        let backend = self.pool.backend();
-        backend.write_non_temporal(self.base, &position.to_le_bytes());
-        backend.fence();
+        persist_head(self.pool.backend(), self.base, position);
+        self.head = position;
+    }
+
+    /// Offset of the head word (for a truncation on another thread:
+    /// [`persist_head`], then [`TornBitLog::adopt_head`]).
+    pub(crate) fn head_offset(&self) -> u64 {
+        self.base
+    }
+
+    /// Takes `position` as the head another thread made durable with
+    /// [`persist_head`].
+    pub(crate) fn adopt_head(&mut self, position: u64) {
+        debug_assert!(position >= self.head && position <= self.tail);
         self.head = position;
     }
 

@@ -31,7 +31,7 @@ pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbR
     }
     let faults = options.faults();
     let config = MnemosyneConfig { log_words: LOG_WORDS, ack_before_fence: faults.mnemosyne_ack_before_fence() };
-    let log = MnemosyneLog::open(config, Arc::clone(&pool));
+    let log = MnemosyneLog::open(config, Arc::clone(&pool))?;
     super::check_identity(options, &pool)?;
     Ok(OccEngine::open(options, log)?)
 }
