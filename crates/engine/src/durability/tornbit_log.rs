@@ -74,12 +74,7 @@ pub(crate) fn words_for(values: u64) -> u64 {
 
 /// Packs logical values into 63-bit payloads (torn bits added by the
 /// writer).
-pub(crate) fn pack(values: &[u64], out: &mut Vec<u64>) {
-    pack_values(values.iter().copied(), out);
-}
-
-/// [`pack`] over an iterator (no buffer of the logical values).
-fn pack_values(values: impl Iterator<Item = u64>, out: &mut Vec<u64>) {
+pub(crate) fn pack_values(values: impl Iterator<Item = u64>, out: &mut Vec<u64>) {
     let mut acc: u128 = 0;
     let mut bits = 0u32;
     for value in values {
@@ -364,7 +359,7 @@ mod tests {
     fn packing_round_trips_across_word_boundaries() {
         let values: Vec<u64> = (0..200u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | (i << 63)).collect();
         let mut words = Vec::new();
-        pack(&values, &mut words);
+        pack_values(values.iter().copied(), &mut words);
         assert_eq!(words.len() as u64, words_for(values.len() as u64));
         assert!(words.iter().all(|word| word & TORN == 0), "the torn bit is the writer's");
         let mut back = Vec::new();
