@@ -52,7 +52,7 @@ use crate::storage::commit_view::CommitView;
 use crate::storage::pm_home::{PmHome, ScannedSlot, SlotImage, UNIT};
 use crate::storage::record::{self, Record};
 use crate::storage::table::Table;
-use pmtx_pm::{PmBackend, Pool};
+use pmtx_pm::{PmBackend, Pool, Structure};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -78,7 +78,7 @@ pub(crate) struct MnemosyneConfig {
 /// Mnemosyne's durability over the home slots (module docs).
 pub(crate) struct MnemosyneLog<B: PmBackend> {
     pool: Arc<Pool<B>>,
-    home: PmHome<B>,
+    home: Arc<PmHome<B>>,
     config: MnemosyneConfig,
     truncator: Arc<Truncator>,
     /// Truncations a worker did inline (its log was full).
@@ -96,9 +96,21 @@ pub(crate) struct MnemosyneWorker<B: PmBackend> {
     /// The log's truncation state, shared with the truncation thread.
     truncation: Arc<TruncationSlot>,
     truncator: Arc<Truncator>,
+    home: Arc<PmHome<B>>,
     /// The log position handed over last.
     handed_over: u64,
     truncations: u64,
+    /// Home slots this worker reserved (units, offset): `prepare` makes
+    /// sure each write of the commit has one of its size, so a commit whose
+    /// fragment is durable never lacks a slot to write back into (the pool
+    /// runs out in `prepare`, with a typed error, before anything is
+    /// logged).
+    spares: Vec<(u32, u64)>,
+    /// Scratch: slot sizes the commit's writes need.
+    demand: Vec<u32>,
+    /// A version had no slot (cannot happen with `spares`; if it did, the
+    /// log keeps every fragment from then on, and recovery replays them).
+    unplaced: bool,
 }
 
 impl<B: PmBackend> MnemosyneWorker<B> {
@@ -115,6 +127,9 @@ impl<B: PmBackend> MnemosyneWorker<B> {
     /// Hands the flush set over to the truncation thread when it is large
     /// or the log is half full (and grew since the last hand-over).
     fn maybe_hand_over(&mut self) {
+        if self.unplaced {
+            return;
+        }
         let log = &self.log;
         let half_full = log.used() * 2 > log.capacity() && log.tail() - self.handed_over >= log.capacity() / 4;
         if self.flush_set.len() >= TRUNCATE_AFTER_WRITES || (half_full && !self.flush_set.is_empty()) {
@@ -132,10 +147,13 @@ impl<B: PmBackend> Drop for MnemosyneWorker<B> {
     fn drop(&mut self) {
         let durable = self.truncation.durable_head();
         self.log.adopt_head(durable);
-        if self.log.used() > 0 {
+        if self.log.used() > 0 && !self.unplaced {
             self.truncate_all();
         }
         self.truncator.unregister(&self.truncation);
+        for (_, offset) in self.spares.drain(..) {
+            self.home.free(offset);
+        }
     }
 }
 
@@ -148,8 +166,11 @@ fn push_bytes(out: &mut Vec<u64>, bytes: &[u8]) {
     }
 }
 
-/// Reads `len` bytes from logical values.
-fn take_bytes(values: &mut impl Iterator<Item = u64>, len: usize) -> Option<Vec<u8>> {
+/// Reads `len` bytes from logical values (`None` past their end).
+fn take_bytes(values: &mut std::iter::Copied<std::slice::Iter<'_, u64>>, len: usize) -> Option<Vec<u8>> {
+    if len.div_ceil(8) > values.len() {
+        return None;
+    }
     let mut bytes = Vec::with_capacity(len.next_multiple_of(8));
     for _ in 0..len.div_ceil(8) {
         bytes.extend_from_slice(&values.next()?.to_le_bytes());
@@ -185,7 +206,7 @@ fn decode_fragment(values: &[u64]) -> Option<Vec<LoggedWrite>> {
 impl<B: PmBackend> MnemosyneLog<B> {
     /// The policy over `pool`.
     pub(crate) fn open(config: MnemosyneConfig, pool: Arc<Pool<B>>) -> DbResult<Self> {
-        let home = PmHome::open(Arc::clone(&pool));
+        let home = Arc::new(PmHome::open(Arc::clone(&pool)));
         let truncator = Truncator::start(Arc::clone(&pool))
             .map_err(|error| DbError::InvalidConfig(format!("cannot start thread pmtx-truncate: {error}")))?;
         Ok(Self {
@@ -227,6 +248,39 @@ impl<B: PmBackend> MnemosyneLog<B> {
     }
 }
 
+impl<B: PmBackend> MnemosyneLog<B> {
+    /// Makes sure `worker` holds a spare home slot of each write's size
+    /// (one per write; usually left from earlier commits, as most writes
+    /// update a row in its own slot and take none).
+    fn reserve_slots<V: CommitView + ?Sized>(&self, worker: &mut MnemosyneWorker<B>, writes: &V) -> DbResult<()> {
+        worker.demand.clear();
+        for write in writes.writes() {
+            if let Some(value) = write.value {
+                worker.demand.push(PmHome::<B>::units_for(write.key.len(), value.len()));
+            }
+        }
+        worker.demand.sort_unstable();
+        let mut index = 0;
+        while index < worker.demand.len() {
+            let units = worker.demand[index];
+            let needed = worker.demand[index..].iter().take_while(|other| **other == units).count();
+            index += needed;
+            let held = worker.spares.iter().filter(|(spare, _)| *spare == units).count();
+            for _ in held..needed {
+                let offset = self.home.allocate(units).map_err(|error| match error {
+                    DbError::Pool(_) => DbError::OutOfSpace(format!(
+                        "mnemosyne: no pool chunk left for a home slot of {} bytes ({error})",
+                        u64::from(units) * UNIT
+                    )),
+                    other => other,
+                })?;
+                worker.spares.push((units, offset));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
     const STAGE: CommitStage = CommitStage::LogBeforeInstall;
     const VOLATILE_ROWS: bool = true;
@@ -243,6 +297,10 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
             truncation,
             truncator: Arc::clone(&self.truncator),
             truncations: 0,
+            home: Arc::clone(&self.home),
+            spares: Vec::new(),
+            demand: Vec::new(),
+            unplaced: false,
         })
     }
 
@@ -261,7 +319,8 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
         let durable = worker.truncation.durable_head();
         worker.log.adopt_head(durable);
         worker.maybe_hand_over();
-        if !worker.log.fits(worker.payload.len()) {
+        self.reserve_slots(worker, writes)?;
+        if !worker.log.fits(worker.payload.len()) && !worker.unplaced {
             // The thread is behind: the log is full.
             let before = worker.truncations;
             worker.truncate_all();
@@ -316,10 +375,20 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
             Some(slot) if self.home.value_capacity(slot, key.len()) >= needed => slot,
             old => {
                 let units = PmHome::<B>::units_for(key.len(), row.value_capacity().max(needed as usize));
-                let Ok(slot) = self.home.allocate(units) else {
-                    // No chunk left: the version stays in the log, which
-                    // recovery replays; the worker stops truncating.
-                    return;
+                let minimal = PmHome::<B>::units_for(key.len(), needed as usize);
+                let slot = match self.home.allocate(units) {
+                    Ok(slot) => slot,
+                    // The spare `prepare` reserved for this write.
+                    Err(_) => match worker.spares.iter().position(|(spare, _)| *spare == minimal) {
+                        Some(at) => worker.spares.swap_remove(at).1,
+                        None => {
+                            debug_assert!(false, "prepare reserves a slot for every write");
+                            // The version stays in the log, which recovery
+                            // replays; the worker stops truncating.
+                            worker.unplaced = true;
+                            return;
+                        }
+                    },
                 };
                 if let Some(old) = old {
                     // The old copy turns into a delete at this TID, so it
@@ -385,9 +454,23 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
         }
         fragments.sort_by_key(|fragment| fragment.sqn);
         for fragment in &fragments {
-            let writes = decode_fragment(&fragment.values)
-                .ok_or_else(|| DbError::Corrupt(format!("log fragment {} does not parse", fragment.sqn)))?;
+            let writes = decode_fragment(&fragment.values).ok_or_else(|| {
+                DbError::corrupt(Structure::TornBitLog, format!("log fragment {} does not parse", fragment.sqn))
+            })?;
             for write in writes {
+                // A fragment that passed its torn bits may still be
+                // damaged (no checksum): refuse what no commit could log.
+                let fits = tables.get(write.table as usize).is_some_and(|table| {
+                    !write.key.is_empty()
+                        && write.key.len() <= table.schema.max_key_len
+                        && write.value.as_ref().is_none_or(|value| value.len() <= table.schema.max_value_len)
+                });
+                if !fits {
+                    return Err(DbError::corrupt(
+                        Structure::TornBitLog,
+                        format!("log fragment {} holds a write no table admits", fragment.sqn),
+                    ));
+                }
                 let sqn = fragment.sqn & crate::storage::pm_home::TID_MASK;
                 let key = (write.table, write.key);
                 let needed = write.value.as_ref().map_or(0, Vec::len);
@@ -434,7 +517,7 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
             };
             let table = tables
                 .get(table as usize)
-                .ok_or_else(|| DbError::Corrupt(format!("a home slot names table #{table}")))?;
+                .ok_or_else(|| DbError::corrupt(Structure::PmHome, format!("a home slot names table #{table}")))?;
             let (row, _, _) = table.get_or_insert(&key, value.len())?;
             let locked = row.lock(u32::MAX).expect("recovery locks never time out");
             debug_assert_eq!(locked & record::LOCKED, 0);
@@ -446,7 +529,10 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
         }
         let epoch = record::epoch_of_tid(max_tid) + 1;
         if epoch > record::MAX_EPOCH {
-            return Err(DbError::Corrupt(format!("recovered TID {max_tid} leaves no epoch to run in")));
+            return Err(DbError::corrupt(
+                Structure::PmHome,
+                format!("recovered TID {max_tid} leaves no epoch to run in"),
+            ));
         }
         epochs.raise(epoch);
         Ok(())
