@@ -308,7 +308,7 @@ broken_variant_tests! {
 }
 
 /// `mnemosyne` (torn-bit redo log, write-back into persistent home slots,
-/// truncation by each worker): its honest runs pass on every workload,
+/// truncation on a background thread): its honest runs pass on every workload,
 /// on top of the every-engine runs above, with more images per workload.
 #[test]
 fn mnemosyne_every_workload() {

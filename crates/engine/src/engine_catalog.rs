@@ -771,8 +771,8 @@ const PISCES_DEVIATIONS: &[&str] = &[
      instead of waiting",
     "DRAM indexes and records rebuilt from the home slots at recovery (Pisces keeps all data and indexes in NVM); \
      DRAM-only slot allocator",
-    "each worker truncates its own log when half full, after its write-backs were flushed (no global order; \
-     recovery's per-slot TID check replaces it)",
+    "logs truncated as mnemosyne's, by a background thread after the write-backs were flushed, each log in its own \
+     order (recovery's per-slot TID check replaces a global order)",
 ];
 
 /// Where `mnemosyne` departs from Volos et al. (ARCHITECTURE.md §7).
@@ -785,8 +785,8 @@ const MNEMOSYNE_DEVIATIONS: &[&str] = &[
     "DRAM records and indexes mirror the home slots (reads are charged as NVM reads of the slot) and are rebuilt \
      from them at recovery",
     "DRAM-only slot allocator (Mnemosyne's pmalloc is transactional); slots of deleted rows are reused after a restart",
-    "each worker truncates its own log when half full (no truncation thread, no global sequence order; recovery's \
-     per-slot TID check replaces it)",
+    "logs truncated asynchronously by a background thread, but each in its own order, not in global sequence order \
+     (recovery's per-slot TID check replaces it); a worker whose log is full truncates inline",
 ];
 
 // `entry` indexes ENGINES by discriminant: a misplaced entry fails the build.

@@ -842,6 +842,10 @@ macro_rules! for_each_engine {
         mod wbl {
             $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::Wbl) })*
         }
+        // SP^3's Mnemosyne baseline: TinySTM's encounter-time write locks.
+        mod mnemosyne {
+            $(#[test] fn $test() { super::$test(pmtx_engine::EngineKind::Mnemosyne) })*
+        }
         // DBXN with simulated HTM aborts in each commit region (an abort
         // retries, then runs the same body in software).
         mod dbxn_sim_htm_1pct {

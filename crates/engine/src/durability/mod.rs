@@ -22,6 +22,7 @@ pub mod file_log;
 pub(crate) mod group_commit;
 pub mod log;
 pub(crate) mod mnemosyne_log;
+pub(crate) mod mnemosyne_truncation;
 pub mod segments;
 pub(crate) mod sp3_log;
 pub(crate) mod tornbit_log;

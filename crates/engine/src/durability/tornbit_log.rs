@@ -45,6 +45,14 @@ const PAYLOAD: u64 = !TORN;
 const FRAGMENT: u64 = 0x4D46 << 48;
 /// Mnemosyne's commit marker (the value follows the payload).
 pub(crate) const COMMIT_MARKER: u64 = 0xC0AA_17ED_C0AA_17ED;
+/// Truncates the log whose head word is at `head_offset` up to
+/// `position` (the caller made the truncated fragments' in-place writes
+/// durable): one store of the head word and a fence.
+pub(crate) fn persist_head<B: PmBackend>(backend: &B, head_offset: u64, position: u64) {
+    backend.write_non_temporal(head_offset, &position.to_le_bytes());
+    backend.fence();
+}
+
 /// Offset of the ring in the chunk (the head word has the first line).
 const RING: u64 = 64;
 
@@ -66,11 +74,11 @@ pub(crate) fn words_for(values: u64) -> u64 {
 
 /// Packs logical values into 63-bit payloads (torn bits added by the
 /// writer).
-pub(crate) fn pack(values: &[u64], out: &mut Vec<u64>) {
+pub(crate) fn pack_values(values: impl Iterator<Item = u64>, out: &mut Vec<u64>) {
     let mut acc: u128 = 0;
     let mut bits = 0u32;
     for value in values {
-        acc |= u128::from(*value) << bits;
+        acc |= u128::from(value) << bits;
         bits += 64;
         while bits >= 63 {
             out.push(acc as u64 & PAYLOAD);
@@ -212,23 +220,31 @@ impl<B: PmBackend> TornBitLog<B> {
     /// (durable on return). The caller checked [`TornBitLog::fits`].
     pub(crate) fn append(&mut self, payload: &[u64], sqn: u64, fence: bool) {
         assert!(self.fits(payload.len()), "the caller truncates first");
-        let mut values = Vec::with_capacity(payload.len() + 3);
-        values.push(FRAGMENT | payload.len() as u64);
-        values.extend_from_slice(payload);
-        values.push(COMMIT_MARKER);
-        values.push(sqn);
+        let values =
+            std::iter::once(FRAGMENT | payload.len() as u64).chain(payload.iter().copied()).chain([COMMIT_MARKER, sqn]);
         self.packed.clear();
-        pack(&values, &mut self.packed);
+        pack_values(values, &mut self.packed);
         let backend = self.pool.backend();
         // One 8-byte non-temporal store per word, each with its lap's torn
         // bit, last word first: the order is free (that is the point of the
         // torn bits), and marker-first lets a crash leave the marker
         // durable before the payload, the case recovery must refuse.
         let start = self.tail;
+        // One division per fragment, not two per word (a 64-bit division
+        // costs tens of cycles; `words` need not be a power of two).
+        let (start_lap, start_index) = (start / self.words, start % self.words);
+        let ring = self.base + RING;
         for (index, word) in self.packed.iter().enumerate().rev() {
-            let position = start + index as u64;
-            let word = word | torn_bit_of_lap(position / self.words);
-            backend.write_non_temporal(self.offset_of(position), &word.to_le_bytes());
+            let mut slot = start_index + index as u64;
+            let mut lap = start_lap;
+            if slot >= self.words {
+                // A fragment is at most a ring long (`fits`): one wrap.
+                slot -= self.words;
+                lap += 1;
+            }
+            debug_assert_eq!(ring + slot * 8, self.offset_of(start + index as u64));
+            let word = word | torn_bit_of_lap(lap);
+            backend.write_non_temporal(ring + slot * 8, &word.to_le_bytes());
         }
         let position = start + self.packed.len() as u64;
         self.tail = position;
@@ -245,9 +261,20 @@ impl<B: PmBackend> TornBitLog<B> {
     /// in-place writes durable): one store of the head word and a fence.
     pub(crate) fn truncate_to(&mut self, position: u64) {
         debug_assert!(position >= self.head && position <= self.tail);
-        let backend = self.pool.backend();
-        backend.write_non_temporal(self.base, &position.to_le_bytes());
-        backend.fence();
+        persist_head(self.pool.backend(), self.base, position);
+        self.head = position;
+    }
+
+    /// Offset of the head word (for a truncation on another thread:
+    /// [`persist_head`], then [`TornBitLog::adopt_head`]).
+    pub(crate) fn head_offset(&self) -> u64 {
+        self.base
+    }
+
+    /// Takes `position` as the head another thread made durable with
+    /// [`persist_head`].
+    pub(crate) fn adopt_head(&mut self, position: u64) {
+        debug_assert!(position >= self.head && position <= self.tail);
         self.head = position;
     }
 
@@ -332,7 +359,7 @@ mod tests {
     fn packing_round_trips_across_word_boundaries() {
         let values: Vec<u64> = (0..200u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | (i << 63)).collect();
         let mut words = Vec::new();
-        pack(&values, &mut words);
+        pack_values(values.iter().copied(), &mut words);
         assert_eq!(words.len() as u64, words_for(values.len() as u64));
         assert!(words.iter().all(|word| word & TORN == 0), "the torn bit is the writer's");
         let mut back = Vec::new();

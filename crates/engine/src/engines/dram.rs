@@ -254,7 +254,8 @@ impl<L: EnginePolicy, C: CommitRule> Engine for OccEngine<L, C> {
         stats.durable_epoch = self.shared.epochs.durable();
         stats.rows_indexed = self.shared.tables.iter().map(|table| table.indexed_rows() as u64).sum();
         stats.rows_unlinked = self.shared.rows_unlinked.load(Ordering::Relaxed);
-        stats.background_pm = *self.background_pm.lock();
+        // The policy's own threads (mnemosyne's truncation) plus the shell's.
+        stats.background_pm.add(&self.background_pm.lock());
         self.shared.health.report(&mut stats);
         if let Some(hybrid) = self.shared.cc.hybrid() {
             stats.path_commits = hybrid.path_commits();

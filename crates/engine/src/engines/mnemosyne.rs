@@ -35,7 +35,7 @@ pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbR
         ack_before_fence: faults.mnemosyne_ack_before_fence(),
         write_back: WriteBack::AtInstall,
     };
-    let log = MnemosyneLog::open(config, Arc::clone(&pool));
+    let log = MnemosyneLog::open(config, Arc::clone(&pool))?;
     super::check_identity(options, &pool)?;
     Ok(OccEngine::open(options, log)?)
 }

@@ -22,7 +22,7 @@ pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbR
         ack_before_fence: faults.pisces_visible_before_persist(),
         write_back: WriteBack::AfterUnlock,
     };
-    let log = MnemosyneLog::open(config, Arc::clone(&pool));
+    let log = MnemosyneLog::open(config, Arc::clone(&pool))?;
     super::check_identity(options, &pool)?;
     Ok(OccEngine::open(options, log)?)
 }
