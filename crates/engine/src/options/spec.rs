@@ -667,9 +667,17 @@ mod tests {
                     assert!(parsed.unwrap_err().contains("takes cc=hekaton only"), "{protocol}");
                     continue;
                 }
-                // SP^3's and PHyTM's engines run their own protocol: the
-                // grammar applies the rule DbOptions applies at open.
-                if (kind.is_sp3_family() || kind.is_hybrid()) && protocol != CcProtocol::Silo {
+                // SP^3's, PHyTM's and the PTM engines run their own
+                // protocol: the grammar applies the rule DbOptions applies
+                // at open.
+                let own = matches!(kind.entry().cc, catalog::CcRule::Only { protocol: only, .. } if only != protocol);
+                assert_eq!(
+                    own,
+                    (kind.is_sp3_family() || kind.is_hybrid() || kind.entry().family == catalog::Family::Ptm)
+                        && protocol != CcProtocol::Silo,
+                    "{kind} {protocol}"
+                );
+                if own {
                     let error = parsed.unwrap_err();
                     assert!(error.contains(&format!("got cc={protocol}")), "{kind} {protocol}: {error}");
                     continue;
