@@ -380,6 +380,7 @@ mod tests {
             ("wbl", 17),
             ("zen+", 18),
             ("mmdb-ideal", 19),
+            ("mnemosyne", 20),
         ];
         assert_eq!(pinned.len(), EngineKind::ALL.len(), "every engine has a pinned code");
         for (name, code) in pinned {
@@ -388,7 +389,7 @@ mod tests {
             assert_eq!(EngineKind::from_code(code), Some(kind), "{name}");
         }
         assert_eq!(EngineKind::from_code(0), None);
-        assert_eq!(EngineKind::from_code(20), None);
+        assert_eq!(EngineKind::from_code(21), None);
     }
 
     /// The code does not follow the list: a reordered list keeps it.
