@@ -54,11 +54,7 @@ impl BackgroundHealth {
 
     /// Records that background thread `thread` panicked with `payload`.
     pub(crate) fn thread_panicked(&self, thread: &str, payload: &(dyn std::any::Any + Send)) {
-        let message = payload
-            .downcast_ref::<&str>()
-            .map(|text| text.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "(no message)".to_string());
+        let message = panic_message(payload);
         let mut state = self.state.lock();
         state.last = Some(format!("background thread {thread} panicked: {message}"));
         state.panic.get_or_insert((thread.to_string(), message));
@@ -95,6 +91,15 @@ impl BackgroundHealth {
         stats.checkpoint_failures = state.checkpoint_failures;
         stats.background_failure = state.last.clone();
     }
+}
+
+/// The message of a panic's `payload` (a `&str` or a `String`).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|text| text.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_string())
 }
 
 /// Starts background thread `name` running `body`; a panic in `body` is
