@@ -15,7 +15,7 @@
 //! Both show in [`crate::EngineStats`] (`checkpoint_failures`,
 //! `background_failure`).
 
-use crate::error::{DbError, DbResult};
+use crate::error::{panic_message, DbError, DbResult};
 use crate::stats::EngineStats;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -91,15 +91,6 @@ impl BackgroundHealth {
         stats.checkpoint_failures = state.checkpoint_failures;
         stats.background_failure = state.last.clone();
     }
-}
-
-/// The message of a panic's `payload` (a `&str` or a `String`).
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|text| text.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".to_string())
 }
 
 /// Starts background thread `name` running `body`; a panic in `body` is

@@ -158,7 +158,7 @@ impl Truncator {
         self.shared.stop.store(true, Ordering::SeqCst);
         self.wake();
         let handle = self.thread.lock().take()?;
-        handle.join().err().map(|payload| crate::background::panic_message(payload.as_ref()))
+        handle.join().err().map(|payload| crate::error::panic_message(payload.as_ref()))
     }
 }
 
