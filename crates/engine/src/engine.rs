@@ -389,6 +389,8 @@ mod tests {
             ("wbl", 17),
             ("zen+", 18),
             ("mmdb-ideal", 19),
+            ("mnemosyne", 20),
+            ("pisces", 21),
         ];
         assert_eq!(pinned.len(), EngineKind::ALL.len(), "every engine has a pinned code");
         for (name, code) in pinned {
@@ -397,7 +399,7 @@ mod tests {
             assert_eq!(EngineKind::from_code(code), Some(kind), "{name}");
         }
         assert_eq!(EngineKind::from_code(0), None);
-        assert_eq!(EngineKind::from_code(20), None);
+        assert_eq!(EngineKind::from_code(22), None);
     }
 
     /// The code does not follow the list: a reordered list keeps it.

@@ -158,13 +158,7 @@ impl Truncator {
         self.shared.stop.store(true, Ordering::SeqCst);
         self.wake();
         let handle = self.thread.lock().take()?;
-        handle.join().err().map(|payload| {
-            payload
-                .downcast_ref::<&str>()
-                .map(|text| text.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "(no message)".into())
-        })
+        handle.join().err().map(|payload| crate::error::panic_message(payload.as_ref()))
     }
 }
 
