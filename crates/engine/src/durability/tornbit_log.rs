@@ -26,10 +26,17 @@
 //! one 8-byte store and a fence, after the caller made the truncated
 //! fragments' in-place writes durable.
 //!
-//! **After recovery** every ring word is rewritten with the torn bit of the
-//! last lap recovery saw and the head moves to the start of the next lap,
-//! so no word of a crashed, partly persisted fragment (or of an older lap)
-//! can look valid to the next life.
+//! **After recovery** every word past the stable tail (up to a ring past the
+//! head) is rewritten with the torn bit that is *wrong* for its lap, fenced,
+//! and only then the head moves to the stable tail. Words of a crashed,
+//! partly persisted fragment can then never look valid to the next life,
+//! and a crash during the reset is harmless: the rewrite only turns words
+//! invalid and never touches the committed fragments before the tail, so a
+//! recovery from any subset of it finds the same fragments, and replaying
+//! them again is idempotent (their TIDs are checked per slot). (Filling the
+//! ring with the *current* lap's torn bit before the head moves would let a
+//! partly filled ring pass zero-payload words off as a committed
+//! fragment's.)
 
 use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool};
 use std::sync::Arc;
@@ -328,21 +335,44 @@ impl<B: PmBackend> TornBitLog<B> {
         scanned
     }
 
-    /// After recovery applied every fragment durably: rewrites the ring
-    /// with the torn bit of the last lap in use and starts the next lap
-    /// (module docs), durable on return.
+    /// After recovery applied every fragment durably: invalidates every
+    /// word past the stable tail, then truncates to it (module docs),
+    /// durable on return.
     pub(crate) fn reset_after_recovery(&mut self) {
+        let tail = self.scan().tail;
+        self.invalidate_beyond(tail, |_| true);
+        self.pool.backend().fence();
+        self.tail = tail;
+        self.truncate_to(tail);
+    }
+
+    /// Writes, for every position from `tail` up to a ring past the head
+    /// whose line `write_line` accepts, a word whose torn bit is wrong for
+    /// its lap (no fence). Tests pass a subset of lines to stand for a crash
+    /// during the rewrite.
+    fn invalidate_beyond(&self, tail: u64, write_line: impl Fn(u64) -> bool) {
         let backend = self.pool.backend();
-        // No position at or past head + words was ever written: the last
-        // lap in use is that of head + words - 1.
-        let lap = self.head.div_ceil(self.words);
-        let fill = torn_bit_of_lap(lap);
-        let words = vec![fill.to_le_bytes(); self.words as usize].concat();
-        backend.write_non_temporal(self.base + RING, &words);
-        backend.fence();
-        let next = (lap + 1) * self.words;
-        self.tail = next;
-        self.truncate_to(next);
+        let end = self.head + self.words;
+        let mut position = tail;
+        while position < end {
+            // One contiguous physical run: up to the ring's end or `end`.
+            let index = position % self.words;
+            let run = (self.words - index).min(end - position);
+            let lap = position / self.words;
+            let words = vec![(torn_bit_of_lap(lap) ^ TORN).to_le_bytes(); run as usize].concat();
+            let offset = self.offset_of(position);
+            let mut at = 0u64;
+            while at < run * 8 {
+                // Line by line, so a test can leave any line out.
+                let line_end = ((offset + at) / 64 + 1) * 64 - offset;
+                let len = line_end.min(run * 8) - at;
+                if write_line((offset + at) / 64) {
+                    backend.write_non_temporal(offset + at, &words[at as usize..(at + len) as usize]);
+                }
+                at += len;
+            }
+            position += run;
+        }
     }
 }
 
@@ -438,11 +468,58 @@ mod tests {
         let pool = pool();
         let mut log = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("log");
         log.append(&[1; 5], 1, true);
-        log.append(&[2; 5], 2, false);
+        log.append(&[2; 5], 2, true);
+        let tail = log.tail();
         log.reset_after_recovery();
-        let reopened = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("reopen");
-        assert_eq!(reopened.head, 64);
+        let mut reopened = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("reopen");
+        assert_eq!(reopened.head, tail);
         let scanned = reopened.scan();
         assert!(scanned.fragments.is_empty() && !scanned.torn_tail, "{scanned:?}");
+        // The next life's fragments are found, and nothing after them.
+        reopened.append(&[3; 5], 3, true);
+        let scanned = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("reopen").scan();
+        assert_eq!(scanned.fragments, [Fragment { sqn: 3, values: vec![3; 5] }]);
+        assert!(!scanned.torn_tail, "{scanned:?}");
+    }
+
+    /// A crash during the reset (any subset of its lines durable, head not
+    /// moved) leaves recovery the same committed fragments, even with a
+    /// torn fragment past the tail and words of an older lap in the ring.
+    #[test]
+    fn a_crash_during_the_reset_keeps_the_committed_fragments() {
+        let pool = pool();
+        let mut log = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("log");
+        // Lap 0 filled, truncated, then lap 1 partly: lap 0's words past
+        // the tail are stale, and a torn fragment follows the last one.
+        while log.tail() < 60 {
+            if !log.fits(5) {
+                let tail = log.tail();
+                log.truncate_to(tail);
+            }
+            let sqn = log.tail();
+            log.append(&[sqn; 5], sqn, true);
+        }
+        let tail = log.tail();
+        log.truncate_to(tail);
+        log.append(&[77; 4], 100, true);
+        log.append(&[88; 4], 101, true);
+        let committed_tail = log.tail();
+        log.append(&[99; 4], 102, true);
+        // The torn fragment: its third word never reached the media.
+        let lap = (committed_tail + 2) / 64;
+        pool.backend().write(log.offset_of(committed_tail + 2), &(torn_bit_of_lap(lap) ^ TORN).to_le_bytes());
+        let before = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("reopen").scan();
+        assert_eq!(before.fragments.iter().map(|f| f.sqn).collect::<Vec<_>>(), [100, 101]);
+        assert!(before.torn_tail);
+        let ring: Vec<u64> = (0..64).map(|at| pool.backend().load_u64(log.offset_of(at))).collect();
+        for pattern in [0b0101u64, 0b1010, 0b0011, 0b1100, 0b1111, 0b0110] {
+            for (at, word) in ring.iter().enumerate() {
+                pool.backend().write(log.offset_of(at as u64), &word.to_le_bytes());
+            }
+            let crashed = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("reopen");
+            crashed.invalidate_beyond(crashed.scan().tail, |line| pattern >> (line % 4) & 1 == 1);
+            let after = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("reopen").scan();
+            assert_eq!(after.fragments, before.fragments, "lines {pattern:#b} of the reset durable");
+        }
     }
 }
