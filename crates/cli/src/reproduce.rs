@@ -44,7 +44,8 @@ const SMOKE_WARMUP_S: f64 = 0.2;
 const WARMUP_S: f64 = 1.0;
 /// Measured seconds of a run: tens of thousands of transactions and more
 /// at every engine's rate here, and short enough for three rounds of every
-/// figure within 25 minutes (most of a run's time is its load and check).
+/// figure within 30 minutes (most of a run's time is its load and check;
+/// 25 minutes before Mnemosyne, Pisces and FOEDUS joined the figures).
 const DURATION_S: f64 = 1.5;
 /// Seconds a smoke run spends loading and checking its tiny data (for the
 /// estimate printed at the start).
@@ -1499,10 +1500,10 @@ mod tests {
         assert!((round_s - 6.0 * per_run).abs() < 1e-9, "{round_s}");
     }
 
-    /// `pmtx reproduce all` with the default rounds stays within 25
+    /// `pmtx reproduce all` with the default rounds stays within 30
     /// minutes by the figures' own estimates.
     #[test]
-    fn the_full_run_is_estimated_under_25_minutes() {
+    fn the_full_run_is_estimated_under_30_minutes() {
         let args = parse(&["all"]);
         assert_eq!(args.rounds, MIN_ROUNDS);
         let mut total_s = 0.0;
@@ -1512,7 +1513,7 @@ mod tests {
                     plan_round(figure, &args, round).unwrap().iter().map(|planned| planned.estimate_s).sum::<f64>();
             }
         }
-        assert!(total_s < 25.0 * 60.0, "estimated {}", format_minutes(total_s));
+        assert!(total_s < 30.0 * 60.0, "estimated {}", format_minutes(total_s));
     }
 
     #[derive(Parser)]

@@ -563,6 +563,7 @@ fn fresh_pool(harness: &Harness, options: &DbOptions, path: &std::path::Path) ->
 /// Runs the kill mode; `progress` receives status lines.
 pub fn run_kill(config: &KillConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<KillReport, String> {
     crate::checkable(config.engine)?;
+    crate::workload_checkable(config.engine, config.workload)?;
     pmtx_engine::spec::check_medium(config.engine, config.medium)?;
     if config.fake_ack && config.engine != EngineKind::GroupCommit {
         return Err(format!(

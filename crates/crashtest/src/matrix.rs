@@ -46,6 +46,8 @@ use pmtx_engine::internals::pool_layout::CATALOG_CHUNK_KIND;
 use pmtx_engine::internals::pool_layout::CHECKPOINT_CHUNK_KIND;
 use pmtx_engine::internals::pool_layout::DBXN_VALUE_CHUNK_KIND;
 use pmtx_engine::internals::pool_layout::LOG_CHUNK_KIND;
+use pmtx_engine::internals::pool_layout::SNAPSHOT_CHUNK_KIND;
+use pmtx_engine::internals::pool_layout::{PM_HOME_CHUNK_KIND, TORNBIT_LOG_CHUNK_KIND};
 use pmtx_engine::{Database, DbError, DbOptions, EngineKind, TableSchema};
 use pmtx_pm::{layout, Direct, PmBackend, PmOptions, Pool, Structure};
 use std::collections::BTreeMap;
@@ -477,10 +479,13 @@ fn build_base(engine: EngineKind, seed: u64) -> Result<Base, String> {
                     }
                 }
             }
-            CHECKPOINT_CHUNK_KIND => add(Structure::Checkpoint, Span { start, len: used }),
+            // FOEDUS's snapshot pages take the place of the checkpoint.
+            CHECKPOINT_CHUNK_KIND | SNAPSHOT_CHUNK_KIND => add(Structure::Checkpoint, Span { start, len: used }),
             DBXN_VALUE_CHUNK_KIND => add(Structure::DbxnValues, Span { start, len: used }),
             HEAP_CHUNK_KIND | HEAP_CHUNK_KIND_FORMATTED => add(Structure::ZenHeap, Span { start, len: used }),
             WINDOW_CHUNK_KIND => add(Structure::WblLog, Span { start, len: used }),
+            PM_HOME_CHUNK_KIND => add(Structure::PmHome, Span { start, len: used }),
+            TORNBIT_LOG_CHUNK_KIND => add(Structure::TornBitLog, Span { start, len: used }),
             CATALOG_CHUNK_KIND => {
                 // Two copies, one per half; each span is a copy's written
                 // bytes (header and payload), not the zeros after it.
@@ -592,6 +597,8 @@ fn names(damaged: Structure, found: Structure) -> bool {
                     | Structure::WblLog
                     | Structure::DbxnValues
                     | Structure::Catalog
+                    | Structure::PmHome
+                    | Structure::TornBitLog
             ))
         || (damaged == Structure::Sp3Dependencies && found == Structure::LogRecord)
 }
@@ -600,13 +607,23 @@ fn names(damaged: Structure, found: Structure) -> bool {
 /// reported (and `pmtx crashtest --corruption-matrix` exits 1), and the
 /// test requires every other cell to pass.
 pub fn known_gap(engine: EngineKind, structure: Structure, damage: Damage) -> Option<&'static str> {
-    // None at present. The last ones, Zen-family heap truncation (a
-    // committed tuple zeroed whole read as a slot never written), closed
-    // when heap chunks were formatted with a free marker in every slot
-    // (`storage::zen::heap`, "Chunks and slots"): a zero word 0 there is
-    // damage.
-    let _ = (engine, structure, damage);
-    None
+    // The Zen-family heap truncation gap (a committed tuple zeroed whole
+    // read as a slot never written) closed when heap chunks were formatted
+    // with a free marker in every slot (`storage::zen::heap`, "Chunks and
+    // slots"). Mnemosyne's structures have two, by design of its recovery:
+    let _ = (engine, damage);
+    match structure {
+        Structure::PmHome => Some(
+            "a damaged home slot fails its CRC and reads as a write-back torn by the crash, which recovery must \
+             accept for the slots written back since their log's last truncation (the log rewrites those); it \
+             cannot tell which slots those are, so a damaged slot of an older version is lost",
+        ),
+        Structure::TornBitLog => Some(
+            "Mnemosyne's log words carry torn bits, not checksums: damage to a committed fragment reads as a torn \
+             tail (the fragments after it are dropped) or as a wrong value",
+        ),
+        _ => None,
+    }
 }
 
 fn classify(structure: Structure, error: &DbError) -> TrialOutcome {

@@ -493,6 +493,7 @@ pub fn run_sim(config: &SimConfig, progress: &(dyn Fn(&str) + Sync)) -> Result<S
         return Err("threads must be at least 1".into());
     }
     crate::sim_checkable(config.engine, pmtx_engine::LogMedium::Pm)?;
+    crate::workload_checkable(config.engine, config.workload)?;
     let started = Instant::now();
     let harness = Harness::new(config.workload, config.scale, config.threads, config.seed)?;
     let mut run = run_workload(config, &harness, progress)?;

@@ -727,6 +727,8 @@ fn corruption_matrix_detects_or_survives_every_damage() {
             vec![Structure::ZenHeap]
         } else if *engine == EngineKind::Wbl {
             vec![Structure::ZenHeap, Structure::WblLog]
+        } else if matches!(engine, EngineKind::Mnemosyne | EngineKind::Pisces) {
+            vec![Structure::PmHome, Structure::TornBitLog]
         } else {
             vec![Structure::LogSegment, Structure::LogRecord, Structure::Checkpoint]
         };

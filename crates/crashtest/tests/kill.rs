@@ -73,6 +73,16 @@ fn kill_every_durable_engine() {
     }
 }
 
+/// `pisces` (snapshot isolation) alone, killed on every workload whose
+/// oracles hold under SI (all three; `pmtx_crashtest::workload_checkable`).
+#[test]
+fn kill_pisces() {
+    for workload in WorkloadKind::ALL {
+        assert!(pmtx_crashtest::workload_checkable(EngineKind::Pisces, workload).is_ok(), "{workload}");
+        check(&config(EngineKind::Pisces, workload, 3));
+    }
+}
+
 /// `foedus` alone (the gleaner runs every few milliseconds in the child),
 /// killed on every workload.
 #[test]

@@ -304,11 +304,12 @@ broken_variant_tests! {
     wbl_keep_dirty_window_is_caught => WblKeepDirtyWindow,
     zen_plus_spill_with_lp_is_caught => ZenPlusSpillWithLp,
     mnemosyne_ack_before_fence_is_caught => MnemosyneAckBeforeFence,
+    pisces_visible_before_persist_is_caught => PiscesVisibleBeforePersist,
     foedus_root_before_pages_is_caught => FoedusRootBeforePages,
 }
 
 /// `mnemosyne` (torn-bit redo log, write-back into persistent home slots,
-/// truncation by each worker): its honest runs pass on every workload,
+/// truncation on a background thread): its honest runs pass on every workload,
 /// on top of the every-engine runs above, with more images per workload.
 #[test]
 fn mnemosyne_every_workload() {
@@ -318,6 +319,25 @@ fn mnemosyne_every_workload() {
         let shown: Vec<String> = report.violations.iter().take(3).map(|v| v.to_string()).collect();
         assert_eq!(report.violation_count, 0, "mnemosyne {workload} seed {:#x}: {}", seed(), shown.join("\n"));
         assert!(report.images as usize >= images * 9 / 10, "mnemosyne {workload}: {} images", report.images);
+    }
+}
+
+/// `pisces` (snapshot isolation, three-stage commit: log durable, then
+/// visible, then written back into the home slots): checked for the
+/// durability and atomicity of acknowledged commits on every workload whose
+/// oracles hold under SI (`pmtx_crashtest::SNAPSHOT_ISOLATION_WORKLOADS`:
+/// all three), with more images than the every-engine runs.
+#[test]
+fn pisces_every_workload() {
+    for (workload, images) in [(WorkloadKind::Smallbank, 300), (WorkloadKind::Ycsb, 300), (WorkloadKind::Tpcc, 100)] {
+        assert!(pmtx_crashtest::SNAPSHOT_ISOLATION_WORKLOADS.contains(&workload), "{workload}");
+        let config = config(EngineKind::Pisces, workload, images);
+        let report = run_sim(&config, &|_| {}).unwrap_or_else(|error| panic!("pisces {workload}: {error}"));
+        let shown: Vec<String> = report.violations.iter().take(3).map(|v| v.to_string()).collect();
+        assert_eq!(report.violation_count, 0, "pisces {workload} seed {:#x}: {}", seed(), shown.join("\n"));
+        assert!(report.images as usize >= images * 9 / 10, "pisces {workload}: {} images", report.images);
+        let counter = |name: &str| report.engine_counters.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v);
+        assert!(counter("write_backs_after_unlock") > 0, "{workload}: {:?}", report.engine_counters);
     }
 }
 

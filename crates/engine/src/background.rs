@@ -15,7 +15,7 @@
 //! Both show in [`crate::EngineStats`] (`checkpoint_failures`,
 //! `background_failure`).
 
-use crate::error::{DbError, DbResult};
+use crate::error::{panic_message, DbError, DbResult};
 use crate::stats::EngineStats;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,11 +54,7 @@ impl BackgroundHealth {
 
     /// Records that background thread `thread` panicked with `payload`.
     pub(crate) fn thread_panicked(&self, thread: &str, payload: &(dyn std::any::Any + Send)) {
-        let message = payload
-            .downcast_ref::<&str>()
-            .map(|text| text.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "(no message)".to_string());
+        let message = panic_message(payload);
         let mut state = self.state.lock();
         state.last = Some(format!("background thread {thread} panicked: {message}"));
         state.panic.get_or_insert((thread.to_string(), message));

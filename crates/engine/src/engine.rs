@@ -101,6 +101,13 @@ pub enum EngineKind {
     /// writing commit, write-back with plain stores after it, truncation
     /// later; recovery replays the logs over the slots (ARCHITECTURE.md §7).
     Mnemosyne,
+    /// Pisces (Gu et al., USENIX ATC 2019), as the DBXN paper runs it as a
+    /// baseline: dual-version concurrency control (snapshot isolation, at
+    /// most two versions per row; **not serializable**: it admits write
+    /// skew) and a three-stage commit over Mnemosyne's log and home slots:
+    /// the redo log made durable, the versions made visible, then written
+    /// back in place (ARCHITECTURE.md §7).
+    Pisces,
     /// FOEDUS (Kimura, SIGMOD 2015), as the Zen paper runs it: Silo's OCC
     /// over DRAM records, per-worker redo logs in PM made durable by epoch
     /// group commit, and a log gleaner that folds the durable log into
@@ -133,6 +140,7 @@ impl EngineKind {
         EngineKind::ZenPlus,
         EngineKind::MmdbIdeal,
         EngineKind::Mnemosyne,
+        EngineKind::Pisces,
         EngineKind::Foedus,
     ];
 
@@ -169,7 +177,8 @@ impl EngineKind {
     }
 
     /// Whether the engine's transactions are serializable (every engine
-    /// but `nvm-ideal`, an upper bound without concurrency control).
+    /// but `nvm-ideal`, an upper bound without concurrency control, and
+    /// `pisces`, snapshot isolation).
     pub fn is_serializable(self) -> bool {
         catalog::entry(self).serializable
     }
@@ -388,6 +397,9 @@ mod tests {
             ("wbl", 17),
             ("zen+", 18),
             ("mmdb-ideal", 19),
+            ("mnemosyne", 20),
+            ("pisces", 21),
+            ("foedus", 22),
         ];
         assert_eq!(pinned.len(), EngineKind::ALL.len(), "every engine has a pinned code");
         for (name, code) in pinned {
@@ -396,7 +408,7 @@ mod tests {
             assert_eq!(EngineKind::from_code(code), Some(kind), "{name}");
         }
         assert_eq!(EngineKind::from_code(0), None);
-        assert_eq!(EngineKind::from_code(20), None);
+        assert_eq!(EngineKind::from_code(23), None);
     }
 
     /// The code does not follow the list: a reordered list keeps it.

@@ -272,3 +272,12 @@ impl From<PoolError> for TxError {
 pub type TxResult<T> = Result<T, TxError>;
 /// Result of database-level operations.
 pub type DbResult<T> = Result<T, DbError>;
+
+/// The message of a panic's `payload` (a `&str` or a `String`).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|text| text.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_string())
+}

@@ -69,6 +69,10 @@ pub enum Fault {
     /// mnemosyne: the commit's one fence is left out (the fragment is
     /// written, never fenced before the acknowledgement).
     MnemosyneAckBeforeFence,
+    /// pisces: the commit's versions become visible (and are acknowledged
+    /// and written back) without the log's fence: the persist stage is
+    /// skipped.
+    PiscesVisibleBeforePersist,
     /// foedus: the log gleaner writes its snapshot pages with ordinary
     /// stores and flushes them only after it switched the snapshot root, so
     /// a crash in between finds the root naming pages that never reached
@@ -97,6 +101,7 @@ impl Fault {
         Fault::PhtmXendPersistsLog,
         Fault::TwoPlFencePerTwoCommits,
         Fault::MnemosyneAckBeforeFence,
+        Fault::PiscesVisibleBeforePersist,
         Fault::FoedusRootBeforePages,
     ];
 
@@ -120,6 +125,7 @@ impl Fault {
             Fault::PhtmXendPersistsLog => "phtm-xend-persists-log",
             Fault::TwoPlFencePerTwoCommits => "2pl-fence-per-two-commits",
             Fault::MnemosyneAckBeforeFence => "mnemosyne-ack-before-fence",
+            Fault::PiscesVisibleBeforePersist => "pisces-visible-before-persist",
             Fault::FoedusRootBeforePages => "foedus-root-before-pages",
         }
     }
@@ -144,6 +150,7 @@ impl Fault {
             Fault::PhtmXendPersistsLog => E::Phtm,
             Fault::TwoPlFencePerTwoCommits => E::TwoPl,
             Fault::MnemosyneAckBeforeFence => E::Mnemosyne,
+            Fault::PiscesVisibleBeforePersist => E::Pisces,
             Fault::FoedusRootBeforePages => E::Foedus,
         }
     }
@@ -313,6 +320,12 @@ impl Faults {
         self.is(|f| matches!(f, FaultKind::MnemosyneAckBeforeFence))
     }
 
+    /// pisces: no fence before the versions become visible.
+    #[inline(always)]
+    pub(crate) fn pisces_visible_before_persist(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::PiscesVisibleBeforePersist))
+    }
+
     /// foedus: snapshot pages are flushed after the root switch.
     #[inline(always)]
     pub(crate) fn foedus_root_before_pages(&self) -> bool {
@@ -372,6 +385,7 @@ enum FaultKind {
     PhtmXendPersistsLog,
     TwoPlFencePerTwoCommits,
     MnemosyneAckBeforeFence,
+    PiscesVisibleBeforePersist,
     FoedusRootBeforePages,
 }
 

@@ -33,11 +33,16 @@ pub enum Structure {
     /// The stored catalog (engine, protocol and table list; two
     /// checksummed copies in one chunk).
     Catalog,
+    /// Persistent home slots (`mnemosyne`: every row's copy, updated in
+    /// place).
+    PmHome,
+    /// A torn-bit redo log (`mnemosyne`: head word and fragments).
+    TornBitLog,
 }
 
 impl Structure {
     /// Every structure, in a fixed order (for reports).
-    pub const ALL: [Structure; 11] = [
+    pub const ALL: [Structure; 13] = [
         Structure::PoolHeader,
         Structure::RootTable,
         Structure::ChunkTable,
@@ -49,6 +54,8 @@ impl Structure {
         Structure::Sp3Dependencies,
         Structure::DbxnValues,
         Structure::Catalog,
+        Structure::PmHome,
+        Structure::TornBitLog,
     ];
 
     /// Short name, as printed in errors and reports.
@@ -65,6 +72,8 @@ impl Structure {
             Structure::Sp3Dependencies => "sp3 dependency record",
             Structure::DbxnValues => "dbxn value chunk",
             Structure::Catalog => "catalog",
+            Structure::PmHome => "pm home slots",
+            Structure::TornBitLog => "torn-bit redo log",
         }
     }
 }

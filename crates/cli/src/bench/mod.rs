@@ -35,6 +35,7 @@ pub use args::BenchArgs;
 
 use crate::units::format_bytes;
 use crate::CliError;
+use pmtx_engine::engine_catalog::Isolation;
 use pmtx_pm::BackendKind;
 use report::{ConfigJson, Report, WorkloadOptionsJson};
 use runner::{workload_error, RunSpec};
@@ -130,13 +131,24 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
             if args.recover { " (and --recover)" } else { "" }
         );
     }
-    if engines.iter().any(|engine| !engine.kind.is_serializable()) {
-        let names: Vec<String> =
-            engines.iter().filter(|engine| !engine.kind.is_serializable()).map(EngineSpec::label).collect();
+    let with_isolation = |isolation: Isolation| -> Vec<String> {
+        engines.iter().filter(|engine| engine.kind.entry().isolation() == isolation).map(EngineSpec::label).collect()
+    };
+    let uncontrolled = with_isolation(Isolation::Uncontrolled);
+    if !uncontrolled.is_empty() {
         println!(
             "note: {} has no concurrency control (an upper bound, not serializable): its consistency checks may \
              fail, which does not fail the command",
-            names.join(", ")
+            uncontrolled.join(", ")
+        );
+    }
+    let snapshot = with_isolation(Isolation::Snapshot);
+    if !snapshot.is_empty() {
+        println!(
+            "note: {} is not serializable: snapshot isolation (reads at a snapshot, write-write conflicts refused, \
+             reads never validated) admits write skew, e.g. two Smallbank WriteChecks on one customer; its \
+             consistency checks may fail, which does not fail the command",
+            snapshot.join(", ")
         );
     }
     if engines.iter().any(|engine| engine.kind == pmtx_engine::EngineKind::Mmdb) {
@@ -352,8 +364,9 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     }
 
     let label = |engine: &str, threads: usize| format!("{engine} x{threads}");
-    // A check of an engine without concurrency control may fail by design
-    // (the note above says so); every other failure fails the command.
+    // A check of an engine without concurrency control or under snapshot
+    // isolation may fail by design (the notes above say so); every other
+    // failure fails the command.
     let serializable = |run: &&report::RunJson| {
         pmtx_engine::EngineKind::parse(&run.engine_name).is_none_or(|kind| kind.is_serializable())
     };

@@ -42,6 +42,24 @@ impl Concurrency {
         }
     }
 
+    /// The same state running Pisces' dual-version concurrency control
+    /// (`protocols::dvcc`, snapshot isolation) instead of the protocol, if
+    /// `dvcc`; snapshots start above every version recovery put in
+    /// `tables` (as [`Concurrency::after_recovery`]).
+    pub(crate) fn with_dvcc<R: crate::storage::record::RowKind>(
+        self,
+        dvcc: bool,
+        workers: usize,
+        tables: &[crate::storage::table::Table<R>],
+    ) -> Self {
+        if !dvcc {
+            return self;
+        }
+        let versions = crate::cc::protocols::dvcc::DualVersion::shared(workers);
+        versions.commit_tid(newest_tid(tables));
+        Self { state: SharedState::Dvcc(versions) }
+    }
+
     /// The hybrid paths' shared state (the PHyTM family only).
     #[inline]
     pub(crate) fn hybrid(&self) -> Option<&Hybrid> {
@@ -61,11 +79,7 @@ impl Concurrency {
     ) -> Self {
         let concurrency = Self::new(protocol, workers);
         if let Some(versions) = concurrency.versions() {
-            let mut newest = 0;
-            for table in tables {
-                table.for_each_row(|_, row| newest = newest.max(crate::storage::record::tid_of(row.word())));
-            }
-            versions.commit_tid(newest);
+            versions.commit_tid(newest_tid(tables));
         }
         concurrency
     }
@@ -112,4 +126,13 @@ impl Concurrency {
             });
         }
     }
+}
+
+/// The largest TID of any row in `tables`.
+fn newest_tid<R: crate::storage::record::RowKind>(tables: &[crate::storage::table::Table<R>]) -> u64 {
+    let mut newest = 0;
+    for table in tables {
+        table.for_each_row(|_, row| newest = newest.max(crate::storage::record::tid_of(row.word())));
+    }
+    newest
 }

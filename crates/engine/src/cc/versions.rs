@@ -235,6 +235,20 @@ impl VersionStore {
         self.snapshots.iter().map(|snapshot| snapshot.load(Ordering::SeqCst)).fold(clock, u64::min)
     }
 
+    /// Whether a transaction other than `worker`'s holds a snapshot below
+    /// `tid`, a TID the clock was already raised to: only such a snapshot
+    /// can read a version that a commit at `tid` replaces. A snapshot
+    /// announced after the raise is at or above `tid` (`begin` re-reads the
+    /// clock after announcing, and retries if it moved), and one announced
+    /// before it is seen here.
+    pub(crate) fn other_snapshot_below(&self, worker: usize, tid: u64) -> bool {
+        debug_assert!(self.clock.load(Ordering::SeqCst) >= tid);
+        self.snapshots
+            .iter()
+            .enumerate()
+            .any(|(other, snapshot)| other != worker && snapshot.load(Ordering::SeqCst) < tid)
+    }
+
     /// Keeps the version a commit at `end` replaces in the row at
     /// `address` (the caller holds the row's lock): its TID `wts` and its
     /// value (`None`: absent). A placeholder that never held a value

@@ -2,23 +2,26 @@
 //! `mnemosyne-gcc`): a per-worker torn-bit redo log (`tornbit_log`) made
 //! durable by one fence at commit, then a write-back of the new values in
 //! place into the rows' persistent home slots (`storage::pm_home`) with
-//! plain stores, and truncation later: flush the written-back lines, fence,
-//! advance the log head, fence.
+//! plain stores, and truncation later, on a background thread
+//! (`mnemosyne_truncation`): flush the written-back lines, fence, advance
+//! the log head, fence.
 //!
 //! **Commit** (`CommitStage::LogBeforeInstall`): `prepare` encodes the
 //! fragment (per write: table and key length, value length or a delete,
-//! key and value words) and truncates the worker's log first when it is
-//! half full or the fragment does not fit; `append` writes the fragment,
+//! key and value words), adopts the head the truncation thread made
+//! durable, hands the written-back lines over to that thread every
+//! [`TRUNCATE_AFTER_WRITES`] versions or when the log is half full, and
+//! truncates inline only when the fragment does not fit; `append` writes the fragment,
 //! its commit marker and sequence number (the commit TID) as non-temporal
 //! stores and issues the commit's only fence; the install then writes each
 //! new version into its home slot with plain stores (`on_row_install`) and
 //! adds the lines to the worker's flush set.
 //!
-//! **Truncation** runs on the worker (in `prepare`, and when the worker
-//! goes away): flush the flush set, fence, store the head, fence. Each
-//! worker truncates its own log in its own order, not in global sequence
-//! order as Mnemosyne's truncation thread does; recovery's per-slot TID
-//! check makes that safe (below).
+//! **Truncation** runs on the truncation thread (and inline when a log is
+//! full, and when the worker goes away): flush the handed-over lines,
+//! fence, store the head, fence. Each log is truncated in its own order,
+//! not in global sequence order as Mnemosyne's log manager does;
+//! recovery's per-slot TID check makes that safe (below).
 //!
 //! **Recovery.** (1) Scan the home slots: per key the copy with the largest
 //! TID (a present value or a delete) wins; torn slots (bad CRC) and losing
@@ -38,6 +41,7 @@
 //! only after its fence, and its writes are installed (visible) only after
 //! it, so nothing recovered depends on a fragment that was lost.
 
+use crate::durability::mnemosyne_truncation::{TruncationSlot, Truncator};
 use crate::durability::tornbit_log::TornBitLog;
 use crate::durability::{CommitLog, CommitStage, EnginePolicy};
 use crate::epoch::Epochs;
@@ -48,19 +52,31 @@ use crate::storage::commit_view::CommitView;
 use crate::storage::pm_home::{PmHome, ScannedSlot, SlotImage, UNIT};
 use crate::storage::record::{self, Record};
 use crate::storage::table::Table;
-use pmtx_pm::{PmBackend, Pool};
+use pmtx_pm::{PmBackend, Pool, Structure};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// A worker truncates its log once it wrote back this many versions since
-/// the last truncation (or when the log is half full): Mnemosyne's
-/// truncation runs "every so often", and a bounded flush set bounds both
-/// the lines a truncation flushes at once and the replay after a crash.
+/// A worker hands its write-backs over to the truncation thread once it
+/// wrote back this many versions since it last did (or when its log is
+/// half full): a bounded flush set bounds both the lines a truncation
+/// flushes at once and the replay after a crash.
 pub(crate) const TRUNCATE_AFTER_WRITES: usize = 256;
 
 /// A delete in a fragment (the value-length value).
 const DELETE: u64 = u64::MAX;
+
+/// When a commit writes its new values back into their home slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WriteBack {
+    /// While installing, rows locked, before they become visible
+    /// (Mnemosyne's write-back after the log fence).
+    AtInstall,
+    /// After the commit unlocked its rows (visible), each row re-locked
+    /// briefly and skipped if a newer commit replaced it: Pisces' third
+    /// stage. Deletes and slot relocations are still written at install.
+    AfterUnlock,
+}
 
 /// What the policy is opened with.
 #[derive(Clone, Copy, Debug)]
@@ -69,37 +85,78 @@ pub(crate) struct MnemosyneConfig {
     pub(crate) log_words: u64,
     /// Broken variant: acknowledge without the commit's fence.
     pub(crate) ack_before_fence: bool,
+    /// When values are written back.
+    pub(crate) write_back: WriteBack,
 }
 
 /// Mnemosyne's durability over the home slots (module docs).
 pub(crate) struct MnemosyneLog<B: PmBackend> {
     pool: Arc<Pool<B>>,
-    home: PmHome<B>,
+    home: Arc<PmHome<B>>,
     config: MnemosyneConfig,
+    truncator: Arc<Truncator>,
+    /// Truncations a worker did inline (its log was full).
     truncations: AtomicU64,
     relocations: AtomicU64,
     replayed: AtomicU64,
+    /// Write-backs after unlock done, and skipped for a newer version.
+    written_back: AtomicU64,
+    superseded: AtomicU64,
 }
 
 /// One worker's log, its encoded fragment and its flush set.
 pub(crate) struct MnemosyneWorker<B: PmBackend> {
     log: TornBitLog<B>,
     payload: Vec<u64>,
-    /// Home-slot ranges written back since the last truncation.
+    /// Home-slot ranges written back and not yet handed over.
     flush_set: Vec<(u64, u64)>,
+    /// The log's truncation state, shared with the truncation thread.
+    truncation: Arc<TruncationSlot>,
+    truncator: Arc<Truncator>,
+    home: Arc<PmHome<B>>,
+    /// The log position handed over last.
+    handed_over: u64,
     truncations: u64,
+    /// A row's value copied for its write-back (`WriteBack::AfterUnlock`).
+    value: Vec<u8>,
+    /// Home slots this worker reserved (units, offset): `prepare` makes
+    /// sure each write of the commit has one of its size, so a commit whose
+    /// fragment is durable never lacks a slot to write back into (the pool
+    /// runs out in `prepare`, with a typed error, before anything is
+    /// logged).
+    spares: Vec<(u32, u64)>,
+    /// Scratch: slot sizes the commit's writes need.
+    demand: Vec<u32>,
+    /// A version had no slot (cannot happen with `spares`; if it did, the
+    /// log keeps every fragment from then on, and recovery replays them).
+    unplaced: bool,
 }
 
 impl<B: PmBackend> MnemosyneWorker<B> {
-    /// Truncates the whole log: flush set, fence, head, fence.
+    /// Truncates the whole log on this thread: what was handed over and the
+    /// flush set, fence, head, fence.
     fn truncate_all(&mut self) {
-        for (offset, len) in self.flush_set.drain(..) {
-            self.log.backend().flush(offset, len);
-        }
-        self.log.backend().fence();
         let tail = self.log.tail();
-        self.log.truncate_to(tail);
+        self.truncation.truncate(self.log.backend(), &mut self.flush_set, Some(tail));
+        self.log.adopt_head(tail);
+        self.handed_over = tail;
         self.truncations += 1;
+    }
+
+    /// Hands the flush set over to the truncation thread when it is large
+    /// or the log is half full (and grew since the last hand-over).
+    fn maybe_hand_over(&mut self) {
+        if self.unplaced {
+            return;
+        }
+        let log = &self.log;
+        let half_full = log.used() * 2 > log.capacity() && log.tail() - self.handed_over >= log.capacity() / 4;
+        if self.flush_set.len() >= TRUNCATE_AFTER_WRITES || (half_full && !self.flush_set.is_empty()) {
+            let tail = log.tail();
+            self.truncation.hand_over(&mut self.flush_set, tail);
+            self.handed_over = tail;
+            self.truncator.wake();
+        }
     }
 }
 
@@ -107,8 +164,14 @@ impl<B: PmBackend> Drop for MnemosyneWorker<B> {
     /// A later worker of the slot starts at the durable head, so nothing
     /// may stay between head and tail.
     fn drop(&mut self) {
-        if self.log.used() > 0 {
+        let durable = self.truncation.durable_head();
+        self.log.adopt_head(durable);
+        if self.log.used() > 0 && !self.unplaced {
             self.truncate_all();
+        }
+        self.truncator.unregister(&self.truncation);
+        for (_, offset) in self.spares.drain(..) {
+            self.home.free(offset);
         }
     }
 }
@@ -122,8 +185,11 @@ fn push_bytes(out: &mut Vec<u64>, bytes: &[u8]) {
     }
 }
 
-/// Reads `len` bytes from logical values.
-fn take_bytes(values: &mut impl Iterator<Item = u64>, len: usize) -> Option<Vec<u8>> {
+/// Reads `len` bytes from logical values (`None` past their end).
+fn take_bytes(values: &mut std::iter::Copied<std::slice::Iter<'_, u64>>, len: usize) -> Option<Vec<u8>> {
+    if len.div_ceil(8) > values.len() {
+        return None;
+    }
     let mut bytes = Vec::with_capacity(len.next_multiple_of(8));
     for _ in 0..len.div_ceil(8) {
         bytes.extend_from_slice(&values.next()?.to_le_bytes());
@@ -158,16 +224,21 @@ fn decode_fragment(values: &[u64]) -> Option<Vec<LoggedWrite>> {
 
 impl<B: PmBackend> MnemosyneLog<B> {
     /// The policy over `pool`.
-    pub(crate) fn open(config: MnemosyneConfig, pool: Arc<Pool<B>>) -> Self {
-        let home = PmHome::open(Arc::clone(&pool));
-        Self {
+    pub(crate) fn open(config: MnemosyneConfig, pool: Arc<Pool<B>>) -> DbResult<Self> {
+        let home = Arc::new(PmHome::open(Arc::clone(&pool)));
+        let truncator = Truncator::start(Arc::clone(&pool))
+            .map_err(|error| DbError::InvalidConfig(format!("cannot start thread pmtx-truncate: {error}")))?;
+        Ok(Self {
             pool,
             home,
             config,
+            truncator: Arc::new(truncator),
             truncations: AtomicU64::new(0),
             relocations: AtomicU64::new(0),
             replayed: AtomicU64::new(0),
-        }
+            written_back: AtomicU64::new(0),
+            superseded: AtomicU64::new(0),
+        })
     }
 
     /// The home slot of `row` (offset), if placed.
@@ -198,6 +269,39 @@ impl<B: PmBackend> MnemosyneLog<B> {
     }
 }
 
+impl<B: PmBackend> MnemosyneLog<B> {
+    /// Makes sure `worker` holds a spare home slot of each write's size
+    /// (one per write; usually left from earlier commits, as most writes
+    /// update a row in its own slot and take none).
+    fn reserve_slots<V: CommitView + ?Sized>(&self, worker: &mut MnemosyneWorker<B>, writes: &V) -> DbResult<()> {
+        worker.demand.clear();
+        for write in writes.writes() {
+            if let Some(value) = write.value {
+                worker.demand.push(PmHome::<B>::units_for(write.key.len(), value.len()));
+            }
+        }
+        worker.demand.sort_unstable();
+        let mut index = 0;
+        while index < worker.demand.len() {
+            let units = worker.demand[index];
+            let needed = worker.demand[index..].iter().take_while(|other| **other == units).count();
+            index += needed;
+            let held = worker.spares.iter().filter(|(spare, _)| *spare == units).count();
+            for _ in held..needed {
+                let offset = self.home.allocate(units).map_err(|error| match error {
+                    DbError::Pool(_) => DbError::OutOfSpace(format!(
+                        "mnemosyne: no pool chunk left for a home slot of {} bytes ({error})",
+                        u64::from(units) * UNIT
+                    )),
+                    other => other,
+                })?;
+                worker.spares.push((units, offset));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
     const STAGE: CommitStage = CommitStage::LogBeforeInstall;
     const VOLATILE_ROWS: bool = true;
@@ -205,7 +309,21 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
 
     fn worker(&self, id: usize) -> DbResult<MnemosyneWorker<B>> {
         let log = TornBitLog::open(Arc::clone(&self.pool), id, self.config.log_words).map_err(DbError::from)?;
-        Ok(MnemosyneWorker { log, payload: Vec::new(), flush_set: Vec::new(), truncations: 0 })
+        let truncation = self.truncator.register(log.head_offset(), log.tail());
+        Ok(MnemosyneWorker {
+            handed_over: log.tail(),
+            log,
+            payload: Vec::new(),
+            flush_set: Vec::new(),
+            truncation,
+            truncator: Arc::clone(&self.truncator),
+            truncations: 0,
+            home: Arc::clone(&self.home),
+            spares: Vec::new(),
+            demand: Vec::new(),
+            unplaced: false,
+            value: Vec::new(),
+        })
     }
 
     fn prepare<V: CommitView + ?Sized>(&self, worker: &mut MnemosyneWorker<B>, writes: &V) -> DbResult<()> {
@@ -218,13 +336,14 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
                 push_bytes(&mut worker.payload, value);
             }
         }
-        let log = &worker.log;
-        if !log.fits(worker.payload.len())
-            || log.used() * 2 > log.capacity()
-            || worker.flush_set.len() >= TRUNCATE_AFTER_WRITES
-        {
-            // Every earlier fragment of this worker is written back (its
-            // install followed its append on this worker).
+        // Every earlier fragment of this worker is written back (its
+        // install followed its append on this worker): its lines may go.
+        let durable = worker.truncation.durable_head();
+        worker.log.adopt_head(durable);
+        worker.maybe_hand_over();
+        self.reserve_slots(worker, writes)?;
+        if !worker.log.fits(worker.payload.len()) && !worker.unplaced {
+            // The thread is behind: the log is full.
             let before = worker.truncations;
             worker.truncate_all();
             self.truncations.fetch_add(worker.truncations - before, Ordering::Relaxed);
@@ -278,10 +397,20 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
             Some(slot) if self.home.value_capacity(slot, key.len()) >= needed => slot,
             old => {
                 let units = PmHome::<B>::units_for(key.len(), row.value_capacity().max(needed as usize));
-                let Ok(slot) = self.home.allocate(units) else {
-                    // No chunk left: the version stays in the log, which
-                    // recovery replays; the worker stops truncating.
-                    return;
+                let minimal = PmHome::<B>::units_for(key.len(), needed as usize);
+                let slot = match self.home.allocate(units) {
+                    Ok(slot) => slot,
+                    // The spare `prepare` reserved for this write.
+                    Err(_) => match worker.spares.iter().position(|(spare, _)| *spare == minimal) {
+                        Some(at) => worker.spares.swap_remove(at).1,
+                        None => {
+                            debug_assert!(false, "prepare reserves a slot for every write");
+                            // The version stays in the log, which recovery
+                            // replays; the worker stops truncating.
+                            worker.unplaced = true;
+                            return;
+                        }
+                    },
                 };
                 if let Some(old) = old {
                     // The old copy turns into a delete at this TID, so it
@@ -295,8 +424,47 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
                 slot
             }
         };
+        if self.config.write_back == WriteBack::AfterUnlock && value.is_some() {
+            // The slot is chosen; the value follows once the commit is
+            // visible (`write_back`).
+            return;
+        }
         let range = self.home.write(slot, image);
         worker.flush_set.push(range);
+    }
+
+    /// Every write-back of a commit follows its unlock: a newer commit of
+    /// the row may have locked it since, so the row is re-locked and its
+    /// version checked; a replaced version is left to its replacer (whose
+    /// fragment is durable in its log until it wrote the newer one back).
+    const WRITES_BACK_AFTER_UNLOCK: bool = true;
+
+    fn write_back(&self, worker: &mut MnemosyneWorker<B>, table: TableId, row: &Record, tid: u64) {
+        if self.config.write_back != WriteBack::AfterUnlock {
+            return;
+        }
+        // IMPORTANT: the lock keeps a newer commit from writing the slot
+        // (or relocating the row) between the check and the write. Holders
+        // are commits and write-backs, which never wait while holding it.
+        let word = loop {
+            if let Some(word) = row.lock(1 << 12) {
+                break word;
+            }
+            std::thread::yield_now();
+        };
+        if record::tid_of(word) != tid {
+            self.superseded.fetch_add(1, Ordering::Relaxed);
+        } else if word & record::ABSENT == 0 {
+            // (A delete was written at install.)
+            if let Some(slot) = Self::slot_of(row) {
+                row.read_locked(&mut worker.value);
+                let image = SlotImage { table: table.0, key: row.key(), value: Some(&worker.value), tid };
+                let range = self.home.write(slot, image);
+                worker.flush_set.push(range);
+                self.written_back.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        row.unlock();
     }
 
     fn read_only_ticket(&self, _max_tid: u64) -> CommitTicket {
@@ -347,9 +515,23 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
         }
         fragments.sort_by_key(|fragment| fragment.sqn);
         for fragment in &fragments {
-            let writes = decode_fragment(&fragment.values)
-                .ok_or_else(|| DbError::Corrupt(format!("log fragment {} does not parse", fragment.sqn)))?;
+            let writes = decode_fragment(&fragment.values).ok_or_else(|| {
+                DbError::corrupt(Structure::TornBitLog, format!("log fragment {} does not parse", fragment.sqn))
+            })?;
             for write in writes {
+                // A fragment that passed its torn bits may still be
+                // damaged (no checksum): refuse what no commit could log.
+                let fits = tables.get(write.table as usize).is_some_and(|table| {
+                    !write.key.is_empty()
+                        && write.key.len() <= table.schema.max_key_len
+                        && write.value.as_ref().is_none_or(|value| value.len() <= table.schema.max_value_len)
+                });
+                if !fits {
+                    return Err(DbError::corrupt(
+                        Structure::TornBitLog,
+                        format!("log fragment {} holds a write no table admits", fragment.sqn),
+                    ));
+                }
                 let sqn = fragment.sqn & crate::storage::pm_home::TID_MASK;
                 let key = (write.table, write.key);
                 let needed = write.value.as_ref().map_or(0, Vec::len);
@@ -396,7 +578,7 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
             };
             let table = tables
                 .get(table as usize)
-                .ok_or_else(|| DbError::Corrupt(format!("a home slot names table #{table}")))?;
+                .ok_or_else(|| DbError::corrupt(Structure::PmHome, format!("a home slot names table #{table}")))?;
             let (row, _, _) = table.get_or_insert(&key, value.len())?;
             let locked = row.lock(u32::MAX).expect("recovery locks never time out");
             debug_assert_eq!(locked & record::LOCKED, 0);
@@ -408,7 +590,10 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
         }
         let epoch = record::epoch_of_tid(max_tid) + 1;
         if epoch > record::MAX_EPOCH {
-            return Err(DbError::Corrupt(format!("recovered TID {max_tid} leaves no epoch to run in")));
+            return Err(DbError::corrupt(
+                Structure::PmHome,
+                format!("recovered TID {max_tid} leaves no epoch to run in"),
+            ));
         }
         epochs.raise(epoch);
         Ok(())
@@ -422,6 +607,9 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
     }
 
     fn close(&self, _tables: &[Table], clean: bool) -> DbResult<()> {
+        if let Some(panic) = self.truncator.stop() {
+            return Err(DbError::BackgroundPanic { thread: "pmtx-truncate".into(), message: panic });
+        }
         if clean {
             // The workers are gone, each truncated its log on the way out.
             self.pool.mark_clean_shutdown();
@@ -432,10 +620,14 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
     fn stats(&self) -> EngineStats {
         EngineStats {
             engine_counters: vec![
-                ("log_truncations", self.truncations.load(Ordering::Relaxed)),
+                ("log_truncations", self.truncator.truncations()),
+                ("log_truncations_inline", self.truncations.load(Ordering::Relaxed)),
                 ("slot_relocations", self.relocations.load(Ordering::Relaxed)),
                 ("replayed_writes", self.replayed.load(Ordering::Relaxed)),
+                ("write_backs_after_unlock", self.written_back.load(Ordering::Relaxed)),
+                ("write_backs_superseded", self.superseded.load(Ordering::Relaxed)),
             ],
+            background_pm: self.truncator.counters(),
             ..EngineStats::default()
         }
     }

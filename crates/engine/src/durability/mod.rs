@@ -24,6 +24,7 @@ pub(crate) mod foedus_cache;
 pub(crate) mod group_commit;
 pub mod log;
 pub(crate) mod mnemosyne_log;
+pub(crate) mod mnemosyne_truncation;
 pub mod segments;
 pub mod snapshot;
 pub(crate) mod sp3_log;
@@ -112,6 +113,14 @@ pub trait CommitLog: Send + Sync + 'static {
         _word: u64,
     ) {
     }
+    /// Whether the policy writes each committed version back after the
+    /// commit unlocked its rows ([`CommitLog::write_back`]): the third stage
+    /// of Pisces' commit. A constant, so no other engine's commit has the
+    /// calls.
+    const WRITES_BACK_AFTER_UNLOCK: bool = false;
+    /// The commit at `tid` of `worker` is durable and visible (its rows
+    /// unlocked, not yet acknowledged): write `row` of `table` back.
+    fn write_back(&self, _worker: &mut Self::Worker, _table: crate::schema::TableId, _row: &Record, _tid: u64) {}
     /// The TID a new worker of slot `worker` must commit above: the
     /// largest TID the slot made durable (SP^3's log: a slot's durable TID
     /// is one growing word, so its TIDs grow across worker instances).

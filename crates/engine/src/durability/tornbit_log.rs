@@ -26,10 +26,17 @@
 //! one 8-byte store and a fence, after the caller made the truncated
 //! fragments' in-place writes durable.
 //!
-//! **After recovery** every ring word is rewritten with the torn bit of the
-//! last lap recovery saw and the head moves to the start of the next lap,
-//! so no word of a crashed, partly persisted fragment (or of an older lap)
-//! can look valid to the next life.
+//! **After recovery** every word past the stable tail (up to a ring past the
+//! head) is rewritten with the torn bit that is *wrong* for its lap, fenced,
+//! and only then the head moves to the stable tail. Words of a crashed,
+//! partly persisted fragment can then never look valid to the next life,
+//! and a crash during the reset is harmless: the rewrite only turns words
+//! invalid and never touches the committed fragments before the tail, so a
+//! recovery from any subset of it finds the same fragments, and replaying
+//! them again is idempotent (their TIDs are checked per slot). (Filling the
+//! ring with the *current* lap's torn bit before the head moves would let a
+//! partly filled ring pass zero-payload words off as a committed
+//! fragment's.)
 
 use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool};
 use std::sync::Arc;
@@ -45,6 +52,14 @@ const PAYLOAD: u64 = !TORN;
 const FRAGMENT: u64 = 0x4D46 << 48;
 /// Mnemosyne's commit marker (the value follows the payload).
 pub(crate) const COMMIT_MARKER: u64 = 0xC0AA_17ED_C0AA_17ED;
+/// Truncates the log whose head word is at `head_offset` up to
+/// `position` (the caller made the truncated fragments' in-place writes
+/// durable): one store of the head word and a fence.
+pub(crate) fn persist_head<B: PmBackend>(backend: &B, head_offset: u64, position: u64) {
+    backend.write_non_temporal(head_offset, &position.to_le_bytes());
+    backend.fence();
+}
+
 /// Offset of the ring in the chunk (the head word has the first line).
 const RING: u64 = 64;
 
@@ -66,11 +81,11 @@ pub(crate) fn words_for(values: u64) -> u64 {
 
 /// Packs logical values into 63-bit payloads (torn bits added by the
 /// writer).
-pub(crate) fn pack(values: &[u64], out: &mut Vec<u64>) {
+pub(crate) fn pack_values(values: impl Iterator<Item = u64>, out: &mut Vec<u64>) {
     let mut acc: u128 = 0;
     let mut bits = 0u32;
     for value in values {
-        acc |= u128::from(*value) << bits;
+        acc |= u128::from(value) << bits;
         bits += 64;
         while bits >= 63 {
             out.push(acc as u64 & PAYLOAD);
@@ -212,23 +227,31 @@ impl<B: PmBackend> TornBitLog<B> {
     /// (durable on return). The caller checked [`TornBitLog::fits`].
     pub(crate) fn append(&mut self, payload: &[u64], sqn: u64, fence: bool) {
         assert!(self.fits(payload.len()), "the caller truncates first");
-        let mut values = Vec::with_capacity(payload.len() + 3);
-        values.push(FRAGMENT | payload.len() as u64);
-        values.extend_from_slice(payload);
-        values.push(COMMIT_MARKER);
-        values.push(sqn);
+        let values =
+            std::iter::once(FRAGMENT | payload.len() as u64).chain(payload.iter().copied()).chain([COMMIT_MARKER, sqn]);
         self.packed.clear();
-        pack(&values, &mut self.packed);
+        pack_values(values, &mut self.packed);
         let backend = self.pool.backend();
         // One 8-byte non-temporal store per word, each with its lap's torn
         // bit, last word first: the order is free (that is the point of the
         // torn bits), and marker-first lets a crash leave the marker
         // durable before the payload, the case recovery must refuse.
         let start = self.tail;
+        // One division per fragment, not two per word (a 64-bit division
+        // costs tens of cycles; `words` need not be a power of two).
+        let (start_lap, start_index) = (start / self.words, start % self.words);
+        let ring = self.base + RING;
         for (index, word) in self.packed.iter().enumerate().rev() {
-            let position = start + index as u64;
-            let word = word | torn_bit_of_lap(position / self.words);
-            backend.write_non_temporal(self.offset_of(position), &word.to_le_bytes());
+            let mut slot = start_index + index as u64;
+            let mut lap = start_lap;
+            if slot >= self.words {
+                // A fragment is at most a ring long (`fits`): one wrap.
+                slot -= self.words;
+                lap += 1;
+            }
+            debug_assert_eq!(ring + slot * 8, self.offset_of(start + index as u64));
+            let word = word | torn_bit_of_lap(lap);
+            backend.write_non_temporal(ring + slot * 8, &word.to_le_bytes());
         }
         let position = start + self.packed.len() as u64;
         self.tail = position;
@@ -245,9 +268,20 @@ impl<B: PmBackend> TornBitLog<B> {
     /// in-place writes durable): one store of the head word and a fence.
     pub(crate) fn truncate_to(&mut self, position: u64) {
         debug_assert!(position >= self.head && position <= self.tail);
-        let backend = self.pool.backend();
-        backend.write_non_temporal(self.base, &position.to_le_bytes());
-        backend.fence();
+        persist_head(self.pool.backend(), self.base, position);
+        self.head = position;
+    }
+
+    /// Offset of the head word (for a truncation on another thread:
+    /// [`persist_head`], then [`TornBitLog::adopt_head`]).
+    pub(crate) fn head_offset(&self) -> u64 {
+        self.base
+    }
+
+    /// Takes `position` as the head another thread made durable with
+    /// [`persist_head`].
+    pub(crate) fn adopt_head(&mut self, position: u64) {
+        debug_assert!(position >= self.head && position <= self.tail);
         self.head = position;
     }
 
@@ -301,21 +335,44 @@ impl<B: PmBackend> TornBitLog<B> {
         scanned
     }
 
-    /// After recovery applied every fragment durably: rewrites the ring
-    /// with the torn bit of the last lap in use and starts the next lap
-    /// (module docs), durable on return.
+    /// After recovery applied every fragment durably: invalidates every
+    /// word past the stable tail, then truncates to it (module docs),
+    /// durable on return.
     pub(crate) fn reset_after_recovery(&mut self) {
+        let tail = self.scan().tail;
+        self.invalidate_beyond(tail, |_| true);
+        self.pool.backend().fence();
+        self.tail = tail;
+        self.truncate_to(tail);
+    }
+
+    /// Writes, for every position from `tail` up to a ring past the head
+    /// whose line `write_line` accepts, a word whose torn bit is wrong for
+    /// its lap (no fence). Tests pass a subset of lines to stand for a crash
+    /// during the rewrite.
+    fn invalidate_beyond(&self, tail: u64, write_line: impl Fn(u64) -> bool) {
         let backend = self.pool.backend();
-        // No position at or past head + words was ever written: the last
-        // lap in use is that of head + words - 1.
-        let lap = self.head.div_ceil(self.words);
-        let fill = torn_bit_of_lap(lap);
-        let words = vec![fill.to_le_bytes(); self.words as usize].concat();
-        backend.write_non_temporal(self.base + RING, &words);
-        backend.fence();
-        let next = (lap + 1) * self.words;
-        self.tail = next;
-        self.truncate_to(next);
+        let end = self.head + self.words;
+        let mut position = tail;
+        while position < end {
+            // One contiguous physical run: up to the ring's end or `end`.
+            let index = position % self.words;
+            let run = (self.words - index).min(end - position);
+            let lap = position / self.words;
+            let words = vec![(torn_bit_of_lap(lap) ^ TORN).to_le_bytes(); run as usize].concat();
+            let offset = self.offset_of(position);
+            let mut at = 0u64;
+            while at < run * 8 {
+                // Line by line, so a test can leave any line out.
+                let line_end = ((offset + at) / 64 + 1) * 64 - offset;
+                let len = line_end.min(run * 8) - at;
+                if write_line((offset + at) / 64) {
+                    backend.write_non_temporal(offset + at, &words[at as usize..(at + len) as usize]);
+                }
+                at += len;
+            }
+            position += run;
+        }
     }
 }
 
@@ -332,7 +389,7 @@ mod tests {
     fn packing_round_trips_across_word_boundaries() {
         let values: Vec<u64> = (0..200u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | (i << 63)).collect();
         let mut words = Vec::new();
-        pack(&values, &mut words);
+        pack_values(values.iter().copied(), &mut words);
         assert_eq!(words.len() as u64, words_for(values.len() as u64));
         assert!(words.iter().all(|word| word & TORN == 0), "the torn bit is the writer's");
         let mut back = Vec::new();
@@ -411,11 +468,58 @@ mod tests {
         let pool = pool();
         let mut log = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("log");
         log.append(&[1; 5], 1, true);
-        log.append(&[2; 5], 2, false);
+        log.append(&[2; 5], 2, true);
+        let tail = log.tail();
         log.reset_after_recovery();
-        let reopened = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("reopen");
-        assert_eq!(reopened.head, 64);
+        let mut reopened = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("reopen");
+        assert_eq!(reopened.head, tail);
         let scanned = reopened.scan();
         assert!(scanned.fragments.is_empty() && !scanned.torn_tail, "{scanned:?}");
+        // The next life's fragments are found, and nothing after them.
+        reopened.append(&[3; 5], 3, true);
+        let scanned = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("reopen").scan();
+        assert_eq!(scanned.fragments, [Fragment { sqn: 3, values: vec![3; 5] }]);
+        assert!(!scanned.torn_tail, "{scanned:?}");
+    }
+
+    /// A crash during the reset (any subset of its lines durable, head not
+    /// moved) leaves recovery the same committed fragments, even with a
+    /// torn fragment past the tail and words of an older lap in the ring.
+    #[test]
+    fn a_crash_during_the_reset_keeps_the_committed_fragments() {
+        let pool = pool();
+        let mut log = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("log");
+        // Lap 0 filled, truncated, then lap 1 partly: lap 0's words past
+        // the tail are stale, and a torn fragment follows the last one.
+        while log.tail() < 60 {
+            if !log.fits(5) {
+                let tail = log.tail();
+                log.truncate_to(tail);
+            }
+            let sqn = log.tail();
+            log.append(&[sqn; 5], sqn, true);
+        }
+        let tail = log.tail();
+        log.truncate_to(tail);
+        log.append(&[77; 4], 100, true);
+        log.append(&[88; 4], 101, true);
+        let committed_tail = log.tail();
+        log.append(&[99; 4], 102, true);
+        // The torn fragment: its third word never reached the media.
+        let lap = (committed_tail + 2) / 64;
+        pool.backend().write(log.offset_of(committed_tail + 2), &(torn_bit_of_lap(lap) ^ TORN).to_le_bytes());
+        let before = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("reopen").scan();
+        assert_eq!(before.fragments.iter().map(|f| f.sqn).collect::<Vec<_>>(), [100, 101]);
+        assert!(before.torn_tail);
+        let ring: Vec<u64> = (0..64).map(|at| pool.backend().load_u64(log.offset_of(at))).collect();
+        for pattern in [0b0101u64, 0b1010, 0b0011, 0b1100, 0b1111, 0b0110] {
+            for (at, word) in ring.iter().enumerate() {
+                pool.backend().write(log.offset_of(at as u64), &word.to_le_bytes());
+            }
+            let crashed = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("reopen");
+            crashed.invalidate_beyond(crashed.scan().tail, |line| pattern >> (line % 4) & 1 == 1);
+            let after = TornBitLog::open(Arc::clone(&pool), 0, 64).expect("reopen").scan();
+            assert_eq!(after.fragments, before.fragments, "lines {pattern:#b} of the reset durable");
+        }
     }
 }

@@ -75,6 +75,11 @@ impl<L: EnginePolicy, C: CommitRule> OccEngine<L, C> {
                     .with_tinystm(
                         options.engine.entry().protocol == crate::engine_catalog::ProtocolPart::TinyStm,
                         options.workers,
+                    )
+                    .with_dvcc(
+                        options.engine.entry().protocol == crate::engine_catalog::ProtocolPart::DualVersion,
+                        options.workers,
+                        &tables,
                     ),
             ),
             tables,
@@ -249,7 +254,8 @@ impl<L: EnginePolicy, C: CommitRule> Engine for OccEngine<L, C> {
         stats.durable_epoch = self.shared.epochs.durable();
         stats.rows_indexed = self.shared.tables.iter().map(|table| table.indexed_rows() as u64).sum();
         stats.rows_unlinked = self.shared.rows_unlinked.load(Ordering::Relaxed);
-        stats.background_pm = *self.background_pm.lock();
+        // The policy's own threads (mnemosyne's truncation) plus the shell's.
+        stats.background_pm.add(&self.background_pm.lock());
         self.shared.health.report(&mut stats);
         if let Some(hybrid) = self.shared.cc.hybrid() {
             stats.path_commits = hybrid.path_commits();
@@ -670,12 +676,18 @@ impl<L: CommitLog, C: CommitRule> CommitSteps for DramWorker<L, C> {
     #[inline]
     fn finish(
         &mut self,
-        _shared: &OccShared<L>,
+        shared: &OccShared<L>,
         _held: (),
         tid: u64,
         ticket: Option<CommitTicket>,
     ) -> TxResult<CommitTicket> {
         self.last_tid = tid;
+        if L::WRITES_BACK_AFTER_UNLOCK && ticket.is_some() {
+            // Pisces' third stage: durable and visible, now in place.
+            for entry in self.tx.writes.entries() {
+                shared.log.write_back(&mut self.log, entry.table, entry.row(), tid);
+            }
+        }
         // Every stage's log gives the ticket, except a log on a file whose
         // append failed after the install (`log_while_locked`): the
         // pipeline returns that error, not this one.

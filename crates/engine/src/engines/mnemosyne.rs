@@ -4,7 +4,7 @@
 //! (`durability::mnemosyne_log`: torn-bit redo log, write-back into the
 //! persistent home slots of `storage::pm_home`, truncation).
 
-use crate::durability::mnemosyne_log::{MnemosyneConfig, MnemosyneLog};
+use crate::durability::mnemosyne_log::{MnemosyneConfig, MnemosyneLog, WriteBack};
 use crate::engine::Engine;
 use crate::engines::dram::OccEngine;
 use crate::error::DbResult;
@@ -30,8 +30,12 @@ pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbR
         )));
     }
     let faults = options.faults();
-    let config = MnemosyneConfig { log_words: LOG_WORDS, ack_before_fence: faults.mnemosyne_ack_before_fence() };
-    let log = MnemosyneLog::open(config, Arc::clone(&pool));
+    let config = MnemosyneConfig {
+        log_words: LOG_WORDS,
+        ack_before_fence: faults.mnemosyne_ack_before_fence(),
+        write_back: WriteBack::AtInstall,
+    };
+    let log = MnemosyneLog::open(config, Arc::clone(&pool))?;
     super::check_identity(options, &pool)?;
     Ok(OccEngine::open(options, log)?)
 }

@@ -9,6 +9,7 @@ pub(crate) mod mnemosyne;
 pub(crate) mod nvm_tuples;
 pub(crate) mod phytm;
 pub(crate) mod pipeline;
+pub(crate) mod pisces;
 pub(crate) mod silo;
 pub(crate) mod sp3;
 #[cfg(test)]
@@ -120,6 +121,7 @@ pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>
         EngineKind::Sp3 | EngineKind::NvmTx | EngineKind::NvmIdeal => sp3::open(options, pool),
         EngineKind::Phytm | EngineKind::PhytmPaper | EngineKind::Phtm | EngineKind::TwoPl => phytm::open(options, pool),
         EngineKind::Mnemosyne => mnemosyne::open(options, pool),
+        EngineKind::Pisces => pisces::open(options, pool),
         EngineKind::Foedus => foedus::open(options, pool),
     }
 }

@@ -16,7 +16,7 @@
 
 use crate::cc::CcProtocol;
 use crate::engine::EngineKind;
-use crate::engine_catalog::{self as catalog, EngineEntry, Named, OptionKey, PresetEntry};
+use crate::engine_catalog::{self as catalog, EngineEntry, Isolation, Named, OptionKey, PresetEntry};
 use crate::options::{DbOptions, DbxnOptions, LogMedium, ReadOnlySnapshot, ZenPlusOptions};
 use pmtx_htm::{HtmBackendKind, HtmConfig, PER_MILLION};
 use std::collections::BTreeMap;
@@ -470,11 +470,14 @@ pub fn options_help() -> String {
         section(&engines, group);
     }
     help.push_str(&format!("\nConcurrency-control protocols (cc=): {}\n", protocol_names(CcProtocol::ALL.into_iter())));
-    let unserializable: Vec<&str> =
-        EngineKind::ALL.iter().filter(|kind| !kind.is_serializable()).map(|kind| kind.name()).collect();
+    let with_isolation = |isolation: Isolation| -> Vec<&str> {
+        EngineKind::ALL.iter().filter(|kind| kind.entry().isolation() == isolation).map(|kind| kind.name()).collect()
+    };
     help.push_str(&format!(
-        "Isolation (every engine but {}, which validates nothing and is not serializable):\n",
-        unserializable.join(", ")
+        "Isolation (every engine but {}, which validates nothing and is not serializable, and {}, snapshot \
+         isolation with write skew, not serializable):\n",
+        with_isolation(Isolation::Uncontrolled).join(", "),
+        with_isolation(Isolation::Snapshot).join(", ")
     ));
     for protocol in CcProtocol::ALL {
         help.push_str(&format!("  {}: {}\n", protocol.name(), protocol.isolation()));
@@ -670,9 +673,17 @@ mod tests {
                     assert!(parsed.unwrap_err().contains("takes cc=hekaton only"), "{protocol}");
                     continue;
                 }
-                // SP^3's and PHyTM's engines run their own protocol: the
-                // grammar applies the rule DbOptions applies at open.
-                if (kind.is_sp3_family() || kind.is_hybrid()) && protocol != CcProtocol::Silo {
+                // SP^3's, PHyTM's and the PTM engines run their own
+                // protocol: the grammar applies the rule DbOptions applies
+                // at open.
+                let own = matches!(kind.entry().cc, catalog::CcRule::Only { protocol: only, .. } if only != protocol);
+                assert_eq!(
+                    own,
+                    (kind.is_sp3_family() || kind.is_hybrid() || kind.entry().family == catalog::Family::Ptm)
+                        && protocol != CcProtocol::Silo,
+                    "{kind} {protocol}"
+                );
+                if own {
                     let error = parsed.unwrap_err();
                     assert!(error.contains(&format!("got cc={protocol}")), "{kind} {protocol}: {error}");
                     continue;

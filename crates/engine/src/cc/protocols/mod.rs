@@ -243,7 +243,7 @@ pub(crate) trait Named: Protocol {
 
 /// The catalog: `named` lists the protocols `cc=NAME` chooses, `hybrid` the
 /// schemes an engine chooses itself (the PHyTM family's paths, `mnemosyne`'s
-/// TinySTM). Each line
+/// TinySTM, `pisces`' DVCC). Each line
 /// also declares the protocol's module (`protocols/MODULE.rs`).
 macro_rules! protocols {
     (
@@ -402,6 +402,7 @@ protocols! {
     hybrid {
         Phytm => phytm::Phytm,
         TinyStm => tinystm::TinyStm,
+        Dvcc => dvcc::Dvcc,
     }
 }
 

@@ -26,12 +26,22 @@ pub(crate) struct Snapshot {
     pub(crate) ts: u64,
     /// Versions this worker kept, until no snapshot needs them.
     queue: VersionQueue,
+    /// Keep a replaced version only when another running snapshot may
+    /// read it (`dvcc`: Pisces leaves the older version in place and
+    /// copies nothing when no reader needs it).
+    pub(crate) keep_only_when_read: bool,
 }
 
 impl Snapshot {
     /// The (not yet taken) snapshot of worker `worker` over `versions`.
     pub(crate) fn new(versions: &Arc<VersionStore>, worker: usize) -> Self {
-        Self { versions: Arc::clone(versions), worker, ts: u64::MAX, queue: VersionQueue::default() }
+        Self {
+            versions: Arc::clone(versions),
+            worker,
+            ts: u64::MAX,
+            queue: VersionQueue::default(),
+            keep_only_when_read: false,
+        }
     }
 
     /// The engine's older versions.
@@ -98,6 +108,9 @@ impl Snapshot {
     pub(crate) fn preserve(&mut self, address: usize, locked_word: u64, old: Option<&[u8]>, tid: u64) {
         let old = if locked_word & ABSENT == 0 { old } else { None };
         debug_assert!(locked_word & ABSENT != 0 || old.is_some(), "a present version has a value");
+        if self.keep_only_when_read && !self.versions.other_snapshot_below(self.worker, tid) {
+            return;
+        }
         self.versions.preserve(&mut self.queue, address, record::tid_of(locked_word), old, tid);
     }
 
