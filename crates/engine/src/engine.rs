@@ -119,7 +119,7 @@ pub enum EngineKind {
 
 impl EngineKind {
     /// Every engine, for `--help` and tests.
-    pub const ALL: [EngineKind; 21] = [
+    pub const ALL: [EngineKind; 22] = [
         EngineKind::Silo,
         EngineKind::GroupCommit,
         EngineKind::Dbxn,

@@ -416,7 +416,7 @@ const PHYTM_PAPER_CAVEAT: &str = "phytm-paper reproduces the paper's emulation, 
 
 /// Every engine, indexed by its `EngineKind` discriminant (checked at
 /// compile time below), so a lookup is one index.
-pub const ENGINES: [EngineEntry; 21] = [
+pub const ENGINES: [EngineEntry; 22] = [
     EngineEntry {
         kind: EngineKind::Silo,
         name: "silo",
