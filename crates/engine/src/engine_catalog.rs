@@ -810,7 +810,8 @@ const PISCES_DEVIATIONS: &[&str] = &[
 const FOEDUS_DEVIATIONS: &[&str] = &[
     "the DRAM budget (cache=) is over rows, not volatile pages, and is a cost model: an evicted row keeps its DRAM \
      record (the authoritative copy), and its next access pays the read of its whole 4 KiB snapshot page from NVM; \
-     eviction runs after each snapshot, not when the volatile pool fills",
+     eviction runs after each snapshot (taken every --checkpoint-s seconds or when the volatile pool is full), and \
+     a read while the pool is full leaves the row evicted",
     "a snapshot is a sorted run of 4 KiB pages per table with a directory in a root page, not a tree of \
      intermediate pages; each gleaner run rewrites every page instead of only the pages its log touched",
     "the gleaner partitions by table (one reducer, sequential), not by key range over NUMA nodes; its mappers \

@@ -127,11 +127,24 @@ fn a_small_budget_evicts_rows_and_a_miss_reads_the_whole_page() {
     let misses = db.stats().cache_misses;
     assert!(misses > 0, "evicted rows were read");
     assert!(counters.bytes_read >= misses * 4096, "{counters:?} for {misses} misses");
-    // Touched rows are resident again: reading them once more misses none.
+    // The pool is at its budget: reads go through the snapshot pages and
+    // leave the rows evicted, so reading them again misses as often.
     for key in 0..ROWS {
         db.run(|tx| tx.get(items, &key.to_be_bytes())).unwrap();
     }
-    assert_eq!(db.stats().cache_misses, misses);
+    assert_eq!(db.stats().cache_misses, 2 * misses);
+    // A write takes a volatile copy: the row is resident afterwards.
+    let key = (0..ROWS)
+        .find(|key| {
+            let before = db.stats().cache_misses;
+            db.run(|tx| tx.get(items, &key.to_be_bytes())).unwrap();
+            db.stats().cache_misses > before
+        })
+        .expect("an evicted row");
+    db.run(|tx| tx.put(items, &key.to_be_bytes(), &value(key, 1))).unwrap();
+    let before = db.stats().cache_misses;
+    db.run(|tx| tx.get(items, &key.to_be_bytes())).unwrap();
+    assert_eq!(db.stats().cache_misses, before, "key {key} is resident after its write");
     // A budget as large as the data evicts nothing.
     db.close().unwrap();
     let db = Database::open_on_pool(options(256 << 20), Arc::clone(&pool)).unwrap();
@@ -139,4 +152,37 @@ fn a_small_budget_evicts_rows_and_a_miss_reads_the_whole_page() {
     db.checkpoint().unwrap();
     assert_eq!(db.stats().cache_evictions, 0);
     assert_round(&db, 2, &[]);
+}
+
+/// A full volatile pool triggers the gleaner without waiting for the
+/// snapshot interval (FOEDUS's trigger): a load beyond the budget is
+/// snapshotted and evicted down to it by the checkpointer alone.
+#[test]
+fn a_load_beyond_the_budget_triggers_a_snapshot_and_eviction() {
+    let pool = Arc::new(Pool::<Direct>::create_in_memory(POOL, CHUNK, &PmOptions::default()).unwrap());
+    let data_bytes = ROWS * (8 + VALUE_LEN as u64);
+    let budget = data_bytes / 4;
+    // An interval no test waits for: only the full pool can trigger.
+    let mut small = options(budget);
+    small.checkpoint_interval = Some(Duration::from_secs(3600));
+    let db = Database::open_on_pool(small, Arc::clone(&pool)).unwrap();
+    write_all(&db, 1);
+    // The checkpointer polls every 10 ms; the deadline only bounds a hang.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while db.stats().cache_evictions == 0 {
+        assert!(std::time::Instant::now() < deadline, "no snapshot was triggered: {:?}", db.stats());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stats = db.stats();
+    assert!(stats.checkpoints >= 1, "{stats:?}");
+    assert!(stats.cache_bytes <= budget, "resident {} over the budget {budget}", stats.cache_bytes);
+    assert_round(&db, 1, &[]);
+    db.close().unwrap();
+    // A budget the data fit in never triggers: nothing is evicted.
+    let mut large = options(256 << 20);
+    large.checkpoint_interval = Some(Duration::from_secs(3600));
+    let db = Database::open_on_pool(large, Arc::clone(&pool)).unwrap();
+    write_all(&db, 2);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(db.stats().cache_evictions, 0);
 }

@@ -484,6 +484,12 @@ fn print_report(report: &Report, type_order: &[&str], args: &BenchArgs) {
         println!("HTM regions (measured phase):");
         print!("{htm}");
     }
+    let caches = report::cache_lines(&report.runs);
+    if !caches.is_empty() {
+        println!();
+        println!("DRAM cache over PM (since open, load included):");
+        print!("{caches}");
+    }
     let log_files = report::log_file_lines(&report.runs);
     if !log_files.is_empty() {
         println!();

@@ -829,6 +829,29 @@ impl LogFileJson {
     }
 }
 
+/// One line per run whose engine has a DRAM cache over PM that was used:
+/// its counters since open (load included).
+pub fn cache_lines(runs: &[RunJson]) -> String {
+    let mut out = String::new();
+    for run in runs {
+        let stats = &run.engine_stats;
+        if stats.cache_hits + stats.cache_misses + stats.cache_evictions == 0 {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "  {} x{}: {} hits, {} misses, {} evictions, {} resident at the end",
+            run.engine,
+            run.threads,
+            stats.cache_hits,
+            stats.cache_misses,
+            stats.cache_evictions,
+            crate::units::format_bytes(stats.cache_bytes)
+        );
+    }
+    out
+}
+
 /// One line per run whose redo log is on files: its syncs.
 pub fn log_file_lines(runs: &[RunJson]) -> String {
     let mut out = String::new();
@@ -853,6 +876,20 @@ pub struct EngineStatsJson {
     pub log_bytes: u64,
     /// Highest durable epoch.
     pub durable_epoch: u64,
+    /// DRAM cache over PM (zen's Met-Cache, foedus's volatile rows over its
+    /// snapshot pages): reads served from DRAM since open.
+    #[serde(default)]
+    pub cache_hits: u64,
+    /// Cache misses since open (zen: a tuple copied from the PM heap;
+    /// foedus: a whole 4 KiB snapshot page read for one row).
+    #[serde(default)]
+    pub cache_misses: u64,
+    /// Cache evictions since open.
+    #[serde(default)]
+    pub cache_evictions: u64,
+    /// Bytes the cache holds at the end of the run.
+    #[serde(default)]
+    pub cache_bytes: u64,
 }
 
 /// The CSV file: a header and one row per run (engine runs, then the PMDK

@@ -893,6 +893,10 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         checkpoints: stats.checkpoints,
         log_bytes: stats.log_bytes,
         durable_epoch: stats.durable_epoch,
+        cache_hits: stats.cache_hits,
+        cache_misses: stats.cache_misses,
+        cache_evictions: stats.cache_evictions,
+        cache_bytes: stats.cache_bytes,
     };
     let unwrap = |database: Arc<Database>| {
         Arc::try_unwrap(database)

@@ -19,10 +19,24 @@
 //! snapshot (its epoch is below the snapshot's start epoch), a clock's
 //! second chance sparing `REFERENCED` rows once.
 //!
+//! **Trigger.** Besides every `--checkpoint-s` seconds, the gleaner runs
+//! when the volatile pool is full, as FOEDUS triggers a snapshot when its
+//! volatile page pool reaches a threshold: the resident bytes of the last
+//! pass plus the bytes made resident since (rows first seen, misses)
+//! exceed the budget, and at least a quarter of the budget was made
+//! resident since the last pass (so a pass that could not reach the
+//! budget, its rows being newer than the snapshot, does not re-trigger at
+//! once). A bulk load beyond the budget is thus gleaned and evicted within
+//! the checkpointer's pressure gap, and a run starts, as the paper's FOEDUS
+//! does, with the rows beyond the budget only in snapshot pages.
+//!
 //! **A miss**: a transaction that reads or writes an evicted row first
 //! reads the row's whole 4 KiB snapshot page from the pool (charged as NVM
 //! reads by the backend; Zen's read amplification), and the row becomes
-//! resident again.
+//! resident again, except on a read while the volatile pool is at its
+//! budget: FOEDUS then reads the row through its snapshot page without a
+//! volatile copy, so the row stays evicted and its next read pays the page
+//! again (a write always takes a volatile copy).
 //!
 //! What is a model here: the DRAM record keeps the row's authoritative
 //! copy while it is evicted (indexes, protocol, log and recovery are the
@@ -45,6 +59,12 @@ use pmtx_pm::PmBackend;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// Bytes a row takes in a volatile page (key plus value capacity).
+#[inline]
+fn row_bytes(key: &[u8], row: &Record) -> u64 {
+    (key.len() + row.value_capacity()) as u64
+}
+
 const UNTRACKED: u32 = 0;
 const RESIDENT: u32 = 1;
 const REFERENCED: u32 = 2;
@@ -59,6 +79,9 @@ pub(crate) struct FoedusLog<B: PmBackend> {
     budget: u64,
     /// Resident bytes counted by the last eviction pass.
     resident_bytes: AtomicU64,
+    /// Bytes made resident since the last pass started (rows first seen,
+    /// misses): the volatile pool's growth (module docs, trigger).
+    grown_bytes: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
 }
@@ -71,30 +94,52 @@ impl<B: PmBackend> FoedusLog<B> {
             inner,
             budget,
             resident_bytes: AtomicU64::new(0),
+            grown_bytes: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
         }
     }
 
-    /// A transaction touches `row`: a miss reads its snapshot page.
+    /// A transaction touches `row` (`write`: installs a version of it): a
+    /// miss reads its snapshot page. A read miss while the volatile pool
+    /// is full leaves the row evicted (FOEDUS reads it through the
+    /// snapshot page without a volatile copy), so every such read pays the
+    /// page again; a write always makes it resident (FOEDUS installs a
+    /// volatile page for it).
     #[inline]
-    fn touch(&self, row: &Record) {
+    fn touch(&self, row: &Record, write: bool) {
         match row.home().load(Ordering::Relaxed) {
             REFERENCED => return,
-            UNTRACKED | RESIDENT => {}
+            RESIDENT => {}
+            UNTRACKED => {
+                self.grown_bytes.fetch_add(row_bytes(row.key(), row), Ordering::Relaxed);
+            }
             evicted => {
                 let page = u64::from(evicted - EVICTED) * PAGE_SIZE;
                 // The whole page is read to reach one row.
                 let _ = self.inner.pool().backend().read_volatile(page, PAGE_SIZE);
                 self.misses.fetch_add(1, Ordering::Relaxed);
+                if !write && self.pool_full() {
+                    return;
+                }
+                self.grown_bytes.fetch_add(row_bytes(row.key(), row), Ordering::Relaxed);
             }
         }
         row.home().store(REFERENCED, Ordering::Relaxed);
     }
 
+    /// Whether the volatile pool is at its budget: the last pass's
+    /// resident bytes plus those made resident since.
+    #[inline]
+    fn pool_full(&self) -> bool {
+        self.resident_bytes.load(Ordering::Relaxed) + self.grown_bytes.load(Ordering::Relaxed) >= self.budget
+    }
+
     /// The eviction pass after a snapshot (module docs).
     fn evict(&self, tables: &[Table], index: &SnapshotIndex) {
-        let row_bytes = |key: &[u8], row: &Record| (key.len() + row.value_capacity()) as u64;
+        // Rows made resident from here on are counted by this pass or the
+        // next trigger (at worst both: the trigger errs early).
+        self.grown_bytes.store(0, Ordering::Relaxed);
         let pointer = |table: u32, key: &[u8]| {
             index
                 .page_of(table, key)
@@ -184,7 +229,7 @@ impl<B: PmBackend> CommitLog for FoedusLog<B> {
 
     #[inline]
     fn on_row_read(&self, row: &Record, _value_len: usize) {
-        self.touch(row);
+        self.touch(row, false);
     }
 
     #[inline]
@@ -196,7 +241,7 @@ impl<B: PmBackend> CommitLog for FoedusLog<B> {
         _value: Option<&[u8]>,
         _word: u64,
     ) {
-        self.touch(row);
+        self.touch(row, true);
     }
 
     fn read_only_ticket(&self, max_tid: u64) -> CommitTicket {
@@ -233,8 +278,12 @@ impl<B: PmBackend> EnginePolicy for FoedusLog<B> {
         Ok(())
     }
 
+    /// The log fills the pool, or the volatile pool is full (module docs,
+    /// trigger).
     fn log_space_low(&self) -> bool {
-        self.inner.log_space_low()
+        let grown = self.grown_bytes.load(Ordering::Relaxed);
+        let full = self.resident_bytes.load(Ordering::Relaxed) + grown > self.budget && grown >= self.budget / 4;
+        full || self.inner.log_space_low()
     }
 
     fn close(&self, tables: &[Table], clean: bool) -> DbResult<()> {
