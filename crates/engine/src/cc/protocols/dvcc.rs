@@ -75,18 +75,6 @@ impl Scheme for DualVersion {
         Ok(())
     }
 
-    /// A read-only attempt reads one snapshot and never aborts (every
-    /// version it read was installed after its log was durable, which
-    /// `check_reads_durable` confirms for free).
-    fn validate<R: RowKind>(
-        &self,
-        _snapshot: &Snapshot,
-        tx: &TxState<R>,
-        _tables: &[Table<R>],
-    ) -> Result<(), AbortReason> {
-        tx.check_reads_durable()
-    }
-
     /// First committer wins: no row of the write set got a version newer
     /// than the snapshot (the largest TID seen when locking). No read
     /// validation (snapshot isolation).

@@ -49,18 +49,6 @@ impl Scheme for Optimistic {
         snapshot.check_write(word)
     }
 
-    /// A snapshot below every later commit needs nothing else; at the
-    /// oldest running snapshot, every version read is at or below it, under
-    /// which every commit had installed all its rows (`cc::versions`).
-    fn validate<R: RowKind>(
-        &self,
-        _snapshot: &Snapshot,
-        tx: &TxState<R>,
-        _tables: &[Table<R>],
-    ) -> Result<(), AbortReason> {
-        tx.check_reads_durable()
-    }
-
     /// Silo's validation and TID rule (the family validates its reads as
     /// Silo does), and above every commit so far too (snapshots).
     fn commit_timestamp<R: RowKind>(
