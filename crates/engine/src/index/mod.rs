@@ -25,6 +25,7 @@
 pub mod btree;
 pub mod hash;
 mod key;
+mod striped;
 pub mod version_lock;
 
 pub use btree::{

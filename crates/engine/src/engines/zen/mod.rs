@@ -97,8 +97,9 @@ pub(crate) struct ZenShared<B: PmBackend> {
     pub(crate) schemas: Vec<crate::schema::TableSchema>,
     pub(crate) heap: Heap,
     pub(crate) epochs: Arc<Epochs>,
-    /// Met-Cache regions, one per worker.
-    pub(crate) caches: Vec<Mutex<ClockRing>>,
+    /// Met-Cache regions, one per worker, each on its own cache lines (a
+    /// worker locks its own at every install and fill).
+    pub(crate) caches: Vec<CachePadded<Mutex<ClockRing>>>,
     /// Position of each table in the LP order.
     pub(crate) lp_rank: Vec<u32>,
     pub(crate) options: ZenOptions,
@@ -301,7 +302,7 @@ impl<B: PmBackend> ZenEngine<B> {
             schemas: options.tables.clone(),
             heap,
             epochs,
-            caches: (0..options.workers).map(|_| Mutex::new(ClockRing::new(region_budget))).collect(),
+            caches: (0..options.workers).map(|_| CachePadded::new(Mutex::new(ClockRing::new(region_budget)))).collect(),
             lp_rank,
             options: options.zen.clone(),
             counters: (0..options.workers).map(|_| CachePadded::new(WorkerCounters::default())).collect(),

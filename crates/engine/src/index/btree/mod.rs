@@ -162,6 +162,7 @@ use crossbeam_epoch::{self as epoch, Guard};
 use parking_lot::Mutex;
 
 use super::key::{free_key, KeyWords, SearchKey, INLINE_KEY_LEN};
+use super::striped::StripedCount;
 use super::version_lock::{AtomicWord, Restart, VersionLock};
 use super::IndexError;
 
@@ -594,7 +595,9 @@ pub struct OrderedIndex<W: AtomicWord = AtomicU64> {
     /// pin the epoch.
     long_keys: bool,
     cap: usize,
-    len: AtomicUsize,
+    /// Keys; striped, off the root's line (every insert and removal
+    /// changes it).
+    len: StripedCount,
     /// Nodes ever allocated (live in the tree or on a free list).
     nodes_allocated: AtomicUsize,
     /// Unlinked nodes awaiting reuse (addresses; obsolete, cleared).  Only
@@ -660,7 +663,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
             max_key_len: config.max_key_len,
             long_keys: config.max_key_len > INLINE_KEY_LEN,
             cap: config.node_capacity,
-            len: AtomicUsize::new(0),
+            len: StripedCount::default(),
             nodes_allocated: AtomicUsize::new(1),
             free_leaves: Mutex::new(Vec::new()),
             free_inners: Mutex::new(Vec::new()),
@@ -676,7 +679,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
 
     /// Number of keys (exact when quiescent).
     pub fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
+        self.len.sum()
     }
 
     /// `len() == 0`.

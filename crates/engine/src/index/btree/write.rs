@@ -228,7 +228,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
         leaf.set_key(i, words);
         leaf.slot(i).store(value, Ordering::Release);
         leaf.count.store(n as u64 + 1, Ordering::Release);
-        self.len.fetch_add(1, Ordering::Relaxed);
+        self.len.add(1);
         Ok(WriteOutcome::Inserted(
             value,
             LeafChange { leaf: self.leaf_ref(leaf), version_before: before, version_after: before + 1 },
@@ -312,7 +312,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
                 leaf.clear_key(n - 1);
                 leaf.slot(n - 1).store(0, Ordering::Release);
                 leaf.count.store(n as u64 - 1, Ordering::Release);
-                self.len.fetch_sub(1, Ordering::Relaxed);
+                self.len.add(-1);
                 if let Some(blob) = words.blob() {
                     // No longer in any slot: overwritten by the shift or
                     // cleared.

@@ -312,9 +312,8 @@ impl<B: PmBackend> ZenWorker<B> {
                 WriteValue::Bytes(value) => value,
                 WriteValue::Delete => &[],
             };
-            let meta = &shared.metas[entry.table.0 as usize];
             if row.tuple_id() == 0 {
-                row.set_tuple_id(meta.next_tuple_id.fetch_add(1, Ordering::Relaxed));
+                row.set_tuple_id(self.tuple_ids.take(&shared.metas, entry.table.0 as usize));
             }
             heap::encode_tuple(
                 &mut self.encoded[index],

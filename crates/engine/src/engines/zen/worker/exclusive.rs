@@ -52,7 +52,7 @@ impl<B: PmBackend> ZenWorker<B> {
                     .map_err(TxError::Db)?,
             };
             if row.tuple_id() == 0 {
-                row.set_tuple_id(shared.metas[entry.table.0 as usize].next_tuple_id.fetch_add(1, Ordering::Relaxed));
+                row.set_tuple_id(self.tuple_ids.take(&shared.metas, entry.table.0 as usize));
             }
             let buffer = &mut self.encoded[0];
             heap::encode_tuple(buffer, cts, row.tuple_id(), false, self.tx.writes.key(index), value);

@@ -74,6 +74,7 @@ use crate::storage::record::{self, RowKind, READ_SPINS};
 use crate::storage::table::ReclaimPolicy;
 use crate::storage::zen::cache::{Cached, ClockRing, Row, ABSENT, LOCKED};
 use crate::storage::zen::heap::{self, Garbage, Reserved, SlotKind, Tombstone, META_LEN};
+use crate::storage::zen::meta::TupleIdBlocks;
 use parking_lot::MutexGuard;
 use pmtx_pm::{PersistBatch, PmBackend};
 use reads::store;
@@ -114,6 +115,8 @@ pub(crate) struct ZenWorker<B: PmBackend> {
     /// copying stays linear in the bytes written).
     arena_after_spill: usize,
     spill_garbage: usize,
+    /// This worker's blocks of tuple IDs (`storage::zen::meta`).
+    tuple_ids: TupleIdBlocks,
     /// The thread this worker bound to its NUMA node (machine nodes).
     bound_thread: Option<std::thread::ThreadId>,
 }
@@ -158,6 +161,7 @@ impl<B: PmBackend> ZenWorker<B> {
             spill_cursor: 0,
             arena_after_spill: 0,
             spill_garbage: 0,
+            tuple_ids: TupleIdBlocks::default(),
             bound_thread: None,
         }
     }

@@ -118,6 +118,7 @@ pub use tuple::{is_heap_chunk_kind, FREE_WORD0, HEAP_CHUNK_KIND, HEAP_CHUNK_KIND
 
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use pmtx_pm::{ChunkId, ChunkOwner, PersistBatch, PmBackend, Pool, PoolError, CACHE_LINE};
 use std::collections::VecDeque;
@@ -220,13 +221,16 @@ pub(crate) struct RegionState {
     deferred: Vec<(u64, SlotKind)>,
 }
 
-/// One thread's heap region.
+/// One thread's heap region. Its state and its inbox each fill their own
+/// cache lines: every commit locks its region's state, and other threads
+/// lock the inbox to hand garbage over, so neither may share a line with
+/// another region's (two workers would bounce it on every commit).
 pub(crate) struct Region {
     pub(crate) thread: u16,
-    pub(crate) state: Mutex<RegionState>,
+    pub(crate) state: CachePadded<Mutex<RegionState>>,
     /// Garbage handed over by other threads (locked only briefly; never
     /// held while taking another lock).
-    inbox: Mutex<Vec<Garbage>>,
+    inbox: CachePadded<Mutex<Vec<Garbage>>>,
 }
 
 /// The horizon of the last completed sweep.
@@ -273,7 +277,8 @@ pub(crate) struct Heap {
     sweep: Mutex<SweepState>,
     /// `sweep.horizon`, readable without the lock (checked every commit).
     sweep_horizon: AtomicU64,
-    pub(crate) counters: HeapCounters,
+    /// Apart from the read-mostly fields above, which every commit reads.
+    pub(crate) counters: CachePadded<HeapCounters>,
     /// Where each region's new chunks go.
     placement: Vec<ChunkPlacement>,
 }
@@ -292,15 +297,15 @@ impl Heap {
             regions: (0..regions)
                 .map(|thread| Region {
                     thread: thread as u16,
-                    state: Mutex::new(RegionState {
+                    state: CachePadded::new(Mutex::new(RegionState {
                         heaps: (0..tables).map(|_| TableHeap::default()).collect(),
                         garbage: VecDeque::new(),
                         tombstones: VecDeque::new(),
                         last_cts: 0,
                         pinned: 0,
                         deferred: Vec::new(),
-                    }),
-                    inbox: Mutex::new(Vec::new()),
+                    })),
+                    inbox: CachePadded::new(Mutex::new(Vec::new())),
                 })
                 .collect(),
             geometries,
@@ -312,7 +317,7 @@ impl Heap {
             sweep_lock: Mutex::new(()),
             sweep: Mutex::new(SweepState::default()),
             sweep_horizon: AtomicU64::new(0),
-            counters: HeapCounters::default(),
+            counters: CachePadded::new(HeapCounters::default()),
             placement: vec![ChunkPlacement::Anywhere; regions],
         }
     }

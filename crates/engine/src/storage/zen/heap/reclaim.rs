@@ -213,7 +213,9 @@ impl RegionState {
             }
         }
         self.garbage = kept;
-        heap.counters.slots_reclaimed.fetch_add(freed, Ordering::Relaxed);
+        if freed > 0 {
+            heap.counters.slots_reclaimed.fetch_add(freed, Ordering::Relaxed);
+        }
     }
 
     /// Frees up to `limit` examined garbage entries stamped below
@@ -237,7 +239,10 @@ impl RegionState {
                 index += 1;
             }
         }
-        heap.counters.slots_reclaimed.fetch_add(freed as u64, Ordering::Relaxed);
+        // Shared by every region: written only when something was freed.
+        if freed > 0 {
+            heap.counters.slots_reclaimed.fetch_add(freed as u64, Ordering::Relaxed);
+        }
         freed
     }
 
@@ -300,7 +305,9 @@ impl RegionState {
             tombstone.release();
         }
         self.tombstones = kept;
-        heap.counters.tombstones_reclaimed.fetch_add(reclaimed as u64, Ordering::Relaxed);
+        if reclaimed > 0 {
+            heap.counters.tombstones_reclaimed.fetch_add(reclaimed as u64, Ordering::Relaxed);
+        }
         reclaimed
     }
 
