@@ -595,9 +595,9 @@ pub struct OrderedIndex<W: AtomicWord = AtomicU64> {
     /// pin the epoch.
     long_keys: bool,
     cap: usize,
-    /// Keys; striped, off the root's line (every insert and removal
-    /// changes it).
-    len: StripedCount,
+    /// Keys; striped, in its own allocation off the root's line (every
+    /// insert and removal changes it).
+    len: Box<StripedCount>,
     /// Nodes ever allocated (live in the tree or on a free list).
     nodes_allocated: AtomicUsize,
     /// Unlinked nodes awaiting reuse (addresses; obsolete, cleared).  Only
@@ -663,7 +663,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
             max_key_len: config.max_key_len,
             long_keys: config.max_key_len > INLINE_KEY_LEN,
             cap: config.node_capacity,
-            len: StripedCount::default(),
+            len: Box::default(),
             nodes_allocated: AtomicUsize::new(1),
             free_leaves: Mutex::new(Vec::new()),
             free_inners: Mutex::new(Vec::new()),
