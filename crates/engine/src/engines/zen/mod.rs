@@ -691,22 +691,16 @@ mod tests {
             // Four keys (written twice: the metadata region's chunk is
             // allocated, a fence of the pool's chunk table), then three of
             // them overwritten and one new, in one transaction.
+            let put_all = |worker: &mut Box<dyn EngineWorker>, keys: std::ops::Range<u64>, value: &[u8]| {
+                counters_of_committed(worker.as_mut(), false, &mut |worker| {
+                    keys.clone()
+                        .try_for_each(|key| worker.write(TableId(0), &key.to_be_bytes(), WriteOp::Put(value)).map(drop))
+                })
+            };
             for _ in 0..2 {
-                worker.begin(false, 1);
-                for key in 0..4u64 {
-                    worker.write(TableId(0), &key.to_be_bytes(), WriteOp::Put(b"one")).unwrap();
-                }
-                worker.commit().unwrap();
-                worker.idle();
+                put_all(&mut worker, 0..4, b"one");
             }
-            let before = pmtx_pm::thread_counters();
-            worker.begin(false, 1);
-            for key in 1..5u64 {
-                worker.write(TableId(0), &key.to_be_bytes(), WriteOp::Put(b"two")).unwrap();
-            }
-            worker.commit().unwrap();
-            worker.idle();
-            let writing = pmtx_pm::thread_counters().since(&before);
+            let writing = put_all(&mut worker, 1..5, b"two");
             // A write reads its row first (every protocol), so under a
             // protocol that writes metadata on reads the three present rows
             // also get their read timestamps persisted.
@@ -715,18 +709,40 @@ mod tests {
                 3 + 1 + if read_fences > 0 { 3 } else { 0 },
                 "{cc}: three superseded versions claimed, one fence for the versions"
             );
-            let before = pmtx_pm::thread_counters();
-            worker.begin(true, 1);
             let mut value = Vec::new();
-            for key in 0..4u64 {
-                assert!(worker.get(TableId(0), &key.to_be_bytes(), &mut value).unwrap());
-            }
-            worker.commit().unwrap();
-            worker.idle();
-            let reading = pmtx_pm::thread_counters().since(&before);
+            let reading = counters_of_committed(worker.as_mut(), true, &mut |worker| {
+                (0..4u64).try_for_each(|key| {
+                    worker.get(TableId(0), &key.to_be_bytes(), &mut value).map(|found| assert!(found))
+                })
+            });
             assert_eq!(reading.fences, read_fences, "{cc}: {reading:?}");
             drop(worker);
             engine.close().expect("close");
+        }
+    }
+
+    /// Runs `body` as a transaction until an attempt commits (a descheduled
+    /// attempt may cross an epoch, which a timestamp-ordered commit
+    /// refuses) and returns the persistence counters of that attempt.
+    fn counters_of_committed(
+        worker: &mut dyn EngineWorker,
+        read_only: bool,
+        body: &mut dyn FnMut(&mut dyn EngineWorker) -> crate::error::TxResult<()>,
+    ) -> pmtx_pm::PmCounters {
+        loop {
+            let before = pmtx_pm::thread_counters();
+            worker.begin(read_only, 1);
+            match body(worker).and_then(|()| worker.commit()) {
+                Ok(_) => {
+                    worker.idle();
+                    return pmtx_pm::thread_counters().since(&before);
+                }
+                Err(crate::error::TxError::Abort(_)) => {
+                    worker.abort();
+                    worker.idle();
+                }
+                Err(error) => panic!("{error:?}"),
+            }
         }
     }
 
