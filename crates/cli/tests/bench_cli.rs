@@ -153,6 +153,12 @@ fn bench_two_engines_two_thread_counts_then_plot() {
         assert!((3000.0..=3002.0).contains(&rows), "{run}");
         let per_row = number(run, "bytes_per_loaded_row");
         assert!((per_row - number(run, "rss_load_delta_bytes") / rows).abs() < 1e-6, "{run}");
+        // The workers' CPU time fits in the phase, and steal is a share.
+        let cpu = number(run, "worker_cpu_s");
+        let threads = number(run, "threads");
+        assert!(cpu > 0.0 && cpu <= number(run, "duration_s") * threads * 1.05 + 0.05, "{run}");
+        let steal = number(run, "host_steal_share");
+        assert!((0.0..=1.0).contains(&steal), "{run}");
         let reasons = run["aborts_by_reason"].as_object().expect("aborts_by_reason");
         assert!(reasons.contains_key("read_validation"));
         assert_eq!(reasons.values().map(|v| v.as_f64().unwrap()).sum::<f64>(), number(run, "aborted"));
@@ -177,10 +183,19 @@ fn bench_two_engines_two_thread_counts_then_plot() {
     for line in csv.lines().skip(1) {
         assert_eq!(line.split(',').count(), header.len(), "{csv}");
     }
-    for column in ["rss_after_load_bytes", "rss_load_delta_bytes", "rows_loaded", "bytes_per_loaded_row", "tpcc_mix"] {
+    for column in [
+        "rss_after_load_bytes",
+        "rss_load_delta_bytes",
+        "rows_loaded",
+        "bytes_per_loaded_row",
+        "tpcc_mix",
+        "worker_cpu_s",
+        "host_steal_share",
+    ] {
         assert!(header.contains(&column), "CSV lacks {column}: {csv}");
     }
     assert!(stdout.contains("memory after load: RSS") && stdout.contains("bytes/row"), "{stdout}");
+    assert!(stdout.contains("commits per worker CPU-second; host steal"), "{stdout}");
     assert!(report["config"]["workload_options"]["tpcc_mix_standard"] == true);
 
     let out = assert_ok(&pmtx(dir.path(), &["plot", "r.json", "-o", "r.svg"]));

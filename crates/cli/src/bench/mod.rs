@@ -24,6 +24,7 @@
 //! engine's throughput to PMDK's.
 
 pub(crate) mod args;
+pub(crate) mod cpu;
 pub(crate) mod memory;
 pub(crate) mod pmdk;
 pub mod report;
@@ -237,6 +238,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 run.rows_loaded,
                 run.bytes_per_loaded_row.map_or("n/a".to_string(), |bytes| format!("{bytes:.0}"))
             );
+            println!("  {}", run.cpu_line());
             if engine.kind.is_durable() {
                 println!("  {}", run.nvm_access.line());
             }

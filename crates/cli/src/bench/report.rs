@@ -405,6 +405,44 @@ pub struct RunJson {
     /// without it).
     #[serde(default)]
     pub routing: Option<RoutingJson>,
+    /// CPU time the workers used in the measured phase, summed over them
+    /// (their thread clocks; None where unavailable).
+    #[serde(default)]
+    pub worker_cpu_s: Option<f64>,
+    /// Share of the machine's CPU time over the measured phase that the
+    /// hypervisor took from this virtual machine (`/proc/stat` steal, 0 to
+    /// 1; None off Linux). Runs with more steal are slower for reasons
+    /// outside the engine.
+    #[serde(default)]
+    pub host_steal_share: Option<f64>,
+}
+
+impl RunJson {
+    /// Commits per second of the workers' own CPU time.
+    pub fn commits_per_worker_cpu_s(&self) -> Option<f64> {
+        self.worker_cpu_s.filter(|&cpu| cpu > 0.0).map(|cpu| self.committed as f64 / cpu)
+    }
+
+    /// The run's CPU line: the workers' CPU time against the wall time it
+    /// could have been, commits per worker CPU-second, and the steal.
+    pub fn cpu_line(&self) -> String {
+        let workers = match self.worker_cpu_s {
+            Some(cpu) => {
+                let possible = self.duration_s * self.threads as f64;
+                format!(
+                    "workers on CPU {cpu:.2} s of {possible:.2} s ({:.0} %), {} commits per worker CPU-second",
+                    100.0 * cpu / possible.max(f64::MIN_POSITIVE),
+                    self.commits_per_worker_cpu_s().map_or("n/a".to_string(), format_tps)
+                )
+            }
+            None => "workers' CPU time n/a".to_string(),
+        };
+        let steal = match self.host_steal_share {
+            Some(share) => format!("; host steal {:.1} % of the machine's CPU time", 100.0 * share),
+            None => String::new(),
+        };
+        format!("cpu: {workers}{steal}")
+    }
 }
 
 /// `--route-by-partition`: the transactions of a run, whole run (warm-up
@@ -907,7 +945,7 @@ pub fn csv(report: &Report) -> String {
         let tpcc = run.workload == "tpcc";
         let _ = writeln!(
             out,
-            "{},{},{},{:.3},{},{},{},{},{:.1},{:.4},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.1},{:.3},{:.1},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{:.3},{},{},{},{},{:.1},{:.4},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.3},{:.3},{:.1},{:.3},{:.1},{:.1},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&run.engine),
             csv_field(&run.workload),
             run.threads,
@@ -957,6 +995,8 @@ pub fn csv(report: &Report) -> String {
             if tpcc { options.tpcc_mix_standard.to_string() } else { String::new() },
             if run.workload == "ycsb" { options.long_threads.to_string() } else { String::new() },
             csv_field(&per_type_tps(run.per_type.iter().map(|(name, t)| (name, t.throughput_tps)))),
+            run.worker_cpu_s.map_or(String::new(), |v| format!("{v:.3}")),
+            run.host_steal_share.map_or(String::new(), |v| format!("{v:.4}")),
         );
     }
     // PMDK rows: the columns an engine run has and a PMDK run does not
@@ -1007,7 +1047,7 @@ const CSV_HEADER: &str = "engine,workload,threads,duration_s,committed,aborted,r
          engine_name,engine_options,htm_backend,htm_regions,htm_software_path_commits,\
          recovery_ms,recovery_engine_ms,recovery_pool_used_bytes_at_crash,recovery_pool_size_bytes,recovery_check_passed,\
          rss_before_load_bytes,rss_after_load_bytes,rss_load_delta_bytes,rows_loaded,bytes_per_loaded_row,\
-         tpcc_mix,tpcc_mix_standard,long_threads,per_type_tps";
+         tpcc_mix,tpcc_mix_standard,long_threads,per_type_tps,worker_cpu_s,host_steal_share";
 
 fn csv_header_columns() -> impl Iterator<Item = &'static str> {
     CSV_HEADER.split(',')

@@ -32,6 +32,7 @@
 //! the reopen is timed, and the consistency check runs on the recovered
 //! database instead of before the crash.
 
+use super::cpu::{self, MachineCpu};
 use super::report::{
     EngineStatsJson, HtmJson, LatencyJson, LogFileJson, NvmAccessJson, PmJson, RecoveryJson, RoutingJson,
     RoutingWorkerJson, RunJson, TypeJson,
@@ -296,6 +297,10 @@ struct ThreadResult {
     pm: PmCounters,
     /// Tuples the measured committed transactions read and wrote.
     tuples: (u64, u64),
+    /// The worker's thread CPU clock when its measured phase began, and
+    /// the CPU time it used in the phase (None: no thread clock).
+    cpu_at_start: Option<Duration>,
+    cpu: Option<Duration>,
     /// `--route-by-partition`: this worker's routing counts (whole run).
     routing: Routing,
 }
@@ -325,6 +330,8 @@ impl ThreadResult {
             aborts: [0; AbortReason::ALL.len()],
             pm: PmCounters::default(),
             tuples: (0, 0),
+            cpu_at_start: None,
+            cpu: Some(Duration::ZERO),
             routing: Routing::default(),
         }
     }
@@ -356,6 +363,7 @@ impl ThreadResult {
         self.pm.add(&other.pm);
         self.tuples.0 += other.tuples.0;
         self.tuples.1 += other.tuples.1;
+        self.cpu = self.cpu.zip(other.cpu).map(|(sum, cpu)| sum + cpu);
     }
 }
 
@@ -376,6 +384,10 @@ struct Control {
 /// Waits for the worker's outstanding acknowledgements and closes its
 /// measured results.
 fn finish_measurement(worker: &mut Worker, result: &mut ThreadResult, skip: &mut usize, measuring: bool) {
+    // The phase's CPU time, not the wait for its acknowledgements.
+    if measuring {
+        result.cpu = result.cpu_at_start.zip(cpu::thread_cpu_time()).map(|(start, now)| now.saturating_sub(start));
+    }
     // A crashed database (`--recover`) acknowledges no more; what was
     // acknowledged before counts.
     let _closed = worker.wait_all_acknowledged(|tag, latency| {
@@ -503,6 +515,7 @@ fn worker_loop(
             state.skip = worker.pending_acknowledgements();
             worker.reset_stats();
             reset_thread_counters();
+            state.result.cpu_at_start = cpu::thread_cpu_time();
         }
         if phase == PHASE_AFTER && !reported {
             finish_measurement(&mut worker, state.result, &mut state.skip, state.measuring);
@@ -766,6 +779,7 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     let mut provisioned = Provisioned::default();
     let mut used_before_measure = None;
     let mut used_after_measure = None;
+    let mut steal_share = None;
     let router = spec.route_by_partition.then(|| Router::new(spec.threads, QUEUE_CAPACITY));
     let mut routing = spec.route_by_partition.then(RoutingJson::default);
     let (results, measured) = std::thread::scope(|scope| {
@@ -812,8 +826,11 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         progress.phase(2, &phase_name(2));
         used_before_measure = pool_probe.as_ref().and_then(|probe| probe.usage());
         let before = database.stats();
+        let machine_before = MachineCpu::now();
         let start = Instant::now();
         timed_phase(&mut progress, 2, &phase_name(2), spec.duration, &control);
+        steal_share =
+            machine_before.zip(MachineCpu::now()).and_then(|(before, after)| before.steal_share_until(&after));
         let measured = if recover {
             control.phase.store(PHASE_AFTER, Ordering::Release);
             let measured = start.elapsed();
@@ -992,6 +1009,8 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
             .map(|(before, after)| after.used_bytes.saturating_sub(before.used_bytes)),
         log_file: options_log_directory.map(|directory| LogFileJson::new(directory, log_syncs, total.committed)),
         routing,
+        worker_cpu_s: total.cpu.map(|cpu| cpu.as_secs_f64()),
+        host_steal_share: steal_share,
     })
 }
 
