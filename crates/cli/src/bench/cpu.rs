@@ -81,9 +81,12 @@ mod tests {
     #[test]
     fn the_thread_clock_advances_with_work() {
         let start = thread_cpu_time().expect("Linux has a thread CPU clock");
+        let wall = std::time::Instant::now();
         let mut x = 0u64;
-        while thread_cpu_time().unwrap() <= start {
+        while wall.elapsed() < Duration::from_millis(20) {
             x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
         }
+        let used = thread_cpu_time().unwrap().saturating_sub(start);
+        assert!(used > Duration::ZERO && used <= wall.elapsed(), "{used:?} of CPU in {:?}", wall.elapsed());
     }
 }
