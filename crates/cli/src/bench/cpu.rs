@@ -5,14 +5,14 @@
 //! Throughput on a shared virtual machine moves with what the host gives
 //! the guest: a run whose vCPUs were descheduled for a fifth of the phase
 //! is slower though the code did the same work. The steal share says how
-//! much of a run's wall time the host took, and commits per worker
-//! CPU-second are less sensitive to it than commits per wall second.
+//! much of the machine's time the host took over the phase; the workers'
+//! CPU time says whether they ran the whole phase (a worker that waited
+//! or was preempted inside the guest shows less than the phase).
 
 use std::time::Duration;
 
-/// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`; under
-/// a paravirtualized steal clock the time the vCPU was descheduled is not
-/// counted). `None` where the clock is unavailable.
+/// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`, as the
+/// guest kernel accounts it). `None` where the clock is unavailable.
 pub fn thread_cpu_time() -> Option<Duration> {
     let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `now` is a valid, writable timespec; the call writes only it.
