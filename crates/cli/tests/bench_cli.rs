@@ -632,6 +632,74 @@ fn recover_crashes_recovers_and_checks_durable_engines() {
 }
 
 #[test]
+fn counted_runs_measure_exactly_n_transactions_per_worker_and_repeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let counted = |json: &str, engines: &str, threads: &str, extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--workload",
+            "smallbank",
+            "--accounts",
+            "500",
+            "--engine",
+            engines,
+            "--threads",
+            threads,
+            "--transactions",
+            "300",
+            "--warmup-transactions",
+            "50",
+            "--pool-size",
+            "256MiB",
+            "--json",
+            json,
+        ];
+        args.extend_from_slice(extra);
+        let stdout = assert_ok(&pmtx(dir.path(), &args));
+        (stdout, read_json(&dir.path().join(json)))
+    };
+    let (stdout, report) = counted("c.json", "silo,group-commit,zen", "1,2", &["--recover"]);
+    assert!(stdout.contains("300 transactions measured + 50 warm-up per worker"), "{stdout}");
+    assert_eq!(report["config"]["transactions"], 300);
+    assert_eq!(report["config"]["warmup_transactions"], 50);
+    for run in report["runs"].as_array().unwrap() {
+        // Every measured transaction ends one way: committed (and
+        // acknowledged), rolled back or given up.
+        let ended = number(run, "committed") + number(run, "rolled_back") + number(run, "gave_up");
+        assert_eq!(ended, 300.0 * number(run, "threads"), "{run}");
+        assert_eq!(run["check_passed"], true, "{run}");
+        if run["durable"] == true {
+            assert_eq!(run["recovery"]["check_passed"], true, "{run}");
+        }
+    }
+    // One thread and one seed: the same work, transaction for transaction.
+    let types = |report: &serde_json::Value| -> Vec<(String, f64, f64)> {
+        let per_type = report["runs"][0]["per_type"].as_object().unwrap();
+        per_type
+            .iter()
+            .map(|(name, figures)| (name.clone(), number(figures, "committed"), number(figures, "rolled_back")))
+            .collect()
+    };
+    let (_, first) = counted("d1.json", "zen", "1", &[]);
+    let (_, second) = counted("d2.json", "zen", "1", &[]);
+    assert_eq!(types(&first), types(&second));
+
+    // Counted and timed phases do not mix; counts are whole and positive.
+    for bad in [
+        &["--transactions", "0"][..],
+        &["--transactions", "1.5"],
+        &["--transactions", "10", "--duration", "1"],
+        &["--transactions", "10", "--warmup", "1"],
+        &["--warmup-transactions", "10"],
+    ] {
+        let mut args = vec!["bench", "--workload", "smallbank", "--engine", "silo"];
+        args.extend_from_slice(bad);
+        let stderr = assert_fails(&pmtx(dir.path(), &args), 2);
+        assert!(stderr.contains("--transactions") || stderr.contains("--warmup"), "{bad:?}: {stderr}");
+    }
+}
+
+#[test]
 fn tpcc_mix_runs_only_the_given_types_and_is_marked_non_standard() {
     let dir = tempfile::tempdir().unwrap();
     let stdout = assert_ok(&pmtx(

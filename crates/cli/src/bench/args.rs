@@ -38,6 +38,19 @@ pub struct BenchArgs {
     /// Warm-up time per run before measuring, in seconds (0 = none).
     #[arg(long, default_value = "1", value_parser = parse_warmup)]
     pub warmup: Duration,
+    /// Instead of a measured time, each worker runs exactly N measured
+    /// transactions (attempts that commit, roll back or give up each count
+    /// once), after --warmup-transactions. With one thread and a seed, the
+    /// run then does the same work every time (the deterministic yardstick
+    /// of `scripts/count-instructions`). Not with --warmup, --duration or
+    /// --pmdk.
+    #[arg(long, value_name = "N", value_parser = parse_transactions, conflicts_with_all = ["warmup", "duration", "pmdk"])]
+    pub transactions: Option<u64>,
+    /// With --transactions: each worker first runs this many unmeasured
+    /// transactions, and the measured ones start once every worker has
+    /// [default: 0].
+    #[arg(long, value_name = "N", requires = "transactions")]
+    pub warmup_transactions: Option<u64>,
     /// Seed of the clients (the same for every engine and thread count).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -533,6 +546,12 @@ impl WorkloadArgs {
 }
 
 impl BenchArgs {
+    /// `--transactions` with its warm-up, if the run is counted.
+    pub fn counted(&self) -> Option<super::runner::Counted> {
+        self.transactions
+            .map(|measured| super::runner::Counted { warmup: self.warmup_transactions.unwrap_or(0), measured })
+    }
+
     /// Checks what clap cannot check flag by flag.
     pub fn validate(&self) -> Result<(), CliError> {
         self.pool_options.validate()?;
@@ -574,6 +593,14 @@ pub fn parse_threads(text: &str) -> Result<usize, String> {
 }
 
 /// Like [`parse_seconds`] but 0 is allowed.
+fn parse_transactions(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(count) => Ok(count),
+        Err(_) => Err(format!("`{text}` is not a whole number of transactions")),
+    }
+}
+
 fn parse_warmup(text: &str) -> Result<Duration, String> {
     if text.trim().parse::<f64>().is_ok_and(|seconds| seconds == 0.0) {
         return Ok(Duration::ZERO);
@@ -742,6 +769,10 @@ mod tests {
         assert_eq!(parse_warmup("0"), Ok(Duration::ZERO));
         assert_eq!(parse_warmup("0.5"), Ok(Duration::from_millis(500)));
         assert!(parse_warmup("-1").is_err());
+        assert_eq!(parse_transactions("2000"), Ok(2000));
+        for bad in ["0", "-1", "1.5", "x"] {
+            assert!(parse_transactions(bad).is_err(), "{bad:?}");
+        }
         assert_eq!(parse_checkpoint("0"), Ok(0.0));
         assert!(parse_checkpoint("nan").is_err());
         assert!(parse_probability("1.5").is_err());

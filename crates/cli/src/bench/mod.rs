@@ -93,16 +93,20 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     };
     let pmdk_runs_total = if pmdk_plan.is_some() { args.threads.len() } else { 0 };
     let runs_total = engines.len() * args.threads.len() + pmdk_runs_total;
+    let phases = match args.counted() {
+        Some(counted) => format!("{} transactions measured + {} warm-up per worker", counted.measured, counted.warmup),
+        None => {
+            format!("{:.2} s measured + {:.2} s warm-up each", args.duration.as_secs_f64(), args.warmup.as_secs_f64())
+        }
+    };
     println!(
-        "pmtx bench: {} on {}{} x threads {} ({} run{}, {:.2} s measured + {:.2} s warm-up each, seed {})",
+        "pmtx bench: {} on {}{} x threads {} ({} run{}, {phases}, seed {})",
         workload.name(),
         engines.iter().map(EngineSpec::label).collect::<Vec<_>>().join(","),
         if pmdk_plan.is_some() { " and the PMDK baseline" } else { "" },
         args.threads.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
         runs_total,
         if runs_total == 1 { "" } else { "s" },
-        args.duration.as_secs_f64(),
-        args.warmup.as_secs_f64(),
         args.seed
     );
     if let Some((ratio, loaded, budget)) = dram_budget {
@@ -210,6 +214,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 recover: args.recover,
                 provision: args.provision == args::Provision::Auto,
                 route_by_partition: args.route_by_partition,
+                counted: args.counted(),
             };
             let mut run = runner::run(workload.as_ref(), &spec)?;
             if let Some(first) = runs.first().map(|first: &report::RunJson| first.throughput_tps) {
@@ -344,6 +349,8 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         loaded_database_bytes: dram_budget.map(|(_, loaded, _)| loaded),
         dram_budget_bytes: dram_budget.map(|(_, _, budget)| budget),
         route_by_partition: args.route_by_partition,
+        transactions: args.transactions,
+        warmup_transactions: args.transactions.map(|_| args.warmup_transactions.unwrap_or(0)),
         git_revision,
         pmtx_version: env!("CARGO_PKG_VERSION").to_string(),
         durability,

@@ -137,6 +137,13 @@ pub struct ConfigJson {
     /// assignment (see `RunJson::routing`).
     #[serde(default)]
     pub route_by_partition: bool,
+    /// `--transactions`: measured transactions per worker (the run was
+    /// counted, not timed; `duration_s` is then the default, unused).
+    #[serde(default)]
+    pub transactions: Option<u64>,
+    /// `--warmup-transactions` with `--transactions` (0 when not given).
+    #[serde(default)]
+    pub warmup_transactions: Option<u64>,
     /// `git rev-parse --short HEAD` of the source tree ("unknown" if none).
     pub git_revision: String,
     /// pmtx version.
@@ -1505,6 +1512,8 @@ mod tests {
             loaded_database_bytes: None,
             dram_budget_bytes: None,
             route_by_partition: false,
+            transactions: None,
+            warmup_transactions: None,
             git_revision: "unknown".into(),
             pmtx_version: "0".into(),
             durability: String::new(),

@@ -49,7 +49,7 @@ use pmtx_pm::{
 };
 use pmtx_workloads::{PlannedTxn, TxnSummary, Workload, WorkloadError};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -106,6 +106,29 @@ pub struct RunSpec<'a> {
     /// Route each transaction through `Database::assign_transaction`
     /// (`--route-by-partition`, [`super::route`]).
     pub route_by_partition: bool,
+    /// `--transactions`: phases counted per worker instead of timed
+    /// (`duration` and `warmup` are then unused).
+    pub counted: Option<Counted>,
+}
+
+/// `--transactions N --warmup-transactions W`: each worker runs exactly
+/// `warmup` unmeasured, then `measured` measured transactions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counted {
+    /// Unmeasured transactions per worker before the measured phase.
+    pub warmup: u64,
+    /// Measured transactions per worker.
+    pub measured: u64,
+}
+
+impl RunSpec<'_> {
+    /// Whether the run has a warm-up phase.
+    fn has_warmup(&self) -> bool {
+        match self.counted {
+            Some(counted) => counted.warmup > 0,
+            None => !self.warmup.is_zero(),
+        }
+    }
 }
 
 /// Converts engine errors: bad configuration is a usage error (exit 2).
@@ -379,7 +402,16 @@ struct Control {
     reported: AtomicUsize,
     /// `--recover`: the database is being crashed; errors are expected.
     crashed: AtomicBool,
+    /// `--transactions`: workers done with their warm-up transactions.
+    warmed: AtomicUsize,
+    /// `--transactions`: measured transactions run so far, all workers
+    /// (updated every [`COUNTED_PROGRESS_STEP`], for the progress line).
+    measured_so_far: AtomicU64,
 }
+
+/// How many measured transactions a worker runs between updates of
+/// [`Control::measured_so_far`].
+const COUNTED_PROGRESS_STEP: u64 = 256;
 
 /// Waits for the worker's outstanding acknowledgements and closes its
 /// measured results.
@@ -419,6 +451,8 @@ struct Measuring<'a> {
     /// measured phase began: the first this many acknowledgements are
     /// skipped.
     skip: usize,
+    /// Transactions run in the current phase (warm-up or measured).
+    ran: u64,
 }
 
 impl Measuring<'_> {
@@ -430,9 +464,23 @@ impl Measuring<'_> {
         control: &Control,
         run: impl FnOnce(&mut Worker) -> Result<TxnSummary, DbError>,
     ) -> Result<Flow, DbError> {
+        if self.measuring {
+            measured_transaction(self, worker, control, run)
+        } else {
+            self.run_and_count(worker, control, run)
+        }
+    }
+
+    fn run_and_count(
+        &mut self,
+        worker: &mut Worker,
+        control: &Control,
+        run: impl FnOnce(&mut Worker) -> Result<TxnSummary, DbError>,
+    ) -> Result<Flow, DbError> {
         let aborts_before = worker.stats().total_aborts();
         let result = &mut *self.result;
         result.routing.worker.executed += 1;
+        self.ran += 1;
         match run(worker) {
             Ok(summary) => {
                 if self.measuring {
@@ -472,6 +520,22 @@ impl Measuring<'_> {
     }
 }
 
+/// One measured transaction: a function of its own, never inlined, so that
+/// an instruction counter can collect exactly the measured transactions
+/// (`callgrind --toggle-collect='*measured_transaction*'`, as
+/// `scripts/count-instructions` does): the client's generation and check,
+/// the engine's work on the worker's thread, and the acknowledgements
+/// drained after it.
+#[inline(never)]
+fn measured_transaction(
+    measuring: &mut Measuring<'_>,
+    worker: &mut Worker,
+    control: &Control,
+    run: impl FnOnce(&mut Worker) -> Result<TxnSummary, DbError>,
+) -> Result<Flow, DbError> {
+    measuring.run_and_count(worker, control, run)
+}
+
 /// `--route-by-partition`: what a worker routes with.
 struct Route<'a> {
     router: &'a Router<Box<dyn PlannedTxn>>,
@@ -501,7 +565,12 @@ fn worker_loop(
     }
     let mut worker = worker.inspect_err(|_| control.failed.store(true, Ordering::Relaxed))?;
     let mut result = ThreadResult::new(types);
-    let mut state = Measuring { result: &mut result, measuring: false, skip: 0 };
+    let mut state = Measuring { result: &mut result, measuring: false, skip: 0, ran: 0 };
+    // `--transactions`: whether this worker has counted itself warmed up,
+    // and how many of its measured transactions the progress line has.
+    let mut warmed = false;
+    let mut progress_shown = 0;
+    let recover = spec.recover && spec.engine.kind.is_durable();
     // Results reported (`--recover`): later transactions are not measured.
     let mut reported = false;
     reset_thread_counters();
@@ -510,8 +579,35 @@ fn worker_loop(
         if phase == PHASE_STOP || control.failed.load(Ordering::Relaxed) {
             break;
         }
+        if let Some(counted) = spec.counted {
+            if phase == PHASE_WARMUP && state.ran >= counted.warmup {
+                // Wait for the other workers' warm-up.
+                if !warmed {
+                    warmed = true;
+                    control.warmed.fetch_add(1, Ordering::AcqRel);
+                }
+                std::thread::yield_now();
+                continue;
+            }
+            if state.measuring && state.ran - progress_shown >= COUNTED_PROGRESS_STEP {
+                control.measured_so_far.fetch_add(state.ran - progress_shown, Ordering::Relaxed);
+                progress_shown = state.ran;
+            }
+            if state.measuring && state.ran >= counted.measured {
+                finish_measurement(&mut worker, state.result, &mut state.skip, true);
+                state.measuring = false;
+                reported = true;
+                control.reported.fetch_add(1, Ordering::AcqRel);
+                // With --recover, run on (unmeasured) until the crash.
+                if !recover {
+                    break;
+                }
+            }
+        }
         if phase == PHASE_MEASURE && !state.measuring && !reported {
             state.measuring = true;
+            state.ran = 0;
+            progress_shown = 0;
             state.skip = worker.pending_acknowledgements();
             worker.reset_stats();
             reset_thread_counters();
@@ -614,6 +710,25 @@ fn timed_phase(progress: &mut Progress, index: usize, name: &str, length: Durati
         }
         progress.update(index, name, elapsed.as_secs_f64() / length.as_secs_f64());
         std::thread::sleep((length - elapsed).min(Duration::from_millis(50)));
+    }
+}
+
+/// `--transactions`: waits while `remaining` gives the phase's share done
+/// (None once every worker is through), redrawing the progress line;
+/// returns early if a worker failed.
+fn counted_phase(
+    progress: &mut Progress,
+    index: usize,
+    name: &str,
+    control: &Control,
+    remaining: impl Fn(&Control) -> Option<f64>,
+) {
+    while let Some(share) = remaining(control) {
+        if control.failed.load(Ordering::Relaxed) {
+            return;
+        }
+        progress.update(index, name, share);
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -765,10 +880,12 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
     let control = Control {
         ready: AtomicUsize::new(0),
         started: AtomicBool::new(false),
-        phase: AtomicU8::new(if spec.warmup.is_zero() { PHASE_MEASURE } else { PHASE_WARMUP }),
+        phase: AtomicU8::new(if spec.has_warmup() { PHASE_WARMUP } else { PHASE_MEASURE }),
         failed: AtomicBool::new(false),
         reported: AtomicUsize::new(0),
         crashed: AtomicBool::new(false),
+        warmed: AtomicUsize::new(0),
+        measured_so_far: AtomicU64::new(0),
     };
     let mut spawn_error = None;
     let mut background = pmtx_pm::PmCounters::default();
@@ -812,10 +929,16 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
             let _: Vec<_> = spawned.into_iter().map(|handle| handle.join()).collect();
             return (Vec::new(), Duration::ZERO);
         }
-        if !spec.warmup.is_zero() {
+        if spec.has_warmup() {
             progress.phase(1, &phase_name(1));
             let used_before_warmup = pool_probe.as_ref().and_then(|probe| probe.usage());
-            timed_phase(&mut progress, 1, &phase_name(1), spec.warmup, &control);
+            match spec.counted {
+                Some(_) => counted_phase(&mut progress, 1, &phase_name(1), &control, |control| {
+                    let warmed = control.warmed.load(Ordering::Acquire);
+                    (warmed < spawned.len()).then(|| warmed as f64 / spawned.len() as f64)
+                }),
+                None => timed_phase(&mut progress, 1, &phase_name(1), spec.warmup, &control),
+            }
             if let (true, Some(probe), Some(before)) = (spec.provision, pool_probe.as_deref(), used_before_warmup) {
                 let name = format!("{} (provisioning the pool)", phase_name(1));
                 progress.update(1, &name, 1.0);
@@ -828,7 +951,17 @@ pub fn run(workload: &dyn Workload, spec: &RunSpec<'_>) -> Result<RunJson, CliEr
         let before = database.stats();
         let machine_before = MachineCpu::now();
         let start = Instant::now();
-        timed_phase(&mut progress, 2, &phase_name(2), spec.duration, &control);
+        match spec.counted {
+            Some(counted) => {
+                let total = counted.measured * spawned.len() as u64;
+                counted_phase(&mut progress, 2, &phase_name(2), &control, |control| {
+                    let done = control.measured_so_far.load(Ordering::Relaxed).min(total);
+                    (control.reported.load(Ordering::Acquire) < spawned.len())
+                        .then(|| done as f64 / total.max(1) as f64)
+                })
+            }
+            None => timed_phase(&mut progress, 2, &phase_name(2), spec.duration, &control),
+        }
         steal_share =
             machine_before.zip(MachineCpu::now()).and_then(|(before, after)| before.steal_share_until(&after));
         let measured = if recover {
