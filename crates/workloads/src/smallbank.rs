@@ -393,87 +393,110 @@ impl SmallbankClient {
 
     /// Runs one transaction of type `type_index`.
     pub fn run_type(&mut self, worker: &mut Worker, type_index: usize) -> Result<TxnSummary, DbError> {
-        let ledger = self.ledger;
-        let ledger = &ledger[..];
+        // One function per type, never inlined: an instruction counter
+        // attributes each type's cost by its name (`cargo xtask instructions`).
         let (committed, attempts) = match type_index {
-            AMALGAMATE => {
-                let (a, b) = self.two_accounts();
-                let (name_a, name_b) = (account_name(a), account_name(b));
-                run(worker, type_index, false, |tx| {
-                    let a = custid_of(tx, &name_a)?;
-                    let b = custid_of(tx, &name_b)?;
-                    let (savings_a, _) = change_balance(tx, table::SAVINGS, a, |_| Some(0))?;
-                    let (checking_a, _) = change_balance(tx, table::CHECKING, a, |_| Some(0))?;
-                    change_balance(tx, table::CHECKING, b, |checking_b| Some(checking_b + savings_a + checking_a))?;
-                    Ok(())
-                })?
-            }
-            BALANCE => {
-                let name = account_name(self.account());
-                run(worker, type_index, true, |tx| {
-                    let custid = custid_of(tx, &name)?;
-                    Ok(balance(tx, table::SAVINGS, custid)? + balance(tx, table::CHECKING, custid)?)
-                })?
-            }
-            DEPOSIT_CHECKING => {
-                let name = account_name(self.account());
-                let amount: i64 = self.rng.gen_range(1..=5_000);
-                run(worker, type_index, false, |tx| {
-                    if amount < 0 {
-                        return Err(tx.rollback());
-                    }
-                    let custid = custid_of(tx, &name)?;
-                    change_balance(tx, table::CHECKING, custid, |checking| Some(checking + amount))?;
-                    add_to_ledger(tx, ledger, amount)
-                })?
-            }
-            SEND_PAYMENT => {
-                let (a, b) = self.two_accounts();
-                let (name_a, name_b) = (account_name(a), account_name(b));
-                let amount: i64 = self.rng.gen_range(1..=5_000);
-                run(worker, type_index, false, |tx| {
-                    let a = custid_of(tx, &name_a)?;
-                    let b = custid_of(tx, &name_b)?;
-                    let (_, paid) = change_balance(tx, table::CHECKING, a, |checking_a| {
-                        (checking_a >= amount).then(|| checking_a - amount)
-                    })?;
-                    if !paid {
-                        return Err(tx.rollback());
-                    }
-                    change_balance(tx, table::CHECKING, b, |checking_b| Some(checking_b + amount))?;
-                    Ok(())
-                })?
-            }
-            TRANSACT_SAVINGS => {
-                let name = account_name(self.account());
-                let amount: i64 = self.rng.gen_range(-5_000..=5_000);
-                run(worker, type_index, false, |tx| {
-                    let custid = custid_of(tx, &name)?;
-                    let (_, changed) = change_balance(tx, table::SAVINGS, custid, |savings| {
-                        (savings + amount >= 0).then(|| savings + amount)
-                    })?;
-                    if !changed {
-                        return Err(tx.rollback());
-                    }
-                    add_to_ledger(tx, ledger, amount)
-                })?
-            }
-            WRITE_CHECK => {
-                let name = account_name(self.account());
-                let amount: i64 = self.rng.gen_range(1..=5_000);
-                run(worker, type_index, false, |tx| {
-                    let custid = custid_of(tx, &name)?;
-                    let savings = balance(tx, table::SAVINGS, custid)?;
-                    let debit =
-                        |checking: i64| if savings + checking < amount { amount + OVERDRAFT_PENALTY } else { amount };
-                    let (checking, _) =
-                        change_balance(tx, table::CHECKING, custid, |checking| Some(checking - debit(checking)))?;
-                    add_to_ledger(tx, ledger, -debit(checking))
-                })?
-            }
+            AMALGAMATE => self.amalgamate(worker)?,
+            BALANCE => self.balance(worker)?,
+            DEPOSIT_CHECKING => self.deposit_checking(worker)?,
+            SEND_PAYMENT => self.send_payment(worker)?,
+            TRANSACT_SAVINGS => self.transact_savings(worker)?,
+            WRITE_CHECK => self.write_check(worker)?,
             other => return Err(DbError::InvalidConfig(format!("smallbank: no transaction type {other}"))),
         };
         Ok(TxnSummary { type_index, committed, attempts })
+    }
+
+    #[inline(never)]
+    fn amalgamate(&mut self, worker: &mut Worker) -> Result<(bool, u32), DbError> {
+        let (a, b) = self.two_accounts();
+        let (name_a, name_b) = (account_name(a), account_name(b));
+        run(worker, AMALGAMATE, false, |tx| {
+            let a = custid_of(tx, &name_a)?;
+            let b = custid_of(tx, &name_b)?;
+            let (savings_a, _) = change_balance(tx, table::SAVINGS, a, |_| Some(0))?;
+            let (checking_a, _) = change_balance(tx, table::CHECKING, a, |_| Some(0))?;
+            change_balance(tx, table::CHECKING, b, |checking_b| Some(checking_b + savings_a + checking_a))?;
+            Ok(())
+        })
+    }
+
+    #[inline(never)]
+    fn balance(&mut self, worker: &mut Worker) -> Result<(bool, u32), DbError> {
+        let name = account_name(self.account());
+        run(worker, BALANCE, true, |tx| {
+            let custid = custid_of(tx, &name)?;
+            Ok(balance(tx, table::SAVINGS, custid)? + balance(tx, table::CHECKING, custid)?)
+        })
+    }
+
+    #[inline(never)]
+    fn deposit_checking(&mut self, worker: &mut Worker) -> Result<(bool, u32), DbError> {
+        let ledger = self.ledger;
+        let ledger = &ledger[..];
+        let name = account_name(self.account());
+        let amount: i64 = self.rng.gen_range(1..=5_000);
+        run(worker, DEPOSIT_CHECKING, false, |tx| {
+            if amount < 0 {
+                return Err(tx.rollback());
+            }
+            let custid = custid_of(tx, &name)?;
+            change_balance(tx, table::CHECKING, custid, |checking| Some(checking + amount))?;
+            add_to_ledger(tx, ledger, amount)
+        })
+    }
+
+    #[inline(never)]
+    fn send_payment(&mut self, worker: &mut Worker) -> Result<(bool, u32), DbError> {
+        let (a, b) = self.two_accounts();
+        let (name_a, name_b) = (account_name(a), account_name(b));
+        let amount: i64 = self.rng.gen_range(1..=5_000);
+        run(worker, SEND_PAYMENT, false, |tx| {
+            let a = custid_of(tx, &name_a)?;
+            let b = custid_of(tx, &name_b)?;
+            let (_, paid) = change_balance(tx, table::CHECKING, a, |checking_a| {
+                (checking_a >= amount).then(|| checking_a - amount)
+            })?;
+            if !paid {
+                return Err(tx.rollback());
+            }
+            change_balance(tx, table::CHECKING, b, |checking_b| Some(checking_b + amount))?;
+            Ok(())
+        })
+    }
+
+    #[inline(never)]
+    fn transact_savings(&mut self, worker: &mut Worker) -> Result<(bool, u32), DbError> {
+        let ledger = self.ledger;
+        let ledger = &ledger[..];
+        let name = account_name(self.account());
+        let amount: i64 = self.rng.gen_range(-5_000..=5_000);
+        run(worker, TRANSACT_SAVINGS, false, |tx| {
+            let custid = custid_of(tx, &name)?;
+            let (_, changed) = change_balance(tx, table::SAVINGS, custid, |savings| {
+                (savings + amount >= 0).then(|| savings + amount)
+            })?;
+            if !changed {
+                return Err(tx.rollback());
+            }
+            add_to_ledger(tx, ledger, amount)
+        })
+    }
+
+    #[inline(never)]
+    fn write_check(&mut self, worker: &mut Worker) -> Result<(bool, u32), DbError> {
+        let ledger = self.ledger;
+        let ledger = &ledger[..];
+        let name = account_name(self.account());
+        let amount: i64 = self.rng.gen_range(1..=5_000);
+        run(worker, WRITE_CHECK, false, |tx| {
+            let custid = custid_of(tx, &name)?;
+            let savings = balance(tx, table::SAVINGS, custid)?;
+            let debit = |checking: i64| if savings + checking < amount { amount + OVERDRAFT_PENALTY } else { amount };
+            let (checking, _) =
+                change_balance(tx, table::CHECKING, custid, |checking| Some(checking - debit(checking)))?;
+            add_to_ledger(tx, ledger, -debit(checking))
+        })
     }
 }
 

@@ -124,6 +124,7 @@ impl TpccClient {
     }
 
     /// Clause 2.4: NewOrder, with 1% rolled back by an unused item id.
+    #[inline(never)]
     fn new_order(&mut self, worker: &mut Worker) -> Result<TxnSummary, DbError> {
         let scale = self.shared.scale;
         let w = self.home_w;
@@ -224,6 +225,7 @@ impl TpccClient {
 
     /// Clause 2.5: Payment; 15% to a remote customer when there are
     /// several warehouses.
+    #[inline(never)]
     fn payment(&mut self, worker: &mut Worker) -> Result<TxnSummary, DbError> {
         let w = self.home_w;
         let d = self.district();
@@ -286,6 +288,7 @@ impl TpccClient {
     }
 
     /// Clause 2.6: OrderStatus (read-only).
+    #[inline(never)]
     fn order_status(&mut self, worker: &mut Worker) -> Result<TxnSummary, DbError> {
         let w = self.home_w;
         let d = self.district();
@@ -349,6 +352,7 @@ impl TpccClient {
 
     /// Clause 2.7: Delivery of the oldest undelivered order of each of the
     /// ten districts, in one transaction.
+    #[inline(never)]
     fn delivery(&mut self, worker: &mut Worker) -> Result<TxnSummary, DbError> {
         let w = self.home_w;
         let carrier: u8 = self.rng.gen_range(1..=10);
@@ -432,6 +436,7 @@ impl TpccClient {
     }
 
     /// Clause 2.8: StockLevel (read-only) over the district's last 20 orders.
+    #[inline(never)]
     fn stock_level(&mut self, worker: &mut Worker) -> Result<TxnSummary, DbError> {
         let w = self.home_w;
         let d = self.stock_level_d;
