@@ -533,28 +533,56 @@ impl Record {
 
 /// Appends `len` bytes of `words` to `out`. The words are loaded one by
 /// one with relaxed atomic loads (a writer may be changing them: the
-/// caller's seqlock re-check rejects a torn copy), into bytes sized once:
-/// pushing word by word re-checked the capacity and length at every word,
-/// which cost more than the loads on rows of a few hundred bytes.
+/// caller's seqlock re-check rejects a torn copy) and stored straight into
+/// `out`'s spare capacity: neither zero-filled first nor pushed word by
+/// word (each re-checked the capacity and length, which cost more than the
+/// loads on rows of a few hundred bytes).
 #[inline]
 pub(crate) fn copy_out(words: &[AtomicU64], len: usize, out: &mut Vec<u8>) {
     let words = &words[..len.div_ceil(8)];
     let start = out.len();
-    out.resize(start + words.len() * 8, 0);
-    for (bytes, word) in out[start..].chunks_exact_mut(8).zip(words) {
-        bytes.copy_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
+    out.reserve(words.len() * 8);
+    // SAFETY: `reserve` made room for `words.len() * 8` bytes past `start`;
+    // every one of them is written (unaligned 8-byte stores) before the
+    // length grows to `start + len`, which is at most that.
+    unsafe {
+        let mut destination = out.as_mut_ptr().add(start).cast::<u64>();
+        // Four words a step: a quarter of the loop's counting and branching.
+        let mut quads = words.chunks_exact(4);
+        for quad in &mut quads {
+            let loaded = [
+                quad[0].load(Ordering::Relaxed),
+                quad[1].load(Ordering::Relaxed),
+                quad[2].load(Ordering::Relaxed),
+                quad[3].load(Ordering::Relaxed),
+            ];
+            destination.cast::<[u64; 4]>().write_unaligned(loaded);
+            destination = destination.add(4);
+        }
+        for word in quads.remainder() {
+            destination.write_unaligned(word.load(Ordering::Relaxed));
+            destination = destination.add(1);
+        }
+        out.set_len(start + len);
     }
-    out.truncate(start + len);
 }
 
 /// Writes `value` into `words` (which hold at least its length).
 #[inline]
 pub(crate) fn copy_in(words: &[AtomicU64], value: &[u8]) {
-    let mut chunks = value.chunks_exact(8);
-    for (word, chunk) in words.iter().zip(&mut chunks) {
+    let whole = value.len() / 8;
+    let (words_whole, bytes_whole) = (&words[..whole], &value[..whole * 8]);
+    // Four words a step, as in `copy_out`.
+    for (quad, bytes) in words_whole.chunks_exact(4).zip(bytes_whole.chunks_exact(32)) {
+        for (word, chunk) in quad.iter().zip(bytes.chunks_exact(8)) {
+            word.store(u64::from_ne_bytes(chunk.try_into().expect("8 bytes")), Ordering::Relaxed);
+        }
+    }
+    let done = whole / 4 * 4;
+    for (word, chunk) in words_whole[done..].iter().zip(bytes_whole[done * 8..].chunks_exact(8)) {
         word.store(u64::from_ne_bytes(chunk.try_into().expect("8 bytes")), Ordering::Relaxed);
     }
-    let rest = chunks.remainder();
+    let rest = &value[whole * 8..];
     if !rest.is_empty() {
         let mut bytes = [0u8; 8];
         bytes[..rest.len()].copy_from_slice(rest);
@@ -578,6 +606,22 @@ pub(crate) fn sp3_writer_of(tid: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copy_in_and_out_round_trip_every_length() {
+        for len in 0..100usize {
+            let value: Vec<u8> = (0..len).map(|at| (at * 7 + len) as u8).collect();
+            let words: Vec<AtomicU64> = (0..len.div_ceil(8) + 1).map(|_| AtomicU64::new(u64::MAX)).collect();
+            copy_in(&words, &value);
+            // Appended after what `out` holds, which stays.
+            let mut out = vec![9u8; 3];
+            copy_out(&words, len, &mut out);
+            assert_eq!(&out[..3], &[9, 9, 9]);
+            assert_eq!(&out[3..], &value[..], "length {len}");
+            // The word past the value is untouched.
+            assert_eq!(words[len.div_ceil(8)].load(Ordering::Relaxed), u64::MAX);
+        }
+    }
 
     fn install(record: &Record, value: Option<&[u8]>, tid: u64) -> Vec<RetiredValue> {
         let mut retired = Vec::new();

@@ -82,16 +82,24 @@ impl SlotGeometry {
 /// Encodes a tuple into `buffer` (word 0 without the LP bit).
 pub(crate) fn encode_tuple(buffer: &mut Vec<u8>, cts: u64, tuple_id: u64, deleted: bool, key: &[u8], value: &[u8]) {
     debug_assert!(cts != 0 && cts & LP_BIT == 0);
-    buffer.clear();
-    buffer.extend_from_slice(&cts.to_le_bytes());
+    // The header as one array, then two copies: one capacity check each.
+    let mut header = [0u8; META_LEN as usize];
+    header[..8].copy_from_slice(&cts.to_le_bytes());
     let word1 = (tuple_id & TUPLE_ID_MASK) | if deleted { DELETED_BIT } else { 0 };
-    buffer.extend_from_slice(&word1.to_le_bytes());
-    buffer.extend_from_slice(&[0; 4]);
-    buffer.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    buffer.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    header[8..CRC_AT].copy_from_slice(&word1.to_le_bytes());
+    header[VALUE_LEN_AT..KEY_LEN_AT].copy_from_slice(&(value.len() as u32).to_le_bytes());
+    header[KEY_LEN_AT..].copy_from_slice(&(key.len() as u16).to_le_bytes());
+    buffer.clear();
+    buffer.reserve(header.len() + key.len() + value.len());
+    buffer.extend_from_slice(&header);
     buffer.extend_from_slice(key);
     buffer.extend_from_slice(value);
-    let crc = tuple_crc(cts, buffer);
+    // Word 0 is the Tx-CTS without the LP bit already: the CRC's input.
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&buffer[..CRC_AT]);
+    hasher.update(&buffer[CRC_AT + 4..]);
+    let crc = hasher.finalize();
+    debug_assert_eq!(crc, tuple_crc(cts, buffer));
     buffer[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
