@@ -78,6 +78,8 @@ pub fn classify(name: &str) -> Option<usize> {
     ];
     if allocator.contains(&name)
         || starts(&["__rust_alloc", "__rust_dealloc", "__rust_realloc", "__rdl_", "alloc::raw_vec::", "alloc::alloc::"])
+        // mimalloc (the pmtx binary's allocator) and its Rust wrapper.
+        || starts(&["mi_", "_mi_", "<mimalloc::MiMalloc"])
     {
         return Some(component("allocation"));
     }
@@ -204,6 +206,9 @@ mod tests {
         );
         assert_eq!(part("malloc"), Some("allocation"));
         assert_eq!(part("__rust_alloc"), Some("allocation"));
+        assert_eq!(part("mi_malloc_aligned"), Some("allocation"));
+        assert_eq!(part("_mi_page_malloc_zero"), Some("allocation"));
+        assert_eq!(part("<mimalloc::MiMalloc as core::alloc::global::GlobalAlloc>::alloc"), Some("allocation"));
         assert_eq!(part("pmtx_engine::index::btree::OrderedIndex<W>::descend"), Some("index"));
         assert_eq!(
             part("pmtx_engine::index::btree::write::<impl pmtx_engine::index::btree::OrderedIndex<W>>::write::{{closure}}"),

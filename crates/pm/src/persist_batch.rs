@@ -32,13 +32,24 @@ impl PersistBatch {
         }
         let start = offset & !(CACHE_LINE - 1);
         let end = (offset + len).div_ceil(CACHE_LINE) * CACHE_LINE;
+        // Consecutive adds are often one after another in the pool (a
+        // commit's tuples come from one region's chunk in slot order): grow
+        // the last range instead of adding one to sort later.
+        if let Some(last) = self.ranges.last_mut() {
+            if last.0 <= start && start <= last.1 {
+                last.1 = last.1.max(end);
+                return;
+            }
+        }
         self.ranges.push((start, end));
     }
 
     /// Sorts the ranges and merges the overlapping and adjacent ones, so
     /// each line appears once.
     fn merge(&mut self) {
-        self.ranges.sort_unstable_by_key(|range| range.0);
+        if !self.ranges.is_sorted_by_key(|range| range.0) {
+            self.ranges.sort_unstable_by_key(|range| range.0);
+        }
         let mut merged = 0;
         for index in 0..self.ranges.len() {
             let (start, end) = self.ranges[index];
@@ -101,6 +112,9 @@ mod tests {
             (&[(0, 640), (128, 64), (600, 100)], 11),
             (&[(1000, 1), (1000, 1), (0, 0)], 1),
             (&[(4096, 4096), (0, 128), (8000, 500)], 71),
+            // Consecutive, then one that starts inside an earlier range.
+            (&[(0, 64), (64, 100), (164, 10), (100, 300), (1000, 8)], 8),
+            (&[(640, 64), (0, 8), (8, 8), (650, 100)], 3),
         ];
         for &(ranges, lines) in cases {
             let mut batch = PersistBatch::new();

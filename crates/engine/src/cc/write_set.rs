@@ -239,6 +239,12 @@ impl<R> WriteSet<R> {
 
     /// Orders the writes by row address (the lock order).
     pub fn sort_by_row(&mut self) {
+        // A commit may order the set twice (a protocol's prepare step, then
+        // the lock step); the second call finds it sorted and keeps the
+        // position index.
+        if self.entries.is_sorted_by_key(|entry| entry.row.as_ptr() as usize) {
+            return;
+        }
         self.entries.sort_unstable_by_key(|entry| entry.row.as_ptr() as usize);
         self.positions.rebuild(&self.entries, write_row_of);
     }
