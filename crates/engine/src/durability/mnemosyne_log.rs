@@ -733,3 +733,79 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::pm_home::{decode, encode};
+
+    fn write(table: u32, key: &[u8], value: Option<&[u8]>) -> LoggedWrite {
+        LoggedWrite { table, key: key.to_vec(), value: value.map(<[u8]>::to_vec) }
+    }
+
+    /// A slot of two lines: `old` durable, then the first `words` 8-byte
+    /// words of each line in `lines` taken from `new` (a crash image of a
+    /// write-back of `new` over `old`).
+    fn torn(old: SlotImage<'_>, new: SlotImage<'_>, lines: &[(usize, usize)]) -> TornSlot {
+        let mut bytes = encode(old);
+        bytes.resize(128, 0);
+        let mut newer = encode(new);
+        newer.resize(128, 0);
+        for &(line, words) in lines {
+            let at = line * 64;
+            bytes[at..at + words * 8].copy_from_slice(&newer[at..at + words * 8]);
+        }
+        match decode(&bytes) {
+            ScannedSlot::Torn(slot) => slot,
+            other => panic!("not torn: {other:?}"),
+        }
+    }
+
+    /// Which slots failing their CRC recovery takes for torn by the crash
+    /// (module docs, "Torn or damaged"), and which for damage.
+    #[test]
+    fn a_slot_is_torn_only_when_a_logged_write_can_have_torn_it() {
+        let value = [7u8; 60];
+        let newer = [8u8; 60];
+        let old = SlotImage { table: 1, key: b"k1", value: Some(&value), tid: 10 };
+        let new = SlotImage { table: 1, key: b"k1", value: Some(&newer), tid: 20 };
+        let logged = vec![(20, vec![write(1, b"k1", Some(&newer))])];
+        let empty: Vec<(u64, Vec<LoggedWrite>)> = Vec::new();
+        let (in_flight, nothing) = (InFlight::new(&logged), InFlight::new(&empty));
+        // (a) The first line took part of the write: its header is the
+        // logged fragment's.
+        let slot = torn(old, new, &[(0, 2)]);
+        assert_eq!((slot.tid, slot.line.is_none()), (Some(20), true));
+        assert!(in_flight.may_have_torn(&slot));
+        assert!(!nothing.may_have_torn(&slot), "no fragment in the logs: damage");
+        // (b) A whole older first line, the second line new: the key has a
+        // logged write at or above its TID.
+        let slot = torn(old, new, &[(1, 3)]);
+        assert_eq!(slot.line.as_ref().map(|line| line.tid), Some(10));
+        assert!(in_flight.may_have_torn(&slot));
+        assert!(!nothing.may_have_torn(&slot));
+        // Only a newer write of the same key counts.
+        let other_key = vec![(20, vec![write(1, b"k2", Some(&newer))])];
+        assert!(!InFlight::new(&other_key).may_have_torn(&slot));
+        let older = vec![(5, vec![write(1, b"k1", Some(&newer))])];
+        assert!(!InFlight::new(&older).may_have_torn(&slot));
+        // A whole first line of a delete (a key reaching into the second
+        // line, so the CRC covers it): a freed slot's reuse torn.
+        let long_key = [b'x'; 48];
+        let deleted = SlotImage { table: 1, key: &long_key, value: None, tid: 10 };
+        let slot = torn(deleted, new, &[(1, 3)]);
+        assert_eq!(slot.line.as_ref().map(|line| line.present), Some(false));
+        assert!(nothing.may_have_torn(&slot));
+        // Damage: one bit of a durable version's value (second line), or
+        // of its first line, with nothing logged.
+        let mut bytes = encode(old);
+        bytes.resize(128, 0);
+        for at in [70, 30] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 4;
+            let ScannedSlot::Torn(slot) = decode(&damaged) else { panic!("byte {at}: CRC holds") };
+            assert!(!nothing.may_have_torn(&slot), "byte {at}: {slot:?}");
+            assert!(!InFlight::new(&older).may_have_torn(&slot), "byte {at}: {slot:?}");
+        }
+    }
+}

@@ -211,10 +211,8 @@ impl<B: PmBackend> PmHome<B> {
                 // Every slot free; non-temporal stores, so the format costs
                 // no flush (the pool fences once before the chunk is owned).
                 let format = |start: u64| {
-                    let mut offset = start;
-                    while offset + size <= start + chunk_size {
+                    for offset in slots_of_chunk(start, size, chunk_size) {
                         backend.write_non_temporal(offset, &FREE_WORD0.to_le_bytes());
-                        offset += size;
                     }
                 };
                 let chunk = self.pool.allocate_chunk_formatted(owner, None, &format).map_err(DbError::from)?;
@@ -265,12 +263,10 @@ impl<B: PmBackend> PmHome<B> {
             }
             let size = u64::from(owner.group()) * UNIT;
             let start = self.pool.chunk_offset(chunk);
-            let mut offset = start;
             let mut bytes = vec![0u8; size as usize];
-            while offset + size <= start + self.chunk_size {
+            for offset in slots_of_chunk(start, size, self.chunk_size) {
                 backend.read(offset, &mut bytes);
                 visit(offset, decode(&bytes));
-                offset += size;
             }
         }
     }
@@ -287,19 +283,18 @@ impl<B: PmBackend> PmHome<B> {
             let size = u64::from(owner.group()) * UNIT;
             let start = self.pool.chunk_offset(chunk);
             let class = classes.entry(owner.group()).or_default();
-            let mut offset = start;
-            while offset + size <= start + self.chunk_size {
-                if !live.contains(&offset) {
-                    class.free.push(offset);
-                }
-                offset += size;
-            }
+            class.free.extend(slots_of_chunk(start, size, self.chunk_size).filter(|offset| !live.contains(offset)));
         }
         for class in classes.values_mut() {
             // Lowest offsets first out.
             class.free.sort_unstable_by(|a, b| b.cmp(a));
         }
     }
+}
+
+/// Offsets of the slots of `size` bytes in the chunk at `start`.
+fn slots_of_chunk(start: u64, size: u64, chunk_size: u64) -> impl Iterator<Item = u64> {
+    (0..chunk_size / size).map(move |slot| start + slot * size)
 }
 
 /// Format version of the home slots in chunks of kind
