@@ -15,6 +15,7 @@
 //! after reopening.
 
 use pmtx_crashtest::harness::{Harness, WorkerEvents, WorkerPlan};
+use pmtx_crashtest::matrix::{Damage, MatrixConfig};
 use pmtx_crashtest::recover::recover_image;
 use pmtx_crashtest::{db_options, durable_engines, parse_seed, Scale, WorkloadKind};
 use pmtx_engine::{Database, DbError, DbOptions, EngineKind, TableSchema};
@@ -706,13 +707,15 @@ fn log_record_tid_beyond_the_largest_tid_is_refused() {
     assert!(corrupt_mentioning("beyond the largest TID")(&outcome), "{description}: {outcome:?}");
 }
 
-/// The corruption matrix (`pmtx_crashtest::matrix`): every durable engine
-/// whose state is in the pool, every structure it writes, every damage
-/// kind; each damaged pool must be refused naming the structure or open
-/// with every committed row.
+/// The corruption matrix (`pmtx_crashtest::matrix`) at CI's size
+/// ([`MatrixConfig::quick`]): every durable engine whose state is in the
+/// pool, every structure it writes, every damage kind; each damaged pool
+/// must be refused naming the structure or open with every committed row.
+/// An engine added without detection of damage to what it writes fails
+/// here. `pmtx crashtest --corruption-matrix` runs the full size.
 #[test]
 fn corruption_matrix_detects_or_survives_every_damage() {
-    let config = pmtx_crashtest::matrix::MatrixConfig::default();
+    let config = MatrixConfig::quick();
     let report = pmtx_crashtest::matrix::run_matrix(&config, &|line| eprintln!("{line}")).unwrap();
     println!("{}", report.render());
     let engines = pmtx_crashtest::matrix::matrix_engines();
@@ -749,6 +752,12 @@ fn corruption_matrix_detects_or_survives_every_damage() {
         );
     }
     assert!(report.cells.iter().any(|cell| cell.structure == Structure::DbxnValues), "dbxn-nvm keeps value chunks");
+    // No cell accepts damage to the home slots silently any more.
+    assert!(
+        report.cells.iter().filter(|cell| cell.structure == Structure::PmHome).all(|cell| cell.passed()),
+        "a home-slot cell failed:\n{}",
+        report.render()
+    );
     // Every cell passes but the known gaps, where only silent acceptance
     // (never a panic or an unnamed error) is allowed.
     for cell in report.failed() {
@@ -761,6 +770,42 @@ fn corruption_matrix_detects_or_survives_every_damage() {
                 cell.engine,
                 cell.structure,
                 cell.damage
+            );
+        }
+    }
+}
+
+/// The control of the home-slot check: with recovery taking every slot
+/// that fails its CRC for a torn write-back (`Fault::UncheckedHomeSlots`),
+/// the pisces and mnemosyne home-slot cells lose committed rows silently,
+/// and the bit-flip and truncation cells fail.
+#[test]
+fn corruption_matrix_control_unchecked_home_slots_fails() {
+    let fault = pmtx_engine::Fault::UncheckedHomeSlots;
+    let config = MatrixConfig {
+        engines: vec![EngineKind::Mnemosyne, EngineKind::Pisces],
+        engine_options: Some(pmtx_crashtest::EngineOptionsHook::new(fault.name(), move |options| {
+            options.fault = Some(fault)
+        })),
+        ..MatrixConfig::quick()
+    };
+    let report = pmtx_crashtest::matrix::run_matrix(&config, &|line| eprintln!("{line}")).unwrap();
+    println!("{}", report.render());
+    for engine in [EngineKind::Mnemosyne, EngineKind::Pisces] {
+        for damage in [Damage::BitFlip, Damage::Truncation] {
+            let cell = report
+                .cells
+                .iter()
+                .find(|cell| cell.engine == engine && cell.structure == Structure::PmHome && cell.damage == damage)
+                .unwrap_or_else(|| panic!("{engine}: no home-slot {damage} cell"));
+            assert!(
+                !cell.passed()
+                    && cell
+                        .failures
+                        .iter()
+                        .all(|(_, outcome)| matches!(outcome, pmtx_crashtest::matrix::TrialOutcome::Silent(_))),
+                "{engine} / {damage} passed without the check:\n{}",
+                report.render()
             );
         }
     }

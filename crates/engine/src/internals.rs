@@ -47,7 +47,7 @@ pub mod pool_layout {
     pub use crate::durability::tornbit_log::TORNBIT_LOG_CHUNK_KIND;
     pub use crate::durability::wbl_window::WINDOW_CHUNK_KIND as WBL_WINDOW_CHUNK_KIND;
     pub use crate::engines::nvm_tuples::NVM_TUPLE_CHUNK_KIND as MMDB_VOLATILE_CHUNK_KIND;
-    pub use crate::storage::pm_home::PM_HOME_CHUNK_KIND;
+    pub use crate::storage::pm_home::{FREE_WORD0 as PM_HOME_FREE_WORD0, PM_HOME_CHUNK_KIND};
     pub use crate::storage::zen::HEAP_CHUNK_KIND as ZEN_HEAP_CHUNK_KIND;
     pub use crate::storage::zen::HEAP_CHUNK_KIND_FORMATTED as ZEN_HEAP_CHUNK_KIND_FORMATTED;
     pub use crate::storage::zen::HEAP_FREE_WORD0 as ZEN_HEAP_FREE_WORD0;

@@ -237,6 +237,29 @@ fn a_golden_pool_opened_as_another_engine_names_its_own() {
     }
 }
 
+/// Pools of `mnemosyne` and `pisces` whose home slots an older build
+/// wrote (home-slot format version 1: chunk kind "PH", unformatted, no
+/// first-line check; kept as `<engine>.home-v1.pool.sparse`) are refused
+/// with the typed error naming the structure and the versions, not misread.
+#[test]
+fn an_older_home_slot_format_is_refused_by_name() {
+    for engine in [EngineKind::Mnemosyne, EngineKind::Pisces] {
+        let golden = golden_dir().join(format!("{}.home-v1.pool.sparse", engine.name()));
+        let sparse = std::fs::read(&golden).unwrap_or_else(|error| panic!("{}: {error}", golden.display()));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("golden.pool");
+        std::fs::write(&path, from_sparse(&sparse)).unwrap();
+        let error = Database::open(options(engine, &path)).err().unwrap_or_else(|| panic!("{engine} opened"));
+        match &error {
+            DbError::Pool(pmtx_pm::PoolError::OlderFormat { structure, found: 1, oldest: 2, .. }) => {
+                assert_eq!(*structure, pmtx_pm::Structure::PmHome, "{engine}: {error}");
+                assert!(error.to_string().contains("recreate the pool"), "{engine}: {error}");
+            }
+            other => panic!("{engine}: {other}"),
+        }
+    }
+}
+
 #[test]
 fn the_sparse_form_round_trips() {
     let mut bytes = vec![0u8; 3 * PAGE + 100];

@@ -83,6 +83,22 @@ pub enum PoolError {
         /// Newest version this build reads.
         supported: u32,
     },
+    /// A structure written in a format older than this build reads: the
+    /// pool is not damaged, this build no longer reads it.
+    #[error(
+        "{path}: {structure} has format version {found}, written by an older pmtx; this build reads version \
+         {oldest} and later: recreate the pool (or open it with the older build)"
+    )]
+    OlderFormat {
+        /// The pool file.
+        path: PathBuf,
+        /// Which structure.
+        structure: Structure,
+        /// Version in the pool.
+        found: u32,
+        /// Oldest version this build reads.
+        oldest: u32,
+    },
     /// A checksum did not match: the structure is damaged.
     #[error(
         "{path}: {structure} checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): the pool is damaged"

@@ -505,6 +505,12 @@ impl<B: PmBackend> Pool<B> {
         Err(PoolError::Full { chunks: count, chunk_size: self.geometry.chunk_size })
     }
 
+    /// The pool's file (`<memory>` or `<image>` for a pool in memory), as
+    /// errors name it.
+    pub fn label(&self) -> &Path {
+        &self.label
+    }
+
     /// Keeps the page tables of the `ahead` free chunks the allocator hands
     /// out next populated for writing, from a background thread, so the
     /// workers that get them take no page faults (module `prefault`). A

@@ -23,15 +23,39 @@
 //! not in global sequence order as Mnemosyne's log manager does;
 //! recovery's per-slot TID check makes that safe (below).
 //!
-//! **Recovery.** (1) Scan the home slots: per key the copy with the largest
-//! TID (a present value or a delete) wins; torn slots (bad CRC) and losing
-//! copies are free. (2) Scan each log from its head to its stable tail;
-//! replay the committed fragments in sequence order: a write whose sequence
-//! number is below the winning copy's TID is skipped (that slot already
-//! holds a newer version made durable by another worker's truncation),
-//! otherwise it is written in place (a new slot if the key has none or it
-//! is too small). (3) Flush, fence, reset the logs. (4) Rebuild the DRAM
-//! records and indexes from the winning copies.
+//! **Recovery.** (1) Scan each log from its head to its stable tail: the
+//! committed fragments, in sequence order. (2) Scan the home slots: per key
+//! the copy with the largest TID (a present value or a delete) wins; losing
+//! copies and slots torn by the crash (bad CRC, below) are freed; a slot
+//! that fails its CRC and cannot have been torn, or whose word 0 is zero,
+//! refuses the pool (`CorruptStructure`, `PmHome`). (3) Replay the
+//! fragments: a write whose sequence number is below the winning copy's
+//! TID is skipped (that slot already holds a newer version made durable by
+//! another worker's truncation), otherwise it is written in place (a new
+//! slot if the key has none or it is too small). (4) Flush, fence, reset
+//! the logs. (5) Rebuild the DRAM records and indexes from the winning
+//! copies.
+//!
+//! **Torn or damaged.** A crash can leave torn only a slot written since
+//! the last truncation of the log whose fragment wrote it (truncation
+//! flushes and fences every write-back before the head passes its
+//! fragment), and that fragment is then still in the log, with the slot's
+//! new TID as its sequence number and the key among its writes (a
+//! relocation's delete at the old slot and recovery's replays too). Word 0
+//! is the first store of each write into a slot's first line, and a line
+//! keeps a prefix of its stores (the media model), so a slot failing its
+//! CRC after a crash is one of: (a) a first line that took part of a write
+//! and so its header: the TID in word 0 is a logged fragment's; (b) a whole
+//! first line (its own check holds) of an older version while later lines
+//! took the write: either a delete (a freed slot reused, nothing of it
+//! needed) or a version of a key that a logged write of at least its TID
+//! rewrites. Any other slot that fails its CRC, or a whole first line of a
+//! present version with no logged write of its key, is damage to a version
+//! already durable, which no log can restore: refused. A zero word 0 is
+//! damage too, since new chunks are formatted (`storage::pm_home`). A
+//! damaged slot that the rules accept is one the replay rewrites, so no
+//! acknowledged version is lost either way. The check costs nothing per
+//! transaction: no write, flush or fence is added to commit or truncation.
 //!
 //! Why no acknowledged commit is lost: a fragment leaves its log only after
 //! its write-back lines were flushed and fenced, so each key's newest
@@ -49,7 +73,7 @@ use crate::error::{DbError, DbResult};
 use crate::schema::TableId;
 use crate::stats::{CommitTicket, EngineStats};
 use crate::storage::commit_view::CommitView;
-use crate::storage::pm_home::{PmHome, ScannedSlot, SlotImage, UNIT};
+use crate::storage::pm_home::{PmHome, ScannedSlot, SlotImage, TornSlot, UNIT};
 use crate::storage::record::{self, Record};
 use crate::storage::table::Table;
 use pmtx_pm::{PmBackend, Pool, Structure};
@@ -87,6 +111,10 @@ pub(crate) struct MnemosyneConfig {
     pub(crate) ack_before_fence: bool,
     /// When values are written back.
     pub(crate) write_back: WriteBack,
+    /// Broken variant (the corruption matrix's control): recovery takes
+    /// every home slot that fails its check for one a crash tore, and a
+    /// zero slot for one never written, as before the check existed.
+    pub(crate) unchecked_home_slots: bool,
 }
 
 /// Mnemosyne's durability over the home slots (module docs).
@@ -210,6 +238,43 @@ struct LoggedWrite {
     value: Option<Vec<u8>>,
 }
 
+/// What the logs hold at recovery: the writes a crash may have left torn
+/// in their home slots (module docs, "Torn or damaged").
+struct InFlight<'a> {
+    /// Sequence numbers (commit TIDs) of the fragments in the logs.
+    sqns: HashSet<u64>,
+    /// Each logged write: its sequence number and the write.
+    writes: Vec<(u64, &'a LoggedWrite)>,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(fragments: &'a [(u64, Vec<LoggedWrite>)]) -> Self {
+        Self {
+            sqns: fragments.iter().map(|(sqn, _)| *sqn).collect(),
+            writes: fragments.iter().flat_map(|(sqn, writes)| writes.iter().map(move |write| (*sqn, write))).collect(),
+        }
+    }
+
+    /// Whether a crash can have left `slot` failing its CRC: its first
+    /// line is a whole delete (a free slot's reuse torn: nothing lost), or
+    /// a whole version of a key a logged write outranks or is, or, not
+    /// whole, a line whose header a logged fragment wrote.
+    fn may_have_torn(&self, slot: &TornSlot) -> bool {
+        match &slot.line {
+            Some(line) => {
+                !line.present
+                    || self.writes.iter().any(|(sqn, write)| {
+                        *sqn >= line.tid
+                            && write.table == line.table
+                            && write.key.len() == line.key_len
+                            && write.key.starts_with(&line.key_prefix)
+                    })
+            }
+            None => slot.tid.is_some_and(|tid| self.sqns.contains(&tid)),
+        }
+    }
+}
+
 fn decode_fragment(values: &[u64]) -> Option<Vec<LoggedWrite>> {
     let mut values = values.iter().copied();
     let mut writes = Vec::new();
@@ -225,6 +290,7 @@ fn decode_fragment(values: &[u64]) -> Option<Vec<LoggedWrite>> {
 impl<B: PmBackend> MnemosyneLog<B> {
     /// The policy over `pool`.
     pub(crate) fn open(config: MnemosyneConfig, pool: Arc<Pool<B>>) -> DbResult<Self> {
+        crate::storage::pm_home::check_no_unformatted_chunks(&pool)?;
         let home = Arc::new(PmHome::open(Arc::clone(&pool)));
         let truncator = Truncator::start(Arc::clone(&pool))
             .map_err(|error| DbError::InvalidConfig(format!("cannot start thread pmtx-truncate: {error}")))?;
@@ -480,12 +546,50 @@ impl<B: PmBackend> CommitLog for MnemosyneLog<B> {
 impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
     fn recover(&self, tables: &[Table], epochs: &Arc<Epochs>) -> DbResult<()> {
         self.pool.begin_engine_session();
-        // (1) The newest copy of each key.
+        // (1) The committed fragments of every log, in sequence order: a
+        // home slot written since its log's last truncation belongs to one.
+        let mut logs = Vec::new();
+        let mut fragments = Vec::new();
+        for slot in self.log_slots() {
+            let log = TornBitLog::open(Arc::clone(&self.pool), slot, self.config.log_words).map_err(DbError::from)?;
+            fragments.extend(log.scan().fragments);
+            logs.push(log);
+        }
+        fragments.sort_by_key(|fragment| fragment.sqn);
+        let mut replay = Vec::with_capacity(fragments.len());
+        for fragment in &fragments {
+            let writes = decode_fragment(&fragment.values).ok_or_else(|| {
+                DbError::corrupt(Structure::TornBitLog, format!("log fragment {} does not parse", fragment.sqn))
+            })?;
+            // A fragment that passed its torn bits may still be damaged (no
+            // checksum): refuse what no commit could log.
+            let fits = |write: &LoggedWrite| {
+                tables.get(write.table as usize).is_some_and(|table| {
+                    !write.key.is_empty()
+                        && write.key.len() <= table.schema.max_key_len
+                        && write.value.as_ref().is_none_or(|value| value.len() <= table.schema.max_value_len)
+                })
+            };
+            if !writes.iter().all(fits) {
+                return Err(DbError::corrupt(
+                    Structure::TornBitLog,
+                    format!("log fragment {} holds a write no table admits", fragment.sqn),
+                ));
+            }
+            replay.push((fragment.sqn & crate::storage::pm_home::TID_MASK, writes));
+        }
+        // (2) The newest copy of each key; a slot that fails its CRC must be
+        // one a crash could have torn.
         let mut newest: HashMap<SlotKey, NewestCopy> = HashMap::new();
         let mut losers = Vec::new();
+        let mut failed = Vec::new();
+        let mut zero = None;
         self.home.scan(|offset, slot| match slot {
-            ScannedSlot::Empty => {}
-            ScannedSlot::Torn => losers.push(offset),
+            ScannedSlot::Free => {}
+            ScannedSlot::Zero => {
+                zero = zero.or(Some(offset));
+            }
+            ScannedSlot::Torn(torn) => failed.push((offset, torn)),
             ScannedSlot::Image { table, key, value, tid } => match newest.entry((table, key)) {
                 std::collections::hash_map::Entry::Occupied(mut entry) => {
                     // A relocated row's old slot is a delete at the new
@@ -502,37 +606,34 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
                 }
             },
         });
+        if !self.config.unchecked_home_slots {
+            if let Some(offset) = zero {
+                return Err(DbError::corrupt(
+                    Structure::PmHome,
+                    format!(
+                        "home slot at {offset:#x} is zero: chunks are formatted, so this is no slot left unwritten"
+                    ),
+                ));
+            }
+            let in_flight = InFlight::new(&replay);
+            if let Some((offset, torn)) = failed.iter().find(|(_, torn)| !in_flight.may_have_torn(torn)) {
+                return Err(DbError::corrupt(
+                    Structure::PmHome,
+                    format!(
+                        "home slot at {offset:#x} fails its checksum and no write since its log's last truncation can \
+                         have torn it (header TID {}): a damaged slot of a version already made durable",
+                        torn.tid.map_or_else(|| "unreadable".to_string(), |tid| tid.to_string())
+                    ),
+                ));
+            }
+        }
+        losers.extend(failed.iter().map(|(offset, _)| *offset));
         let mut written: Vec<(u64, u64)> = losers.iter().map(|offset| self.home.clear(*offset)).collect();
         let mut live: HashSet<u64> = newest.values().map(|(_, offset, _)| *offset).collect();
         self.home.rebuild_free_lists(&live);
-        // (2) Replay the committed fragments in sequence order.
-        let mut logs = Vec::new();
-        let mut fragments = Vec::new();
-        for slot in self.log_slots() {
-            let log = TornBitLog::open(Arc::clone(&self.pool), slot, self.config.log_words).map_err(DbError::from)?;
-            fragments.extend(log.scan().fragments);
-            logs.push(log);
-        }
-        fragments.sort_by_key(|fragment| fragment.sqn);
-        for fragment in &fragments {
-            let writes = decode_fragment(&fragment.values).ok_or_else(|| {
-                DbError::corrupt(Structure::TornBitLog, format!("log fragment {} does not parse", fragment.sqn))
-            })?;
+        // (3) Replay the committed fragments in sequence order.
+        for (sqn, writes) in replay {
             for write in writes {
-                // A fragment that passed its torn bits may still be
-                // damaged (no checksum): refuse what no commit could log.
-                let fits = tables.get(write.table as usize).is_some_and(|table| {
-                    !write.key.is_empty()
-                        && write.key.len() <= table.schema.max_key_len
-                        && write.value.as_ref().is_none_or(|value| value.len() <= table.schema.max_value_len)
-                });
-                if !fits {
-                    return Err(DbError::corrupt(
-                        Structure::TornBitLog,
-                        format!("log fragment {} holds a write no table admits", fragment.sqn),
-                    ));
-                }
-                let sqn = fragment.sqn & crate::storage::pm_home::TID_MASK;
                 let key = (write.table, write.key);
                 let needed = write.value.as_ref().map_or(0, Vec::len);
                 let current = newest.get(&key).map(|(tid, offset, _)| (*tid, *offset));
@@ -558,7 +659,7 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
                 newest.insert(key, (sqn, slot, write.value));
             }
         }
-        // (3) Durable in place before the logs forget.
+        // (4) Durable in place before the logs forget.
         let backend = self.pool.backend();
         for (offset, len) in written {
             backend.flush(offset, len);
@@ -567,7 +668,7 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
         for log in &mut logs {
             log.reset_after_recovery();
         }
-        // (4) The DRAM records and indexes.
+        // (5) The DRAM records and indexes.
         let mut max_tid = 0;
         for ((table, key), (tid, offset, value)) in newest {
             max_tid = max_tid.max(tid);
@@ -629,6 +730,82 @@ impl<B: PmBackend> EnginePolicy for MnemosyneLog<B> {
             ],
             background_pm: self.truncator.counters(),
             ..EngineStats::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::pm_home::{decode, encode};
+
+    fn write(table: u32, key: &[u8], value: Option<&[u8]>) -> LoggedWrite {
+        LoggedWrite { table, key: key.to_vec(), value: value.map(<[u8]>::to_vec) }
+    }
+
+    /// A slot of two lines: `old` durable, then the first `words` 8-byte
+    /// words of each line in `lines` taken from `new` (a crash image of a
+    /// write-back of `new` over `old`).
+    fn torn(old: SlotImage<'_>, new: SlotImage<'_>, lines: &[(usize, usize)]) -> TornSlot {
+        let mut bytes = encode(old);
+        bytes.resize(128, 0);
+        let mut newer = encode(new);
+        newer.resize(128, 0);
+        for &(line, words) in lines {
+            let at = line * 64;
+            bytes[at..at + words * 8].copy_from_slice(&newer[at..at + words * 8]);
+        }
+        match decode(&bytes) {
+            ScannedSlot::Torn(slot) => slot,
+            other => panic!("not torn: {other:?}"),
+        }
+    }
+
+    /// Which slots failing their CRC recovery takes for torn by the crash
+    /// (module docs, "Torn or damaged"), and which for damage.
+    #[test]
+    fn a_slot_is_torn_only_when_a_logged_write_can_have_torn_it() {
+        let value = [7u8; 60];
+        let newer = [8u8; 60];
+        let old = SlotImage { table: 1, key: b"k1", value: Some(&value), tid: 10 };
+        let new = SlotImage { table: 1, key: b"k1", value: Some(&newer), tid: 20 };
+        let logged = vec![(20, vec![write(1, b"k1", Some(&newer))])];
+        let empty: Vec<(u64, Vec<LoggedWrite>)> = Vec::new();
+        let (in_flight, nothing) = (InFlight::new(&logged), InFlight::new(&empty));
+        // (a) The first line took part of the write: its header is the
+        // logged fragment's.
+        let slot = torn(old, new, &[(0, 2)]);
+        assert_eq!((slot.tid, slot.line.is_none()), (Some(20), true));
+        assert!(in_flight.may_have_torn(&slot));
+        assert!(!nothing.may_have_torn(&slot), "no fragment in the logs: damage");
+        // (b) A whole older first line, the second line new: the key has a
+        // logged write at or above its TID.
+        let slot = torn(old, new, &[(1, 3)]);
+        assert_eq!(slot.line.as_ref().map(|line| line.tid), Some(10));
+        assert!(in_flight.may_have_torn(&slot));
+        assert!(!nothing.may_have_torn(&slot));
+        // Only a newer write of the same key counts.
+        let other_key = vec![(20, vec![write(1, b"k2", Some(&newer))])];
+        assert!(!InFlight::new(&other_key).may_have_torn(&slot));
+        let older = vec![(5, vec![write(1, b"k1", Some(&newer))])];
+        assert!(!InFlight::new(&older).may_have_torn(&slot));
+        // A whole first line of a delete (a key reaching into the second
+        // line, so the CRC covers it): a freed slot's reuse torn.
+        let long_key = [b'x'; 48];
+        let deleted = SlotImage { table: 1, key: &long_key, value: None, tid: 10 };
+        let slot = torn(deleted, new, &[(1, 3)]);
+        assert_eq!(slot.line.as_ref().map(|line| line.present), Some(false));
+        assert!(nothing.may_have_torn(&slot));
+        // Damage: one bit of a durable version's value (second line), or
+        // of its first line, with nothing logged.
+        let mut bytes = encode(old);
+        bytes.resize(128, 0);
+        for at in [70, 30] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 4;
+            let ScannedSlot::Torn(slot) = decode(&damaged) else { panic!("byte {at}: CRC holds") };
+            assert!(!nothing.may_have_torn(&slot), "byte {at}: {slot:?}");
+            assert!(!InFlight::new(&older).may_have_torn(&slot), "byte {at}: {slot:?}");
         }
     }
 }

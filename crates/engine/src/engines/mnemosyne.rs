@@ -34,6 +34,7 @@ pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbR
         log_words: LOG_WORDS,
         ack_before_fence: faults.mnemosyne_ack_before_fence(),
         write_back: WriteBack::AtInstall,
+        unchecked_home_slots: faults.unchecked_home_slots(),
     };
     let log = MnemosyneLog::open(config, Arc::clone(&pool))?;
     super::check_identity(options, &pool)?;

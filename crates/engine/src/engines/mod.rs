@@ -77,6 +77,8 @@ fn check_chunk_kinds<B: PmBackend>(engine: EngineKind, pool: &Pool<B>) -> DbResu
         zen::wbl_meta::WBL_META_CHUNK_KIND,
         mnemosyne::TORNBIT_LOG_CHUNK_KIND,
         mnemosyne::PM_HOME_CHUNK_KIND,
+        // An older pmtx's home chunks: mnemosyne refuses them by name.
+        crate::storage::pm_home::PM_HOME_CHUNK_KIND_UNFORMATTED,
         foedus::SNAPSHOT_CHUNK_KIND,
     ];
     match pool.owned_chunks().into_iter().find(|(_, owner)| !allowed.contains(&owner.kind())) {

@@ -21,6 +21,7 @@ pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbR
         log_words: super::mnemosyne::LOG_WORDS,
         ack_before_fence: faults.pisces_visible_before_persist(),
         write_back: WriteBack::AfterUnlock,
+        unchecked_home_slots: faults.unchecked_home_slots(),
     };
     let log = MnemosyneLog::open(config, Arc::clone(&pool))?;
     super::check_identity(options, &pool)?;
