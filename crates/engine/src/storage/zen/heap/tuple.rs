@@ -79,6 +79,16 @@ impl SlotGeometry {
     }
 }
 
+/// A CRC-32 hasher in its initial state. `crc32fast::Hasher::new` checks
+/// eight CPU features on every call (about 35 instructions, for every
+/// tuple a commit seals); the checked hasher is made once and cloned. The
+/// cell only caches what the CPU supports: it never changes once set.
+#[inline]
+fn initial_hasher() -> crc32fast::Hasher {
+    static INITIAL: std::sync::OnceLock<crc32fast::Hasher> = std::sync::OnceLock::new();
+    INITIAL.get_or_init(crc32fast::Hasher::new).clone()
+}
+
 /// Encodes a tuple into `buffer` (word 0 without the LP bit).
 pub(crate) fn encode_tuple(buffer: &mut Vec<u8>, cts: u64, tuple_id: u64, deleted: bool, key: &[u8], value: &[u8]) {
     debug_assert!(cts != 0 && cts & LP_BIT == 0);
@@ -95,7 +105,7 @@ pub(crate) fn encode_tuple(buffer: &mut Vec<u8>, cts: u64, tuple_id: u64, delete
     buffer.extend_from_slice(key);
     buffer.extend_from_slice(value);
     // Word 0 is the Tx-CTS without the LP bit already: the CRC's input.
-    let mut hasher = crc32fast::Hasher::new();
+    let mut hasher = initial_hasher();
     hasher.update(&buffer[..CRC_AT]);
     hasher.update(&buffer[CRC_AT + 4..]);
     let crc = hasher.finalize();
@@ -127,7 +137,7 @@ fn tuple_crc(cts: u64, bytes: &[u8]) -> u32 {
     let mut head = [0u8; CRC_AT];
     head[..8].copy_from_slice(&cts.to_le_bytes());
     head[8..].copy_from_slice(&bytes[8..CRC_AT]);
-    let mut hasher = crc32fast::Hasher::new();
+    let mut hasher = initial_hasher();
     hasher.update(&head);
     hasher.update(&bytes[CRC_AT + 4..]);
     hasher.finalize()
