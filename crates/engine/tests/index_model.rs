@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use pmtx_engine::internals::index::{IndexError, LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection};
+use pmtx_engine::internals::index::{Finger, IndexError, LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection};
 use proptest::prelude::*;
 
 const MAX_KEY: usize = 12;
@@ -86,6 +86,9 @@ enum Op {
     Get(Vec<u8>),
     Insert(Vec<u8>, u64),
     GetOrInsert(Vec<u8>, u64),
+    /// `get_or_insert_near` with the one finger the whole sequence shares:
+    /// stale after other operations' splits, removes and unlinks.
+    GetOrInsertNear(Vec<u8>, u64),
     Remove(Vec<u8>),
     /// `remove_if` with the key's current value (if `true` and present) or
     /// with the given value.
@@ -103,6 +106,7 @@ fn ops_over(keys: BoxedStrategy<Vec<u8>>, bounds: BoxedStrategy<Bound<Vec<u8>>>)
         2 => keys.clone().prop_map(Op::Get),
         4 => (keys.clone(), any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
         3 => (keys.clone(), any::<u64>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
+        3 => (keys.clone(), any::<u64>()).prop_map(|(k, v)| Op::GetOrInsertNear(k, v)),
         3 => keys.clone().prop_map(Op::Remove),
         1 => (keys, any::<u64>(), any::<bool>()).prop_map(|(k, v, cur)| Op::RemoveIf(k, v, cur)),
         1 => (bounds.clone(), bounds.clone()).prop_map(|(s, e)| Op::RemoveRange(s, e)),
@@ -172,6 +176,7 @@ fn model_scan(
 fn check_ops(index: &OrderedIndex, ops: &[Op]) -> Result<(), TestCaseError> {
     let max_key = index.max_key_len();
     let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+    let mut finger = Finger::default();
     for op in ops {
         match op {
             Op::Get(k) => prop_assert_eq!(index.get(k), model.get(k).copied()),
@@ -183,8 +188,11 @@ fn check_ops(index: &OrderedIndex, ops: &[Op]) -> Result<(), TestCaseError> {
                     prop_assert_eq!(r, Ok(model.insert(k.clone(), *v)));
                 }
             }
-            Op::GetOrInsert(k, v) => {
-                let r = index.get_or_insert_with_info(k, || *v);
+            Op::GetOrInsert(k, v) | Op::GetOrInsertNear(k, v) => {
+                let r = match op {
+                    Op::GetOrInsertNear(..) => index.get_or_insert_near(k, || *v, Some(&mut finger)),
+                    _ => index.get_or_insert_with_info(k, || *v),
+                };
                 if k.len() > max_key {
                     prop_assert!(r.is_err());
                 } else {

@@ -56,7 +56,7 @@ use crate::cc::protocols::{ProtocolTx, TidBounds};
 use crate::cc::secondaries::AddedSecondary;
 use crate::cc::write_set::{WriteSet, WriteValue};
 use crate::error::{AbortReason, DbError, TxError, TxResult};
-use crate::index::{LeafChange, LeafRef, ScanDirection};
+use crate::index::{Finger, LeafChange, LeafRef, ScanDirection};
 use crate::schema::TableId;
 use crate::storage::record::{self, RowKind, ABSENT, LOCKED, REMOVED, UNPERSISTED};
 use crate::storage::request::{ScanRequest, WriteOp};
@@ -128,6 +128,10 @@ pub(crate) struct TxState<R: RowKind> {
     scratch: Vec<u8>,
     /// This worker's reclamation of absent rows and replaced values.
     pub(crate) reclaimer: RowReclaimer<R>,
+    /// Per table (by id): the leaf this worker's last point operation on
+    /// the table's ordered index ended in. Kept across transactions: a
+    /// finger is checked against the leaf's version before use.
+    fingers: Vec<Finger>,
 }
 
 // SAFETY: the raw row pointers refer to rows owned by tables that outlive
@@ -149,7 +153,18 @@ impl<R: RowKind> TxState<R> {
             added_secondaries: Vec::new(),
             scratch: Vec::new(),
             reclaimer: RowReclaimer::default(),
+            fingers: Vec::new(),
         }
+    }
+
+    /// This worker's finger into table `table_id`'s ordered index.
+    #[inline]
+    fn finger(&mut self, table_id: TableId) -> &mut Finger {
+        let at = table_id.0 as usize;
+        if at >= self.fingers.len() {
+            self.fingers.resize(at + 1, Finger::default());
+        }
+        &mut self.fingers[at]
     }
 }
 
@@ -263,7 +278,7 @@ impl<R: RowKind> TxState<R> {
         key: &[u8],
         value_capacity: usize,
     ) -> TxResult<&'t R> {
-        let (row, inserted, change) = table.get_or_insert(key, value_capacity)?;
+        let (row, inserted, change) = table.get_or_insert_near(key, value_capacity, Some(self.finger(table_id)))?;
         if inserted {
             self.created.push((table_id, NonNull::from(row), change.map(|change| change.leaf)));
             Self::note_own_insert(&mut self.leaves, table_id, None, change);

@@ -204,7 +204,7 @@ impl<'a> SearchKey<'a> {
 
     /// Compares the stored key whose prefix words are `p0`, `p1` with
     /// `self`, if the prefix words decide it.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn cmp_prefix(&self, p0: u64, p1: impl FnOnce() -> u64) -> Option<Ordering> {
         if p0 != self.p0 {
             return Some(p0.cmp(&self.p0));
@@ -223,7 +223,7 @@ impl<'a> SearchKey<'a> {
     ///
     /// If `tag` is a blob address, the blob must be live for the duration of
     /// the call.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn cmp_tail(&self, tag: u64) -> Ordering {
         debug_assert_ne!(tag, 0);
         let self_long = self.len > INLINE_KEY_LEN;

@@ -29,7 +29,7 @@ mod striped;
 pub mod version_lock;
 
 pub use btree::{
-    GetOrInsert, LeafChange, LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection, DEFAULT_NODE_CAPACITY,
+    Finger, GetOrInsert, LeafChange, LeafRef, OrderedIndex, OrderedIndexConfig, ScanDirection, DEFAULT_NODE_CAPACITY,
     MAX_NODE_CAPACITY, MIN_NODE_CAPACITY,
 };
 pub use hash::{hash_key, HashEntry, HashIndex, DEFAULT_HASH_SHARDS};

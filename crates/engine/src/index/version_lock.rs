@@ -202,6 +202,14 @@ impl<W: AtomicWord> VersionLock<W> {
         }
     }
 
+    /// The version [`write_unlock`](Self::write_unlock) leaves when the
+    /// lock was upgraded from version `v`.
+    #[inline]
+    pub fn version_after_unlock(v: u64) -> u64 {
+        debug_assert_eq!(v & (LOCKED | OBSOLETE), 0);
+        v + 2 * LOCKED
+    }
+
     /// Releases the write lock, producing a new version.
     ///
     /// Must only be called by the holder of the write lock.

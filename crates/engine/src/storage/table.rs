@@ -35,7 +35,7 @@
 
 use crate::epoch::{DeferredFree, Epochs};
 use crate::error::{DbError, DbResult};
-use crate::index::{HashIndex, IndexError, LeafChange, LeafRef, OrderedIndex, ScanDirection};
+use crate::index::{Finger, HashIndex, IndexError, LeafChange, LeafRef, OrderedIndex, ScanDirection};
 use crate::schema::{PrimaryIndexKind, TableId, TableSchema};
 use crate::storage::record::{Record, RowKind, ABSENT, LOCKED, REMOVED, UNPERSISTED};
 use std::collections::VecDeque;
@@ -207,10 +207,23 @@ impl<R: RowKind> Table<R> {
     /// insert caused.
     #[inline]
     pub(crate) fn get_or_insert(&self, key: &[u8], value_capacity: usize) -> DbResult<(&R, bool, Option<LeafChange>)> {
+        self.get_or_insert_near(key, value_capacity, None)
+    }
+
+    /// [`get_or_insert`](Self::get_or_insert) starting, in an ordered
+    /// table, from the leaf `finger` remembers (see [`Finger`]); hash
+    /// tables ignore it.
+    #[inline]
+    pub(crate) fn get_or_insert_near(
+        &self,
+        key: &[u8],
+        value_capacity: usize,
+        finger: Option<&mut Finger>,
+    ) -> DbResult<(&R, bool, Option<LeafChange>)> {
         let (raw, inserted, change) = match &self.primary {
             PrimaryIndex::Ordered(index) => {
                 let result = index
-                    .get_or_insert_with_info(key, || raw_of(R::allocate(key, value_capacity)))
+                    .get_or_insert_near(key, || raw_of(R::allocate(key, value_capacity)), finger)
                     .map_err(|e| self.key_error(e))?;
                 (result.value, result.inserted, result.leaf_change)
             }

@@ -214,12 +214,17 @@ pub mod keys {
     pub fn history(w: u32, d: u8, origin: u32, sequence: u64) -> [u8; 17] {
         key!(17; w, d, origin, sequence)
     }
+    /// Width of NEW-ORDER and ORDER keys.
+    pub const ORDER_KEY_LEN: usize = 9;
+    /// Width of ORDER-LINE keys.
+    pub const ORDER_LINE_KEY_LEN: usize = 10;
+
     /// NEW-ORDER key.
-    pub fn new_order(w: u32, d: u8, o: u32) -> [u8; 9] {
+    pub fn new_order(w: u32, d: u8, o: u32) -> [u8; ORDER_KEY_LEN] {
         key!(9; w, d, o)
     }
     /// ORDER key; also the prefix of the order's lines.
-    pub fn order(w: u32, d: u8, o: u32) -> [u8; 9] {
+    pub fn order(w: u32, d: u8, o: u32) -> [u8; ORDER_KEY_LEN] {
         key!(9; w, d, o)
     }
     /// Prefix of the order-by-customer secondary keys of a customer.
@@ -227,7 +232,7 @@ pub mod keys {
         key!(9; w, d, c)
     }
     /// ORDER-LINE key.
-    pub fn order_line(w: u32, d: u8, o: u32, number: u8) -> [u8; 10] {
+    pub fn order_line(w: u32, d: u8, o: u32, number: u8) -> [u8; ORDER_LINE_KEY_LEN] {
         key!(10; w, d, o, number)
     }
     /// ITEM key.
@@ -502,13 +507,21 @@ impl Workload for Tpcc {
                     .secondary("customer_by_name", customer_by_name),
             ),
             by_warehouse(TableSchema::hashed(table::NAMES[3]).max_value_len(History::LEN)),
-            by_warehouse(TableSchema::ordered(table::NAMES[4]).max_value_len(1)),
+            // The ordered tables' keys are their exact widths: keys of at
+            // most 16 bytes are held inline in the B+tree, whose operations
+            // then need no epoch pin and may start from the worker's finger.
+            by_warehouse(TableSchema::ordered(table::NAMES[4]).max_key_len(keys::ORDER_KEY_LEN).max_value_len(1)),
             by_warehouse(
                 TableSchema::ordered(table::NAMES[5])
+                    .max_key_len(keys::ORDER_KEY_LEN)
                     .max_value_len(Order::LEN)
                     .secondary("order_by_customer", order_by_customer),
             ),
-            by_warehouse(TableSchema::ordered(table::NAMES[6]).max_value_len(OrderLine::LEN)),
+            by_warehouse(
+                TableSchema::ordered(table::NAMES[6])
+                    .max_key_len(keys::ORDER_LINE_KEY_LEN)
+                    .max_value_len(OrderLine::LEN),
+            ),
             TableSchema::hashed(table::NAMES[7]).max_value_len(Item::LEN),
             by_warehouse(TableSchema::hashed(table::NAMES[8]).max_value_len(Stock::LEN)),
         ]

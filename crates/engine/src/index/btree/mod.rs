@@ -89,6 +89,26 @@
 //! node's true range for as long as the node's version is unchanged — the
 //! fact the scan filtering above and the phantom argument below rely on.
 //!
+//! # Fingers
+//!
+//! A caller may keep a [`Finger`] per index and thread (a transaction's
+//! worker keeps one per ordered table): after a point get-or-insert it holds
+//! the leaf the operation ended in, the leaf's version and the range
+//! `[low, high)` the validated descent to it observed (the separators of
+//! its ancestors). The next get-or-insert whose key lies in that range reads
+//! the leaf's version and, if it is still the finger's, works on the leaf
+//! as if a descent had ended there: by the paragraph above, while the
+//! version is unchanged the observed range lies inside the leaf's true
+//! range, so the key belongs in this leaf; and the operation then validates
+//! (or upgrades) exactly that version, as after a descent. An insert by
+//! the finger's own thread moves the finger to the version its unlock
+//! leaves (the insert changed no range). A split needs the parent, which
+//! a finger does not know, so a full leaf sends the operation back to the
+//! root. Indexes with keys longer than 16 bytes keep no fingers (fences
+//! there may name blobs that an epoch reclaims). Node memory is
+//! type-stable and versions only grow, so a stale finger costs one version
+//! load and is ignored.
+//!
 //! # Memory safety of optimistic reads
 //!
 //! All node fields that change after publication are atomic words
@@ -253,6 +273,33 @@ pub struct GetOrInsert {
     pub leaf_change: Option<LeafChange>,
 }
 
+/// One thread's memory of the leaf where its last point operation on an
+/// index ended: the leaf, its version then and the key range the descent
+/// to it observed. The next operation whose key lies in that range goes
+/// straight to the leaf when its version is unchanged, instead of
+/// descending from the root (TPC-C's order lines are inserted, and
+/// delivered, ten at a time into one leaf). See "Fingers" in the module
+/// documentation for why that finds the right leaf.
+///
+/// A finger is only a hint: any index accepts any finger, and one made by
+/// another index, or by this one before the leaf changed, is ignored.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Finger {
+    /// The index that made it; 0: empty.
+    index_id: u64,
+    leaf: usize,
+    version: u64,
+    low: Option<KeyWords>,
+    high: Option<KeyWords>,
+}
+
+impl Finger {
+    /// Forgets the leaf.
+    pub fn clear(&mut self) {
+        self.index_id = 0;
+    }
+}
+
 static NEXT_INDEX_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Raises `word` to at least `ts` (sequentially consistent: the read
@@ -347,7 +394,7 @@ impl<W: AtomicWord> Node<W> {
     ///
     /// `g` must be pinned if the index has keys longer than
     /// [`INLINE_KEY_LEN`] (see [`OrderedIndex::with_guard`]).
-    #[inline]
+    #[inline(always)]
     fn cmp_key(&self, i: usize, key: &SearchKey<'_>, _g: &Guard) -> Result<CmpOrdering, Restart> {
         // A torn read may mix the words of different keys; the result is then
         // garbage but the read fails validation.
@@ -409,7 +456,7 @@ impl<W: AtomicWord> Node<W> {
     }
 
     /// First position whose key is `>= key` (and whether it is `== key`).
-    #[inline]
+    #[inline(always)]
     fn lower_bound(&self, n: usize, key: &SearchKey<'_>, g: &Guard) -> Result<(usize, bool), Restart> {
         let (mut lo, mut hi) = (0, n);
         while lo < hi {
@@ -424,7 +471,7 @@ impl<W: AtomicWord> Node<W> {
     }
 
     /// First position whose key is `> key`.
-    #[inline]
+    #[inline(always)]
     fn upper_bound(&self, n: usize, key: &SearchKey<'_>, g: &Guard) -> Result<usize, Restart> {
         let (mut lo, mut hi) = (0, n);
         while lo < hi {
@@ -509,6 +556,9 @@ const READ: Descent = Descent { split_full: false, collapse_root: false, fences:
 const SCAN: Descent = Descent { split_full: false, collapse_root: false, fences: true };
 const WRITE: Descent = Descent { split_full: false, collapse_root: true, fences: false };
 const WRITE_EAGER: Descent = Descent { split_full: true, collapse_root: true, fences: false };
+/// Point operations that leave a finger need the leaf's range.
+const WRITE_FENCES: Descent = Descent { fences: true, ..WRITE };
+const WRITE_EAGER_FENCES: Descent = Descent { fences: true, ..WRITE_EAGER };
 
 /// An inner node on a descent path, read-locked at `version`, with its key
 /// count at that version and the child position the descent took.
@@ -705,6 +755,55 @@ impl<W: AtomicWord> OrderedIndex<W> {
                 Ok(t) => return t,
                 Err(Restart) => W::pause(),
             }
+        }
+    }
+
+    /// The leaf `finger` remembers, as a descent to `key` would have found
+    /// it, if the finger is this index's, the leaf's version is unchanged
+    /// and `key` lies in the range the finger observed. Indexes with long
+    /// keys keep no fingers (their fences may name blobs).
+    #[inline]
+    fn finger_leaf(&self, finger: &Finger, key: &SearchKey<'_>) -> Option<LeafPos<'_, W>> {
+        if finger.index_id != self.id || self.long_keys {
+            return None;
+        }
+        // SAFETY: the finger was made by this index (same id; ids are never
+        // reused) from one of its leaves, and node memory stays a node of the
+        // same kind until the index is dropped, which cannot happen while
+        // `self` is borrowed (see "Node reclamation").
+        let leaf: &Node<W> = unsafe { &*(finger.leaf as *const Node<W>) };
+        debug_assert!(leaf.is_leaf);
+        let version = leaf.lock.read_lock().ok()?;
+        if version != finger.version {
+            return None;
+        }
+        // SAFETY: indexes without long keys have inline keys and fences
+        // only, so making search keys of them reads no blob.
+        let at_least_low = finger.low.is_none_or(|low| unsafe { SearchKey::from_words(low) }.cmp_key(key).is_le());
+        let below_high = finger.high.is_none_or(|high| unsafe { SearchKey::from_words(high) }.cmp_key(key).is_gt());
+        (at_least_low && below_high).then_some(LeafPos {
+            node: leaf,
+            version,
+            parent: None,
+            low: finger.low,
+            high: finger.high,
+        })
+    }
+
+    /// Remembers that `leaf`, whose range a validated descent observed as
+    /// `[low, high)`, is at `version` (a version this thread validated, or
+    /// the one its own write-unlock produced).
+    #[inline]
+    fn set_finger(
+        &self,
+        finger: &mut Finger,
+        leaf: &Node<W>,
+        version: u64,
+        low: Option<KeyWords>,
+        high: Option<KeyWords>,
+    ) {
+        if !self.long_keys {
+            *finger = Finger { index_id: self.id, leaf: leaf.addr() as usize, version, low, high };
         }
     }
 

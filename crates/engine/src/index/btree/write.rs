@@ -161,11 +161,16 @@ impl<W: AtomicWord> OrderedIndex<W> {
         })
     }
 
-    fn write<F: FnOnce() -> u64>(&self, key: &[u8], mode: WriteMode<F>) -> WriteOutcome {
+    fn write<F: FnOnce() -> u64>(
+        &self,
+        key: &[u8],
+        mode: WriteMode<F>,
+        mut finger: Option<&mut Finger>,
+    ) -> WriteOutcome {
         let sk = SearchKey::new(key);
         let mut mode = Some(mode);
         let mut eager = false;
-        self.with_guard(|g| Self::retry(|| self.try_write(key, &sk, &mut mode, &mut eager, g)))
+        self.with_guard(|g| Self::retry(|| self.try_write(key, &sk, &mut mode, &mut eager, finger.as_deref_mut(), g)))
     }
 
     /// One attempt of an insert or get-or-insert: a single descent that ends
@@ -176,9 +181,23 @@ impl<W: AtomicWord> OrderedIndex<W> {
         sk: &SearchKey<'_>,
         mode: &mut Option<WriteMode<F>>,
         eager: &mut bool,
+        finger: Option<&mut Finger>,
         g: &Guard,
     ) -> Result<WriteOutcome, Restart> {
-        let pos = self.descend(Target::Key(*sk), if *eager { WRITE_EAGER } else { WRITE }, None, g)?;
+        let fingered = finger.as_deref().and_then(|f| self.finger_leaf(f, sk));
+        let from_finger = fingered.is_some();
+        let pos = match fingered {
+            Some(pos) => pos,
+            None => {
+                let mode = match (*eager, finger.is_some()) {
+                    (false, false) => WRITE,
+                    (false, true) => WRITE_FENCES,
+                    (true, false) => WRITE_EAGER,
+                    (true, true) => WRITE_EAGER_FENCES,
+                };
+                self.descend(Target::Key(*sk), mode, None, g)?
+            }
+        };
         let leaf = pos.node;
         let v = pos.version;
         let n = leaf.count(self.cap);
@@ -188,16 +207,30 @@ impl<W: AtomicWord> OrderedIndex<W> {
                 Some(WriteMode::GetOrInsert(_)) => {
                     let val = leaf.slot(i).load(Ordering::Acquire);
                     leaf.lock.check(v)?;
+                    if let Some(f) = finger {
+                        self.set_finger(f, leaf, v, pos.low, pos.high);
+                    }
                     Ok(WriteOutcome::Existing(val))
                 }
                 Some(WriteMode::Upsert(new)) => {
                     let _wg = WriteGuard::upgrade(&leaf.lock, v)?;
                     let old = leaf.slot(i).load(Ordering::Acquire);
                     leaf.slot(i).store(*new, Ordering::Release);
+                    if let Some(f) = finger {
+                        self.set_finger(f, leaf, VersionLock::<W>::version_after_unlock(v), pos.low, pos.high);
+                    }
                     Ok(WriteOutcome::Replaced(old))
                 }
                 None => unreachable!("write mode consumed before completion"),
             };
+        }
+        if n >= self.cap && from_finger {
+            // A split needs the parent, which a finger does not know:
+            // descend.
+            if let Some(f) = finger {
+                f.clear();
+            }
+            return Err(Restart);
         }
         if n >= self.cap {
             // The split needs room in the parent.  If the parent is full (at
@@ -229,6 +262,10 @@ impl<W: AtomicWord> OrderedIndex<W> {
         leaf.slot(i).store(value, Ordering::Release);
         leaf.count.store(n as u64 + 1, Ordering::Release);
         self.len.add(1);
+        if let Some(f) = finger {
+            // The insert changed the leaf's version, not its range.
+            self.set_finger(f, leaf, VersionLock::<W>::version_after_unlock(v), pos.low, pos.high);
+        }
         Ok(WriteOutcome::Inserted(
             value,
             LeafChange { leaf: self.leaf_ref(leaf), version_before: before, version_after: before + 1 },
@@ -252,8 +289,20 @@ impl<W: AtomicWord> OrderedIndex<W> {
     /// One optimistic descent: a present key is returned from a validated
     /// read of its leaf without taking any lock.
     pub fn get_or_insert_with_info(&self, key: &[u8], make: impl FnOnce() -> u64) -> Result<GetOrInsert, IndexError> {
+        self.get_or_insert_near(key, make, None)
+    }
+
+    /// [`get_or_insert_with_info`](Self::get_or_insert_with_info) starting
+    /// from the leaf `finger` remembers, when it still covers `key`, and
+    /// leaving `finger` at the leaf this call ended in.
+    pub fn get_or_insert_near(
+        &self,
+        key: &[u8],
+        make: impl FnOnce() -> u64,
+        finger: Option<&mut Finger>,
+    ) -> Result<GetOrInsert, IndexError> {
         self.check_key(key)?;
-        Ok(match self.write(key, WriteMode::GetOrInsert(make)) {
+        Ok(match self.write(key, WriteMode::GetOrInsert(make), finger) {
             WriteOutcome::Existing(value) => GetOrInsert { value, inserted: false, leaf_change: None },
             WriteOutcome::Inserted(value, change) => GetOrInsert { value, inserted: true, leaf_change: Some(change) },
             WriteOutcome::Replaced(_) => unreachable!("get-or-insert never replaces"),
@@ -264,7 +313,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
     /// new key bumps its leaf's version; overwriting does not.
     pub fn insert(&self, key: &[u8], value: u64) -> Result<Option<u64>, IndexError> {
         self.check_key(key)?;
-        Ok(match self.write(key, WriteMode::<fn() -> u64>::Upsert(value)) {
+        Ok(match self.write(key, WriteMode::<fn() -> u64>::Upsert(value), None) {
             WriteOutcome::Inserted(..) => None,
             WriteOutcome::Replaced(old) => Some(old),
             WriteOutcome::Existing(_) => unreachable!("upsert never returns existing"),
@@ -430,5 +479,61 @@ impl<W: AtomicWord> OrderedIndex<W> {
             an.lock.write_unlock();
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod finger_tests {
+    use super::*;
+
+    fn key(i: u32) -> [u8; 4] {
+        i.to_be_bytes()
+    }
+
+    #[test]
+    fn ascending_inserts_reuse_the_leaf_and_a_split_or_another_index_voids_the_finger() {
+        let index = OrderedIndex::with_config(OrderedIndexConfig { max_key_len: 8, node_capacity: 8 });
+        for i in 0..64 {
+            index.insert(&key(i * 10), u64::from(i)).unwrap();
+        }
+        let mut finger = Finger::default();
+        index.get_or_insert_near(&key(101), || 1, Some(&mut finger)).unwrap();
+        assert_eq!(finger.index_id, index.id);
+        // The next key is in the same leaf's range: the finger leads there
+        // without a descent, at the version the insert's unlock left.
+        let next_key = key(102);
+        let next = SearchKey::new(&next_key);
+        let pos = index.finger_leaf(&finger, &next).expect("the finger covers the next key");
+        assert_eq!(pos.node.addr() as usize, finger.leaf);
+        // A key outside the leaf's observed range is not taken from it.
+        let far = key(5000);
+        assert!(index.finger_leaf(&finger, &SearchKey::new(&far)).is_none());
+        // Filling the leaf splits it (another path, no finger): its version
+        // moves on and the finger is ignored, yet a fingered insert of a key
+        // now in the new right half still lands in the right leaf.
+        for i in 103..110 {
+            index.insert(&key(i), 0).unwrap();
+        }
+        assert!(index.finger_leaf(&finger, &next).is_none(), "a split voids the finger");
+        let r = index.get_or_insert_near(&key(108), || 7, Some(&mut finger)).unwrap();
+        assert!(!r.inserted);
+        let r = index.get_or_insert_near(&key(111), || 7, Some(&mut finger)).unwrap();
+        assert!(r.inserted);
+        assert_eq!(index.get(&key(111)), Some(7));
+        index.check_invariants().unwrap();
+        // Another index ignores the finger.
+        let other = OrderedIndex::with_config(OrderedIndexConfig { max_key_len: 8, node_capacity: 8 });
+        assert!(other.finger_leaf(&finger, &next).is_none());
+        let r = other.get_or_insert_near(&key(102), || 3, Some(&mut finger)).unwrap();
+        assert!(r.inserted);
+        assert_eq!(finger.index_id, other.id);
+    }
+
+    #[test]
+    fn indexes_with_long_keys_keep_no_finger() {
+        let index = OrderedIndex::new(40);
+        let mut finger = Finger::default();
+        index.get_or_insert_near(b"a key longer than sixteen bytes", || 1, Some(&mut finger)).unwrap();
+        assert_eq!(finger.index_id, 0);
     }
 }
