@@ -251,6 +251,15 @@ impl<'a> SearchKey<'a> {
         }
     }
 
+    /// Compares the inline stored key `words` (no blob: indexes without
+    /// long keys) with `self`: prefix words, then lengths, as
+    /// [`cmp_key`](Self::cmp_key) would on the key's search key.
+    #[inline(always)]
+    pub(crate) fn cmp_inline_words(&self, words: KeyWords) -> Ordering {
+        debug_assert!(words.inline_len().is_some());
+        (words.p0, words.p1, (words.tag >> 1) as usize).cmp(&(self.p0, self.p1, self.len))
+    }
+
     /// Compares `self` with `other` (both search keys).
     #[inline]
     pub(crate) fn cmp_key(&self, other: &SearchKey<'_>) -> Ordering {
@@ -459,6 +468,9 @@ mod tests {
                     // SAFETY: as above.
                     .unwrap_or_else(|| unsafe { sb.cmp_tail(wa.tag) });
                 assert_eq!(got, want, "stored {a:?} vs probe {b:?}");
+                if wa.inline_len().is_some() {
+                    assert_eq!(sb.cmp_inline_words(*wa), want, "inline stored {a:?} vs probe {b:?}");
+                }
                 let _ = wb;
             }
         }

@@ -762,7 +762,7 @@ impl<W: AtomicWord> OrderedIndex<W> {
     /// it, if the finger is this index's, the leaf's version is unchanged
     /// and `key` lies in the range the finger observed. Indexes with long
     /// keys keep no fingers (their fences may name blobs).
-    #[inline]
+    #[inline(always)]
     fn finger_leaf(&self, finger: &Finger, key: &SearchKey<'_>) -> Option<LeafPos<'_, W>> {
         if finger.index_id != self.id || self.long_keys {
             return None;
@@ -777,10 +777,9 @@ impl<W: AtomicWord> OrderedIndex<W> {
         if version != finger.version {
             return None;
         }
-        // SAFETY: indexes without long keys have inline keys and fences
-        // only, so making search keys of them reads no blob.
-        let at_least_low = finger.low.is_none_or(|low| unsafe { SearchKey::from_words(low) }.cmp_key(key).is_le());
-        let below_high = finger.high.is_none_or(|high| unsafe { SearchKey::from_words(high) }.cmp_key(key).is_gt());
+        // Indexes without long keys have inline fences only.
+        let at_least_low = finger.low.is_none_or(|low| key.cmp_inline_words(low).is_le());
+        let below_high = finger.high.is_none_or(|high| key.cmp_inline_words(high).is_gt());
         (at_least_low && below_high).then_some(LeafPos {
             node: leaf,
             version,
