@@ -162,9 +162,14 @@ impl<R: RowKind> TxState<R> {
     fn finger(&mut self, table_id: TableId) -> &mut Finger {
         let at = table_id.0 as usize;
         if at >= self.fingers.len() {
-            self.fingers.resize(at + 1, Finger::default());
+            self.grow_fingers(at + 1);
         }
         &mut self.fingers[at]
+    }
+
+    #[cold]
+    fn grow_fingers(&mut self, len: usize) {
+        self.fingers.resize(len, Finger::default());
     }
 }
 
@@ -270,7 +275,7 @@ impl<R: RowKind> TxState<R> {
     }
 
     /// The row of `key`, inserting a placeholder if needed.
-    #[inline]
+    #[inline(always)]
     fn lookup<'t>(
         &mut self,
         table: &'t Table<R>,
@@ -278,7 +283,9 @@ impl<R: RowKind> TxState<R> {
         key: &[u8],
         value_capacity: usize,
     ) -> TxResult<&'t R> {
-        let (row, inserted, change) = table.get_or_insert_near(key, value_capacity, Some(self.finger(table_id)))?;
+        // Hash tables have no leaves to point into.
+        let finger = if table.is_ordered() { Some(self.finger(table_id)) } else { None };
+        let (row, inserted, change) = table.get_or_insert_near(key, value_capacity, finger)?;
         if inserted {
             self.created.push((table_id, NonNull::from(row), change.map(|change| change.leaf)));
             Self::note_own_insert(&mut self.leaves, table_id, None, change);

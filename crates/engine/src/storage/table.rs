@@ -201,6 +201,12 @@ impl<R: RowKind> Table<R> {
         Some(unsafe { entry.as_ref() })
     }
 
+    /// Whether the primary index is ordered (a B+tree).
+    #[inline]
+    pub(crate) fn is_ordered(&self) -> bool {
+        matches!(self.primary, PrimaryIndex::Ordered(_))
+    }
+
     /// The row of `key`, inserting an absent placeholder (with room for a
     /// value of `value_capacity` bytes) if needed. Returns the row, whether
     /// it was inserted, and (ordered tables) the leaf-version change the

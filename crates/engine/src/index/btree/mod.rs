@@ -291,12 +291,43 @@ pub struct Finger {
     version: u64,
     low: Option<KeyWords>,
     high: Option<KeyWords>,
+    /// Operations since the finger last led to the right leaf.
+    misses: u32,
 }
+
+/// Consecutive misses after which a finger rests.
+const FINGER_MISSES_BEFORE_REST: u32 = 8;
+/// A resting finger is tried again once every this many operations.
+const FINGER_RETRY_EVERY: u32 = 64;
 
 impl Finger {
     /// Forgets the leaf.
     pub fn clear(&mut self) {
         self.index_id = 0;
+    }
+
+    /// Whether this operation should check the finger and keep it up to
+    /// date: always, unless it missed its last few operations; then only
+    /// now and then, to notice when the keys come close again.
+    #[inline]
+    fn worth_trying(&mut self) -> bool {
+        if self.misses < FINGER_MISSES_BEFORE_REST {
+            return true;
+        }
+        self.misses = self.misses.wrapping_add(1).max(FINGER_MISSES_BEFORE_REST);
+        if self.misses % FINGER_RETRY_EVERY != 0 {
+            return false;
+        }
+        // This operation refreshes the finger (it is stale by now) and the
+        // next one tries it: two operations before it may rest again.
+        self.misses = FINGER_MISSES_BEFORE_REST - 2;
+        true
+    }
+
+    /// Records whether an operation that tried the finger found its leaf.
+    #[inline]
+    fn note_attempt(&mut self, hit: bool) {
+        self.misses = if hit { 0 } else { self.misses.saturating_add(1) };
     }
 }
 
@@ -802,7 +833,8 @@ impl<W: AtomicWord> OrderedIndex<W> {
         high: Option<KeyWords>,
     ) {
         if !self.long_keys {
-            *finger = Finger { index_id: self.id, leaf: leaf.addr() as usize, version, low, high };
+            *finger =
+                Finger { index_id: self.id, leaf: leaf.addr() as usize, version, low, high, misses: finger.misses };
         }
     }
 

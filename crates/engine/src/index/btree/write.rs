@@ -161,15 +161,13 @@ impl<W: AtomicWord> OrderedIndex<W> {
         })
     }
 
-    fn write<F: FnOnce() -> u64>(
-        &self,
-        key: &[u8],
-        mode: WriteMode<F>,
-        mut finger: Option<&mut Finger>,
-    ) -> WriteOutcome {
+    fn write<F: FnOnce() -> u64>(&self, key: &[u8], mode: WriteMode<F>, finger: Option<&mut Finger>) -> WriteOutcome {
         let sk = SearchKey::new(key);
         let mut mode = Some(mode);
         let mut eager = false;
+        // A finger that keeps missing (keys spread over the table) rests:
+        // checking it and reporting fences would only cost.
+        let mut finger = finger.and_then(|f| f.worth_trying().then_some(f));
         self.with_guard(|g| Self::retry(|| self.try_write(key, &sk, &mut mode, &mut eager, finger.as_deref_mut(), g)))
     }
 
@@ -181,11 +179,14 @@ impl<W: AtomicWord> OrderedIndex<W> {
         sk: &SearchKey<'_>,
         mode: &mut Option<WriteMode<F>>,
         eager: &mut bool,
-        finger: Option<&mut Finger>,
+        mut finger: Option<&mut Finger>,
         g: &Guard,
     ) -> Result<WriteOutcome, Restart> {
         let fingered = finger.as_deref().and_then(|f| self.finger_leaf(f, sk));
         let from_finger = fingered.is_some();
+        if let Some(f) = finger.as_deref_mut() {
+            f.note_attempt(from_finger);
+        }
         let pos = match fingered {
             Some(pos) => pos,
             None => {
@@ -527,6 +528,31 @@ mod finger_tests {
         let r = other.get_or_insert_near(&key(102), || 3, Some(&mut finger)).unwrap();
         assert!(r.inserted);
         assert_eq!(finger.index_id, other.id);
+    }
+
+    #[test]
+    fn a_finger_that_keeps_missing_rests_and_comes_back_when_keys_are_close() {
+        let index = OrderedIndex::with_config(OrderedIndexConfig { max_key_len: 8, node_capacity: 4 });
+        for i in 0..256 {
+            index.insert(&key(i * 10), 0).unwrap();
+        }
+        let mut finger = Finger::default();
+        // Keys far apart: every operation misses the finger's leaf.
+        for i in 0..FINGER_MISSES_BEFORE_REST {
+            index.get_or_insert_near(&key((i * 97 % 256) * 10 + 5), || 1, Some(&mut finger)).unwrap();
+        }
+        assert!(finger.misses >= FINGER_MISSES_BEFORE_REST);
+        // Resting: most operations neither check nor move the finger.
+        let resting = finger;
+        index.get_or_insert_near(&key(2000), || 1, Some(&mut finger)).unwrap();
+        assert_eq!((finger.leaf, finger.version), (resting.leaf, resting.version), "a resting finger is not moved");
+        // Close keys again: within one retry period the finger is tried,
+        // lands, and then leads every following operation.
+        for i in 0..FINGER_RETRY_EVERY {
+            index.get_or_insert_near(&key(1500 + i % 2), || 1, Some(&mut finger)).unwrap();
+        }
+        assert!(finger.misses < FINGER_MISSES_BEFORE_REST, "misses {}", finger.misses);
+        index.check_invariants().unwrap();
     }
 
     #[test]
