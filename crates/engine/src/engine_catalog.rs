@@ -12,7 +12,7 @@
 //! `storage/`, `index/`) get their own configs.
 
 use crate::cc::CcProtocol;
-use crate::engine::EngineKind;
+use crate::engine_kind::EngineKind;
 
 /// One option key of the engine grammar.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! stays true (ARCHITECTURE.md, "Layers"):
 //!
 //! ```text
-//! base (error, schema, stats, epoch, fault, log_files, ticket)
+//! base (error, schema, stats, epoch, fault, log_files, ticket, engine_kind)
 //!   <- index <- storage <- (cc | durability, side by side)
 //!   <- engine interface (engine, engine_catalog, options, catalog, background, fuzz)
 //!   <- engines <- db (the API) and lib
@@ -45,7 +45,7 @@ impl Layer {
 /// source file named by its first path component under `src/`.
 fn layer_of_module(name: &str) -> Option<Layer> {
     Some(match name {
-        "error" | "schema" | "stats" | "epoch" | "fault" | "log_files" | "ticket" => Layer::Base,
+        "error" | "schema" | "stats" | "epoch" | "fault" | "log_files" | "ticket" | "engine_kind" => Layer::Base,
         "index" => Layer::Index,
         "storage" => Layer::Storage,
         "cc" => Layer::Cc,
