@@ -212,7 +212,7 @@ impl<B: PmBackend> ZenEngine<B> {
         if options.workers > u16::MAX as usize {
             return Err(DbError::InvalidConfig("zen supports at most 65535 workers".into()));
         }
-        crate::catalog::check_identity(&pool, kind, options)?;
+        super::check_identity(options, &pool)?;
         let chunk_size = pool.geometry().chunk_size;
         let epochs = Arc::new(Epochs::new(options.workers, 1));
         let tables = options
