@@ -71,7 +71,7 @@ impl<L: EnginePolicy, C: CommitRule> OccEngine<L, C> {
             health: Arc::default(),
             cc: Arc::new(
                 Concurrency::after_recovery(options.cc, options.workers, &tables)
-                    .with_hybrid(crate::engines::phytm::hybrid(options)?, options.workers)
+                    .with_hybrid(crate::engines::hybrid(options)?, options.workers)
                     .with_tinystm(
                         options.engine.entry().protocol == crate::engine_catalog::ProtocolPart::TinyStm,
                         options.workers,

@@ -17,6 +17,7 @@ pub(crate) mod test_support;
 pub(crate) mod zen;
 
 use crate::catalog;
+use crate::cc::protocols::phytm::{Hybrid, HybridConfig, HybridScheme};
 use crate::durability::file_log::{open_file_segments, FileLogDirectory};
 use crate::durability::group_commit::{GroupCommitConfig, GroupCommitLog, ENGINE_ROOT, SCHEMA_ROOT};
 use crate::engine::{Engine, EngineKind};
@@ -134,6 +135,20 @@ pub(crate) fn open_on_pool<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>
 /// and SP^3 logs open it synchronous).
 pub(crate) fn group_commit_config(options: &DbOptions) -> GroupCommitConfig {
     GroupCommitConfig::new(options.workers, &options.tables, options.faults())
+}
+
+/// The hybrid paths' state of the engine `options` ask for, or `None` for
+/// an engine outside the PHyTM family (the PHyTM family's part config,
+/// which the DRAM engine shell builds its concurrency control with).
+pub(crate) fn hybrid(options: &DbOptions) -> DbResult<Option<Hybrid>> {
+    let scheme = match options.engine {
+        EngineKind::Phytm => HybridScheme::Phytm,
+        EngineKind::PhytmPaper => HybridScheme::PhytmPaper,
+        EngineKind::Phtm => HybridScheme::Phtm,
+        EngineKind::TwoPl => HybridScheme::TwoPl,
+        _ => return Ok(None),
+    };
+    Hybrid::new(HybridConfig { scheme, htm: options.htm, faults: options.faults() }).map(Some)
 }
 
 /// Where the redo log files of `options` live (engines that log to files).
