@@ -23,7 +23,7 @@
 
 use crate::cc::protocols::multi_version::{MultiVersion, Scheme, Snapshot};
 use crate::cc::protocols::TidBounds;
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::cc::versions::VersionStore;
 use crate::error::AbortReason;
 use crate::storage::record::{self, RowKind};
@@ -81,7 +81,7 @@ impl Scheme for DualVersion {
     fn commit_timestamp<R: RowKind>(
         &self,
         snapshot: &Snapshot,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         _tables: &[Table<R>],
         bounds: TidBounds,
     ) -> Result<u64, AbortReason> {

@@ -13,7 +13,7 @@
 //! commits become durable in TID order.
 
 use super::commit_rule::CommitRule;
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::storage::record::{self, sp3_writer_of, RowKind, SP3_MAX_WORKERS, SP3_WORKER_BITS};
 
 /// The smallest TID at or above `tid` whose low bits name `worker`: the
@@ -55,7 +55,7 @@ impl CommitRule for Sp3EarlyRelease {
     /// in order) or already durable with its own dependencies. Only the
     /// newest TID per writer is kept.
     fn collect_dependencies<R: RowKind>(
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         own: usize,
         durable: impl Fn(u64) -> bool,
         dependencies: &mut Vec<u64>,

@@ -24,7 +24,7 @@
 
 use crate::cc::lock_table::{Conflict, HeldLocks, LockTable};
 use crate::cc::protocols::{Protocol, TidBounds};
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::error::AbortReason;
 use crate::storage::record::RowKind;
 use crate::storage::table::Table;
@@ -85,7 +85,7 @@ impl Protocol for TinyStm {
 
     fn commit_timestamp<R: RowKind>(
         &self,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         tables: &[Table<R>],
         bounds: TidBounds,
     ) -> Result<u64, AbortReason> {

@@ -4,6 +4,7 @@
 //! the stage ends (module comment of `worker`; `adaptive.rs`).
 
 use super::*;
+use crate::cc::protocols::multi_version::unindex_stale;
 
 impl<B: PmBackend> ZenWorker<B> {
     /// `zen+`'s direct NVM writes (module docs): writes every buffered new
@@ -170,10 +171,8 @@ impl<B: PmBackend> ZenWorker<B> {
         for region in &heap.regions {
             region.state.lock().reclaim_tombstones(heap, pool);
         }
-        let versions = shared
-            .cc
-            .versions()
-            .map_or(0, |versions| versions.collect_all(&mut crate::cc::secondaries::unindex_stale(&shared.tables)));
+        let versions =
+            shared.cc.versions().map_or(0, |versions| versions.collect_all(&mut unindex_stale(&shared.tables)));
         let adaptive = &plus.adaptive;
         adaptive.maintenance_runs.fetch_add(1, Ordering::Relaxed);
         adaptive
