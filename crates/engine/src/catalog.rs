@@ -6,7 +6,7 @@
 //! engines open their pools, `crate::engines::check_identity`; this module
 //! is the format and the comparison, below the options that read it).
 //!
-//! Layout (ARCHITECTURE.md, "Stored catalog"): one chunk owned by
+//! Layout (docs/format.md, "Stored catalog"): one chunk owned by
 //! [`CATALOG_CHUNK_KIND`], split into two halves. Each half holds a
 //! 32-byte header and the encoded catalog:
 //!

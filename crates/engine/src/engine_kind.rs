@@ -47,7 +47,7 @@ pub enum EngineKind {
     /// path (2PL with try-locks; after its budget, exclusively), all
     /// writing through the shared lock table and a synchronous redo log.
     /// The corrected protocol: no reader commits on a write whose log is
-    /// not durable (ARCHITECTURE.md).
+    /// not durable (docs/engines/phytm.md).
     Phytm,
     /// PHyTM as the paper emulates it: the HTM paths' writes are visible
     /// before their log is durable (the paper assumes an `xend` that
@@ -74,7 +74,7 @@ pub enum EngineKind {
     /// stores, `clwb` and one `sfence` before the commit is acknowledged,
     /// checkpoints, recovery by checkpoint + log replay (the volatile
     /// region is ignored). The same engine as `dbx-naive` with the DBXN
-    /// log-write options off (ARCHITECTURE.md §7).
+    /// log-write options off (docs/engines/mmdb.md).
     Mmdb,
     /// The Zen paper's "ideal MMDB" (Fig. 19): `mmdb` with the whole
     /// database in DRAM, whatever the budget.
@@ -90,20 +90,21 @@ pub enum EngineKind {
     /// baseline: rows in persistent home slots in the pool updated in
     /// place, a per-worker torn-bit redo log made durable by one fence per
     /// writing commit, write-back with plain stores after it, truncation
-    /// later; recovery replays the logs over the slots (ARCHITECTURE.md §7).
+    /// later; recovery replays the logs over the slots
+    /// (docs/engines/mnemosyne.md).
     Mnemosyne,
     /// Pisces (Gu et al., USENIX ATC 2019), as the DBXN paper runs it as a
     /// baseline: dual-version concurrency control (snapshot isolation, at
     /// most two versions per row; **not serializable**: it admits write
     /// skew) and a three-stage commit over Mnemosyne's log and home slots:
     /// the redo log made durable, the versions made visible, then written
-    /// back in place (ARCHITECTURE.md §7).
+    /// back in place (docs/engines/pisces.md).
     Pisces,
     /// FOEDUS (Kimura, SIGMOD 2015), as the Zen paper runs it: Silo's OCC
     /// over DRAM records, per-worker redo logs in PM made durable by epoch
     /// group commit, and a log gleaner that folds the durable log into
     /// immutable 4 KiB snapshot pages in PM instead of checkpointing;
     /// recovery loads the snapshot and replays the log after it
-    /// (ARCHITECTURE.md §7).
+    /// (docs/engines/foedus.md).
     Foedus,
 }

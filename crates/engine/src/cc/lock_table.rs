@@ -38,6 +38,8 @@
 //!
 //! Every wait is also bounded in time ([`MAX_WAIT`]): a waiting worker
 //! stays announced in its epoch, and group commit waits for it.
+//!
+//! Explained in docs/concurrency.md (the locking protocols).
 
 use crate::cc::{row_stripe as stripe_of, ROW_STRIPES};
 use crate::error::AbortReason;

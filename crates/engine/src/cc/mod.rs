@@ -33,6 +33,9 @@
 //! The engines compose a protocol with a storage and a durability scheme;
 //! nothing here knows which engine it runs in (each part gets its own
 //! small config, such as the PHyTM family's `HybridConfig`).
+//!
+//! Explained in docs/concurrency.md ("Concurrency-control protocols";
+//! ARCHITECTURE.md §5 for the traits).
 
 pub(crate) mod concurrency;
 pub(crate) mod lock_table;

@@ -3,6 +3,9 @@
 //! multi-version protocols, the entries added before the commit's TID and
 //! the stale ones kept until no snapshot reads the versions that carry
 //! them (`cc::versions`).
+//!
+//! Explained in docs/concurrency.md ("Secondary indexes under the multi-version
+//! protocols").
 
 use crate::cc::transaction::TxState;
 use crate::cc::tx_sets::AddedSecondary;

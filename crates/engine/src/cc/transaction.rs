@@ -48,6 +48,8 @@
 //! UNPERSISTED puts the word *without* the bit (the paper's "next even
 //! version") in the read set, so it validates only once the writer's log is
 //! durable and the bit is cleared.
+//!
+//! Explained in docs/concurrency.md (and ARCHITECTURE.md §2, §5).
 
 use crate::cc::concurrency::Concurrency;
 use crate::cc::position_index::PositionIndex;

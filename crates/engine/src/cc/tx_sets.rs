@@ -5,6 +5,8 @@
 //! them beside the worker's protocol state and dereferences to them; the
 //! protocols (`cc::protocols`) see only them, so they import this module
 //! and not the transaction state, which imports them.
+//!
+//! Explained in docs/concurrency.md (and ARCHITECTURE.md §5).
 
 use crate::cc::position_index::PositionIndex;
 use crate::cc::write_set::WriteSet;

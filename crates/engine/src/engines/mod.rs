@@ -1,5 +1,8 @@
 //! Engine construction: the one place that maps an [`EngineKind`] and a
 //! backend kind to a concrete, monomorphized engine.
+//!
+//! Explained in ARCHITECTURE.md §5 and §7 (each engine's page in
+//! docs/engines/).
 
 pub(crate) mod commit_view;
 pub(crate) mod dbxn;

@@ -5,6 +5,8 @@
 //! a commit installs its versions odd, makes its record durable (the
 //! paper's logged bit is the record's completion), then turns them even,
 //! all while its row locks in the lock table are held.
+//!
+//! Explained in docs/engines/phytm.md.
 
 use crate::durability::dbxn_log::DbxnLog;
 use crate::engine::Engine;

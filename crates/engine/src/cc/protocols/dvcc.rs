@@ -20,6 +20,8 @@
 //!   snapshot), as Hekaton's; taken after the write set is locked, so a
 //!   snapshot that includes it meets the rows locked until they are
 //!   installed.
+//!
+//! Explained in docs/engines/pisces.md.
 
 use crate::cc::protocols::multi_version::{MultiVersion, Scheme, Snapshot};
 use crate::cc::protocols::TidBounds;

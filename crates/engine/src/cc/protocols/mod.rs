@@ -36,6 +36,8 @@
 //! is built), then add one line to the list in `protocols!`'s invocation
 //! below: `Variant = "cli-name" => module::Type,` (the line declares the
 //! module too).
+//!
+//! Explained in docs/concurrency.md ("Concurrency-control protocols").
 
 use crate::cc::tx_sets::TxSets;
 use crate::cc::versions::VersionStore;

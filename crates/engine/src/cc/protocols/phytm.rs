@@ -41,6 +41,8 @@
 //! oversized transaction aborts early as on hardware). With `htm=none`
 //! there is no hardware: `phytm` and `2pl` run their STM path and `phtm`
 //! its global-lock path.
+//!
+//! Explained in docs/engines/phytm.md.
 
 use crate::cc::lock_table::{Conflict, HeldLocks, LockTable};
 use crate::cc::protocols::Protocol;

@@ -11,6 +11,8 @@
 //! so a dependency is one TID and "durable" is a comparison with the
 //! writer's durable TID. One TID per other worker suffices: a worker's
 //! commits become durable in TID order.
+//!
+//! Explained in docs/engines/sp3.md.
 
 use super::commit_rule::CommitRule;
 use crate::cc::tx_sets::TxSets;

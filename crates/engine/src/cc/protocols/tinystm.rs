@@ -21,6 +21,8 @@
 //! validates instead), and skipping validation when the clock did not move
 //! (unsafe here: a row read before a concurrent writer's install would
 //! not be re-checked).
+//!
+//! Explained in docs/engines/mnemosyne.md.
 
 use crate::cc::lock_table::{Conflict, HeldLocks, LockTable};
 use crate::cc::protocols::{Protocol, TidBounds};

@@ -36,6 +36,9 @@
 //! Zen's rows live in its own tables of Met-Cache rows over the heap: the
 //! engine has no DRAM-record tables (`Engine::dram_tables` is `None`), and
 //! its data is read through transactions or `Engine::for_each_row`.
+//!
+//! Explained in docs/engines/zen.md (and docs/engines/zen-plus.md,
+//! docs/engines/wbl.md).
 
 pub(crate) mod adaptive;
 pub(crate) mod numa;

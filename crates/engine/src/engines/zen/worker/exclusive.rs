@@ -2,6 +2,8 @@
 //! privileged transaction whose buffered versions outgrow its Met-Cache
 //! region, their erasure when it does not commit, and the maintenance when
 //! the stage ends (module comment of `worker`; `adaptive.rs`).
+//!
+//! Explained in docs/engines/zen-plus.md.
 
 use super::*;
 use crate::cc::protocols::multi_version::unindex_stale;
