@@ -21,7 +21,7 @@ pub enum ModelArg {
     /// No injected latency.
     Dram,
     /// Optane DC PMem as a medium: XPLines, write-combining buffers,
-    /// interleaved DIMMs sharing their bandwidth (ARCHITECTURE.md §4).
+    /// interleaved DIMMs sharing their bandwidth (docs/media-model.md).
     Optane,
     /// The first model: 170 ns per sequential and 510 ns per random
     /// persisted line, charged at the fence with no overlap.

@@ -531,7 +531,7 @@ fn figures() -> Vec<Figure> {
                     over: at(0, "mmdb", None),
                     paper: (1.56, 3.98),
                     why: "about 80 % of mmdb's rows live in the pool here (the paper's P = 4: 75 %), but each keeps \
-                          its DRAM copy and Silo writes no metadata on reads (ARCHITECTURE.md, mmdb); two cores \
+                          its DRAM copy and Silo writes no metadata on reads (docs/engines/mmdb.md); two cores \
                           against 16 threads",
                 },
                 Claim {
@@ -833,7 +833,7 @@ fn zen_capacity_figures() -> Vec<Figure> {
                     over: at(0, "wbl", None),
                     paper: MORE,
                     why: "wbl's metadata persists here follow its commits' writes; silo writes none on reads \
-                          (ARCHITECTURE.md, wbl)",
+                          (docs/engines/wbl.md)",
                 },
             ],
         },
@@ -884,7 +884,7 @@ fn zen_capacity_figures() -> Vec<Figure> {
                     over: at(0, "wbl", None),
                     paper: (1.02, 4.20),
                     why: "wbl's metadata persists here follow its commits' writes; silo writes none on reads \
-                          (ARCHITECTURE.md, wbl)",
+                          (docs/engines/wbl.md)",
                 },
             ],
         },

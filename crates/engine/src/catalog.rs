@@ -2,9 +2,11 @@
 //! (names, kinds, limits, partition prefixes, secondary indexes by name), so
 //! that a program can reopen a pool from the file alone
 //! ([`crate::Database::open_existing`]) and an open with a declared schema
-//! is checked table by table, naming each difference.
+//! is checked table by table, naming each difference (the check runs where
+//! engines open their pools, `crate::engines::check_identity`; this module
+//! is the format and the comparison, below the options that read it).
 //!
-//! Layout (ARCHITECTURE.md, "Stored catalog"): one chunk owned by
+//! Layout (docs/format.md, "Stored catalog"): one chunk owned by
 //! [`CATALOG_CHUNK_KIND`], split into two halves. Each half holds a
 //! 32-byte header and the encoded catalog:
 //!
@@ -24,11 +26,9 @@
 //! (not merely a pool that crashed while creating its catalog).
 
 use crate::cc::CcProtocol;
-use crate::durability::group_commit::{ENGINE_ROOT, SCHEMA_ROOT};
 use crate::engine::EngineKind;
 use crate::error::{DbError, DbResult};
-use crate::options::DbOptions;
-use crate::schema::{schema_digest, PrimaryIndexKind, SecondaryIndexSchema, TableSchema};
+use crate::schema::{PrimaryIndexKind, SecondaryIndexSchema, TableSchema};
 use pmtx_pm::{ChunkOwner, PmBackend, Pool, Structure};
 
 /// Chunk-table kind of the catalog chunk ("CT").
@@ -173,75 +173,6 @@ pub fn write<B: PmBackend>(
         pool.set_root(CATALOG_WRITTEN_ROOT, 1)?;
     }
     Ok(())
-}
-
-/// Checks (or records, for a fresh pool) which engine and tables own the
-/// pool: the engine root first, then the stored catalog against the
-/// declared tables (adding declared tables past the stored ones when the
-/// options allow it). A pool of an earlier build has only the schema
-/// digest: a matching digest is upgraded to a stored catalog.
-pub(crate) fn check_identity<B: PmBackend>(pool: &Pool<B>, kind: EngineKind, options: &DbOptions) -> DbResult<()> {
-    let tables = &options.tables;
-    // The engine's explicit persistent code (`EngineKind::code`), never its
-    // position in a list.
-    let code = kind.code();
-    match pool.root(ENGINE_ROOT) {
-        Some(found) if found != code => {
-            let name = match EngineKind::from_code(found) {
-                Some(other) => other.name().to_string(),
-                None => format!("an unknown engine (code {found})"),
-            };
-            return Err(DbError::SchemaMismatch(format!("the pool belongs to {name}, not {}", kind.name())));
-        }
-        Some(_) => {}
-        None => pool.set_root(ENGINE_ROOT, code)?,
-    }
-    let digest = schema_digest(tables) as u64;
-    match read(pool)? {
-        Some(stored) => {
-            let (differences, added) = differences(&stored.tables, tables);
-            if !differences.is_empty() {
-                return Err(DbError::SchemaMismatch(format!(
-                    "the declared tables differ from the pool's: {}",
-                    differences.join("; ")
-                )));
-            }
-            if !added.is_empty() {
-                if !options.create_missing_tables {
-                    return Err(DbError::SchemaMismatch(format!(
-                        "declared tables not in the pool: {} (set DbOptions::create_missing_tables to add them)",
-                        added.join(", ")
-                    )));
-                }
-                write(pool, kind, options.cc, tables)?;
-                pool.set_root(SCHEMA_ROOT, digest)?;
-            } else if stored.protocol != options.cc {
-                // Recorded for `pmtx pool info`; the protocol is a choice
-                // of each open, not part of the pool's format.
-                write(pool, kind, options.cc, tables)?;
-            }
-            Ok(())
-        }
-        None => {
-            match pool.root(SCHEMA_ROOT) {
-                Some(found) if found != digest => {
-                    return Err(DbError::SchemaMismatch(format!(
-                        "the pool was created with another table list (digest {found:#x}, given {digest:#x}; \
-                         this pool predates stored catalogs, so the tables cannot be named)"
-                    )))
-                }
-                Some(_) => {}
-                None => pool.set_root(SCHEMA_ROOT, digest)?,
-            }
-            match write(pool, kind, options.cc, tables) {
-                Ok(()) => Ok(()),
-                // A full pool of an earlier build keeps working with its
-                // digest alone.
-                Err(DbError::OutOfSpace(_)) if pool.root(SCHEMA_ROOT).is_some() => Ok(()),
-                Err(error) => Err(error),
-            }
-        }
-    }
 }
 
 /// Names every difference between the stored tables and the declared ones;

@@ -12,7 +12,7 @@
 //! `storage/`, `index/`) get their own configs.
 
 use crate::cc::CcProtocol;
-use crate::engine::EngineKind;
+use crate::engine_kind::EngineKind;
 
 /// One option key of the engine grammar.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -332,7 +332,7 @@ pub struct EngineEntry {
     /// One line for `--help`.
     pub summary: &'static str,
     /// Where it departs from the paper it reproduces, one line each, for
-    /// `pmtx bench` (empty: nothing beyond ARCHITECTURE.md's notes).
+    /// `pmtx bench` (empty: nothing beyond the notes of the engine's page, docs/engines/).
     pub deviations: &'static [&'static str],
 }
 
@@ -786,7 +786,7 @@ pub const ENGINES: [EngineEntry; 22] = [
     },
 ];
 
-/// Where `pisces` departs from Gu et al. (ARCHITECTURE.md §7).
+/// Where `pisces` departs from Gu et al. (docs/engines/pisces.md).
 const PISCES_DEVIATIONS: &[&str] = &[
     "built from the paper's abstract and published summaries (full text not consulted): stage order persist, \
      visible, write back; Pisces' reader wait and log format are not modelled",
@@ -806,7 +806,7 @@ const PISCES_DEVIATIONS: &[&str] = &[
      order (recovery's per-slot TID check replaces a global order)",
 ];
 
-/// Where `foedus` departs from Kimura (SIGMOD 2015) (ARCHITECTURE.md §7).
+/// Where `foedus` departs from Kimura (SIGMOD 2015) (docs/engines/foedus.md).
 const FOEDUS_DEVIATIONS: &[&str] = &[
     "the DRAM budget (cache=) is over rows, not volatile pages, and is a cost model: an evicted row keeps its DRAM \
      record (the authoritative copy), and its next access pays the read of its whole 4 KiB snapshot page from NVM; \
@@ -820,7 +820,7 @@ const FOEDUS_DEVIATIONS: &[&str] = &[
      with dual pointers",
 ];
 
-/// Where `mnemosyne` departs from Volos et al. (ARCHITECTURE.md §7).
+/// Where `mnemosyne` departs from Volos et al. (docs/engines/mnemosyne.md).
 const MNEMOSYNE_DEVIATIONS: &[&str] = &[
     "TinySTM over rows: encounter-time write locks per row stripe and a global clock as in the paper, but \
      reads are validated at commit (no LSA extension during the body)",

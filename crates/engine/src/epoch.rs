@@ -25,6 +25,8 @@
 //! announcement `e > g` was read from the global epoch after it advanced
 //! past `g`, which is after the unlinker's fence, so that reader cannot
 //! reach the object either.
+//!
+//! Explained in docs/concurrency.md ("Epochs").
 
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;

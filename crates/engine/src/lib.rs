@@ -24,8 +24,8 @@
 //! * storage (`storage/`: DRAM records and tables, Zen's PM heap and
 //!   Met-Cache, `mmdb`'s volatile NVM rows, the storage-neutral view of a
 //!   commit's writes);
-//! * indexes (`index/`), then the base: epochs, statistics, schemas,
-//!   errors, fault injection, log files.
+//! * indexes (`index/`), then the base: the engine kind, epochs,
+//!   statistics, schemas, errors, fault injection, log files.
 
 mod background;
 mod catalog;
@@ -34,6 +34,7 @@ mod db;
 mod durability;
 mod engine;
 pub mod engine_catalog;
+mod engine_kind;
 mod engines;
 mod epoch;
 mod error;

@@ -15,6 +15,8 @@
 //!
 //! This module sits at the bottom of the crate (beside the options that name
 //! a [`MemoryLogStorage`]) and knows nothing of records or segments.
+//!
+//! Explained in docs/engines/dbx-disk.md.
 
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};

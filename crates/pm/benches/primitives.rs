@@ -1,5 +1,5 @@
 //! Costs of the persistence primitives, the numbers behind the media model
-//! (ARCHITECTURE.md, "media model"):
+//! (docs/media-model.md):
 //!
 //! * `persist_64B_line/<instr>`: 64 B store + flush + fence, one line per
 //!   persist, for every flush instruction this CPU has (CPUID);

@@ -10,6 +10,8 @@
 //! aligned words through `load_u64` / `store_u64` / `compare_exchange_u64`;
 //! byte-range `read`/`write` must not race with writes to overlapping bytes
 //! (engines write new data into fresh space and publish it with a word store).
+//!
+//! Explained in docs/media-model.md.
 
 use crate::counters::{bump, count_read, count_write, note_persisted_line, COUNTERS};
 use crate::cpu::{self, FlushInstruction, TscCalibration, CACHE_LINE};

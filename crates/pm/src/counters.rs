@@ -4,6 +4,8 @@
 //! cache line on every flush of every thread and distort the very costs being
 //! measured. The benchmark driver reads and resets them from each worker
 //! thread (`thread_counters`, `reset_thread_counters`) and sums the results.
+//!
+//! Explained in docs/media-model.md.
 
 use std::cell::Cell;
 

@@ -4,6 +4,8 @@
 //! execute cache-maintenance instructions. The flush instruction is picked at
 //! pool-open time (CLWB, else CLFLUSHOPT, else CLFLUSH) and stored in the
 //! backend, so there is no global mutable state.
+//!
+//! Explained in docs/media-model.md.
 
 use std::fmt;
 

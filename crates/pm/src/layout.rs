@@ -1,5 +1,5 @@
-//! Byte layout of a pool. ARCHITECTURE.md ("Pool layout") draws the same
-//! picture; keep them in step.
+//! Byte layout of a pool. docs/format.md draws the same picture (and
+//! ARCHITECTURE.md §3 its top level); keep them in step.
 //!
 //! ```text
 //! 0x0000  header (one 512 B checksummed record, see `HeaderRecord`)

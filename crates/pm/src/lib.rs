@@ -11,7 +11,8 @@
 //! * [`Pool`]: header, 2 MiB chunk allocator and named roots, all crash-safe;
 //! * per-thread persistence counters ([`thread_counters`]).
 //!
-//! The media model these follow is written down in ARCHITECTURE.md.
+//! The media model these follow is written down in docs/media-model.md; the
+//! pool's bytes (`layout`, `pool`) in docs/format.md.
 
 mod backend;
 mod counters;

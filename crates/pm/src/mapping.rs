@@ -3,6 +3,8 @@
 //!
 //! A `Mapping` owns its address range; backends borrow the base pointer. No
 //! other module calls `mmap`.
+//!
+//! Explained in docs/media-model.md ("Mappings").
 
 use crate::error::{PoolError, PoolResult};
 use std::fs::{File, OpenOptions};

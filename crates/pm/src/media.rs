@@ -49,6 +49,8 @@
 //!
 //! The state is per pool and shared by its threads; each DIMM is behind a
 //! mutex taken per XPLine a fence or read touches, not per 64-byte line.
+//!
+//! Explained in docs/media-model.md.
 
 use parking_lot::Mutex;
 

@@ -4,6 +4,8 @@
 //! log record and its tuples) collect them here; `commit` flushes each
 //! distinct line once and issues a single fence. Flushing a line twice before
 //! one fence is a performance bug the batch removes.
+//!
+//! Explained in docs/media-model.md.
 
 use crate::backend::PmBackend;
 use crate::cpu::CACHE_LINE;

@@ -8,6 +8,8 @@
 //! free-dirty or owned-by-tag), so no crash can leave a chunk half allocated;
 //! a root slot becomes valid by one store of its state word after its name
 //! and value are durable.
+//!
+//! Explained in docs/format.md (and ARCHITECTURE.md §3).
 
 use crate::backend::{BackendInfo, PmBackend, PmOptions};
 use crate::error::{PoolError, PoolResult};

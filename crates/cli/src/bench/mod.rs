@@ -161,7 +161,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
             "note: mmdb (MMDB with NVM capacity) places rows in DRAM in first-touch order up to its budget and the \
              rest in the pool used as volatile memory; a row there keeps its DRAM copy and each access adds the NVM \
              access (value read, new version and metadata written; metadata on reads only under protocols that \
-             write it: not silo's); aborted attempts pay no NVM write (ARCHITECTURE.md, mmdb)"
+             write it: not silo's); aborted attempts pay no NVM write (docs/engines/mmdb.md)"
         );
     }
     let mut noted = Vec::new();
@@ -171,7 +171,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
             continue;
         }
         noted.push(engine.kind);
-        println!("note: {} deviates from its paper (ARCHITECTURE.md §7):", entry.name);
+        println!("note: {} deviates from its paper (its page in docs/engines/):", entry.name);
         for deviation in entry.deviations {
             println!("  - {deviation}");
         }

@@ -38,12 +38,18 @@
 //!
 //! Every wait is also bounded in time ([`MAX_WAIT`]): a waiting worker
 //! stays announced in its epoch, and group commit waits for it.
+//!
+//! Explained in docs/concurrency.md (the locking protocols).
 
 use crate::cc::{row_stripe as stripe_of, ROW_STRIPES};
 use crate::error::AbortReason;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// Most workers a locking protocol serves: a lock word names its holders
+/// with one bit per worker.
+pub(crate) const MAX_LOCKING_WORKERS: usize = 63;
 
 /// Exclusive mode bit of a lock word.
 const EXCLUSIVE: u64 = 1 << 63;
@@ -101,7 +107,7 @@ impl HeldLocks {
 
 impl LockTable {
     /// Most workers a lock word can name.
-    pub(crate) const MAX_WORKERS: usize = crate::cc::protocols::MAX_LOCKING_WORKERS;
+    pub(crate) const MAX_WORKERS: usize = MAX_LOCKING_WORKERS;
 
     pub(crate) fn new(rule: Conflict, workers: usize) -> Self {
         assert!(workers <= Self::MAX_WORKERS);

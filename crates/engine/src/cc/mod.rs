@@ -4,9 +4,11 @@
 //!
 //! * `transaction`: a worker's transaction state (`TxState`: read, write
 //!   and node sets, one-pass scans, the commit's steps), which calls the
-//!   hooks of the worker's protocol; [`write_set`]: the buffered writes and
-//!   their commit-time row locks; `secondaries`: the secondary-index
-//!   bookkeeping of a commit.
+//!   hooks of the worker's protocol; `tx_sets`: the part of that state the
+//!   hooks read (`TxSets`: the read, write and node sets and the checks
+//!   protocols share), below both the transaction state and the
+//!   protocols; [`write_set`]: the buffered writes and their commit-time
+//!   row locks; `secondaries`: the secondary-index bookkeeping of a commit.
 //! * `protocols`: the `Protocol` trait (its hooks), one file per
 //!   protocol (`silo`, `occ`, `tictoc`, `no_wait`, `wait_die`, `dl_detect`,
 //!   `mvcc`, `hekaton`, `cicada`, `hstore`, and the PHyTM family's schemes
@@ -31,6 +33,9 @@
 //! The engines compose a protocol with a storage and a durability scheme;
 //! nothing here knows which engine it runs in (each part gets its own
 //! small config, such as the PHyTM family's `HybridConfig`).
+//!
+//! Explained in docs/concurrency.md ("Concurrency-control protocols";
+//! ARCHITECTURE.md §5 for the traits).
 
 pub(crate) mod concurrency;
 pub(crate) mod lock_table;
@@ -39,6 +44,7 @@ pub(crate) mod protocols;
 pub(crate) mod read_timestamps;
 pub(crate) mod secondaries;
 pub(crate) mod transaction;
+pub(crate) mod tx_sets;
 pub(crate) mod versions;
 pub mod write_set;
 

@@ -23,6 +23,8 @@
 //! Either the reader sees the lock (and aborts) or the writer sees the
 //! raised `rts` (and commits above it). Both sides use sequentially
 //! consistent operations for that.
+//!
+//! Explained in docs/concurrency.md (TicToc).
 
 use crate::cc::{row_stripe as stripe_of, ROW_STRIPES};
 use crate::error::AbortReason;

@@ -3,27 +3,15 @@
 //! multi-version protocols, the entries added before the commit's TID and
 //! the stale ones kept until no snapshot reads the versions that carry
 //! them (`cc::versions`).
+//!
+//! Explained in docs/concurrency.md ("Secondary indexes under the multi-version
+//! protocols").
 
 use crate::cc::transaction::TxState;
-use crate::cc::versions::StaleEntry;
+use crate::cc::tx_sets::AddedSecondary;
 use crate::cc::write_set::WriteValue;
-use crate::index::LeafRef;
-use crate::storage::record::{RowKind, REMOVED};
+use crate::storage::record::RowKind;
 use crate::storage::table::{self, SecondaryAdded, Table};
-
-/// A secondary entry a commit added before its TID (multi-version
-/// protocols; [`TxState::add_secondaries`]).
-pub(crate) struct AddedSecondary {
-    /// The write it belongs to.
-    pub(crate) write: usize,
-    pub(crate) position: u32,
-    pub(crate) composite: Vec<u8>,
-    /// Whether the entry is new; `false`: it was there already (stale from
-    /// an older version of the row, which takes it back).
-    pub(crate) inserted: bool,
-    /// The leaf it went into, when the insert reported it.
-    pub(crate) leaf: Option<LeafRef>,
-}
 
 impl<R: RowKind> TxState<R> {
     /// Multi-version protocols: adds the secondary entries of the write
@@ -38,17 +26,17 @@ impl<R: RowKind> TxState<R> {
         if !self.keeps_versions() {
             return;
         }
-        debug_assert!(self.added_secondaries.is_empty());
-        for write in 0..self.writes.len() {
-            let entry = &self.writes.entries()[write];
+        debug_assert!(self.sets.added_secondaries.is_empty());
+        for write in 0..self.sets.writes.len() {
+            let entry = &self.sets.writes.entries()[write];
             let (table_id, row) = (entry.table, entry.row());
             let table = &tables[table_id.0 as usize];
             if !entry.index_secondaries || table.schema().secondaries.is_empty() {
                 continue;
             }
             // (`zen+` never spills a row of a table with secondary indexes.)
-            let WriteValue::Bytes(value) = self.writes.value_state(write) else { continue };
-            let key = self.writes.key(write);
+            let WriteValue::Bytes(value) = self.sets.writes.value_state(write) else { continue };
+            let key = self.sets.writes.key(write);
             for position in 0..table.schema().secondaries.len() as u32 {
                 let composite = table::secondary_index_key(table.schema(), position, key, value);
                 let (inserted, change) = match table.add_secondary(position, &composite, row) {
@@ -56,14 +44,14 @@ impl<R: RowKind> TxState<R> {
                     Ok(SecondaryAdded::Present) => (false, None),
                     Err(error) => unreachable!("secondary key lengths are checked when a write is buffered: {error}"),
                 };
-                self.added_secondaries.push(AddedSecondary {
+                self.sets.added_secondaries.push(AddedSecondary {
                     write,
                     position,
                     composite,
                     inserted,
                     leaf: change.map(|change| change.leaf),
                 });
-                Self::note_own_insert(&mut self.leaves, table_id, Some(position), change);
+                Self::note_own_insert(&mut self.sets.leaves, table_id, Some(position), change);
             }
         }
     }
@@ -71,9 +59,9 @@ impl<R: RowKind> TxState<R> {
     /// Undoes [`TxState::add_secondaries`] for an attempt that does not
     /// commit (rows still locked).
     pub(crate) fn remove_added_secondaries(&mut self, tables: &[Table<R>]) {
-        for added in self.added_secondaries.drain(..) {
+        for added in self.sets.added_secondaries.drain(..) {
             if added.inserted {
-                let entry = &self.writes.entries()[added.write];
+                let entry = &self.sets.writes.entries()[added.write];
                 tables[entry.table.0 as usize].remove_secondary(added.position, &added.composite, entry.row());
             }
         }
@@ -91,13 +79,13 @@ impl<R: RowKind> TxState<R> {
     /// ([`TxState::add_secondaries`]) unless the commit did not validate
     /// (`nvm-ideal`).
     pub(crate) fn maintain_secondaries(&mut self, tables: &[Table<R>], index: usize, current: Option<&[u8]>, tid: u64) {
-        let entry = &self.writes.entries[index];
+        let entry = &self.sets.writes.entries[index];
         let table = &tables[entry.table.0 as usize];
         if table.schema().secondaries.is_empty() {
             return;
         }
-        let key = self.writes.key(index);
-        let new = self.writes.value(index);
+        let key = self.sets.writes.key(index);
+        let new = self.sets.writes.value(index);
         if let Some(snapshot) = self.protocol.snapshot() {
             let (versions, queue) = snapshot.parts();
             let (table_id, row) = (entry.table.0, entry.row());
@@ -108,7 +96,7 @@ impl<R: RowKind> TxState<R> {
                 });
             }
             let (true, Some(value)) = (entry.index_secondaries, new) else { return };
-            let mut added = self.added_secondaries.iter().filter(|added| added.write == index).peekable();
+            let mut added = self.sets.added_secondaries.iter().filter(|added| added.write == index).peekable();
             if added.peek().is_none() {
                 // Not added before the TID: add them now.
                 for position in 0..table.schema().secondaries.len() as u32 {
@@ -136,26 +124,5 @@ impl<R: RowKind> TxState<R> {
                 unreachable!("secondary key lengths are checked when a write is buffered: {error}");
             }
         }
-    }
-}
-
-/// The collection of stale secondary entries of rows of `tables`
-/// (`VersionStore::collect`): removes an entry from its index under the
-/// row's lock, or declines while a writer holds the row (it may be giving
-/// the row that key back) or once the row is unlinked (its unlink removes
-/// it).
-pub(crate) fn unindex_stale<R: RowKind>(tables: &[Table<R>]) -> impl FnMut(usize, &StaleEntry) -> bool + '_ {
-    move |address, stale| {
-        // SAFETY: the version store calls this under the lock of the row's
-        // chain, which exists until the row's unlink forgets it; the row is
-        // freed only after that (`Concurrency::unlinked`).
-        let row = unsafe { &*(address as *const R) };
-        let Some(word) = row.try_lock() else { return false };
-        let removed = word != REMOVED;
-        if removed {
-            tables[stale.table as usize].remove_secondary(stale.position, &stale.index_key, row);
-        }
-        row.unlock();
-        removed
     }
 }

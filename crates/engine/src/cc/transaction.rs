@@ -48,40 +48,27 @@
 //! UNPERSISTED puts the word *without* the bit (the paper's "next even
 //! version") in the read set, so it validates only once the writer's log is
 //! durable and the bit is cleared.
+//!
+//! Explained in docs/concurrency.md (and ARCHITECTURE.md §2, §5).
 
 use crate::cc::concurrency::Concurrency;
 use crate::cc::position_index::PositionIndex;
 use crate::cc::protocols::phytm::{PathState, TxPath, LINES_PER_ACCESS};
 use crate::cc::protocols::{ProtocolTx, TidBounds};
-use crate::cc::secondaries::AddedSecondary;
+use crate::cc::tx_sets::{LeafEntry, TxSets};
 use crate::cc::write_set::{WriteSet, WriteValue};
 use crate::error::{AbortReason, DbError, TxError, TxResult};
-use crate::index::{Finger, LeafChange, LeafRef, ScanDirection};
+use crate::index::{Finger, LeafChange, ScanDirection};
 use crate::schema::TableId;
-use crate::storage::record::{self, RowKind, ABSENT, LOCKED, REMOVED, UNPERSISTED};
+use crate::storage::record::{RowKind, ABSENT, REMOVED};
 use crate::storage::request::{ScanRequest, WriteOp};
-use crate::storage::table::{self, RowReclaimer, ScannedLeaf, Table};
+use crate::storage::table::{self, RowReclaimer, Table};
 use std::cmp::Ordering as KeyOrdering;
+use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
 /// Lookups repeated after meeting an unlinked row before giving up.
 const RELOOKUPS: u32 = 64;
-
-/// One read: the row and the word seen (unlocked, without UNPERSISTED).
-pub(crate) struct ReadEntry<R> {
-    pub(crate) row: *const R,
-    pub(crate) word: u64,
-}
-
-fn read_row_of<R>(entry: &ReadEntry<R>) -> *const R {
-    entry.row
-}
-
-/// A scanned leaf of a table.
-pub(crate) struct LeafEntry {
-    pub(crate) table: TableId,
-    pub(crate) leaf: ScannedLeaf,
-}
 
 /// How a storage reads a row stably.
 pub(crate) trait RowStore<R: RowKind> {
@@ -107,24 +94,16 @@ enum Seen {
 }
 
 /// One worker's transaction attempt over rows `R`: the read, write and
-/// node sets, and the state of the worker's protocol, whose hooks it calls.
+/// node sets (`sets`, which it dereferences to: the part the protocols'
+/// hooks read, `cc::tx_sets`), and the state of the worker's protocol,
+/// whose hooks it calls.
 pub(crate) struct TxState<R: RowKind> {
     /// The worker's state of the engine's protocol.
     pub(in crate::cc) protocol: ProtocolTx,
     /// Whether commits keep the versions they replace.
     keeps_versions: bool,
-    pub(crate) reads: Vec<ReadEntry<R>>,
-    read_positions: PositionIndex,
-    /// The buffered writes.
-    pub(crate) writes: WriteSet<R>,
-    pub(crate) leaves: Vec<LeafEntry>,
-    /// Placeholders this attempt inserted (reclaimed if left absent), with
-    /// the leaf each went into (timestamp ordering checks its range).
-    pub(crate) created: Vec<(TableId, NonNull<R>, Option<LeafRef>)>,
-    /// Multi-version protocols: the secondary entries of the write set's
-    /// new keys, added once the write set is locked (before the commit's
-    /// TID exists), so a snapshot that can see the commit finds them.
-    pub(crate) added_secondaries: Vec<AddedSecondary>,
+    /// The read, write and node sets.
+    pub(in crate::cc) sets: TxSets<R>,
     scratch: Vec<u8>,
     /// This worker's reclamation of absent rows and replaced values.
     pub(crate) reclaimer: RowReclaimer<R>,
@@ -139,18 +118,36 @@ pub(crate) struct TxState<R: RowKind> {
 // the epochs, which the worker's announcements hold back.
 unsafe impl<R: RowKind> Send for TxState<R> {}
 
+impl<R: RowKind> Deref for TxState<R> {
+    type Target = TxSets<R>;
+
+    #[inline]
+    fn deref(&self) -> &TxSets<R> {
+        &self.sets
+    }
+}
+
+impl<R: RowKind> DerefMut for TxState<R> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut TxSets<R> {
+        &mut self.sets
+    }
+}
+
 impl<R: RowKind> TxState<R> {
     /// The state of worker `worker` under `cc`.
     pub(crate) fn new(cc: &Concurrency, worker: usize) -> Self {
         Self {
             protocol: cc.worker(worker),
             keeps_versions: cc.versions().is_some(),
-            reads: Vec::new(),
-            read_positions: PositionIndex::default(),
-            writes: WriteSet::default(),
-            leaves: Vec::new(),
-            created: Vec::new(),
-            added_secondaries: Vec::new(),
+            sets: TxSets {
+                reads: Vec::new(),
+                read_positions: PositionIndex::default(),
+                writes: WriteSet::default(),
+                leaves: Vec::new(),
+                created: Vec::new(),
+                added_secondaries: Vec::new(),
+            },
             scratch: Vec::new(),
             reclaimer: RowReclaimer::default(),
             fingers: Vec::new(),
@@ -231,15 +228,15 @@ impl<R: RowKind> TxState<R> {
     /// Queues the rows this attempt left absent for reclamation, then
     /// forgets the attempt. `epoch` is the worker's current epoch.
     pub(crate) fn finish(&mut self, epoch: u64, tables: &[Table<R>]) {
-        for &(table, row, _) in &self.created {
+        for &(table, row, _) in &self.sets.created {
             // SAFETY: see WriteEntry::row.
             let row = unsafe { row.as_ref() };
             if row.word() & ABSENT != 0 {
                 self.reclaimer.note_absent(epoch, table, row);
             }
         }
-        for entry in self.writes.entries() {
-            if entry.row().word() & ABSENT != 0 && !self.created.iter().any(|(_, row, _)| *row == entry.row) {
+        for entry in self.sets.writes.entries() {
+            if entry.row().word() & ABSENT != 0 && !self.sets.created.iter().any(|(_, row, _)| *row == entry.row) {
                 self.reclaimer.note_absent(epoch, entry.table, entry.row());
             }
         }
@@ -291,18 +288,6 @@ impl<R: RowKind> TxState<R> {
             Self::note_own_insert(&mut self.leaves, table_id, None, change);
         }
         Ok(row)
-    }
-
-    /// Remembers a stable read of `row`.
-    #[inline]
-    fn note_read(&mut self, row: &R, word: u64) {
-        if self.read_positions.find(&self.reads, read_row_of, row).is_none() {
-            // DBXN: an odd (UNPERSISTED) version is not an early abort; the
-            // read set holds the next even version, which validates only
-            // once the writer's log is durable. No-op for other engines.
-            self.reads.push(ReadEntry { row, word: word & !UNPERSISTED });
-            self.read_positions.pushed(&self.reads, read_row_of);
-        }
     }
 
     /// Reads `row` as this transaction sees it into `out`.
@@ -635,7 +620,7 @@ impl<R: RowKind> TxState<R> {
     /// Locks the write set in address order. Returns the largest TID seen
     /// on a locked row, or the abort reason (with nothing left locked).
     pub(crate) fn lock_writes(&mut self) -> Result<u64, AbortReason> {
-        self.protocol.lock(&mut self.writes)
+        self.protocol.lock(&mut self.sets.writes)
     }
 
     /// Unlocks the first `locked` writes without changing them.
@@ -646,7 +631,7 @@ impl<R: RowKind> TxState<R> {
     /// Validates a read-only attempt (the protocol's read-set check and the
     /// node set).
     pub(crate) fn validate(&self, tables: &[Table<R>]) -> Result<(), AbortReason> {
-        self.protocol.validate(self, tables)
+        self.protocol.validate(&self.sets, tables)
     }
 
     /// Validates a writing attempt whose write set is locked and picks its
@@ -662,7 +647,7 @@ impl<R: RowKind> TxState<R> {
     ) -> Result<u64, AbortReason> {
         self.add_secondaries(tables);
         let bounds = TidBounds { max_locked: max_locked_tid, floor, epoch };
-        let stamped = self.protocol.commit_timestamp(self, tables, bounds);
+        let stamped = self.protocol.commit_timestamp(&self.sets, tables, bounds);
         if stamped.is_err() {
             self.remove_added_secondaries(tables);
         }
@@ -680,7 +665,7 @@ impl<R: RowKind> TxState<R> {
         tid: u64,
     ) -> Result<u64, AbortReason> {
         self.add_secondaries(tables);
-        let valid = self.protocol.validate_reads(self, tables).and_then(|()| {
+        let valid = self.protocol.validate_reads(&self.sets, tables).and_then(|()| {
             if tid <= max_locked_tid.max(self.max_read_tid()) {
                 // A commit slipped in below it: the tuples stamped `tid`
                 // would not be the key's newest. (The exclusive stage runs
@@ -700,85 +685,6 @@ impl<R: RowKind> TxState<R> {
         Ok(tid)
     }
 
-    /// A version read whose log is not yet durable (DBXN's odd version)
-    /// must become durable before the reader commits: otherwise a crash
-    /// could keep the reader and lose what it read. (A version replaced
-    /// since was durable before its replacement committed, which checked
-    /// the same.)
-    pub(crate) fn check_reads_durable(&self) -> Result<(), AbortReason> {
-        for read in &self.reads {
-            // SAFETY: see WriteEntry::row.
-            if unsafe { &*read.row }.word() & !LOCKED == read.word | UNPERSISTED {
-                return Err(AbortReason::NotYetDurable);
-            }
-        }
-        Ok(())
-    }
-
-    /// Silo's validation of the read set: every row read still has the
-    /// version read and is not locked by another transaction.
-    pub(crate) fn validate_reads(&self) -> Result<(), AbortReason> {
-        for read in &self.reads {
-            // SAFETY: see WriteEntry::row.
-            let row = unsafe { &*read.row };
-            let current = row.word();
-            unchanged(current, read.word)?;
-            if current & LOCKED != 0 && self.writes.find(read.row).is_none() {
-                return Err(AbortReason::ReadValidation);
-            }
-        }
-        Ok(())
-    }
-
-    /// The node set: every scanned leaf still has the version seen.
-    pub(crate) fn validate_leaves(&self, tables: &[Table<R>]) -> Result<(), AbortReason> {
-        for entry in &self.leaves {
-            if !tables[entry.table.0 as usize].validate_leaf(&entry.leaf) {
-                return Err(AbortReason::NodeValidation);
-            }
-        }
-        Ok(())
-    }
-
-    /// Reads in the read set (each row once).
-    pub(crate) fn reads_len(&self) -> usize {
-        self.reads.len()
-    }
-
-    /// The rows of the read set from position `start` on, in the order
-    /// they were first read (the set only grows during an attempt).
-    pub(crate) fn read_rows_from(&self, start: usize) -> impl Iterator<Item = &R> + '_ {
-        // SAFETY: see WriteEntry::row.
-        self.reads.get(start..).unwrap_or(&[]).iter().map(|read| unsafe { &*read.row })
-    }
-
-    /// The version words the read set holds (as read).
-    pub(crate) fn read_words(&self) -> impl Iterator<Item = u64> + '_ {
-        self.reads.iter().map(|read| read.word)
-    }
-
-    /// The largest TID the attempt read.
-    pub(crate) fn max_read_tid(&self) -> u64 {
-        self.reads.iter().map(|read| record::tid_of(read.word)).max().unwrap_or(0)
-    }
-
-    /// Silo's TID rule: above every TID read or overwritten and above
-    /// `floor` (the thread's last), and at least the epoch's first TID.
-    pub(crate) fn commit_tid(&self, max_locked_tid: u64, floor: u64, epoch: u64) -> u64 {
-        let tid = (max_locked_tid.max(self.max_read_tid()).max(floor) + 1).max(record::first_tid_of_epoch(epoch));
-        debug_assert!(tid < record::MAX_TID, "TIDs stay below the REMOVED marker");
-        tid
-    }
-
-    /// Raises the read timestamps of the leaves this attempt scanned to
-    /// `ts` (`cicada`, at validation: its reads write nothing shared
-    /// before).
-    pub(crate) fn raise_scanned_leaves(&self, tables: &[Table<R>], ts: u64) {
-        for entry in &self.leaves {
-            tables[entry.table.0 as usize].raise_leaf_read_ts(&entry.leaf, ts);
-        }
-    }
-
     /// The path the attempt runs on (the PHyTM family; others run as
     /// software, STM).
     pub(crate) fn path(&mut self) -> TxPath {
@@ -788,17 +694,6 @@ impl<R: RowKind> TxState<R> {
     /// The attempt's path state (the PHyTM family only).
     pub(crate) fn path_state(&mut self) -> Option<&mut PathState> {
         self.protocol.hybrid().map(|phytm| &mut phytm.path)
-    }
-}
-
-/// Whether a row's `current` word (lock bit aside) is still the `read`
-/// one; a version still waiting for its log (DBXN's odd version) is told
-/// apart, since it validates once durable.
-pub(crate) fn unchanged(current: u64, read: u64) -> Result<(), AbortReason> {
-    match current & !LOCKED {
-        word if word == read => Ok(()),
-        word if word == read | UNPERSISTED => Err(AbortReason::NotYetDurable),
-        _ => Err(AbortReason::ReadValidation),
     }
 }
 

@@ -52,6 +52,9 @@
 //! the clock after publishing: a collector reads the clock before the
 //! announcements, so it either sees this snapshot or read a clock value no
 //! larger than it.
+//!
+//! Explained in docs/concurrency.md (the multi-version protocols) and
+//! docs/engines/zen-plus.md.
 
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;

@@ -23,6 +23,8 @@
 //! logged write only if its TID is newer (a per-key Thomas write rule). Every
 //! transaction of an epoch below the start epoch had installed before the
 //! scan began, so the checkpoint holds its effects (or newer ones).
+//!
+//! Explained in ARCHITECTURE.md §6 and docs/format.md ("Checkpoint chunk").
 
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};

@@ -69,6 +69,8 @@
 //! depends on a lost one. The epoch ticker still runs: its "durable epoch"
 //! means every commit of epochs up to it has finished its synchronous log,
 //! which is what a checkpoint waits for before its root switch.
+//!
+//! Explained in docs/engines/dbxn.md.
 
 use crate::durability::group_commit::{GroupCommitConfig, GroupCommitLog};
 use crate::durability::log::SegmentStore;

@@ -33,6 +33,8 @@
 //!
 //! *Errors.* `ENOSPC` and `EDQUOT` become [`DbError::OutOfSpace`]; every
 //! other failure is [`DbError::LogFile`] with the path and the operation.
+//!
+//! Explained in docs/engines/dbx-disk.md (and docs/format.md, "Log files").
 
 use crate::durability::log::{self, FoundSegment, LogRecord, LogStoreMode};
 use crate::durability::log::{NewSegment, SegmentId, SegmentStore};

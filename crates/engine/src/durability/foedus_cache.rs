@@ -43,6 +43,8 @@
 //! shell's, unchanged), so the engine's DRAM use does not shrink; only the
 //! cost of FOEDUS's access to the snapshot page is paid (as `mmdb` pays the
 //! NVM access of its rows beyond its budget).
+//!
+//! Explained in docs/engines/foedus.md.
 
 use crate::durability::group_commit::GroupCommitLog;
 use crate::durability::log::LogWriter;

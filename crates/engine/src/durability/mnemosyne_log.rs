@@ -64,6 +64,8 @@
 //! log, and the replay rewrites the whole slot. A fragment is acknowledged
 //! only after its fence, and its writes are installed (visible) only after
 //! it, so nothing recovered depends on a fragment that was lost.
+//!
+//! Explained in docs/engines/mnemosyne.md (and docs/engines/pisces.md).
 
 use crate::durability::mnemosyne_truncation::{TruncationSlot, Truncator};
 use crate::durability::tornbit_log::TornBitLog;

@@ -20,6 +20,8 @@
 //! truncation. The workers truncate each in their own order, not in
 //! global sequence order: recovery's per-slot TID check makes any order
 //! safe (`mnemosyne_log`).
+//!
+//! Explained in docs/engines/mnemosyne.md.
 
 use crate::durability::tornbit_log::persist_head;
 use parking_lot::{Condvar, Mutex};

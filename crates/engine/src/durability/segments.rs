@@ -17,6 +17,8 @@
 //! `number * segment_size`. So the writer and the group-commit flusher keep
 //! one `u64` per position whatever the medium, and an address alone says
 //! which segment it is in.
+//!
+//! Explained in docs/engines/group-commit.md.
 
 use crate::durability::log::{
     self, FoundSegment, LogShared, LogStoreMode, LogWriter, NewSegment, SegmentId, SegmentStore, LOG_CHUNK_KIND,

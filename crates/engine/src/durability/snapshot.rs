@@ -28,6 +28,8 @@
 //! other generation are garbage, freed at recovery or right after the
 //! switch. Every row carries its TID; recovery replays the log from the
 //! snapshot's start epoch over it with the per-key newest-TID rule.
+//!
+//! Explained in docs/engines/foedus.md (and docs/format.md, "Snapshot chunk").
 
 use crate::durability::checkpoint::CheckpointMeta;
 use crate::error::{DbError, DbResult};

@@ -52,6 +52,8 @@
 //! its epochs finished its log (the ticker's durable epoch), and a
 //! dependency's TID is smaller than its dependent's, so a checkpoint never
 //! holds a version whose dependencies could be lost.
+//!
+//! Explained in docs/engines/sp3.md.
 
 use crate::durability::group_commit::{GroupCommitConfig, GroupCommitLog};
 use crate::durability::log::{LogLayout, LogWriter};

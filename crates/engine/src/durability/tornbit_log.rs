@@ -37,6 +37,8 @@
 //! ring with the *current* lap's torn bit before the head moves would let a
 //! partly filled ring pass zero-payload words off as a committed
 //! fragment's.)
+//!
+//! Explained in docs/engines/mnemosyne.md ("Torn-bit log").
 
 use pmtx_pm::{ChunkId, ChunkOwner, PmBackend, Pool};
 use std::sync::Arc;

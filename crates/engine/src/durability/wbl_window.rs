@@ -75,6 +75,8 @@
 //! record, in another line, is intact. Recovery takes the CRC-valid record
 //! with the highest sequence. A fresh pool has no record: nothing has
 //! committed, and no version may exist (`c_p` = `c_d` = 0).
+//!
+//! Explained in docs/engines/wbl.md (and docs/format.md, "WBL record log").
 
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};

@@ -23,6 +23,8 @@
 //! WBL (`persist_versions`) writes the versions the same way, word 0
 //! first, and issues one fence with no LP bit: its transactions commit
 //! with their window's record (`durability::wbl_window`).
+//!
+//! Explained in docs/engines/zen.md.
 
 use crate::fault::Faults;
 use crate::storage::zen::heap::LP_BIT;

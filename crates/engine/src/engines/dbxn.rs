@@ -2,6 +2,8 @@
 //! `mmdb` (`dbx-naive` with plain log writes): the DRAM engine shell with
 //! DBXN's synchronous log policy (`durability::dbxn_log`, which documents
 //! the protocol).
+//!
+//! Explained in docs/engines/dbxn.md (and docs/engines/mmdb.md).
 
 use crate::durability::dbxn_log::{DbxnLog, DbxnLogConfig, SkippedFence};
 use crate::durability::file_log::open_file_segments;

@@ -4,6 +4,9 @@
 //! durability policy ([`EnginePolicy`]: none for `silo`, epoch group commit
 //! for `group-commit`, DBXN's synchronous log for the DBXN family). One
 //! engine = one composition of these; [`OccWorker`] runs transactions.
+//!
+//! Explained in ARCHITECTURE.md §5 (the DRAM storage and its shell); each
+//! engine it runs has its page in docs/engines/.
 
 use crate::cc::concurrency::Concurrency;
 use crate::cc::protocols::commit_rule::{CommitRule, Validating};
@@ -71,7 +74,7 @@ impl<L: EnginePolicy, C: CommitRule> OccEngine<L, C> {
             health: Arc::default(),
             cc: Arc::new(
                 Concurrency::after_recovery(options.cc, options.workers, &tables)
-                    .with_hybrid(crate::engines::phytm::hybrid(options)?, options.workers)
+                    .with_hybrid(crate::engines::hybrid(options)?, options.workers)
                     .with_tinystm(
                         options.engine.entry().protocol == crate::engine_catalog::ProtocolPart::TinyStm,
                         options.workers,

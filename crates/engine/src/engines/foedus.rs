@@ -4,6 +4,8 @@
 //! the durable log into immutable 4 KiB snapshot pages in the pool
 //! (`durability::snapshot`), with the volatile pages limited to a DRAM
 //! budget over those snapshot pages (`durability::foedus_cache`).
+//!
+//! Explained in docs/engines/foedus.md.
 
 use crate::engine::Engine;
 use crate::engines::dram::OccEngine;

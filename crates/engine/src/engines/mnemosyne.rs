@@ -3,6 +3,8 @@
 //! durability
 //! (`durability::mnemosyne_log`: torn-bit redo log, write-back into the
 //! persistent home slots of `storage::pm_home`, truncation).
+//!
+//! Explained in docs/engines/mnemosyne.md.
 
 use crate::durability::mnemosyne_log::{MnemosyneConfig, MnemosyneLog, WriteBack};
 use crate::engine::Engine;

@@ -1,5 +1,8 @@
 //! Engine construction: the one place that maps an [`EngineKind`] and a
 //! backend kind to a concrete, monomorphized engine.
+//!
+//! Explained in ARCHITECTURE.md §5 and §7 (each engine's page in
+//! docs/engines/).
 
 pub(crate) mod commit_view;
 pub(crate) mod dbxn;
@@ -16,11 +19,14 @@ pub(crate) mod sp3;
 pub(crate) mod test_support;
 pub(crate) mod zen;
 
+use crate::catalog;
+use crate::cc::protocols::phytm::{Hybrid, HybridConfig, HybridScheme};
 use crate::durability::file_log::{open_file_segments, FileLogDirectory};
-use crate::durability::group_commit::{GroupCommitConfig, GroupCommitLog};
+use crate::durability::group_commit::{GroupCommitConfig, GroupCommitLog, ENGINE_ROOT, SCHEMA_ROOT};
 use crate::engine::{Engine, EngineKind};
 use crate::error::{DbError, DbResult};
 use crate::options::{DbOptions, LogDirectory, PoolLocation};
+use crate::schema::schema_digest;
 use pmtx_pm::{BackendKind, Direct, Emulated, PmBackend, Pool, Sim};
 use std::sync::Arc;
 
@@ -134,6 +140,20 @@ pub(crate) fn group_commit_config(options: &DbOptions) -> GroupCommitConfig {
     GroupCommitConfig::new(options.workers, &options.tables, options.faults())
 }
 
+/// The hybrid paths' state of the engine `options` ask for, or `None` for
+/// an engine outside the PHyTM family (the PHyTM family's part config,
+/// which the DRAM engine shell builds its concurrency control with).
+pub(crate) fn hybrid(options: &DbOptions) -> DbResult<Option<Hybrid>> {
+    let scheme = match options.engine {
+        EngineKind::Phytm => HybridScheme::Phytm,
+        EngineKind::PhytmPaper => HybridScheme::PhytmPaper,
+        EngineKind::Phtm => HybridScheme::Phtm,
+        EngineKind::TwoPl => HybridScheme::TwoPl,
+        _ => return Ok(None),
+    };
+    Hybrid::new(HybridConfig { scheme, htm: options.htm, faults: options.faults() }).map(Some)
+}
+
 /// Where the redo log files of `options` live (engines that log to files).
 pub(crate) fn file_log_directory(options: &DbOptions) -> FileLogDirectory {
     match (&options.log_directory, options.log_directory_path()) {
@@ -147,6 +167,73 @@ pub(crate) fn file_log_directory(options: &DbOptions) -> FileLogDirectory {
 /// their tables (creating the identity at the first open). A log-based
 /// engine calls it right after opening its log (which checks and records
 /// where the log lives first) and before recovery reads the pool.
+///
+/// Checks (or records, for a fresh pool) the engine root first, then the
+/// stored catalog (`crate::catalog`) against the declared tables (adding
+/// declared tables past the stored ones when the options allow it). A pool
+/// of an earlier build has only the schema digest: a matching digest is
+/// upgraded to a stored catalog.
 pub(crate) fn check_identity<B: PmBackend>(options: &DbOptions, pool: &Pool<B>) -> DbResult<()> {
-    crate::catalog::check_identity(pool, options.engine, options)
+    let kind = options.engine;
+    let tables = &options.tables;
+    // The engine's explicit persistent code (`EngineKind::code`), never its
+    // position in a list.
+    let code = kind.code();
+    match pool.root(ENGINE_ROOT) {
+        Some(found) if found != code => {
+            let name = match EngineKind::from_code(found) {
+                Some(other) => other.name().to_string(),
+                None => format!("an unknown engine (code {found})"),
+            };
+            return Err(DbError::SchemaMismatch(format!("the pool belongs to {name}, not {}", kind.name())));
+        }
+        Some(_) => {}
+        None => pool.set_root(ENGINE_ROOT, code)?,
+    }
+    let digest = schema_digest(tables) as u64;
+    match catalog::read(pool)? {
+        Some(stored) => {
+            let (differences, added) = catalog::differences(&stored.tables, tables);
+            if !differences.is_empty() {
+                return Err(DbError::SchemaMismatch(format!(
+                    "the declared tables differ from the pool's: {}",
+                    differences.join("; ")
+                )));
+            }
+            if !added.is_empty() {
+                if !options.create_missing_tables {
+                    return Err(DbError::SchemaMismatch(format!(
+                        "declared tables not in the pool: {} (set DbOptions::create_missing_tables to add them)",
+                        added.join(", ")
+                    )));
+                }
+                catalog::write(pool, kind, options.cc, tables)?;
+                pool.set_root(SCHEMA_ROOT, digest)?;
+            } else if stored.protocol != options.cc {
+                // Recorded for `pmtx pool info`; the protocol is a choice
+                // of each open, not part of the pool's format.
+                catalog::write(pool, kind, options.cc, tables)?;
+            }
+            Ok(())
+        }
+        None => {
+            match pool.root(SCHEMA_ROOT) {
+                Some(found) if found != digest => {
+                    return Err(DbError::SchemaMismatch(format!(
+                        "the pool was created with another table list (digest {found:#x}, given {digest:#x}; \
+                         this pool predates stored catalogs, so the tables cannot be named)"
+                    )))
+                }
+                Some(_) => {}
+                None => pool.set_root(SCHEMA_ROOT, digest)?,
+            }
+            match catalog::write(pool, kind, options.cc, tables) {
+                Ok(()) => Ok(()),
+                // A full pool of an earlier build keeps working with its
+                // digest alone.
+                Err(DbError::OutOfSpace(_)) if pool.root(SCHEMA_ROOT).is_some() => Ok(()),
+                Err(error) => Err(error),
+            }
+        }
+    }
 }

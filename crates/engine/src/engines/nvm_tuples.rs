@@ -1,5 +1,7 @@
 //! How `mmdb` configures its volatile NVM region (`storage::nvm_tuples`,
 //! which documents the model) from its options.
+//!
+//! Explained in docs/engines/mmdb.md.
 
 use crate::cc::CcProtocol;
 use crate::options::DbOptions;

@@ -1,14 +1,15 @@
 //! The PHyTM family (`phytm`, `phytm-paper`, `phtm`, `2pl`): the DRAM
 //! engine shell running the hybrid paths of `cc::protocols::phytm` (the
-//! scheme chosen here from the engine kind), over the
+//! scheme chosen from the engine kind by `engines::hybrid`), over the
 //! synchronous redo log DBXN uses (`durability::dbxn_log`, parity mode):
 //! a commit installs its versions odd, makes its record durable (the
 //! paper's logged bit is the record's completion), then turns them even,
 //! all while its row locks in the lock table are held.
+//!
+//! Explained in docs/engines/phytm.md.
 
-use crate::cc::protocols::phytm::{Hybrid, HybridConfig, HybridScheme};
 use crate::durability::dbxn_log::DbxnLog;
-use crate::engine::{Engine, EngineKind};
+use crate::engine::Engine;
 use crate::engines::dram::OccEngine;
 use crate::error::DbResult;
 use crate::options::DbOptions;
@@ -22,23 +23,10 @@ pub(crate) fn open<B: PmBackend>(options: &DbOptions, pool: Arc<Pool<B>>) -> DbR
     Ok(OccEngine::open(options, log)?)
 }
 
-/// The hybrid paths' state of the engine `options` ask for, or `None` for
-/// an engine outside the PHyTM family.
-pub(crate) fn hybrid(options: &DbOptions) -> DbResult<Option<Hybrid>> {
-    let scheme = match options.engine {
-        EngineKind::Phytm => HybridScheme::Phytm,
-        EngineKind::PhytmPaper => HybridScheme::PhytmPaper,
-        EngineKind::Phtm => HybridScheme::Phtm,
-        EngineKind::TwoPl => HybridScheme::TwoPl,
-        _ => return Ok(None),
-    };
-    Hybrid::new(HybridConfig { scheme, htm: options.htm, faults: options.faults() }).map(Some)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{CommitTicket, Engine as _, WriteOp};
+    use crate::engine::{CommitTicket, Engine as _, EngineKind, WriteOp};
     use crate::engines::test_support::{pause_worker_0, put, put_on_thread, Pause, T};
     use crate::error::{AbortReason, TxError};
     use crate::schema::TableSchema;

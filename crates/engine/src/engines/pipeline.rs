@@ -40,6 +40,9 @@
 //!
 //! Every hook is resolved at compile time (no `dyn`): a worker's commit is
 //! one monomorphized function.
+//!
+//! Explained in ARCHITECTURE.md §5 (how an engine is composed) and §2 (one
+//! transaction).
 
 use crate::cc::concurrency::Concurrency;
 use crate::cc::protocols::commit_rule::CommitRule;

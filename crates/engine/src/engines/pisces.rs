@@ -5,6 +5,8 @@
 //! visible (installed and unlocked), then written back in place into the
 //! persistent home slots (`storage::pm_home`) by
 //! `durability::mnemosyne_log` in its after-unlock write-back mode.
+//!
+//! Explained in docs/engines/pisces.md.
 
 use crate::durability::mnemosyne_log::{MnemosyneConfig, MnemosyneLog, WriteBack};
 use crate::engine::Engine;

@@ -1,5 +1,7 @@
 //! `silo`: Silo's OCC over DRAM records with no durability (the papers'
 //! DBX-DRAM upper bound).
+//!
+//! Explained in docs/engines/silo.md.
 
 use crate::durability::{CommitLog, EnginePolicy};
 use crate::engine::{CommitTicket, EngineStats};

@@ -4,6 +4,8 @@
 //! their worker): SP^3's early release with dependencies
 //! (`cc::protocols::sp3`), Silo's validation (`nvm-tx`), none (`nvm-ideal`,
 //! `cc::protocols::none`).
+//!
+//! Explained in docs/engines/sp3.md.
 
 use crate::cc::protocols::none::NoValidation;
 use crate::cc::protocols::sp3::{Sp3EarlyRelease, Sp3Tids};

@@ -33,6 +33,8 @@
 //! * Entries are not owned: the caller frees them, and must keep an entry
 //!   alive while a lookup may still reach it (the engines retire removed
 //!   rows through the same epochs).
+//!
+//! Explained in docs/concurrency.md ("Hash index").
 
 use std::marker::PhantomData;
 use std::ptr::NonNull;

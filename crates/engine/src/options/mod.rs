@@ -499,7 +499,7 @@ pub struct FoedusOptions {
     /// DRAM budget in bytes (keys plus values) of the rows kept in volatile
     /// pages; beyond it, rows whose newest version is in the snapshot are
     /// evicted after each snapshot, and a miss reads the row's whole 4 KiB
-    /// snapshot page from the pool (`cache=`; ARCHITECTURE.md, foedus).
+    /// snapshot page from the pool (`cache=`; docs/engines/foedus.md).
     pub cache_bytes: u64,
 }
 

@@ -31,6 +31,8 @@
 //! close, and recovery never reads them; it rebuilds every row in DRAM
 //! from the checkpoint and the redo log, and places rows again as they are
 //! first touched.
+//!
+//! Explained in docs/engines/mmdb.md.
 
 use crate::storage::record::Record;
 use parking_lot::Mutex;

@@ -35,6 +35,9 @@
 //! when the lines it wrote are flushed (the slot of an unflushed write may
 //! be torn at a crash; the CRC tells, and the scheme's log rewrites it).
 //! A slot recovery frees gets [`FREE_WORD0`] back (one 8-byte store).
+//!
+//! Explained in docs/engines/mnemosyne.md (the bytes of a slot: docs/format.md,
+//! "PM home slots").
 
 use crate::error::{DbError, DbResult};
 use parking_lot::Mutex;

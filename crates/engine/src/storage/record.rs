@@ -28,6 +28,8 @@
 //! the word; equal words mean no writer ran in between (the software form of
 //! DBX's HTM-protected read). Value bytes are atomics so that a racing copy
 //! is defined behaviour; it is discarded by the re-check.
+//!
+//! Explained in docs/concurrency.md ("Rows").
 
 use crate::index::HashEntry;
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};

@@ -32,6 +32,8 @@
 //! unlinked row. Secondary-index entries never point at an absent row: a
 //! commit removes the entries of a row's old value when it deletes the row
 //! or changes a secondary key (under the row's lock).
+//!
+//! Explained in docs/concurrency.md ("Reclamation of absent rows", "Scans").
 
 use crate::epoch::{DeferredFree, Epochs};
 use crate::error::{DbError, DbResult};
@@ -673,7 +675,7 @@ pub(crate) fn secondary_index_key(schema: &TableSchema, position: u32, primary_k
 /// changed it removes the entry, and the leaf-version change aborts the
 /// scanner at validation), or, under the multi-version protocols, an entry
 /// kept for older snapshots or added for a newer version than the one the
-/// scan reads (ARCHITECTURE.md §5): scans skip such entries.
+/// scan reads (docs/concurrency.md): scans skip such entries.
 pub(crate) fn secondary_entry_is_current(
     schema: &TableSchema,
     position: u32,

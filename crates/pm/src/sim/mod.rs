@@ -1,7 +1,7 @@
 //! The crash simulator: a [`PmBackend`] that sees every store, flush and
 //! fence and can say what the medium might hold after a crash.
 //!
-//! # Model (ARCHITECTURE.md, "media model")
+//! # Model (docs/media-model.md)
 //!
 //! *Live memory* is the [`Mapping`]: every store also lands there, and reads
 //! are served from it without locking. Beside it, under one mutex, the

@@ -7,7 +7,7 @@
 use crate::cc::protocols::multi_version::{MultiVersion, Snapshot};
 use crate::cc::protocols::timestamp_order::{Reads, TimestampOrder};
 use crate::cc::read_timestamps::ReadTimestamps;
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::cc::versions::{OlderVersion, VersionStore};
 use crate::error::AbortReason;
 use crate::storage::record::{self, RowKind, REMOVED};
@@ -25,7 +25,7 @@ impl Reads for Validated {
     fn validate_at<R: RowKind>(
         snapshot: &Snapshot,
         read_timestamps: &ReadTimestamps,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         tables: &[Table<R>],
         ts: u64,
     ) -> Result<(), AbortReason> {
@@ -44,7 +44,7 @@ pub(crate) type Cicada = MultiVersion<TimestampOrder<Validated>>;
 fn validate_at_timestamp<R: RowKind>(
     versions: &VersionStore,
     read_timestamps: &ReadTimestamps,
-    tx: &TxState<R>,
+    tx: &TxSets<R>,
     ts: u64,
 ) -> Result<(), AbortReason> {
     let mut scratch = Vec::new();

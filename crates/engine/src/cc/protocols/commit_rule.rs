@@ -6,7 +6,7 @@
 //! the transactions it depends on. [`Validating`] is every engine's rule
 //! but SP^3's (`sp3.rs`) and NVM-Ideal's (`none.rs`).
 
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::storage::record::RowKind;
 
 /// A commit rule (see the module comment). Every item is resolved at
@@ -33,7 +33,7 @@ pub(crate) trait CommitRule: Send + Sync + 'static {
     /// `tid` is durable with everything it depends on (the durability
     /// scheme knows).
     fn collect_dependencies<R: RowKind>(
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         own: usize,
         durable: impl Fn(u64) -> bool,
         dependencies: &mut Vec<u64>,

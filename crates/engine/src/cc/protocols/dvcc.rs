@@ -20,10 +20,12 @@
 //!   snapshot), as Hekaton's; taken after the write set is locked, so a
 //!   snapshot that includes it meets the rows locked until they are
 //!   installed.
+//!
+//! Explained in docs/engines/pisces.md.
 
 use crate::cc::protocols::multi_version::{MultiVersion, Scheme, Snapshot};
 use crate::cc::protocols::TidBounds;
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::cc::versions::VersionStore;
 use crate::error::AbortReason;
 use crate::storage::record::{self, RowKind};
@@ -81,7 +83,7 @@ impl Scheme for DualVersion {
     fn commit_timestamp<R: RowKind>(
         &self,
         snapshot: &Snapshot,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         _tables: &[Table<R>],
         bounds: TidBounds,
     ) -> Result<u64, AbortReason> {

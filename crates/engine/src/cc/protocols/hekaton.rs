@@ -8,7 +8,7 @@
 use crate::cc::protocols::multi_version::{MultiVersion, Scheme, Snapshot};
 use crate::cc::protocols::silo::Silo;
 use crate::cc::protocols::{Named, Protocol, TidBounds};
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::cc::versions::VersionStore;
 use crate::error::AbortReason;
 use crate::storage::record::RowKind;
@@ -54,7 +54,7 @@ impl Scheme for Optimistic {
     fn commit_timestamp<R: RowKind>(
         &self,
         snapshot: &Snapshot,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         tables: &[Table<R>],
         bounds: TidBounds,
     ) -> Result<u64, AbortReason> {

@@ -6,7 +6,7 @@
 
 use crate::cc::lock_table::{Conflict, HeldLocks, LockTable};
 use crate::cc::protocols::{Named, Protocol};
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::storage::request::ScanRequest;
 use crate::error::AbortReason;
 use crate::schema::TableId;
@@ -113,7 +113,7 @@ impl Protocol for HStore {
     }
 
     /// Every partition read is still locked: nothing to validate.
-    fn validate_reads<R: RowKind>(&self, _tx: &TxState<R>, _tables: &[Table<R>]) -> Result<(), AbortReason> {
+    fn validate_reads<R: RowKind>(&self, _tx: &TxSets<R>, _tables: &[Table<R>]) -> Result<(), AbortReason> {
         Ok(())
     }
 }

@@ -10,7 +10,9 @@
 //! # Hooks
 //!
 //! The transaction state (`cc::transaction::TxState`: read, write and node
-//! sets, scans, secondary indexes) is written once and calls, in order:
+//! sets, scans, secondary indexes) is written once and calls, in order
+//! (the hooks that check the attempt get its sets, `cc::tx_sets::TxSets`,
+//! not the transaction state, which imports this module):
 //!
 //! * `begin` when an attempt starts (a timestamp, a snapshot, a path);
 //! * `access_key` / `access_range` before a point access or a scan touches
@@ -34,8 +36,10 @@
 //! is built), then add one line to the list in `protocols!`'s invocation
 //! below: `Variant = "cli-name" => module::Type,` (the line declares the
 //! module too).
+//!
+//! Explained in docs/concurrency.md ("Concurrency-control protocols").
 
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::cc::versions::VersionStore;
 use crate::cc::write_set::WriteSet;
 use crate::error::{AbortReason, DbError, DbResult};
@@ -56,9 +60,8 @@ pub(crate) mod sp3;
 pub(crate) mod timestamp_order;
 pub(crate) mod two_phase;
 
-/// Most workers a locking protocol serves: a lock word names its holders
-/// with one bit per worker (`cc::lock_table`).
-pub(crate) const MAX_LOCKING_WORKERS: usize = 63;
+/// Most workers a locking protocol serves (`cc::lock_table`).
+pub(crate) use crate::cc::lock_table::MAX_LOCKING_WORKERS;
 
 /// The bounds a writing attempt's commit timestamp respects.
 #[derive(Clone, Copy, Debug)]
@@ -180,13 +183,13 @@ pub(crate) trait Protocol: Sized + Send {
 
     /// Silo's validation as the protocol runs it: the read set (unless the
     /// protocol's locks keep it valid) and the node set.
-    fn validate_reads<R: RowKind>(&self, tx: &TxState<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
+    fn validate_reads<R: RowKind>(&self, tx: &TxSets<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
         tx.validate_reads()?;
         tx.validate_leaves(tables)
     }
 
     /// Validates a read-only attempt.
-    fn validate<R: RowKind>(&self, tx: &TxState<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
+    fn validate<R: RowKind>(&self, tx: &TxSets<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
         self.validate_reads(tx, tables)
     }
 
@@ -194,7 +197,7 @@ pub(crate) trait Protocol: Sized + Send {
     /// commit timestamp (TID) within `bounds`.
     fn commit_timestamp<R: RowKind>(
         &self,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         tables: &[Table<R>],
         bounds: TidBounds,
     ) -> Result<u64, AbortReason> {
@@ -514,19 +517,19 @@ impl ProtocolTx {
     }
 
     /// See [`Protocol::validate_reads`].
-    pub(crate) fn validate_reads<R: RowKind>(&self, tx: &TxState<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
+    pub(crate) fn validate_reads<R: RowKind>(&self, tx: &TxSets<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
         dispatch!(self, p => p.validate_reads(tx, tables))
     }
 
     /// See [`Protocol::validate`].
-    pub(crate) fn validate<R: RowKind>(&self, tx: &TxState<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
+    pub(crate) fn validate<R: RowKind>(&self, tx: &TxSets<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
         dispatch!(self, p => p.validate(tx, tables))
     }
 
     /// See [`Protocol::commit_timestamp`].
     pub(crate) fn commit_timestamp<R: RowKind>(
         &self,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         tables: &[Table<R>],
         bounds: TidBounds,
     ) -> Result<u64, AbortReason> {

@@ -10,11 +10,10 @@
 //! its timestamp.
 
 use crate::cc::protocols::{no_oldest_snapshot, Protocol, TidBounds};
-use crate::cc::secondaries::unindex_stale;
-use crate::cc::transaction::TxState;
-use crate::cc::versions::{OlderVersion, VersionQueue, VersionStore};
+use crate::cc::tx_sets::TxSets;
+use crate::cc::versions::{OlderVersion, StaleEntry, VersionQueue, VersionStore};
 use crate::error::AbortReason;
-use crate::storage::record::{self, RowKind, ABSENT};
+use crate::storage::record::{self, RowKind, ABSENT, REMOVED};
 use crate::storage::table::Table;
 use std::sync::Arc;
 
@@ -176,7 +175,7 @@ pub(crate) trait Scheme: Sized + Send {
     fn validate<R: RowKind>(
         &self,
         _snapshot: &Snapshot,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         _tables: &[Table<R>],
     ) -> Result<(), AbortReason> {
         tx.check_reads_durable()
@@ -186,7 +185,7 @@ pub(crate) trait Scheme: Sized + Send {
     fn commit_timestamp<R: RowKind>(
         &self,
         snapshot: &Snapshot,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         tables: &[Table<R>],
         bounds: TidBounds,
     ) -> Result<u64, AbortReason>;
@@ -248,13 +247,13 @@ impl<S: Scheme> Protocol for MultiVersion<S> {
         self.scheme.write(&self.snapshot, address, word)
     }
 
-    fn validate<R: RowKind>(&self, tx: &TxState<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
+    fn validate<R: RowKind>(&self, tx: &TxSets<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
         self.scheme.validate(&self.snapshot, tx, tables)
     }
 
     fn commit_timestamp<R: RowKind>(
         &self,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         tables: &[Table<R>],
         bounds: TidBounds,
     ) -> Result<u64, AbortReason> {
@@ -268,5 +267,26 @@ impl<S: Scheme> Protocol for MultiVersion<S> {
 
     fn finish<R: RowKind>(&mut self, tables: &[Table<R>]) {
         self.snapshot.collect(tables);
+    }
+}
+
+/// The collection of stale secondary entries of rows of `tables`
+/// (`VersionStore::collect`): removes an entry from its index under the
+/// row's lock, or declines while a writer holds the row (it may be giving
+/// the row that key back) or once the row is unlinked (its unlink removes
+/// it).
+pub(crate) fn unindex_stale<R: RowKind>(tables: &[Table<R>]) -> impl FnMut(usize, &StaleEntry) -> bool + '_ {
+    move |address, stale| {
+        // SAFETY: the version store calls this under the lock of the row's
+        // chain, which exists until the row's unlink forgets it; the row is
+        // freed only after that (`Concurrency::unlinked`).
+        let row = unsafe { &*(address as *const R) };
+        let Some(word) = row.try_lock() else { return false };
+        let removed = word != REMOVED;
+        if removed {
+            tables[stale.table as usize].remove_secondary(stale.position, &stale.index_key, row);
+        }
+        row.unlock();
+        removed
     }
 }

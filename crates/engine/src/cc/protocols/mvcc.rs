@@ -6,7 +6,7 @@
 use crate::cc::protocols::multi_version::{MultiVersion, Snapshot};
 use crate::cc::protocols::timestamp_order::{Reads, TimestampOrder};
 use crate::cc::read_timestamps::ReadTimestamps;
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::error::AbortReason;
 use crate::storage::record::RowKind;
 use crate::storage::table::Table;
@@ -34,7 +34,7 @@ impl Reads for Eager {
     fn validate_at<R: RowKind>(
         _snapshot: &Snapshot,
         _read_timestamps: &ReadTimestamps,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         tables: &[Table<R>],
         _ts: u64,
     ) -> Result<(), AbortReason> {

@@ -4,6 +4,8 @@
 //! (SP^3's §5 "NVM-Ideal", the bound no validating engine reaches). Not
 //! serializable; the catalog says so. Its TIDs are the SP^3 family's
 //! (they name their worker: `sp3::stamp_worker`).
+//!
+//! Explained in docs/engines/sp3.md (`nvm-ideal`).
 
 use super::commit_rule::CommitRule;
 

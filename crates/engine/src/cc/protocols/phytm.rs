@@ -41,10 +41,12 @@
 //! oversized transaction aborts early as on hardware). With `htm=none`
 //! there is no hardware: `phytm` and `2pl` run their STM path and `phtm`
 //! its global-lock path.
+//!
+//! Explained in docs/engines/phytm.md.
 
 use crate::cc::lock_table::{Conflict, HeldLocks, LockTable};
 use crate::cc::protocols::Protocol;
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::storage::request::ScanRequest;
 use crate::error::{AbortReason, DbError, DbResult};
 use crate::schema::TableId;
@@ -541,7 +543,7 @@ impl Protocol for Phytm {
 
     /// Silo's validation; the STM path's reads are share-locked, so only
     /// its node set needs checking.
-    fn validate_reads<R: RowKind>(&self, tx: &TxState<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
+    fn validate_reads<R: RowKind>(&self, tx: &TxSets<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
         if !self.path.path.locks_reads() {
             tx.validate_reads()?;
         }

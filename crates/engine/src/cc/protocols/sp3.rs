@@ -11,9 +11,11 @@
 //! so a dependency is one TID and "durable" is a comparison with the
 //! writer's durable TID. One TID per other worker suffices: a worker's
 //! commits become durable in TID order.
+//!
+//! Explained in docs/engines/sp3.md.
 
 use super::commit_rule::CommitRule;
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::storage::record::{self, sp3_writer_of, RowKind, SP3_MAX_WORKERS, SP3_WORKER_BITS};
 
 /// The smallest TID at or above `tid` whose low bits name `worker`: the
@@ -55,7 +57,7 @@ impl CommitRule for Sp3EarlyRelease {
     /// in order) or already durable with its own dependencies. Only the
     /// newest TID per writer is kept.
     fn collect_dependencies<R: RowKind>(
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         own: usize,
         durable: impl Fn(u64) -> bool,
         dependencies: &mut Vec<u64>,

@@ -8,7 +8,7 @@
 use crate::cc::protocols::silo::VALIDATED_AT_COMMIT;
 use crate::cc::protocols::{Named, Protocol, TidBounds};
 use crate::cc::read_timestamps::ReadTimestamps;
-use crate::cc::transaction::{unchanged, TxState};
+use crate::cc::tx_sets::{unchanged, TxSets};
 use crate::error::AbortReason;
 use crate::storage::record::{self, RowKind};
 use crate::storage::table::Table;
@@ -23,7 +23,7 @@ impl TicToc {
     /// TicToc's read validation at timestamp `ts`: each version read must
     /// still be the row's, and valid at `ts` — already (its rts reaches
     /// `ts`), or by extending its rts while nobody else holds the row.
-    fn validate_at<R: RowKind>(&self, tx: &TxState<R>, ts: u64) -> Result<(), AbortReason> {
+    fn validate_at<R: RowKind>(&self, tx: &TxSets<R>, ts: u64) -> Result<(), AbortReason> {
         let read_timestamps = &*self.read_timestamps;
         for read in &tx.reads {
             // SAFETY: see WriteEntry::row.
@@ -45,14 +45,14 @@ impl Protocol for TicToc {
     }
 
     /// A reader commits at the newest version it read.
-    fn validate<R: RowKind>(&self, tx: &TxState<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
+    fn validate<R: RowKind>(&self, tx: &TxSets<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
         self.validate_at(tx, tx.max_read_tid())?;
         tx.validate_leaves(tables)
     }
 
     fn commit_timestamp<R: RowKind>(
         &self,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         tables: &[Table<R>],
         bounds: TidBounds,
     ) -> Result<u64, AbortReason> {

@@ -10,7 +10,7 @@
 use crate::cc::protocols::multi_version::{MultiVersion, Scheme, Snapshot};
 use crate::cc::protocols::{Named, TidBounds};
 use crate::cc::read_timestamps::ReadTimestamps;
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::cc::versions::VersionStore;
 use crate::error::AbortReason;
 use crate::storage::record::{self, RowKind, ABSENT};
@@ -57,7 +57,7 @@ pub(crate) trait Reads: Send + 'static {
     fn validate_at<R: RowKind>(
         snapshot: &Snapshot,
         read_timestamps: &ReadTimestamps,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         tables: &[Table<R>],
         ts: u64,
     ) -> Result<(), AbortReason>;
@@ -105,7 +105,7 @@ impl<V: Reads> Scheme for TimestampOrder<V> {
     fn validate<R: RowKind>(
         &self,
         snapshot: &Snapshot,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         tables: &[Table<R>],
     ) -> Result<(), AbortReason> {
         tx.check_reads_durable()?;
@@ -115,7 +115,7 @@ impl<V: Reads> Scheme for TimestampOrder<V> {
     fn commit_timestamp<R: RowKind>(
         &self,
         snapshot: &Snapshot,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         tables: &[Table<R>],
         bounds: TidBounds,
     ) -> Result<u64, AbortReason> {
@@ -159,7 +159,7 @@ fn check_write(
 /// above the version every write replaces and above every read of it, and
 /// no phantom. (The protocol then checks its reads and leaves.)
 fn check_commit<R: RowKind>(
-    tx: &TxState<R>,
+    tx: &TxSets<R>,
     tables: &[Table<R>],
     read_timestamps: &ReadTimestamps,
     ts: u64,
@@ -187,7 +187,7 @@ fn check_commit<R: RowKind>(
 /// see the key. Readers raise the read timestamps of the leaves they
 /// scan (`OrderedIndex::raise_read_ts`) before validating them; the
 /// key is in its leaf before this check.
-fn check_no_later_range_read<R: RowKind>(tx: &TxState<R>, tables: &[Table<R>], ts: u64) -> Result<(), AbortReason> {
+fn check_no_later_range_read<R: RowKind>(tx: &TxSets<R>, tables: &[Table<R>], ts: u64) -> Result<(), AbortReason> {
     for entry in tx.writes.entries() {
         if entry.locked_word & ABSENT == 0 || entry.is_delete() {
             continue;

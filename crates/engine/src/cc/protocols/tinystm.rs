@@ -21,10 +21,12 @@
 //! validates instead), and skipping validation when the clock did not move
 //! (unsafe here: a row read before a concurrent writer's install would
 //! not be re-checked).
+//!
+//! Explained in docs/engines/mnemosyne.md.
 
 use crate::cc::lock_table::{Conflict, HeldLocks, LockTable};
 use crate::cc::protocols::{Protocol, TidBounds};
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::error::AbortReason;
 use crate::storage::record::RowKind;
 use crate::storage::table::Table;
@@ -85,7 +87,7 @@ impl Protocol for TinyStm {
 
     fn commit_timestamp<R: RowKind>(
         &self,
-        tx: &TxState<R>,
+        tx: &TxSets<R>,
         tables: &[Table<R>],
         bounds: TidBounds,
     ) -> Result<u64, AbortReason> {

@@ -10,7 +10,7 @@
 
 use crate::cc::lock_table::{Conflict, HeldLocks, LockTable};
 use crate::cc::protocols::Protocol;
-use crate::cc::transaction::TxState;
+use crate::cc::tx_sets::TxSets;
 use crate::error::AbortReason;
 use crate::storage::record::RowKind;
 use crate::storage::table::Table;
@@ -79,7 +79,7 @@ impl<W: WaitRule> Protocol for TwoPhase<W> {
         self.locks.acquire(&mut self.held, address, true)
     }
 
-    fn validate_reads<R: RowKind>(&self, tx: &TxState<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
+    fn validate_reads<R: RowKind>(&self, tx: &TxSets<R>, tables: &[Table<R>]) -> Result<(), AbortReason> {
         tx.validate_leaves(tables)
     }
 }

@@ -17,6 +17,8 @@
 //! log's tail: every record of a durable epoch lies below the tail read
 //! after that epoch became durable (the group commit flushed each log up
 //! to a tail no larger), so no byte a writer may still store is read.
+//!
+//! Explained in docs/engines/foedus.md.
 
 use super::checkpointing::next_generation;
 use super::GroupCommitLog;

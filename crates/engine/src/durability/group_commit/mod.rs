@@ -33,6 +33,8 @@
 //! place of the checkpoint, for `foedus`)
 //! and `policy` (the engine's hooks: per-epoch work, close, poisoning and
 //! statistics). This file holds the pool roots and the log's state.
+//!
+//! Explained in docs/engines/group-commit.md (and ARCHITECTURE.md §6).
 
 mod append;
 mod checkpointing;

@@ -45,6 +45,9 @@
 //! This module holds the format (headers, sealing, encoding, layouts);
 //! [`writer`] appends records ([`LogWriter`]) over a [`SegmentStore`], and
 //! [`scan`] finds segments and reads records back.
+//!
+//! Explained in docs/format.md ("Log segment") and
+//! docs/engines/group-commit.md.
 
 mod scan;
 mod writer;

@@ -48,7 +48,9 @@
 //! 5. It releases the flag; the waiting workers start.
 //!
 //! Nothing here is persistent: a crash in the exclusive stage recovers like
-//! any other (ARCHITECTURE.md, "zen+").
+//! any other (docs/engines/zen-plus.md).
+//!
+//! Explained in docs/engines/zen-plus.md.
 
 use crate::error::AbortReason;
 use crossbeam_utils::CachePadded;

@@ -36,6 +36,9 @@
 //! Zen's rows live in its own tables of Met-Cache rows over the heap: the
 //! engine has no DRAM-record tables (`Engine::dram_tables` is `None`), and
 //! its data is read through transactions or `Engine::for_each_row`.
+//!
+//! Explained in docs/engines/zen.md (and docs/engines/zen-plus.md,
+//! docs/engines/wbl.md).
 
 pub(crate) mod adaptive;
 pub(crate) mod numa;
@@ -212,7 +215,7 @@ impl<B: PmBackend> ZenEngine<B> {
         if options.workers > u16::MAX as usize {
             return Err(DbError::InvalidConfig("zen supports at most 65535 workers".into()));
         }
-        crate::catalog::check_identity(&pool, kind, options)?;
+        super::check_identity(options, &pool)?;
         let chunk_size = pool.geometry().chunk_size;
         let epochs = Arc::new(Epochs::new(options.workers, 1));
         let tables = options

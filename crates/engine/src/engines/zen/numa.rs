@@ -35,6 +35,8 @@
 //! partition to the node that accesses it most, within load bounds, and
 //! [`SoftPartitions::assign`] sends a transaction to a worker of the node
 //! most of its keys' partitions map to.
+//!
+//! Explained in docs/engines/zen-plus.md.
 
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;

@@ -22,6 +22,8 @@
 //! DRAM rows, and recovery decides from the versions' Tx-CTS and the window
 //! records alone, so the region is freed at every open and close. What the
 //! model adds is the PM traffic and the fences.
+//!
+//! Explained in docs/engines/wbl.md.
 
 use parking_lot::Mutex;
 use pmtx_pm::{ChunkOwner, PmBackend, Pool};

@@ -173,6 +173,8 @@
 //!   leaf-version validation above.
 //! * `get_or_insert_with`'s `make` runs under the leaf's write lock.
 //! * Values are opaque `u64`s; the index never dereferences or frees them.
+//!
+//! Explained in docs/concurrency.md ("Ordered index").
 
 use std::cmp::Ordering as CmpOrdering;
 use std::ops::Bound;

@@ -47,6 +47,8 @@
 //!   TID in `word`; a reader copies it seqlock-style (the bytes are atomic
 //!   words, and the row's word is re-checked after the copy), so neither a
 //!   racing fill of an old version nor an in-place overwrite is ever served.
+//!
+//! Explained in docs/engines/zen.md.
 
 use crate::epoch::{DeferredFree, Epochs};
 use crate::index::HashEntry;

@@ -7,6 +7,9 @@
 //! Zen's log-free persist (`durability::zen_persist`) and write-behind
 //! logging's windows (`durability::wbl_window`, the `wbl` engine). The
 //! engine that runs transactions over it is `engines::zen`.
+//!
+//! Explained in docs/engines/zen.md (the bytes of a heap chunk:
+//! docs/format.md).
 
 pub(crate) mod cache;
 pub(crate) mod heap;

@@ -78,6 +78,8 @@
 //! the sweep, secondary indexes are rebuilt from live rows, tuple IDs resume
 //! above the largest seen, each region resumes above its largest Tx-CTS, and
 //! `zen-naive-alloc` rewrites its bitmaps to match the free lists.
+//!
+//! Explained in docs/engines/zen.md.
 
 use crate::error::{DbError, DbResult};
 use crate::stats::RecoveryReport;

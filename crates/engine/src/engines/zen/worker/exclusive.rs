@@ -2,8 +2,11 @@
 //! privileged transaction whose buffered versions outgrow its Met-Cache
 //! region, their erasure when it does not commit, and the maintenance when
 //! the stage ends (module comment of `worker`; `adaptive.rs`).
+//!
+//! Explained in docs/engines/zen-plus.md.
 
 use super::*;
+use crate::cc::protocols::multi_version::unindex_stale;
 
 impl<B: PmBackend> ZenWorker<B> {
     /// `zen+`'s direct NVM writes (module docs): writes every buffered new
@@ -170,10 +173,8 @@ impl<B: PmBackend> ZenWorker<B> {
         for region in &heap.regions {
             region.state.lock().reclaim_tombstones(heap, pool);
         }
-        let versions = shared
-            .cc
-            .versions()
-            .map_or(0, |versions| versions.collect_all(&mut crate::cc::secondaries::unindex_stale(&shared.tables)));
+        let versions =
+            shared.cc.versions().map_or(0, |versions| versions.collect_all(&mut unindex_stale(&shared.tables)));
         let adaptive = &plus.adaptive;
         adaptive.maintenance_runs.fetch_add(1, Ordering::Relaxed);
         adaptive

@@ -105,6 +105,8 @@
 //! stale slots of tables that have a tombstone to release (a key's stale
 //! versions live in its table's heap); in an update workload stale slots
 //! are reused first, so a sweep erases few.
+//!
+//! Explained in docs/engines/zen.md and docs/format.md ("Zen heap chunk").
 
 mod reclaim;
 mod tuple;
