@@ -17,6 +17,7 @@ mod plot;
 mod pm_args;
 mod pool_cmd;
 mod progress;
+mod report;
 mod reproduce;
 mod smoke;
 mod soak;
@@ -62,6 +63,8 @@ enum Command {
     Media(media_cmd::MediaArgs),
     /// Reproduce a figure of one of the papers, scaled to this machine: runs, the paper's claims beside ours, verdicts.
     Reproduce(reproduce::ReproduceArgs),
+    /// Write the results page (Markdown and its charts) from `pmtx reproduce` output directories and bench reports.
+    Report(report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
             reproduce::force_pmem_flushes();
             reproduce::run(args)
         }
+        Command::Report(args) => report::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
