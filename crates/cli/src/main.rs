@@ -30,7 +30,7 @@ use std::process::ExitCode;
 /// The engines allocate DRAM metadata per inserted row (a Met-Cache row, a
 /// cached value, index nodes) and buffers per scan; mimalloc's thread-local
 /// free lists take a fraction of glibc malloc's instructions for them
-/// (docs/results.md, "Instructions per transaction"). A program that embeds
+/// (docs/instructions.md). A program that embeds
 /// pmtx-engine chooses its own allocator; this is the CLI's choice.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
