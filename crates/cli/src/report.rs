@@ -62,6 +62,10 @@ pub struct RunMeta {
     pub cpus: usize,
     /// The kernel release.
     pub kernel: String,
+    /// `git rev-parse --short HEAD` of the source tree the binary ran in
+    /// (missing in older files: then the bench reports' is used).
+    #[serde(default)]
+    pub git_revision: Option<String>,
 }
 
 /// The CPU's model name, from /proc/cpuinfo ("unknown" elsewhere).
@@ -138,7 +142,11 @@ impl ClaimEntry {
     /// A short label for the chart: the claim's text up to its first
     /// comma or semicolon, at most 44 characters.
     fn label(&self, number: usize) -> String {
-        let head = self.claim.split([',', ';']).next().unwrap_or(&self.claim).trim();
+        let text = match self.claim.strip_prefix("count behind the first claim: ") {
+            Some(rest) => format!("count: {rest}"),
+            None => self.claim.clone(),
+        };
+        let head = text.split([',', ';']).next().unwrap_or(&text).trim();
         let mut label: String = head.chars().take(44).collect();
         if head.chars().count() > 44 {
             label.push('…');
@@ -234,8 +242,11 @@ Where a paper states a count (fences or lines flushed per transaction, NVM bytes
 stage, aborts), the claim reads the engines' counters, which do not vary between rounds; where a paper \
 explains a throughput claim by a count, the count is a claim of its own beside it.
 
-Regenerate: `pmtx reproduce all --budget 60m --out DIR`, then `pmtx report DIR -o docs/results.md`. \
-Instructions per transaction, measured with `perf stat`, are in [instructions.md](instructions.md).";
+Regenerate: `pmtx reproduce all --budget 60m --out DIR`, then `pmtx report DIR -o docs/results.md` \
+(several directories: each figure from the last that has it; `--bench NAME=FILE` adds a `pmtx bench` \
+report). How to run the benchmarks, the engine options and the media model are in \
+[benchmarks.md](benchmarks.md); instructions per transaction in [instructions.md](instructions.md). The \
+dated before-and-after measurements this page used to carry are in the commit history.";
 
 /// The page's text; the charts are written into `charts_dir`, linked as
 /// `charts_name/<figure>.svg`.
@@ -321,9 +332,10 @@ fn render_page(
     for claim in all.iter().filter(|claim| claim.ours_median.is_some()) {
         *rounds.entry(claim.rounds).or_default() += 1;
     }
-    let rounds: Vec<String> = rounds.iter().map(|(rounds, claims)| format!("{rounds} rounds: {claims}")).collect();
+    let rounds: Vec<String> =
+        rounds.iter().map(|(rounds, claims)| format!("{claims} claim(s) with {rounds} rounds")).collect();
     if !rounds.is_empty() {
-        let _ = writeln!(w, "Rounds per measured claim: {}.", rounds.join("; "));
+        let _ = writeln!(w, "Rounds: {}.", rounds.join(", "));
     }
 
     // Method.
@@ -465,8 +477,12 @@ fn render_page(
         for run in &report.runs {
             let _ = writeln!(
                 w,
-                "| {} | {} | {:.0} | {:.1} µs | {:.1} µs |",
-                run.engine, run.threads, run.throughput_tps, run.latency_us.p50, run.latency_us.p99
+                "| {} | {} | {:.0} | {} | {} |",
+                run.engine,
+                run.threads,
+                run.throughput_tps,
+                crate::plot::format_latency(run.latency_us.p50),
+                crate::plot::format_latency(run.latency_us.p99)
             );
         }
     }
@@ -476,7 +492,12 @@ fn render_page(
 /// One line on where a directory's verdicts come from.
 fn describe_source(source: &Source, figures_used: usize) -> String {
     let dir = source.dir.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    let revision = source.revision.as_deref().unwrap_or("unknown");
+    let revision = source
+        .run
+        .as_ref()
+        .and_then(|run| run.git_revision.as_deref())
+        .or(source.revision.as_deref())
+        .unwrap_or("unknown");
     match &source.run {
         Some(run) => {
             let budget = run

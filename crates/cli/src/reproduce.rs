@@ -2,24 +2,32 @@
 //! machine. Each figure is one or more `pmtx bench` runs (the engines,
 //! workload and parameters of the paper's experiment) and the paper's
 //! claims about it; the command runs the benches, then prints each claim
-//! beside our figure, its spread and a verdict, and writes the bench
-//! reports, a plot of each and the verdicts as JSON.
+//! beside our figure, its interval and a verdict, and writes the bench
+//! reports, a plot of each, the verdicts as JSON (`verdicts.json`) and what
+//! the results page says of the run (`run.json`: command, start, budget,
+//! machine); `--report FILE` writes that page too (`pmtx report`).
 //!
 //! A claim is a ratio between two runs (throughput, median latency or
-//! recovery time of an engine at a thread count), with the paper's value
-//! or range and where in the paper it stands (`source`). A figure runs in
-//! rounds (`--rounds`, at least [`MIN_ROUNDS`]): each round runs every bench
-//! of the figure once, and each bench runs all its engines one after the
-//! other, so drift of the machine over the minutes of a figure reaches
-//! every engine in every round alike. Each round's reports are kept
+//! recovery time of an engine at a thread count, or a count per
+//! transaction such as NVM bytes written), or one run's own count, with
+//! the paper's value or range and where in the paper it stands
+//! (`source`). A figure runs in rounds (`--rounds`, at least
+//! [`MIN_ROUNDS`]): each round runs every bench of the figure once, and
+//! each bench runs all its engines one after the other, so drift of the
+//! machine over the minutes of a figure reaches every engine in every
+//! round alike. Each round's reports are kept
 //! (`<out>/<figure>-<bench>-round<r>.json`); a claim's ratio is computed
-//! per round from that round's reports and reported as the median with the
-//! minimum and maximum over the rounds. The verdict rule (reproduced,
-//! direction, inconclusive, not reproduced) is in [`verdict`]; **not run**
-//! when an engine it needs is not built or a run gave no value, **failed**
-//! when a bench of the figure failed. Each claim carries the reason its
-//! figure can differ here (two cores instead of 10-16 threads, no RTM, the
-//! emulated medium).
+//! per round from that round's reports and reported as the median, the
+//! order-statistics interval of the median and the minimum and maximum
+//! over the rounds. With `--budget`, the time the minimum rounds leave
+//! goes to more rounds of the figures with a claim more rounds could
+//! decide ([`verdict::next_figure`]), each claim reporting the rounds it
+//! got. The verdict rule (reproduced, direction, inconclusive, not
+//! reproduced) and the interval are in [`verdict`]; **not run** when an
+//! engine it needs is not built or a run gave no value, **failed** when a
+//! bench of the figure failed. Each claim carries the reason its figure can
+//! differ here (two cores instead of 10-16 threads, no RTM, the emulated
+//! medium).
 
 mod more_figures;
 pub(crate) mod verdict;
@@ -123,6 +131,9 @@ enum Measure {
     FlushesPerTxn,
     /// Store fences (`sfence`) per committed transaction.
     FencesPerTxn,
+    /// Bytes stored into the pool (NVM writes, persisted or not) per
+    /// committed transaction.
+    BytesPerTxn,
     /// An engine counter of the measured phase (`engine_counters`), in all.
     EngineCounter(&'static str),
     /// `zen+`'s entries into the exclusive stage, by any trigger (α, β, γ).
@@ -461,6 +472,19 @@ fn figures() -> Vec<Figure> {
                     over: at(0, "foedus", None),
                     paper: (1.54, 7.50),
                     why: FOEDUS_HERE,
+                },
+                Claim {
+                    text: "count behind the first claim: mmdb's NVM bytes written per committed transaction over \
+                           zen's, the same runs; paper (§5.2.1, P = 4): MMDB makes 2.5 NVM writes per tuple write \
+                           and 0.75 per tuple read against Zen's 1 and 0, 3.25x for Balanced's half reads; in \
+                           bytes, where a metadata write is a few bytes and a tuple 1 KB, 1.75x",
+                    source: "Fig. 8, §5.2.1",
+                    measure: Measure::BytesPerTxn,
+                    of: at(0, "mmdb", None),
+                    over: at(0, "zen", None),
+                    paper: (1.75, 3.25),
+                    why: "mmdb's rows in the pool keep a DRAM copy here, and under silo its reads write no \
+                          metadata: its extra writes are the log record and the new version",
                 },
             ],
         },
@@ -911,6 +935,19 @@ fn zen_capacity_figures() -> Vec<Figure> {
                     paper: (1.02, 4.20),
                     why: "wbl's metadata persists here follow its commits' writes; silo writes none on reads \
                           (ARCHITECTURE.md, wbl)",
+                },
+                Claim {
+                    text: "count behind the first claim: mmdb's NVM bytes written per committed transaction over \
+                           zen's, the same runs; paper (§5.2.1's count at P = 16, 15/16 of the rows in NVM): \
+                           2.875 NVM writes per tuple write and 0.94 per read against Zen's 1 and 0, 3.81x for \
+                           Balanced; in bytes (tuples only) 1.94x",
+                    source: "Fig. 10, §5.2.1",
+                    measure: Measure::BytesPerTxn,
+                    of: at(0, "mmdb", None),
+                    over: at(0, "zen", None),
+                    paper: (1.94, 3.81),
+                    why: "mmdb's rows in the pool keep a DRAM copy here, and under silo its reads write no \
+                          metadata: its extra writes are the log record and the new version",
                 },
             ],
         },
@@ -1440,6 +1477,7 @@ fn write_run_json(args: &ReproduceArgs, estimate_s: f64) -> Result<(), CliError>
         cpu_model: crate::report::cpu_model(),
         cpus: std::thread::available_parallelism().map_or(0, |cpus| cpus.get()),
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+        git_revision: Some(crate::bench::git_revision()),
     };
     let path = args.out.join("run.json");
     std::fs::write(&path, serde_json::to_string_pretty(&run)?)
@@ -1583,6 +1621,7 @@ fn value(run: &RunJson, measure: Measure) -> Option<f64> {
         }
         Measure::FlushesPerTxn => Some(run.pm.flushes_per_txn),
         Measure::FencesPerTxn => Some(run.pm.fences_per_txn),
+        Measure::BytesPerTxn => Some(run.pm.bytes_per_txn),
         Measure::EngineCounter(name) => run.engine_counters.get(name).map(|count| *count as f64),
         Measure::ExclusiveEntries => {
             let triggers = ["exclusive_entries_alpha", "exclusive_entries_beta", "exclusive_entries_gamma"];

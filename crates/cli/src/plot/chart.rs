@@ -368,9 +368,11 @@ where
         let color = verdict_color(verdict);
         chart
             .draw_series(
-                claims.iter().enumerate().filter(|(_, claim)| claim.verdict == verdict).map(|(row, claim)| {
-                    Circle::new((clip(claim.median), row as f64), 6, color.filled().stroke_width(1))
-                }),
+                claims
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, claim)| claim.verdict == verdict)
+                    .map(|(row, claim)| Circle::new((clip(claim.median), row as f64), 4, color.filled())),
             )
             .map_err(drawing_error)?;
     }

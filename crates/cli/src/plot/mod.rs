@@ -194,6 +194,7 @@ impl BenchChart<'_> {
             .y_label_formatter(&|y| format_si(*y))
             .x_desc("threads")
             .y_desc("committed transactions / s")
+            .light_line_style(BLACK.mix(0.03))
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 16))
             .draw()
@@ -244,6 +245,7 @@ impl BenchChart<'_> {
             .x_labels(0)
             .y_label_formatter(&|y| format_si(*y))
             .y_desc("committed transactions / s")
+            .light_line_style(BLACK.mix(0.03))
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 16))
             .draw()
@@ -274,7 +276,7 @@ impl BenchChart<'_> {
 
     fn latency_bars<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let runs = &self.report.runs;
-        let values = runs.iter().flat_map(|run| percentiles(run)).filter(|value| *value > 0.0);
+        let values = runs.iter().flat_map(percentiles).filter(|value| *value > 0.0);
         let (low, high) = values.fold((f64::MAX, f64::MIN), |(low, high), value| (low.min(value), high.max(value)));
         let (low, high) = if low > high { (1.0, 10.0) } else { (low / 2.0, high * 2.0) };
         let vertical = self.label_area() > 50;
@@ -309,6 +311,7 @@ impl BenchChart<'_> {
             .x_label_style(label_style)
             .y_label_formatter(&|y| format_latency(*y))
             .y_desc("latency (log scale)")
+            .light_line_style(BLACK.mix(0.03))
             .label_style((FONT, 15))
             .axis_desc_style((FONT, 16))
             .draw()
@@ -365,7 +368,7 @@ fn format_si(value: f64) -> String {
 }
 
 /// Microseconds with a unit that fits: "850 µs", "1.2 ms", "3 s".
-fn format_latency(us: f64) -> String {
+pub(crate) fn format_latency(us: f64) -> String {
     if us >= 1e6 {
         format!("{} s", format_si(us / 1e6))
     } else if us >= 1e3 {
