@@ -140,18 +140,36 @@ impl ClaimEntry {
     }
 
     /// A short label for the chart: the claim's text up to its first
-    /// comma or semicolon, at most 44 characters.
-    fn label(&self, number: usize) -> String {
+    /// comma or semicolon, or its first `parts` comma-separated parts (to
+    /// tell apart claims whose first parts are alike), at most 60
+    /// characters.
+    fn label(&self, number: usize, parts: usize) -> String {
         let text = match self.claim.strip_prefix("count behind the first claim: ") {
             Some(rest) => format!("count: {rest}"),
             None => self.claim.clone(),
         };
-        let head = text.split([',', ';']).next().unwrap_or(&text).trim();
-        let mut label: String = head.chars().take(44).collect();
-        if head.chars().count() > 44 {
+        let before_paper = text.split(';').next().unwrap_or(&text);
+        let head: Vec<&str> = before_paper.split(',').map(str::trim).take(parts).collect();
+        let head = head.join(", ");
+        let mut label: String = head.chars().take(60).collect();
+        if head.chars().count() > 60 {
             label.push('…');
         }
         format!("{number}. {label}")
+    }
+}
+
+/// The labels of a figure's claims: each claim's first part, or as many
+/// parts as make them differ (up to 3).
+fn labels(claims: &[(usize, &ClaimEntry)]) -> Vec<String> {
+    let mut parts = 1;
+    loop {
+        let heads: Vec<String> = claims.iter().map(|(_, claim)| claim.label(0, parts)).collect();
+        let unique = heads.iter().enumerate().all(|(index, head)| !heads[..index].contains(head));
+        if unique || parts == 3 {
+            return claims.iter().map(|(number, claim)| claim.label(*number, parts)).collect();
+        }
+        parts += 1;
     }
 }
 
@@ -212,7 +230,15 @@ fn write_pages(dirs: &[&Path], output: &Path, benches: &[(String, PathBuf)]) -> 
     std::fs::create_dir_all(&charts_dir)
         .map_err(|error| CliError::runtime(format!("{}: cannot create: {error}", charts_dir.display())))?;
     let charts_name = charts_dir.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    let page = render_page(&sources, previous.as_deref(), &charts_dir, &charts_name, benches)?;
+    let mut command = String::from("pmtx report");
+    for dir in dirs {
+        let _ = write!(command, " {}", dir.display());
+    }
+    let _ = write!(command, " -o {}", output.display());
+    for (name, file) in benches {
+        let _ = write!(command, " --bench {name}={}", file.display());
+    }
+    let page = render_page(&sources, previous.as_deref(), &charts_dir, &charts_name, benches, &command)?;
     std::fs::write(output, page)
         .map_err(|error| CliError::runtime(format!("{}: cannot write: {error}", output.display())))?;
     println!("wrote {} (charts in {})", output.display(), charts_dir.display());
@@ -256,6 +282,7 @@ fn render_page(
     charts_dir: &Path,
     charts_name: &str,
     benches: &[(String, PathBuf)],
+    command: &str,
 ) -> Result<String, CliError> {
     // Each figure's claims from the last source that has the figure.
     let mut figures: BTreeMap<String, (usize, Vec<ClaimEntry>)> = BTreeMap::new();
@@ -284,7 +311,7 @@ fn render_page(
     let _ = writeln!(
         w,
         "What pmtx measures today against the claims of the four papers it follows (DBXN, Zen/Zen+, SP^3, \
-         PHyTM), scaled to this machine. Written by `pmtx report` from these runs:\n"
+         PHyTM), scaled to this machine. Written by `{command}` from these runs:\n"
     );
     for (index, source) in sources.iter().enumerate() {
         let used = figures.values().filter(|(from, _)| *from == index).count();
@@ -299,7 +326,14 @@ fn render_page(
     }
     let missing: Vec<&str> = order.iter().copied().filter(|name| !figures.contains_key(*name)).collect();
     if !missing.is_empty() {
-        let _ = writeln!(w, "\nFigures not in these runs ({}): {}.", missing.len(), missing.join(", "));
+        let _ = writeln!(
+            w,
+            "\nThese runs cover {} of the {} figures; not on this page until a run of them (`pmtx reproduce all`) \
+             is reported: {}.",
+            order.len() - missing.len(),
+            order.len(),
+            missing.join(", ")
+        );
     }
 
     // Summary.
@@ -372,12 +406,14 @@ fn render_page(
             if measured.is_empty() {
                 continue;
             }
+            let labels = labels(measured);
             let bars: Vec<ClaimBar> = measured
                 .iter()
-                .map(|(number, claim)| {
+                .zip(labels)
+                .map(|((_, claim), label)| {
                     let (low, high, _) = claim.interval().unwrap_or((0.0, 0.0, 0.0));
                     ClaimBar {
-                        label: claim.label(*number),
+                        label,
                         paper: (claim.paper_low, claim.paper_high),
                         median: claim.ours_median.unwrap_or_default(),
                         ci: (low, high),

@@ -13,15 +13,16 @@ fn fixtures() -> PathBuf {
 
 #[test]
 fn the_page_of_a_fixed_results_directory_is_the_expected_one() {
+    // The fixtures, copied: the page names the paths as given.
     let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("run")).unwrap();
+    for file in ["run/run.json", "run/verdicts.json", "run/zen-fig8-1-round1.json", "bench-smallbank.json"] {
+        std::fs::copy(fixtures().join(file), dir.path().join(file)).unwrap();
+    }
     let page = dir.path().join("results.md");
     let output = Command::new(env!("CARGO_BIN_EXE_pmtx"))
-        .arg("report")
-        .arg(fixtures().join("run"))
-        .arg("-o")
-        .arg(&page)
-        .arg("--bench")
-        .arg(format!("smallbank={}", fixtures().join("bench-smallbank.json").display()))
+        .args(["report", "run", "-o", "results.md", "--bench", "smallbank=bench-smallbank.json"])
+        .current_dir(dir.path())
         .output()
         .expect("run pmtx");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -57,10 +58,8 @@ fn the_page_of_a_fixed_results_directory_is_the_expected_one() {
     let edited = written.replace("How to read this page.", "How to read this page (edited).");
     std::fs::write(&page, edited).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_pmtx"))
-        .arg("report")
-        .arg(fixtures().join("run"))
-        .arg("-o")
-        .arg(&page)
+        .args(["report", "run", "-o", "results.md"])
+        .current_dir(dir.path())
         .output()
         .expect("run pmtx");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

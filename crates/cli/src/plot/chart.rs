@@ -140,7 +140,7 @@ const PAPER_FILL: RGBColor = RGBColor(0xcc, 0xcc, 0xcc);
 
 /// The size of the claims chart for `count` claims.
 pub fn claims_size(count: usize) -> (u32, u32) {
-    (1100, 150 + 50 * count.max(1) as u32)
+    (1240, 150 + 50 * count.max(1) as u32)
 }
 
 /// Width of the legend column right of a chart.
@@ -225,7 +225,7 @@ fn draw_claims<DB: DrawingBackend>(
         .margin(14)
         .margin_right(LEGEND_WIDTH as i32)
         .x_label_area_size(46)
-        .y_label_area_size(label_width.min(440));
+        .y_label_area_size(label_width.min(500));
     if log {
         low = low.min(1.0) / 1.25;
         high = high.max(1.0) * 1.25;

@@ -128,16 +128,18 @@ impl BenchChart<'_> {
         threads
     }
 
-    /// Run labels longer than their slot under the latency bars stand
-    /// vertically, in a taller label area.
-    fn label_area(&self) -> u32 {
+    /// Rows the run labels under the latency bars take: labels wider than
+    /// their bar group alternate between rows, so each has as many groups'
+    /// width as there are rows.
+    fn label_rows(&self) -> u32 {
         let label_chars = self.report.runs.iter().map(|run| run_label(run).chars().count()).max().unwrap_or(0);
         let slot = (WIDTH - 100 - LEGEND_WIDTH) as f64 / self.report.runs.len().max(1) as f64;
-        if label_chars as f64 * 7.0 > slot {
-            30 + 7 * label_chars as u32
-        } else {
-            50
-        }
+        ((label_chars as f64 * 7.5 + 8.0) / slot).ceil().clamp(1.0, 8.0) as u32
+    }
+
+    /// Height of the latency panel's label area.
+    fn label_area(&self) -> u32 {
+        32 + 18 * self.label_rows()
     }
 
     fn size(&self) -> (u32, u32) {
@@ -279,7 +281,6 @@ impl BenchChart<'_> {
         let values = runs.iter().flat_map(percentiles).filter(|value| *value > 0.0);
         let (low, high) = values.fold((f64::MAX, f64::MIN), |(low, high), value| (low.min(value), high.max(value)));
         let (low, high) = if low > high { (1.0, 10.0) } else { (low / 2.0, high * 2.0) };
-        let vertical = self.label_area() > 50;
         let mut chart = ChartBuilder::on(area)
             .caption("latency to the durable acknowledgement", (FONT, 16))
             .margin(12)
@@ -289,26 +290,10 @@ impl BenchChart<'_> {
             .y_label_area_size(80)
             .build_cartesian_2d(-0.5..runs.len() as f64 - 0.5, (low..high).log_scale())
             .map_err(drawing_error)?;
-        let labels: Vec<String> = runs.iter().map(run_label).collect();
-        let label_style = if vertical {
-            TextStyle::from((FONT, 12).into_font())
-                .transform(FontTransform::Rotate270)
-                .pos(Pos::new(HPos::Right, VPos::Center))
-        } else {
-            TextStyle::from((FONT, 12).into_font())
-        };
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(runs.len() * 2 + 1)
-            .x_label_formatter(&|x| {
-                let index = x.round();
-                if (x - index).abs() > 1e-6 || index < 0.0 {
-                    return String::new();
-                }
-                labels.get(index as usize).cloned().unwrap_or_default()
-            })
-            .x_label_style(label_style)
+            .x_labels(0)
             .y_label_formatter(&|y| format_latency(*y))
             .y_desc("latency (log scale)")
             .light_line_style(BLACK.mix(0.03))
@@ -323,6 +308,20 @@ impl BenchChart<'_> {
                 Rectangle::new([(left, low), (left + 0.18, value)], color.filled())
             });
             chart.draw_series(bars).map_err(drawing_error)?;
+        }
+        // Run labels under their bars, alternating between rows when wider
+        // than a bar group.
+        let rows = self.label_rows() as i32;
+        let style = TextStyle::from((FONT, 14).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        let (origin_x, origin_y) = area.get_base_pixel();
+        for (at, run) in runs.iter().enumerate() {
+            let (x, y) = chart.backend_coord(&(at as f64, low));
+            let (x, y) = (x - origin_x, y - origin_y);
+            let row = at as i32 % rows;
+            let tick = y + 4 + 18 * row;
+            area.draw(&PathElement::new(vec![(x, y), (x, tick)], BLACK.mix(0.3).stroke_width(1)))
+                .map_err(drawing_error)?;
+            area.draw(&Text::new(run_label(run), (x, tick + 2), style.clone())).map_err(drawing_error)?;
         }
         let entries: Vec<(Glyph, String)> = PERCENTILE_NAMES
             .iter()
@@ -507,7 +506,7 @@ mod tests {
         assert!(dark > 50, "{dark} dark pixels in the title band");
     }
 
-    /// Long run labels stand vertically in a taller chart.
+    /// Long run labels alternate between rows in a taller chart.
     #[test]
     fn long_names_grow_the_chart() {
         let long = "dbxn:nt=off:pad64=off:align256=off";
@@ -518,7 +517,9 @@ mod tests {
         let bench = BenchChart { report: &report, input: Path::new("r.json") };
         let short = BenchChart { report: &two_engines(), input: Path::new("r.json") }.size();
         assert!(bench.size().1 > short.1);
+        assert!(bench.label_rows() > 1);
         let svg = svg_of(&report);
-        assert!(svg.contains("rotate(270"), "labels stand vertically");
+        let texts = texts(&svg);
+        assert!(texts.iter().any(|text| text == &format!("{long}-6 x2")), "{texts:?}");
     }
 }
