@@ -88,11 +88,12 @@ pub struct ReproduceArgs {
     #[arg(long)]
     smoke: bool,
     /// Wall-clock budget of the whole command, e.g. 60m, 90s or 1h: after
-    /// --rounds rounds of every figure, the rest goes to more rounds of
-    /// the figures that have a claim more rounds could decide (see
-    /// `verdict::next_figure`), up to 30 rounds a figure; a figure stops
-    /// as soon as none of its claims is left that more rounds could
-    /// decide. Without it every figure runs --rounds rounds.
+    /// --rounds rounds of every figure, the rest goes, one round at a
+    /// time, to the figure whose inconclusive claims are nearest to being
+    /// decided per second of its round (projected from their rounds'
+    /// spread), up to 30 rounds a figure; a figure stops as soon as none
+    /// of its claims is left that more rounds could decide. Without it
+    /// every figure runs --rounds rounds.
     #[arg(long, value_parser = crate::units::parse_duration)]
     budget: Option<std::time::Duration>,
     /// Also write the results page (`pmtx report`) of the output directory
