@@ -17,6 +17,7 @@ mod plot;
 mod pm_args;
 mod pool_cmd;
 mod progress;
+mod report;
 mod reproduce;
 mod smoke;
 mod soak;
@@ -29,7 +30,7 @@ use std::process::ExitCode;
 /// The engines allocate DRAM metadata per inserted row (a Met-Cache row, a
 /// cached value, index nodes) and buffers per scan; mimalloc's thread-local
 /// free lists take a fraction of glibc malloc's instructions for them
-/// (docs/results.md, "Instructions per transaction"). A program that embeds
+/// (docs/instructions.md). A program that embeds
 /// pmtx-engine chooses its own allocator; this is the CLI's choice.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -62,6 +63,8 @@ enum Command {
     Media(media_cmd::MediaArgs),
     /// Reproduce a figure of one of the papers, scaled to this machine: runs, the paper's claims beside ours, verdicts.
     Reproduce(reproduce::ReproduceArgs),
+    /// Write the results page (Markdown and its charts) from `pmtx reproduce` output directories and bench reports.
+    Report(report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
             reproduce::force_pmem_flushes();
             reproduce::run(args)
         }
+        Command::Report(args) => report::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,27 +2,35 @@
 //! machine. Each figure is one or more `pmtx bench` runs (the engines,
 //! workload and parameters of the paper's experiment) and the paper's
 //! claims about it; the command runs the benches, then prints each claim
-//! beside our figure, its spread and a verdict, and writes the bench
-//! reports, a plot of each and the verdicts as JSON.
+//! beside our figure, its interval and a verdict, and writes the bench
+//! reports, a plot of each, the verdicts as JSON (`verdicts.json`) and what
+//! the results page says of the run (`run.json`: command, start, budget,
+//! machine); `--report FILE` writes that page too (`pmtx report`).
 //!
 //! A claim is a ratio between two runs (throughput, median latency or
-//! recovery time of an engine at a thread count), with the paper's value
-//! or range and where in the paper it stands (`source`). A figure runs in
-//! rounds (`--rounds`, at least [`MIN_ROUNDS`]): each round runs every bench
-//! of the figure once, and each bench runs all its engines one after the
-//! other, so drift of the machine over the minutes of a figure reaches
-//! every engine in every round alike. Each round's reports are kept
+//! recovery time of an engine at a thread count, or a count per
+//! transaction such as NVM bytes written), or one run's own count, with
+//! the paper's value or range and where in the paper it stands
+//! (`source`). A figure runs in rounds (`--rounds`, at least
+//! [`MIN_ROUNDS`]): each round runs every bench of the figure once, and
+//! each bench runs all its engines one after the other, so drift of the
+//! machine over the minutes of a figure reaches every engine in every
+//! round alike. Each round's reports are kept
 //! (`<out>/<figure>-<bench>-round<r>.json`); a claim's ratio is computed
-//! per round from that round's reports and reported as the median with the
-//! minimum and maximum over the rounds. The verdict rule (reproduced,
-//! direction, inconclusive, not reproduced) is in [`verdict`]; **not run**
-//! when an engine it needs is not built or a run gave no value, **failed**
-//! when a bench of the figure failed. Each claim carries the reason its
-//! figure can differ here (two cores instead of 10-16 threads, no RTM, the
-//! emulated medium).
+//! per round from that round's reports and reported as the median, the
+//! order-statistics interval of the median and the minimum and maximum
+//! over the rounds. With `--budget`, the time the minimum rounds leave
+//! goes to more rounds of the figures with a claim more rounds could
+//! decide ([`verdict::next_figure`]), each claim reporting the rounds it
+//! got. The verdict rule (reproduced, direction, inconclusive, not
+//! reproduced) and the interval are in [`verdict`]; **not run** when an
+//! engine it needs is not built or a run gave no value, **failed** when a
+//! bench of the figure failed. Each claim carries the reason its figure can
+//! differ here (two cores instead of 10-16 threads, no RTM, the emulated
+//! medium).
 
 mod more_figures;
-mod verdict;
+pub(crate) mod verdict;
 
 use crate::bench::report::{Report, RunJson};
 use crate::bench::BenchArgs;
@@ -32,7 +40,7 @@ use clap::{Args, Parser};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use verdict::{verdict, verdict_absolute, Spread, Verdict, MIN_ROUNDS};
+use verdict::{next_figure, outlook, verdict, verdict_absolute, FigureState, Outlook, Spread, Verdict, MIN_ROUNDS};
 
 /// Measured seconds of every run with `--smoke`.
 const SMOKE_DURATION_S: f64 = 0.3;
@@ -79,6 +87,19 @@ pub struct ReproduceArgs {
     /// marked `"smoke": true`.
     #[arg(long)]
     smoke: bool,
+    /// Wall-clock budget of the whole command, e.g. 60m, 90s or 1h: after
+    /// --rounds rounds of every figure, the rest goes, one round at a
+    /// time, to the figure whose inconclusive claims are nearest to being
+    /// decided per second of its round (projected from their rounds'
+    /// spread), up to 30 rounds a figure; a figure stops as soon as none
+    /// of its claims is left that more rounds could decide. Without it
+    /// every figure runs --rounds rounds.
+    #[arg(long, value_parser = crate::units::parse_duration)]
+    budget: Option<std::time::Duration>,
+    /// Also write the results page (`pmtx report`) of the output directory
+    /// to this Markdown file, its charts in a folder beside it.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
 }
 
 /// Which run of a figure's bench a claim reads.
@@ -111,6 +132,9 @@ enum Measure {
     FlushesPerTxn,
     /// Store fences (`sfence`) per committed transaction.
     FencesPerTxn,
+    /// Bytes stored into the pool (NVM writes, persisted or not) per
+    /// committed transaction.
+    BytesPerTxn,
     /// An engine counter of the measured phase (`engine_counters`), in all.
     EngineCounter(&'static str),
     /// `zen+`'s entries into the exclusive stage, by any trigger (α, β, γ).
@@ -193,6 +217,20 @@ struct Figure {
     /// development machine; for the time estimate printed at the start.
     overhead_s: f64,
     claims: Vec<Claim>,
+}
+
+/// What the results page says of a figure: its paper's figure, what it
+/// shows and how it is scaled here (None for a name no figure has).
+pub(crate) fn figure_summary(name: &str) -> Option<(String, String, String)> {
+    all_figures()
+        .into_iter()
+        .find(|figure| figure.name == name)
+        .map(|figure| (figure.paper.to_string(), figure.what.to_string(), figure.scaled.to_string()))
+}
+
+/// The names of every figure, in `--list` order.
+pub(crate) fn figure_names() -> Vec<&'static str> {
+    all_figures().iter().map(|figure| figure.name).collect()
 }
 
 /// Every figure: the ones above and those of [`more_figures`].
@@ -435,6 +473,19 @@ fn figures() -> Vec<Figure> {
                     over: at(0, "foedus", None),
                     paper: (1.54, 7.50),
                     why: FOEDUS_HERE,
+                },
+                Claim {
+                    text: "count behind the first claim: mmdb's NVM bytes written per committed transaction over \
+                           zen's, the same runs; paper (§5.2.1, P = 4): MMDB makes 2.5 NVM writes per tuple write \
+                           and 0.75 per tuple read against Zen's 1 and 0, 3.25x for Balanced's half reads; in \
+                           bytes, where a metadata write is a few bytes and a tuple 1 KB, 1.75x",
+                    source: "Fig. 8, §5.2.1",
+                    measure: Measure::BytesPerTxn,
+                    of: at(0, "mmdb", None),
+                    over: at(0, "zen", None),
+                    paper: (1.75, 3.25),
+                    why: "mmdb's rows in the pool keep a DRAM copy here, and under silo its reads write no \
+                          metadata: its extra writes are the log record and the new version",
                 },
             ],
         },
@@ -886,6 +937,19 @@ fn zen_capacity_figures() -> Vec<Figure> {
                     why: "wbl's metadata persists here follow its commits' writes; silo writes none on reads \
                           (docs/engines/wbl.md)",
                 },
+                Claim {
+                    text: "count behind the first claim: mmdb's NVM bytes written per committed transaction over \
+                           zen's, the same runs; paper (§5.2.1's count at P = 16, 15/16 of the rows in NVM): \
+                           2.875 NVM writes per tuple write and 0.94 per read against Zen's 1 and 0, 3.81x for \
+                           Balanced; in bytes (tuples only) 1.94x",
+                    source: "Fig. 10, §5.2.1",
+                    measure: Measure::BytesPerTxn,
+                    of: at(0, "mmdb", None),
+                    over: at(0, "zen", None),
+                    paper: (1.94, 3.81),
+                    why: "mmdb's rows in the pool keep a DRAM copy here, and under silo its reads write no \
+                          metadata: its extra writes are the log record and the new version",
+                },
             ],
         },
         Figure {
@@ -963,7 +1027,8 @@ struct ClaimJson {
     source: String,
     paper_low: f64,
     paper_high: f64,
-    /// Rounds the figure ran (or was to run, for `not run` and `failed`).
+    /// Rounds that gave this claim a value (or the figure was to run, for
+    /// `not run` and `failed`).
     rounds: usize,
     /// Median, minimum and maximum of our ratio over the rounds (null
     /// when not measured).
@@ -973,6 +1038,13 @@ struct ClaimJson {
     /// Our ratio in each round, in round order (empty when not measured).
     /// For a claim about one run's own value (`absolute`), that value.
     ours_per_round: Vec<f64>,
+    /// The order-statistics confidence interval of the median (see
+    /// `verdict`), the interval the verdict weighs, and its coverage.
+    ci_low: Option<f64>,
+    ci_high: Option<f64>,
+    ci_level: Option<f64>,
+    /// Whether more rounds could decide an inconclusive claim.
+    outlook: Outlook,
     /// Whether the claim is about one run's own value (a count per
     /// transaction, entries into a stage) rather than a ratio of two runs.
     absolute: bool,
@@ -1001,6 +1073,10 @@ impl ClaimJson {
             ours_min: None,
             ours_max: None,
             ours_per_round: Vec::new(),
+            ci_low: None,
+            ci_high: None,
+            ci_level: None,
+            outlook: Outlook::Decided,
             absolute: claim.is_absolute(),
             of_median: None,
             over_median: None,
@@ -1183,80 +1259,115 @@ pub fn run(args: ReproduceArgs) -> Result<(), CliError> {
         }
     );
 
+    if let Some(budget) = args.budget {
+        println!(
+            "budget {}: after these rounds, more rounds of the figures whose inconclusive claims more rounds \
+             could decide, up to {} rounds a figure",
+            format_minutes(budget.as_secs_f64()),
+            verdict::MAX_ROUNDS
+        );
+    }
+    write_run_json(&args, estimate_s)?;
+
     let started = Instant::now();
     let mut remaining_s = estimate_s;
     let mut position = 0;
-    let mut verdicts = Vec::new();
-    let mut failed = Vec::new();
+    let mut states: Vec<FigureRun> = Vec::new();
     for (figure, rounds) in chosen.into_iter().zip(plans) {
+        let mut state = FigureRun { figure, reports: Vec::new(), round_s: Vec::new(), outcome: Ok(()) };
         let missing = missing_engines(figure);
         if !missing.is_empty() {
             println!("== {} ({}): not run: needs {} (not built)", figure.name, figure.paper, missing.join(", "));
-            let why = format!("needs {}", missing.join(", "));
-            verdicts.extend(unmeasured(figure, &args, Verdict::NotRun, &why));
+            state.outcome = Err((Verdict::NotRun, format!("needs {}", missing.join(", "))));
+            states.push(state);
             continue;
         }
         println!("== {} ({}): {}\n   scaled: {}", figure.name, figure.paper, figure.what, figure.scaled);
         // A figure that fails (a bench error) is reported and the others
         // still run; the command fails at the end.
-        let mut reports = Vec::new();
-        let mut error = None;
         for (round, planned) in rounds.iter().enumerate() {
-            let mut round_reports = Vec::new();
-            for bench in planned {
-                position += 1;
-                println!(
+            let progress = |position: usize, bench: &Planned| {
+                format!(
                     "   {} round {}/{}, bench {}/{} (invocation {position} of {invocations}; {} elapsed, about {} \
-                     left)\n   $ {}",
+                     left)",
                     figure.name,
                     round + 1,
                     args.rounds,
                     bench.bench + 1,
                     figure.benches.len(),
                     format_minutes(started.elapsed().as_secs_f64()),
-                    format_minutes(remaining_s),
-                    bench.command.join(" ")
-                );
-                remaining_s -= bench.estimate_s;
-                match run_bench(bench) {
-                    Ok(report) => round_reports.push(report),
-                    Err(bench_error) => {
-                        error = Some(bench_error);
-                        break;
-                    }
-                }
-            }
-            if error.is_some() {
+                    format_minutes(remaining_s)
+                )
+            };
+            let outcome = state.run_round(planned, |bench| {
+                position += 1;
+                println!("{}\n   $ {}", progress(position, bench), bench.command.join(" "));
+            });
+            remaining_s -= planned.iter().map(|bench| bench.estimate_s).sum::<f64>();
+            if outcome.is_err() {
                 // The figure's later rounds are skipped: take them off the
                 // estimate.
                 remaining_s -= rounds[round + 1..].iter().flatten().map(|bench| bench.estimate_s).sum::<f64>();
                 break;
             }
-            reports.push(round_reports);
         }
-        if let Some(error) = error {
+        if let Err((_, error)) = &state.outcome {
             println!("   {}: failed: {error}", figure.name);
-            failed.push(figure.name);
-            verdicts.extend(unmeasured(figure, &args, Verdict::Failed, &error.to_string()));
+        }
+        states.push(state);
+    }
+
+    // More rounds where they can decide, within the budget.
+    if let Some(budget) = args.budget {
+        loop {
+            let left_s = budget.as_secs_f64() - started.elapsed().as_secs_f64();
+            let views: Vec<FigureState> = states.iter().map(|state| state.view(&args)).collect();
+            let Some(index) = next_figure(&views, left_s) else { break };
+            let state = &mut states[index];
+            let round = state.reports.len();
+            let planned = plan_round(state.figure, &args, round)?;
+            let undecided = views[index].outlooks.iter().filter(|o| matches!(o, Outlook::MoreRounds { .. })).count();
+            println!(
+                "== {}: round {} for {undecided} claim(s) more rounds could decide ({} of the budget left)",
+                state.figure.name,
+                round + 1,
+                format_minutes(left_s)
+            );
+            let _ = state.run_round(&planned, |bench| println!("   $ {}", bench.command.join(" ")));
+            if let Err((_, error)) = &state.outcome {
+                println!("   {}: failed: {error}", state.figure.name);
+            }
+        }
+    }
+
+    let mut verdicts = Vec::new();
+    let mut failed = Vec::new();
+    for state in &states {
+        let figure = state.figure;
+        if let Err((verdict, why)) = &state.outcome {
+            if *verdict == Verdict::Failed {
+                failed.push(figure.name);
+            }
+            verdicts.extend(unmeasured(figure, &args, *verdict, why));
             continue;
         }
         println!();
         println!(
-            "{} ({}): the paper's claims beside ours (median over {} round(s) [min-max]){}",
+            "{} ({}): the paper's claims beside ours (median over {} round(s) [interval of the median]){}",
             figure.name,
             figure.paper,
-            args.rounds,
+            state.reports.len(),
             if args.smoke { "; SMOKE run: not evidence" } else { "" }
         );
         for claim in &figure.claims {
-            let json = judge(figure, claim, &reports, &args);
+            let json = judge(figure, claim, &state.reports, &args);
             let paper = claim.paper_text();
             let unit = if claim.is_absolute() { "" } else { "x" };
-            let ours = match (json.ours_median, json.ours_min, json.ours_max) {
-                (Some(median), Some(min), Some(max)) if claim.is_absolute() => {
-                    format!("{median:.3} [{min:.3}-{max:.3}]")
+            let ours = match (json.ours_median, json.ci_low, json.ci_high) {
+                (Some(median), Some(low), Some(high)) if claim.is_absolute() => {
+                    format!("{median:.3} [{low:.3}-{high:.3}]")
                 }
-                (Some(median), Some(min), Some(max)) => format!("{median:.2}{unit} [{min:.2}-{max:.2}]"),
+                (Some(median), Some(low), Some(high)) => format!("{median:.2}{unit} [{low:.2}-{high:.2}]"),
                 _ => "n/a".to_string(),
             };
             let values = match (json.of_median, json.over_median) {
@@ -1271,22 +1382,107 @@ pub fn run(args: ReproduceArgs) -> Result<(), CliError> {
                 claim.source,
                 json.verdict.as_str()
             );
+            match json.outlook {
+                Outlook::MoreRounds { rounds } => {
+                    println!("      inconclusive after {} rounds; about {rounds} would decide it", json.rounds)
+                }
+                Outlook::Never => println!("      inconclusive: more rounds would not decide it here"),
+                Outlook::Decided => {}
+            }
             if json.verdict != Verdict::Reproduced {
                 println!("      why it can differ here: {}", json.why);
             }
             verdicts.push(json);
         }
-        println!();
     }
+    println!();
     let path = args.out.join("verdicts.json");
     std::fs::write(&path, serde_json::to_string_pretty(&verdicts)?)
         .map_err(|error| CliError::runtime(format!("{}: cannot write: {error}", path.display())))?;
-    println!("wrote {} ({} elapsed)", path.display(), format_minutes(started.elapsed().as_secs_f64()));
+    let inconclusive = verdicts.iter().filter(|claim| claim.verdict == Verdict::Inconclusive).count();
+    println!(
+        "wrote {} ({} elapsed): {} claim(s), {inconclusive} inconclusive",
+        path.display(),
+        format_minutes(started.elapsed().as_secs_f64()),
+        verdicts.len()
+    );
+    if let Some(report) = &args.report {
+        crate::report::write_page(&args.out, report, &[])?;
+    }
     if failed.is_empty() {
         Ok(())
     } else {
         Err(CliError::runtime(format!("figures that failed: {}", failed.join(", "))))
     }
+}
+
+/// A figure's rounds so far in one `pmtx reproduce`.
+struct FigureRun<'a> {
+    figure: &'a Figure,
+    /// Each finished round's reports, one per bench.
+    reports: Vec<Vec<Report>>,
+    /// Seconds each finished round took.
+    round_s: Vec<f64>,
+    /// Err: the verdict of every claim (not run, failed) and why.
+    outcome: Result<(), (Verdict, String)>,
+}
+
+impl FigureRun<'_> {
+    /// Runs one round (`announce` before each bench); a bench error marks
+    /// the figure failed.
+    fn run_round(&mut self, planned: &[Planned], mut announce: impl FnMut(&Planned)) -> Result<(), ()> {
+        let round_started = Instant::now();
+        let mut round_reports = Vec::new();
+        for bench in planned {
+            announce(bench);
+            match run_bench(bench) {
+                Ok(report) => round_reports.push(report),
+                Err(error) => {
+                    self.outcome = Err((Verdict::Failed, error.to_string()));
+                    return Err(());
+                }
+            }
+        }
+        self.reports.push(round_reports);
+        self.round_s.push(round_started.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// What the budget's rule sees of it: a figure that failed or did not
+    /// run has nothing more rounds could decide.
+    fn view(&self, args: &ReproduceArgs) -> FigureState {
+        let rounds = self.reports.len();
+        let round_s = self.round_s.iter().sum::<f64>() / rounds.max(1) as f64;
+        let outlooks = if self.outcome.is_ok() {
+            self.figure.claims.iter().map(|claim| judge(self.figure, claim, &self.reports, args).outlook).collect()
+        } else {
+            Vec::new()
+        };
+        FigureState { rounds, round_s, outlooks }
+    }
+}
+
+/// `<out>/run.json`: what the results page says about the run (the
+/// command, the machine, when), written before the first bench.
+fn write_run_json(args: &ReproduceArgs, estimate_s: f64) -> Result<(), CliError> {
+    let command: Vec<String> = std::env::args().skip(1).collect();
+    let run = crate::report::RunMeta {
+        command: format!("pmtx {}", command.join(" ")),
+        started_unix_seconds: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs()),
+        budget_s: args.budget.map(|budget| budget.as_secs_f64()),
+        min_rounds: args.rounds,
+        estimate_s,
+        smoke: args.smoke,
+        cpu_model: crate::report::cpu_model(),
+        cpus: std::thread::available_parallelism().map_or(0, |cpus| cpus.get()),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+        git_revision: Some(crate::bench::git_revision()),
+    };
+    let path = args.out.join("run.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&run)?)
+        .map_err(|error| CliError::runtime(format!("{}: cannot write: {error}", path.display())))
 }
 
 /// The entry of `claim`: its ratio in every round, their spread and the
@@ -1308,7 +1504,12 @@ fn judge(figure: &Figure, claim: &Claim, reports: &[Vec<Report>], args: &Reprodu
         json.of_median = Some(median);
         json.ours_min = sorted.first().copied();
         json.ours_max = sorted.last().copied();
+        let (k, level) = verdict::median_interval_rank(sorted.len());
+        json.ci_low = Some(sorted[k - 1]);
+        json.ci_high = Some(sorted[sorted.len() - k]);
+        json.ci_level = Some(level);
         json.verdict = verdict_absolute(&per_round, claim.paper);
+        json.outlook = outlook(&per_round, claim.paper, json.verdict, true);
         json.ours_per_round = per_round;
         return json;
     }
@@ -1330,8 +1531,12 @@ fn judge(figure: &Figure, claim: &Claim, reports: &[Vec<Report>], args: &Reprodu
     json.ours_median = Some(spread.median);
     json.ours_min = Some(spread.min);
     json.ours_max = Some(spread.max);
-    json.ours_per_round = per_round;
+    json.ci_low = Some(spread.ci_low);
+    json.ci_high = Some(spread.ci_high);
+    json.ci_level = Some(spread.ci_level);
     json.verdict = verdict(&spread, claim.paper);
+    json.outlook = outlook(&per_round, claim.paper, json.verdict, false);
+    json.ours_per_round = per_round;
     json
 }
 
@@ -1417,6 +1622,7 @@ fn value(run: &RunJson, measure: Measure) -> Option<f64> {
         }
         Measure::FlushesPerTxn => Some(run.pm.flushes_per_txn),
         Measure::FencesPerTxn => Some(run.pm.fences_per_txn),
+        Measure::BytesPerTxn => Some(run.pm.bytes_per_txn),
         Measure::EngineCounter(name) => run.engine_counters.get(name).map(|count| *count as f64),
         Measure::ExclusiveEntries => {
             let triggers = ["exclusive_entries_alpha", "exclusive_entries_beta", "exclusive_entries_gamma"];

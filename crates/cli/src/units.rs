@@ -27,6 +27,25 @@ pub fn parse_seconds(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// Parses a duration with a unit, `90s`, `60m`, `1.5h` (plain numbers are
+/// seconds), more than 0 and at most a day.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let trimmed = text.trim();
+    let (number, factor) = match trimmed.char_indices().last() {
+        Some((at, 'h')) => (&trimmed[..at], 3600.0),
+        Some((at, 'm')) => (&trimmed[..at], 60.0),
+        Some((at, 's')) => (&trimmed[..at], 1.0),
+        _ => (trimmed, 1.0),
+    };
+    let value: f64 =
+        number.trim().parse().map_err(|_| format!("invalid duration {text:?}: expected e.g. 90s, 60m or 1.5h"))?;
+    let seconds = value * factor;
+    if !seconds.is_finite() || seconds <= 0.0 || seconds > 86_400.0 {
+        return Err(format!("invalid duration {text:?}: must be more than 0 and at most a day"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
 /// `1073741824` -> `1 GiB`, `1536` -> `1.5 KiB`, `100` -> `100 B`.
 pub fn format_bytes(bytes: u64) -> String {
     let (name, unit) = UNITS.iter().rev().find(|(_, unit)| bytes >= *unit).copied().unwrap_or(("b", 1));
@@ -64,6 +83,15 @@ pub fn format_unix_time(seconds: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_with_units() {
+        assert_eq!(parse_duration("60m"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert!(parse_duration("0m").is_err() && parse_duration("2d").is_err() && parse_duration("25h").is_err());
+    }
 
     #[test]
     fn sizes() {

@@ -35,7 +35,12 @@ fn a_figure_runs_and_every_claim_gets_a_verdict() {
     ] {
         assert!(listed.contains(name), "{name} missing from:\n{listed}");
     }
-    let output = pmtx(dir.path(), &["reproduce", "dbxn-fig9", "--smoke", "--out", "out"]);
+    // A budget of a second leaves nothing after the three rounds; --report
+    // writes the page of the run.
+    let output = pmtx(
+        dir.path(),
+        &["reproduce", "dbxn-fig9", "--smoke", "--out", "out", "--budget", "1s", "--report", "page/results.md"],
+    );
     assert!(output.status.success(), "{}\n{}", text(&output.stdout), text(&output.stderr));
     let stdout = text(&output.stdout);
     assert!(stdout.contains("the paper's claims beside ours"), "{stdout}");
@@ -66,7 +71,18 @@ fn a_figure_runs_and_every_claim_gets_a_verdict() {
         assert!(claim["paper_low"].as_f64().unwrap() <= claim["paper_high"].as_f64().unwrap(), "{claim}");
         let verdict = claim["verdict"].as_str().unwrap();
         assert!(["reproduced", "direction", "inconclusive", "not reproduced"].contains(&verdict), "{claim}");
+        // Three rounds: the interval of the median is their min-max.
+        assert_eq!((&claim["ci_low"], &claim["ci_high"]), (&claim["ours_min"], &claim["ours_max"]), "{claim}");
+        assert_eq!(claim["ci_level"], 0.75, "{claim}");
+        let outlook = claim["outlook"]["kind"].as_str().unwrap();
+        assert_eq!(outlook == "decided", verdict != "inconclusive", "{claim}");
     }
+    let run: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["budget_s"], 1.0, "{run}");
+    assert!(run["command"].as_str().unwrap().starts_with("pmtx reproduce dbxn-fig9"), "{run}");
+    let page = std::fs::read_to_string(dir.path().join("page/results.md")).unwrap();
+    assert!(page.contains("## dbxn-fig9: DBXN Fig. 9") && page.contains("**Smoke run**"), "{page}");
+    assert!(dir.path().join("page/results/dbxn-fig9.svg").exists());
 }
 
 /// A full run needs three rounds; --smoke may run fewer, and says so in

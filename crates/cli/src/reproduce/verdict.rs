@@ -2,29 +2,43 @@
 //! the paper's value or range.
 //!
 //! A figure's benches run `rounds` times (at least [`MIN_ROUNDS`] in a full
-//! run), and the claim's ratio is computed in each round from that round's
-//! reports. [`Spread`] keeps the median and the extremes of those ratios;
-//! `spread = max - min` is the noise we measured on this machine, in the
-//! ratio's own units. [`verdict`] then decides, in this order:
+//! run, more with `--budget`), and the claim's ratio is computed in each
+//! round from that round's reports. [`Spread`] keeps the median, the
+//! extremes and a confidence interval of the median of those ratios.
 //!
-//! 1. **inconclusive** when `min <= 1 <= max` (some rounds say one engine
-//!    wins, others that it does not, or that there is no difference), or
-//!    when the paper's effect is smaller than our spread, both taken as
-//!    factors: `|ln paper_mid| < ln(max / min)` with `paper_mid =
-//!    sqrt(low * high)`. A difference the noise can hide cannot confirm or
-//!    refute the paper. Factors, not differences, because the noise of a
-//!    ratio grows with it: rounds of 2,700x-5,700x say as clearly that a
-//!    2,720x effect exists as rounds of 1.15x-1.25x say it of a 1.5x one,
-//!    while a 1.10x effect against rounds of 1.02x-1.25x is lost in them.
+//! **The interval.** An order-statistics interval of the median:
+//! `[x_(k), x_(n+1-k)]` of the `n` sorted ratios, with the largest `k`
+//! whose coverage `1 - 2 P(Bin(n, 1/2) < k)` is still at least
+//! [`CI_LEVEL`] (75 %). No resampling and no assumption about the ratios'
+//! distribution, only that rounds are independent. The level is the one
+//! three rounds' `[min, max]` has (`1 - 2/8`), so at three rounds the
+//! interval *is* `[min, max]` and the rule below is exactly the one every
+//! run used before rounds could be added; with more rounds the interval
+//! drops the outermost rounds while keeping at least that confidence (at
+//! 4 and 5 rounds it is still `[min, max]`, at 6 it is the 2nd and 5th).
+//! Fewer than three rounds (smoke runs) take `[min, max]` too.
+//!
+//! [`verdict`] then decides on the interval `[lo, hi]`, its width `w = hi -
+//! lo`, in this order:
+//!
+//! 1. **inconclusive** when `lo <= 1 <= hi` (rounds within the interval
+//!    say one engine wins and that it does not), or when the paper's
+//!    effect is smaller than our interval, both taken as factors: `|ln
+//!    paper_mid| < ln(hi / lo)` with `paper_mid = sqrt(low * high)`. A
+//!    difference the noise can hide cannot confirm or refute the paper.
+//!    Factors, not differences, because the noise of a ratio grows with
+//!    it: rounds of 2,700x-5,700x say as clearly that a 2,720x effect
+//!    exists as rounds of 1.15x-1.25x say it of a 1.5x one, while a 1.10x
+//!    effect against rounds of 1.02x-1.25x is lost in them.
 //! 2. **not reproduced** when the median lies on the other side of 1 than
 //!    the paper's range (the other engine wins). A range that contains 1
 //!    has no side, so this never applies to it.
 //! 3. **reproduced** when the median lies within the paper's range widened
-//!    by the whole spread on each side: `[low - spread, high + spread]`.
-//!    The whole spread on each side, not only the part of it between the
-//!    median and that side's extreme, because three rounds place the
-//!    median only roughly; no fixed factor, so a run with little noise
-//!    must land close to the paper.
+//!    by the whole interval on each side: `[low - w, high + w]`. The whole
+//!    width on each side, not only the part of it between the median and
+//!    that side's end, because a few rounds place the median only
+//!    roughly; no fixed factor, so a run with little noise must land
+//!    close to the paper.
 //! 4. **direction** otherwise: the paper's engine wins, by a margin outside
 //!    that widened range (for a range containing 1: **not reproduced**).
 //!
@@ -34,19 +48,36 @@
 //! lies in the paper's range in every round, **not reproduced** when in
 //! none, **inconclusive** when in some.
 //!
-//! A median of exactly 1 always has `min <= 1 <= max`, so "no effect" is
+//! A median of exactly 1 always has `lo <= 1 <= hi`, so "no effect" is
 //! never reproduced, however small the paper's effect. A single round
 //! (allowed in smoke runs only) has no spread: the rule then compares the
 //! bare ratio with the bare range.
+//!
+//! **Whether more rounds could decide** an inconclusive claim is
+//! [`outlook`]: it projects the interval's width at `N` rounds from the
+//! rounds so far and reports the `N` at which the interval would both
+//! exclude 1 and be narrower than the paper's effect, or that no `N` up to
+//! [`MAX_ROUNDS`] would (the effect is below what this machine's noise
+//! lets a run show). [`next_figure`] spends a time budget on those
+//! figures: see there.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Rounds a full run needs at least (and runs by default): the fewest with
 /// a median distinct from both extremes.
 pub const MIN_ROUNDS: usize = 3;
 
+/// The least coverage of the median's interval: that of three rounds'
+/// `[min, max]`.
+pub const CI_LEVEL: f64 = 0.75;
+
+/// Rounds a figure gets at most with `--budget`, and the horizon of
+/// [`outlook`]: a claim that would need more is reported as below what
+/// this machine can show.
+pub const MAX_ROUNDS: usize = 30;
+
 /// The outcome for one claim.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     /// Within the paper's value or range widened by our spread, on its side of 1.
@@ -89,6 +120,34 @@ pub struct Spread {
     pub max: f64,
     /// How many rounds gave a ratio.
     pub rounds: usize,
+    /// The order-statistics interval of the median (see the module
+    /// documentation) and its exact coverage.
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub ci_level: f64,
+}
+
+/// `P(Bin(n, 1/2) <= j)`.
+fn binomial_half_cdf(n: usize, j: usize) -> f64 {
+    let mut term = 0.5f64.powi(n as i32);
+    let mut sum = 0.0;
+    for i in 0..=j.min(n) {
+        sum += term;
+        term *= (n - i) as f64 / (i + 1) as f64;
+    }
+    sum
+}
+
+/// The 1-based rank `k` of the interval `[x_(k), x_(n+1-k)]` of the median
+/// of `n` values and its coverage: the largest `k` whose coverage is at
+/// least [`CI_LEVEL`], or 1 (`[min, max]`) when even that falls short.
+pub fn median_interval_rank(n: usize) -> (usize, f64) {
+    let coverage = |k: usize| 1.0 - 2.0 * binomial_half_cdf(n, k - 1);
+    let mut k = 1;
+    while k < n.div_ceil(2) && coverage(k + 1) >= CI_LEVEL {
+        k += 1;
+    }
+    (k, if n == 0 { 0.0 } else { coverage(k) })
 }
 
 impl Spread {
@@ -102,12 +161,22 @@ impl Spread {
         sorted.sort_by(f64::total_cmp);
         let middle = sorted.len() / 2;
         let median = if sorted.len() % 2 == 1 { sorted[middle] } else { (sorted[middle - 1] + sorted[middle]) / 2.0 };
-        Some(Spread { median, min: sorted[0], max: sorted[sorted.len() - 1], rounds: sorted.len() })
+        let n = sorted.len();
+        let (k, ci_level) = median_interval_rank(n);
+        Some(Spread {
+            median,
+            min: sorted[0],
+            max: sorted[n - 1],
+            rounds: n,
+            ci_low: sorted[k - 1],
+            ci_high: sorted[n - k],
+            ci_level,
+        })
     }
 
-    /// `max - min`: the noise measured over the rounds.
+    /// `ci_high - ci_low`: the noise the verdict weighs.
     pub fn width(&self) -> f64 {
-        self.max - self.min
+        self.ci_high - self.ci_low
     }
 }
 
@@ -115,14 +184,14 @@ impl Spread {
 /// documentation for the rule).
 pub fn verdict(ours: &Spread, (low, high): (f64, f64)) -> Verdict {
     debug_assert!(low <= high, "paper range {low}-{high}");
-    debug_assert!(ours.min <= ours.median && ours.median <= ours.max, "{ours:?}");
+    debug_assert!(ours.ci_low <= ours.median && ours.median <= ours.ci_high, "{ours:?}");
     let spread = ours.width();
     let paper_effect = (low * high).sqrt().ln().abs();
-    let our_noise = (ours.max / ours.min).ln();
-    if (ours.min <= 1.0 && 1.0 <= ours.max) || paper_effect < our_noise {
+    let our_noise = (ours.ci_high / ours.ci_low).ln();
+    if (ours.ci_low <= 1.0 && 1.0 <= ours.ci_high) || paper_effect < our_noise {
         return Verdict::Inconclusive;
     }
-    // Here every round lies on the median's side of 1.
+    // Here the whole interval lies on the median's side of 1.
     let paper_has_a_side = high < 1.0 || low > 1.0;
     let same_side = (ours.median > 1.0) == (low > 1.0);
     if paper_has_a_side && !same_side {
@@ -152,6 +221,112 @@ pub fn verdict_absolute(values: &[f64], (low, high): (f64, f64)) -> Verdict {
     }
 }
 
+/// Whether more rounds could decide a claim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outlook {
+    /// The verdict is not inconclusive (or the claim was not measured).
+    Decided,
+    /// Inconclusive now; by the projection of [`outlook`], about `rounds`
+    /// rounds in all would decide it.
+    MoreRounds { rounds: usize },
+    /// Inconclusive, and no number of rounds up to [`MAX_ROUNDS`] would
+    /// decide it: the paper's effect is below this machine's noise, the
+    /// ratio sits at 1, or (a count) it lies inside the paper's bound in
+    /// some rounds and outside in others.
+    Never,
+}
+
+/// Two-sided normal quantile of [`CI_LEVEL`] (75 %), times the median's
+/// standard error factor `sqrt(pi / 2)`: the projected half-width of the
+/// median's interval, in units of the per-round deviation over `sqrt(N)`.
+const HALF_WIDTH_FACTOR: f64 = 1.150_3 * 1.253_3;
+
+/// Whether more rounds could decide the claim whose per-round values are
+/// `per_round` and whose verdict on them is `verdict`. The rule, on the
+/// logarithms of the ratios: `s` is their standard deviation over the
+/// rounds so far, `m = |ln median|` how far the median is from 1 and `e =
+/// |ln sqrt(low * high)|` the paper's effect. At `N` rounds the median's
+/// interval is projected to a half-width of `h(N) = 1.44 s / sqrt(N)`
+/// (the normal approximation of the 75 % interval of a median); `N`
+/// rounds decide when `h(N) < m` (the interval excludes 1) and `2 h(N) <=
+/// e` (it is narrower than the paper's effect). The least such `N`, if it
+/// is at most [`MAX_ROUNDS`], is [`Outlook::MoreRounds`]; otherwise
+/// [`Outlook::Never`]. An absolute claim (a count) is [`Outlook::Never`]
+/// when inconclusive: more rounds of a count that lies on both sides of
+/// the paper's bound keep it there.
+pub fn outlook(per_round: &[f64], (low, high): (f64, f64), verdict: Verdict, absolute: bool) -> Outlook {
+    if verdict != Verdict::Inconclusive {
+        return Outlook::Decided;
+    }
+    let Some(spread) = Spread::of(per_round) else { return Outlook::Never };
+    if absolute || spread.rounds < 2 {
+        return Outlook::Never;
+    }
+    let logs: Vec<f64> = per_round.iter().map(|ratio| ratio.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / logs.len() as f64;
+    let variance = logs.iter().map(|log| (log - mean).powi(2)).sum::<f64>() / (logs.len() - 1) as f64;
+    let deviation = variance.sqrt();
+    let distance = spread.median.ln().abs();
+    let effect = (low * high).sqrt().ln().abs();
+    if distance <= 0.0 || effect <= 0.0 {
+        return Outlook::Never;
+    }
+    let needed = |bound: f64| (HALF_WIDTH_FACTOR * deviation / bound).powi(2);
+    let rounds = needed(distance).max(needed(effect / 2.0)).ceil();
+    if rounds > MAX_ROUNDS as f64 {
+        Outlook::Never
+    } else {
+        Outlook::MoreRounds { rounds: (rounds as usize).max(spread.rounds + 1) }
+    }
+}
+
+/// A figure as [`next_figure`] sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FigureState {
+    /// Rounds it has run.
+    pub rounds: usize,
+    /// Seconds one of its rounds took (the mean of its rounds so far).
+    pub round_s: f64,
+    /// Its claims' outlooks after those rounds.
+    pub outlooks: Vec<Outlook>,
+}
+
+/// The figure to give one more round within `remaining_s` seconds of the
+/// budget, or None to stop. A figure is a candidate while it has run fewer
+/// than [`MAX_ROUNDS`] rounds, one more of its rounds fits in what is left,
+/// and at least one of its claims is [`Outlook::MoreRounds`]; a figure
+/// whose claims are all decided (or never will be) gets no more rounds.
+/// Among the candidates the one with the most to gain per second: the sum
+/// over its claims that more rounds could decide of `1 / (rounds needed -
+/// rounds run)`, over its round's seconds (a claim one round from decided
+/// counts fully, one twenty rounds away a twentieth); ties go to the
+/// figure listed first.
+pub fn next_figure(figures: &[FigureState], remaining_s: f64) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (index, figure) in figures.iter().enumerate() {
+        if figure.rounds >= MAX_ROUNDS || figure.round_s > remaining_s {
+            continue;
+        }
+        let gain: f64 = figure
+            .outlooks
+            .iter()
+            .filter_map(|outlook| match outlook {
+                Outlook::MoreRounds { rounds } => Some(1.0 / rounds.saturating_sub(figure.rounds).max(1) as f64),
+                _ => None,
+            })
+            .sum();
+        if gain <= 0.0 {
+            continue;
+        }
+        let value = gain / figure.round_s.max(1e-3);
+        if best.is_none_or(|(_, best_value)| value > best_value) {
+            best = Some((index, value));
+        }
+    }
+    best.map(|(index, _)| index)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,7 +338,10 @@ mod tests {
 
     #[test]
     fn the_spread_is_the_median_and_the_extremes() {
-        assert_eq!(rounds(1.3, 1.1, 1.2), Spread { median: 1.2, min: 1.1, max: 1.3, rounds: 3 });
+        assert_eq!(
+            rounds(1.3, 1.1, 1.2),
+            Spread { median: 1.2, min: 1.1, max: 1.3, rounds: 3, ci_low: 1.1, ci_high: 1.3, ci_level: 0.75 }
+        );
         let even = Spread::of(&[4.0, 1.0, 2.0, 3.0]).unwrap();
         assert_eq!((even.median, even.min, even.max, even.rounds), (2.5, 1.0, 4.0, 4));
         assert_eq!(Spread::of(&[]), None);
@@ -174,9 +352,9 @@ mod tests {
 
     #[test]
     fn no_effect_is_never_reproduced_however_small_the_paper_s_effect() {
-        for width in [0.0, 0.001, 0.01, 0.05, 0.1, 0.5, 2.0] {
+        for width in [0.0, 0.001, 0.01, 0.05, 0.1, 0.5, 1.9] {
             for (low, high) in [(1.1, 1.1), (1.02, 1.2), (0.9, 0.9), (1.0, 1.2), (1.54, 1.82)] {
-                let ours = Spread { median: 1.0, min: 1.0 - width / 2.0, max: 1.0 + width, rounds: 3 };
+                let ours = Spread::of(&[1.0 - width / 2.0, 1.0, 1.0 + width]).unwrap();
                 assert_eq!(verdict(&ours, (low, high)), Verdict::Inconclusive, "{ours:?} against {low}-{high}");
             }
         }
@@ -293,5 +471,91 @@ mod tests {
             assert_eq!(verdict.as_str(), name);
             assert_eq!(serde_json::to_value(verdict).unwrap(), serde_json::Value::String(name.into()));
         }
+    }
+
+    /// The interval's rank and coverage for small counts, worked by hand:
+    /// [min, max] up to five rounds, then inner order statistics.
+    #[test]
+    fn the_median_s_interval_keeps_three_rounds_coverage() {
+        assert_eq!(median_interval_rank(3), (1, 0.75));
+        assert_eq!(median_interval_rank(4), (1, 0.875));
+        assert_eq!(median_interval_rank(5), (1, 0.9375));
+        // 6 rounds: k = 2 covers 1 - 2 * 7/64 = 0.78125.
+        assert_eq!(median_interval_rank(6), (2, 0.781_25));
+        // 10 rounds: k = 3 covers 1 - 2 * 56/1024; k = 4 only 0.656.
+        assert_eq!(median_interval_rank(10), (3, 1.0 - 112.0 / 1024.0));
+        for n in 3..=100 {
+            let (k, level) = median_interval_rank(n);
+            assert!(level >= CI_LEVEL && k >= 1 && k <= n.div_ceil(2), "{n}: {k} {level}");
+        }
+        // Smoke runs: one and two rounds take [min, max].
+        assert_eq!(median_interval_rank(1).0, 1);
+        assert_eq!(median_interval_rank(2).0, 1);
+        let six = Spread::of(&[1.9, 1.0, 1.2, 1.3, 1.25, 1.22]).unwrap();
+        assert_eq!((six.ci_low, six.ci_high, six.min, six.max), (1.2, 1.3, 1.0, 1.9));
+        assert!((six.median - 1.235).abs() < 1e-12);
+    }
+
+    /// More rounds decide what three could not: three rounds whose
+    /// interval reaches 1 are inconclusive; with six, the outliers fall
+    /// outside the interval and the same median is decided.
+    #[test]
+    fn more_rounds_narrow_the_interval_and_decide() {
+        let three = Spread::of(&[0.99, 1.2, 1.3]).unwrap();
+        assert_eq!(verdict(&three, (1.24, 1.24)), Verdict::Inconclusive);
+        let six = Spread::of(&[0.99, 1.2, 1.3, 1.21, 1.25, 1.4]).unwrap();
+        assert_eq!((six.ci_low, six.ci_high), (1.2, 1.3));
+        assert_eq!(verdict(&six, (1.24, 1.24)), Verdict::Reproduced);
+    }
+
+    #[test]
+    fn the_outlook_projects_the_rounds_that_would_decide() {
+        let paper = (1.24, 1.24);
+        // Decided claims need nothing.
+        assert_eq!(outlook(&[1.2, 1.22, 1.25], paper, Verdict::Reproduced, false), Outlook::Decided);
+        // ln ratios 0.0, 0.1823, 0.2624: s = 0.1361, median 1.2 (m =
+        // 0.1823), effect ln 1.24 = 0.2151. Excluding 1 needs (1.4418 s /
+        // m)^2 = 1.16 rounds; an interval narrower than the effect needs
+        // (1.4418 s / 0.1076)^2 = 3.33: 4 rounds in all.
+        let per_round = [1.0, 1.2, 1.3];
+        assert_eq!(outlook(&per_round, paper, Verdict::Inconclusive, false), Outlook::MoreRounds { rounds: 4 });
+        // A small effect against wide rounds: (1.4418 * 0.1361 / (ln 1.02
+        // / 2))^2 = 397 rounds, beyond MAX_ROUNDS.
+        assert_eq!(outlook(&per_round, (1.02, 1.02), Verdict::Inconclusive, false), Outlook::Never);
+        // A median at 1 is never decided, nor an inconclusive count.
+        assert_eq!(outlook(&[0.9, 1.0, 1.1], paper, Verdict::Inconclusive, false), Outlook::Never);
+        assert_eq!(outlook(&[0.5, 1.5, 2.0], (0.0, 1.0), Verdict::Inconclusive, true), Outlook::Never);
+        // A range across 1 whose middle is 1 has no effect to show.
+        assert_eq!(outlook(&[1.1, 1.2, 1.3], (0.5, 2.0), Verdict::Inconclusive, false), Outlook::Never);
+        // At least one more round than run so far.
+        let tight = [1.3, 1.31, 0.99, 1.32, 1.33];
+        assert_eq!(outlook(&tight, paper, Verdict::Inconclusive, false), Outlook::MoreRounds { rounds: 6 });
+    }
+
+    #[test]
+    fn the_budget_goes_to_the_figure_with_most_to_gain_per_second() {
+        let figure =
+            |rounds, round_s, outlooks: &[Outlook]| FigureState { rounds, round_s, outlooks: outlooks.to_vec() };
+        let more = |rounds| Outlook::MoreRounds { rounds };
+        let figures = [
+            // Decided: no more rounds (stopped early).
+            figure(3, 10.0, &[Outlook::Decided, Outlook::Decided]),
+            // One claim one round away, 60 s a round: 1/60.
+            figure(3, 60.0, &[more(4), Outlook::Never]),
+            // Two claims, 2 and 7 rounds away, 20 s a round: (1/2 + 1/7) / 20 = 1/31.
+            figure(3, 20.0, &[more(5), more(10)]),
+            // Never decidable: no more rounds.
+            figure(3, 1.0, &[Outlook::Never]),
+        ];
+        assert_eq!(next_figure(&figures, 600.0), Some(2));
+        // With 30 s left only figures whose round fits are candidates.
+        assert_eq!(next_figure(&figures, 30.0), Some(2));
+        assert_eq!(next_figure(&figures, 15.0), None);
+        // A figure at MAX_ROUNDS gets no more.
+        let capped = [figure(MAX_ROUNDS, 1.0, &[more(MAX_ROUNDS)]), figure(3, 60.0, &[more(4)])];
+        assert_eq!(next_figure(&capped, 600.0), Some(1));
+        // Nothing left to decide: stop.
+        assert_eq!(next_figure(&figures[..1], 600.0), None);
+        assert_eq!(next_figure(&[], 600.0), None);
     }
 }
