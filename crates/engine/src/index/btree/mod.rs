@@ -317,7 +317,7 @@ impl Finger {
             return true;
         }
         self.misses = self.misses.wrapping_add(1).max(FINGER_MISSES_BEFORE_REST);
-        if self.misses % FINGER_RETRY_EVERY != 0 {
+        if !self.misses.is_multiple_of(FINGER_RETRY_EVERY) {
             return false;
         }
         // This operation refreshes the finger (it is stale by now) and the
