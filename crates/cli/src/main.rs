@@ -79,7 +79,7 @@ fn main() -> ExitCode {
         Command::Media(args) => media_cmd::run(args),
         Command::Reproduce(args) => {
             reproduce::force_pmem_flushes();
-            reproduce::run(args)
+            reproduce::run(args, |out, page| report::write_page(out, page, &[]))
         }
         Command::Report(args) => report::run(args),
     };

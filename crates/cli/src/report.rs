@@ -17,10 +17,11 @@
 //! With several directories a figure comes from the last one that has it.
 
 use crate::plot::chart::{self, ClaimBar, ClaimsChart, Format};
+use crate::reproduce::run_meta::RunMeta;
 use crate::reproduce::verdict::{outlook, Outlook, Spread, Verdict};
 use crate::CliError;
 use clap::Args;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -40,45 +41,6 @@ pub struct ReportArgs {
     /// NAME=FILE (repeatable).
     #[arg(long = "bench", value_name = "NAME=FILE")]
     benches: Vec<String>,
-}
-
-/// `<out>/run.json`, written by `pmtx reproduce` before its first bench.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct RunMeta {
-    /// The command line.
-    pub command: String,
-    /// When it started (Unix seconds).
-    pub started_unix_seconds: u64,
-    /// `--budget`, in seconds.
-    pub budget_s: Option<f64>,
-    /// `--rounds`: the rounds every figure ran before the budget.
-    pub min_rounds: usize,
-    /// The estimate of those rounds, in seconds.
-    pub estimate_s: f64,
-    pub smoke: bool,
-    /// `model name` of /proc/cpuinfo.
-    pub cpu_model: String,
-    /// Logical CPUs available to the process.
-    pub cpus: usize,
-    /// The kernel release.
-    pub kernel: String,
-    /// `git rev-parse --short HEAD` of the source tree the binary ran in
-    /// (missing in older files: then the bench reports' is used).
-    #[serde(default)]
-    pub git_revision: Option<String>,
-}
-
-/// The CPU's model name, from /proc/cpuinfo ("unknown" elsewhere).
-pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split_once(':'))
-                .map(|(_, name)| name.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".to_string())
 }
 
 /// One entry of `verdicts.json` as the page reads it (older files lack the

@@ -30,6 +30,7 @@
 //! medium).
 
 mod more_figures;
+pub mod run_meta;
 pub(crate) mod verdict;
 
 use crate::bench::report::{Report, RunJson};
@@ -1172,8 +1173,13 @@ pub fn force_pmem_flushes() {
     }
 }
 
+/// Writes the results page of an output directory (`--report`). The
+/// caller passes `pmtx report`'s writer, which reads this module's figures
+/// (so this module does not import it back).
+pub type PageWriter = fn(&std::path::Path, &std::path::Path) -> Result<(), CliError>;
+
 /// Runs `pmtx reproduce`.
-pub fn run(args: ReproduceArgs) -> Result<(), CliError> {
+pub fn run(args: ReproduceArgs, write_page: PageWriter) -> Result<(), CliError> {
     let figures = all_figures();
     if args.list {
         for figure in &figures {
@@ -1407,7 +1413,7 @@ pub fn run(args: ReproduceArgs) -> Result<(), CliError> {
         verdicts.len()
     );
     if let Some(report) = &args.report {
-        crate::report::write_page(&args.out, report, &[])?;
+        write_page(&args.out, report)?;
     }
     if failed.is_empty() {
         Ok(())
@@ -1466,7 +1472,7 @@ impl FigureRun<'_> {
 /// command, the machine, when), written before the first bench.
 fn write_run_json(args: &ReproduceArgs, estimate_s: f64) -> Result<(), CliError> {
     let command: Vec<String> = std::env::args().skip(1).collect();
-    let run = crate::report::RunMeta {
+    let run = run_meta::RunMeta {
         command: format!("pmtx {}", command.join(" ")),
         started_unix_seconds: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -1475,7 +1481,7 @@ fn write_run_json(args: &ReproduceArgs, estimate_s: f64) -> Result<(), CliError>
         min_rounds: args.rounds,
         estimate_s,
         smoke: args.smoke,
-        cpu_model: crate::report::cpu_model(),
+        cpu_model: run_meta::cpu_model(),
         cpus: std::thread::available_parallelism().map_or(0, |cpus| cpus.get()),
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
         git_revision: Some(crate::bench::git_revision()),

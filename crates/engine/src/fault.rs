@@ -147,8 +147,8 @@ impl Fault {
 
     /// The engine whose durability step the fault breaks (the others may
     /// share the code but are not what it models).
-    pub fn engine(self) -> crate::EngineKind {
-        use crate::EngineKind as E;
+    pub fn engine(self) -> crate::engine_kind::EngineKind {
+        use crate::engine_kind::EngineKind as E;
         match self {
             Fault::DbxnAckBeforeFence => E::Dbxn,
             Fault::ZenSkipFirstFence | Fault::ZenLpOnFirstTuple => E::Zen,
