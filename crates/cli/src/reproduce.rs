@@ -1770,7 +1770,7 @@ mod tests {
     fn rounds_below_three_need_smoke() {
         let dir = std::env::temp_dir().join(format!("pmtx-reproduce-rounds-{}", std::process::id()));
         let out = dir.display().to_string();
-        let error = run(parse(&["dbxn-fig9", "--rounds", "2", "--out", &out])).unwrap_err();
+        let error = run(parse(&["dbxn-fig9", "--rounds", "2", "--out", &out]), |_, _| Ok(())).unwrap_err();
         assert_eq!(error.exit_code(), 2);
         assert!(error.to_string().contains("at least 3 rounds"), "{error}");
         assert!(!dir.exists(), "nothing is written before the arguments are checked");
