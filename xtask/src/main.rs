@@ -1,5 +1,8 @@
 //! pmtx's development tasks (`cargo xtask ...`).
 //!
+//! `cargo xtask install-capi --prefix DIR`: the C interface's libraries,
+//! headers and pkg-config file under `DIR` (see `install_capi`).
+//!
 //! `cargo xtask instructions`: the instruction yardstick. It runs
 //! `pmtx bench` under callgrind at one thread for a fixed number of
 //! transactions (`--transactions`, so every run does the same work) and
@@ -16,6 +19,7 @@
 
 mod callgrind;
 mod components;
+mod install_capi;
 
 use callgrind::Profile;
 use clap::{Parser, Subcommand};
@@ -35,6 +39,9 @@ struct Cli {
 enum Task {
     /// Count instructions per committed transaction under callgrind.
     Instructions(InstructionArgs),
+    /// Build the C interface and install its libraries, headers and
+    /// pkg-config file under a prefix.
+    InstallCapi(install_capi::InstallArgs),
 }
 
 /// The workloads the yardstick knows, with the bench flags of each.
@@ -139,8 +146,11 @@ struct Results {
 }
 
 fn main() -> ExitCode {
-    let Cli { task: Task::Instructions(args) } = Cli::parse();
-    match instructions(&args) {
+    let result = match Cli::parse().task {
+        Task::Instructions(args) => instructions(&args),
+        Task::InstallCapi(args) => install_capi::install(&args),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");

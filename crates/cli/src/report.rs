@@ -17,7 +17,7 @@
 //! With several directories a figure comes from the last one that has it.
 
 use crate::plot::chart::{self, ClaimBar, ClaimsChart, Format};
-use crate::reproduce::run_meta::RunMeta;
+use crate::reproduce::run_meta::{ClaimRecord, RunMeta};
 use crate::reproduce::verdict::{outlook, Outlook, Spread, Verdict};
 use crate::CliError;
 use clap::Args;
@@ -41,36 +41,14 @@ pub struct ReportArgs {
     /// NAME=FILE (repeatable).
     #[arg(long = "bench", value_name = "NAME=FILE")]
     benches: Vec<String>,
+    /// A Markdown file to add, as it is, as a section titled TITLE (the
+    /// output of a benchmark outside pmtx's commands, such as the C API's
+    /// SPS against libpmemobj), as TITLE=FILE (repeatable).
+    #[arg(long = "section", value_name = "TITLE=FILE")]
+    sections: Vec<String>,
 }
 
-/// One entry of `verdicts.json` as the page reads it (older files lack the
-/// interval and the outlook: they are computed from the rounds).
-#[derive(Clone, Debug, Deserialize)]
-struct ClaimEntry {
-    figure: String,
-    claim: String,
-    source: String,
-    paper_low: f64,
-    paper_high: f64,
-    rounds: usize,
-    ours_median: Option<f64>,
-    #[serde(default)]
-    ours_per_round: Vec<f64>,
-    #[serde(default)]
-    ci_low: Option<f64>,
-    #[serde(default)]
-    ci_high: Option<f64>,
-    #[serde(default)]
-    ci_level: Option<f64>,
-    #[serde(default)]
-    absolute: bool,
-    verdict: Verdict,
-    #[serde(default)]
-    smoke: bool,
-    why: String,
-}
-
-impl ClaimEntry {
+impl ClaimRecord {
     /// The interval of the median: as written, or computed from the rounds.
     fn interval(&self) -> Option<(f64, f64, f64)> {
         match (self.ci_low, self.ci_high, self.ci_level) {
@@ -79,8 +57,12 @@ impl ClaimEntry {
         }
     }
 
-    fn outlook(&self) -> Outlook {
-        outlook(&self.ours_per_round, (self.paper_low, self.paper_high), self.verdict, self.absolute)
+    /// Whether more rounds could decide it: as written, or computed from
+    /// the rounds (older files).
+    fn outlook_or_computed(&self) -> Outlook {
+        self.outlook.unwrap_or_else(|| {
+            outlook(&self.ours_per_round, (self.paper_low, self.paper_high), self.verdict, self.absolute)
+        })
     }
 
     fn paper_text(&self) -> String {
@@ -123,7 +105,7 @@ impl ClaimEntry {
 
 /// The labels of a figure's claims: each claim's first part, or as many
 /// parts as make them differ (up to 3).
-fn labels(claims: &[(usize, &ClaimEntry)]) -> Vec<String> {
+fn labels(claims: &[(usize, &ClaimRecord)]) -> Vec<String> {
     let mut parts = 1;
     loop {
         let heads: Vec<String> = claims.iter().map(|(_, claim)| claim.label(0, parts)).collect();
@@ -139,7 +121,7 @@ fn labels(claims: &[(usize, &ClaimEntry)]) -> Vec<String> {
 struct Source {
     dir: PathBuf,
     run: Option<RunMeta>,
-    claims: Vec<ClaimEntry>,
+    claims: Vec<ClaimRecord>,
     /// `git_revision` and start of its bench reports (the first found).
     revision: Option<String>,
 }
@@ -151,7 +133,7 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, CliError> {
 }
 
 fn read_source(dir: &Path) -> Result<Source, CliError> {
-    let claims: Vec<ClaimEntry> = read_json(&dir.join("verdicts.json"))?;
+    let claims: Vec<ClaimRecord> = read_json(&dir.join("verdicts.json"))?;
     let run_path = dir.join("run.json");
     let run = if run_path.exists() { Some(read_json::<RunMeta>(&run_path)?) } else { None };
     let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -169,23 +151,32 @@ fn read_source(dir: &Path) -> Result<Source, CliError> {
 
 /// Runs `pmtx report`.
 pub fn run(args: ReportArgs) -> Result<(), CliError> {
-    let mut benches = Vec::new();
-    for bench in &args.benches {
-        let Some((name, file)) = bench.split_once('=') else {
-            return Err(CliError::usage(format!("--bench {bench:?}: expected NAME=FILE")));
-        };
-        benches.push((name.to_string(), PathBuf::from(file)));
-    }
+    let named = |flag: &str, given: &[String]| {
+        given
+            .iter()
+            .map(|pair| match pair.split_once('=') {
+                Some((name, file)) if !name.is_empty() => Ok((name.to_string(), PathBuf::from(file))),
+                _ => Err(CliError::usage(format!("--{flag} {pair:?}: expected NAME=FILE"))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let benches = named("bench", &args.benches)?;
+    let sections = named("section", &args.sections)?;
     let sources: Vec<&Path> = args.dirs.iter().map(PathBuf::as_path).collect();
-    write_pages(&sources, &args.output, &benches)
+    write_pages(&sources, &args.output, &benches, &sections)
 }
 
 /// Writes the page of one results directory (`pmtx reproduce --report`).
 pub fn write_page(dir: &Path, output: &Path, benches: &[(String, PathBuf)]) -> Result<(), CliError> {
-    write_pages(&[dir], output, benches)
+    write_pages(&[dir], output, benches, &[])
 }
 
-fn write_pages(dirs: &[&Path], output: &Path, benches: &[(String, PathBuf)]) -> Result<(), CliError> {
+fn write_pages(
+    dirs: &[&Path],
+    output: &Path,
+    benches: &[(String, PathBuf)],
+    sections: &[(String, PathBuf)],
+) -> Result<(), CliError> {
     let sources = dirs.iter().map(|dir| read_source(dir)).collect::<Result<Vec<_>, _>>()?;
     let previous = std::fs::read_to_string(output).ok();
     let charts_dir = output.with_extension("");
@@ -200,7 +191,15 @@ fn write_pages(dirs: &[&Path], output: &Path, benches: &[(String, PathBuf)]) -> 
     for (name, file) in benches {
         let _ = write!(command, " --bench {name}={}", file.display());
     }
-    let page = render_page(&sources, previous.as_deref(), &charts_dir, &charts_name, benches, &command)?;
+    for (title, file) in sections {
+        let _ = write!(command, " --section '{title}={}'", file.display());
+    }
+    let mut page = render_page(&sources, previous.as_deref(), &charts_dir, &charts_name, benches, &command)?;
+    for (title, file) in sections {
+        let text = std::fs::read_to_string(file)
+            .map_err(|error| CliError::runtime(format!("{}: cannot read: {error}", file.display())))?;
+        let _ = writeln!(page, "\n## {title}\n\n{}", text.trim());
+    }
     std::fs::write(output, page)
         .map_err(|error| CliError::runtime(format!("{}: cannot write: {error}", output.display())))?;
     println!("wrote {} (charts in {})", output.display(), charts_dir.display());
@@ -232,7 +231,7 @@ explains a throughput claim by a count, the count is a claim of its own beside i
 
 Regenerate: `pmtx reproduce all --budget 60m --out DIR`, then `pmtx report DIR -o docs/results.md` \
 (several directories: each figure from the last that has it; `--bench NAME=FILE` adds a `pmtx bench` \
-report). How to run the benchmarks, the engine options and the media model are in \
+report, `--section TITLE=FILE` a Markdown file). How to run the benchmarks, the engine options and the media model are in \
 [benchmarks.md](benchmarks.md); instructions per transaction in [instructions.md](instructions.md). The \
 dated before-and-after measurements this page used to carry are in the commit history.";
 
@@ -247,9 +246,9 @@ fn render_page(
     command: &str,
 ) -> Result<String, CliError> {
     // Each figure's claims from the last source that has the figure.
-    let mut figures: BTreeMap<String, (usize, Vec<ClaimEntry>)> = BTreeMap::new();
+    let mut figures: BTreeMap<String, (usize, Vec<ClaimRecord>)> = BTreeMap::new();
     for (index, source) in sources.iter().enumerate() {
-        let mut in_source: BTreeMap<String, Vec<ClaimEntry>> = BTreeMap::new();
+        let mut in_source: BTreeMap<String, Vec<ClaimRecord>> = BTreeMap::new();
         for claim in &source.claims {
             in_source.entry(claim.figure.clone()).or_default().push(claim.clone());
         }
@@ -260,7 +259,7 @@ fn render_page(
     let order = crate::reproduce::figure_names();
     let mut names: Vec<&String> = figures.keys().collect();
     names.sort_by_key(|name| order.iter().position(|known| known == name).unwrap_or(usize::MAX));
-    let all: Vec<&ClaimEntry> = names.iter().flat_map(|name| &figures[*name].1).collect();
+    let all: Vec<&ClaimRecord> = names.iter().flat_map(|name| &figures[*name].1).collect();
 
     let mut page = String::new();
     let w = &mut page;
@@ -315,8 +314,9 @@ fn render_page(
         }
     }
     let _ = writeln!(w, "| all | {} |", all.len());
-    let inconclusive: Vec<&&ClaimEntry> = all.iter().filter(|claim| claim.verdict == Verdict::Inconclusive).collect();
-    let decidable = inconclusive.iter().filter(|claim| matches!(claim.outlook(), Outlook::MoreRounds { .. })).count();
+    let inconclusive: Vec<&&ClaimRecord> = all.iter().filter(|claim| claim.verdict == Verdict::Inconclusive).collect();
+    let decidable =
+        inconclusive.iter().filter(|claim| matches!(claim.outlook_or_computed(), Outlook::MoreRounds { .. })).count();
     let _ = writeln!(
         w,
         "\nOf the {} inconclusive claims, {decidable} could be decided by more rounds and {} not: their effect is \
@@ -352,13 +352,13 @@ fn render_page(
         if !what.is_empty() {
             let _ = writeln!(w, "{what}. Scaled: {scaled}.\n");
         }
-        let ratios: Vec<(usize, &ClaimEntry)> = claims
+        let ratios: Vec<(usize, &ClaimRecord)> = claims
             .iter()
             .enumerate()
             .filter(|(_, claim)| claim.ours_median.is_some() && !claim.absolute)
             .map(|(index, claim)| (index + 1, claim))
             .collect();
-        let counts: Vec<(usize, &ClaimEntry)> = claims
+        let counts: Vec<(usize, &ClaimRecord)> = claims
             .iter()
             .enumerate()
             .filter(|(_, claim)| claim.ours_median.is_some() && claim.absolute)
@@ -429,7 +429,7 @@ fn render_page(
             .enumerate()
             .filter(|(_, claim)| claim.verdict != Verdict::Reproduced)
             .map(|(index, claim)| {
-                let outlook = match claim.outlook() {
+                let outlook = match claim.outlook_or_computed() {
                     Outlook::MoreRounds { rounds } => {
                         format!("more rounds could decide it (about {rounds} in all). ")
                     }

@@ -38,6 +38,7 @@ use crate::bench::BenchArgs;
 use crate::plot::PlotArgs;
 use crate::CliError;
 use clap::{Args, Parser};
+use run_meta::ClaimRecord;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -1019,51 +1020,9 @@ fn missing_engines(figure: &Figure) -> Vec<String> {
     engines_needed(figure).into_iter().filter(|name| !pmtx_engine::spec::is_engine_name(name)).collect()
 }
 
-/// One entry of `verdicts.json`.
-#[derive(Serialize)]
-struct ClaimJson {
-    figure: String,
-    claim: String,
-    /// Where in the paper: figure and section.
-    source: String,
-    paper_low: f64,
-    paper_high: f64,
-    /// Rounds that gave this claim a value (or the figure was to run, for
-    /// `not run` and `failed`).
-    rounds: usize,
-    /// Median, minimum and maximum of our ratio over the rounds (null
-    /// when not measured).
-    ours_median: Option<f64>,
-    ours_min: Option<f64>,
-    ours_max: Option<f64>,
-    /// Our ratio in each round, in round order (empty when not measured).
-    /// For a claim about one run's own value (`absolute`), that value.
-    ours_per_round: Vec<f64>,
-    /// The order-statistics confidence interval of the median (see
-    /// `verdict`), the interval the verdict weighs, and its coverage.
-    ci_low: Option<f64>,
-    ci_high: Option<f64>,
-    ci_level: Option<f64>,
-    /// Whether more rounds could decide an inconclusive claim.
-    outlook: Outlook,
-    /// Whether the claim is about one run's own value (a count per
-    /// transaction, entries into a stage) rather than a ratio of two runs.
-    absolute: bool,
-    /// Median over the rounds of the compared runs' own values (the ratio's
-    /// numerator and denominator; for an absolute claim, the value).
-    of_median: Option<f64>,
-    over_median: Option<f64>,
-    verdict: Verdict,
-    /// Measured with --smoke: tiny data and short runs, possibly fewer
-    /// than 3 rounds; the verdict says that the figure runs, not what it
-    /// shows.
-    smoke: bool,
-    why: String,
-}
-
-impl ClaimJson {
+impl ClaimRecord {
     fn new(figure: &Figure, claim: &Claim, args: &ReproduceArgs) -> Self {
-        ClaimJson {
+        ClaimRecord {
             figure: figure.name.to_string(),
             claim: claim.text.to_string(),
             source: claim.source.to_string(),
@@ -1077,7 +1036,7 @@ impl ClaimJson {
             ci_low: None,
             ci_high: None,
             ci_level: None,
-            outlook: Outlook::Decided,
+            outlook: Some(Outlook::Decided),
             absolute: claim.is_absolute(),
             of_median: None,
             over_median: None,
@@ -1094,11 +1053,11 @@ fn unmeasured<'a>(
     args: &'a ReproduceArgs,
     verdict: Verdict,
     why: &'a str,
-) -> impl Iterator<Item = ClaimJson> + 'a {
-    figure.claims.iter().map(move |claim| ClaimJson {
+) -> impl Iterator<Item = ClaimRecord> + 'a {
+    figure.claims.iter().map(move |claim| ClaimRecord {
         verdict,
         why: why.to_string(),
-        ..ClaimJson::new(figure, claim, args)
+        ..ClaimRecord::new(figure, claim, args)
     })
 }
 
@@ -1280,7 +1239,8 @@ pub fn run(args: ReproduceArgs, write_page: PageWriter) -> Result<(), CliError> 
     let mut position = 0;
     let mut states: Vec<FigureRun> = Vec::new();
     for (figure, rounds) in chosen.into_iter().zip(plans) {
-        let mut state = FigureRun { figure, reports: Vec::new(), round_s: Vec::new(), outcome: Ok(()) };
+        let mut state =
+            FigureRun { figure, reports: Vec::new(), round_s: Vec::new(), outcome: Ok(()), no_more_rounds: false };
         let missing = missing_engines(figure);
         if !missing.is_empty() {
             println!("== {} ({}): not run: needs {} (not built)", figure.name, figure.paper, missing.join(", "));
@@ -1339,9 +1299,17 @@ pub fn run(args: ReproduceArgs, write_page: PageWriter) -> Result<(), CliError> 
                 round + 1,
                 format_minutes(left_s)
             );
-            let _ = state.run_round(&planned, |bench| println!("   $ {}", bench.command.join(" ")));
-            if let Err((_, error)) = &state.outcome {
-                println!("   {}: failed: {error}", state.figure.name);
+            if state.run_round(&planned, |bench| println!("   $ {}", bench.command.join(" "))).is_err() {
+                // The minimum rounds stand: the figure keeps them and its
+                // verdicts, and gets no more rounds.
+                let error = std::mem::replace(&mut state.outcome, Ok(())).err().map(|(_, error)| error);
+                println!(
+                    "   {}: extra round {} failed ({}); the figure keeps its {round} rounds and gets no more",
+                    state.figure.name,
+                    round + 1,
+                    error.unwrap_or_default()
+                );
+                state.no_more_rounds = true;
             }
         }
     }
@@ -1388,7 +1356,7 @@ pub fn run(args: ReproduceArgs, write_page: PageWriter) -> Result<(), CliError> 
                 claim.source,
                 json.verdict.as_str()
             );
-            match json.outlook {
+            match json.outlook.unwrap_or(Outlook::Decided) {
                 Outlook::MoreRounds { rounds } => {
                     println!("      inconclusive after {} rounds; about {rounds} would decide it", json.rounds)
                 }
@@ -1431,6 +1399,9 @@ struct FigureRun<'a> {
     round_s: Vec<f64>,
     /// Err: the verdict of every claim (not run, failed) and why.
     outcome: Result<(), (Verdict, String)>,
+    /// An extra round of the budget failed: the figure keeps the rounds it
+    /// has and gets no more.
+    no_more_rounds: bool,
 }
 
 impl FigureRun<'_> {
@@ -1459,8 +1430,12 @@ impl FigureRun<'_> {
     fn view(&self, args: &ReproduceArgs) -> FigureState {
         let rounds = self.reports.len();
         let round_s = self.round_s.iter().sum::<f64>() / rounds.max(1) as f64;
-        let outlooks = if self.outcome.is_ok() {
-            self.figure.claims.iter().map(|claim| judge(self.figure, claim, &self.reports, args).outlook).collect()
+        let outlooks = if self.outcome.is_ok() && !self.no_more_rounds {
+            self.figure
+                .claims
+                .iter()
+                .map(|claim| judge(self.figure, claim, &self.reports, args).outlook.unwrap_or(Outlook::Decided))
+                .collect()
         } else {
             Vec::new()
         };
@@ -1493,8 +1468,8 @@ fn write_run_json(args: &ReproduceArgs, estimate_s: f64) -> Result<(), CliError>
 
 /// The entry of `claim`: its ratio in every round, their spread and the
 /// verdict (`not run` when a round lacks a value).
-fn judge(figure: &Figure, claim: &Claim, reports: &[Vec<Report>], args: &ReproduceArgs) -> ClaimJson {
-    let mut json = ClaimJson::new(figure, claim, args);
+fn judge(figure: &Figure, claim: &Claim, reports: &[Vec<Report>], args: &ReproduceArgs) -> ClaimRecord {
+    let mut json = ClaimRecord::new(figure, claim, args);
     if claim.is_absolute() {
         let per_round: Option<Vec<f64>> =
             reports.iter().map(|round| value_of(round, claim.of, claim.measure)).collect();
@@ -1515,7 +1490,7 @@ fn judge(figure: &Figure, claim: &Claim, reports: &[Vec<Report>], args: &Reprodu
         json.ci_high = Some(sorted[sorted.len() - k]);
         json.ci_level = Some(level);
         json.verdict = verdict_absolute(&per_round, claim.paper);
-        json.outlook = outlook(&per_round, claim.paper, json.verdict, true);
+        json.outlook = Some(outlook(&per_round, claim.paper, json.verdict, true));
         json.ours_per_round = per_round;
         return json;
     }
@@ -1541,7 +1516,7 @@ fn judge(figure: &Figure, claim: &Claim, reports: &[Vec<Report>], args: &Reprodu
     json.ci_high = Some(spread.ci_high);
     json.ci_level = Some(spread.ci_level);
     json.verdict = verdict(&spread, claim.paper);
-    json.outlook = outlook(&per_round, claim.paper, json.verdict, false);
+    json.outlook = Some(outlook(&per_round, claim.paper, json.verdict, false));
     json.ours_per_round = per_round;
     json
 }

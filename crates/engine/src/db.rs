@@ -1,7 +1,9 @@
 //! The embedding API: open a [`Database`] and run transaction bodies with
 //! automatic retry, either from any thread ([`Database::run`], which lends
 //! the calling thread a worker slot) or on an explicit [`Worker`] per thread
-//! (benchmarks, pipelined acknowledgements).
+//! (benchmarks, pipelined acknowledgements); or step by step as an
+//! [`OpenTransaction`] ([`Database::begin`]) for callers that cannot pass a
+//! body, such as the C API.
 //!
 //! ```
 //! use pmtx_engine::{Database, DbOptions, EngineKind, TableSchema, TableId};
@@ -29,8 +31,9 @@ pub struct Database {
     engine: Arc<dyn Engine>,
     /// Which worker ids a live [`Worker`] holds.
     workers_in_use: Arc<[AtomicBool]>,
-    /// Workers [`Database::run`] lends to callers, idle between calls.
-    lent: LentWorkers,
+    /// Workers [`Database::run`] lends to callers, idle between calls
+    /// (shared with the [`OpenTransaction`]s that hold one).
+    lent: Arc<LentWorkers>,
     options: DbOptions,
     closed: bool,
 }
@@ -71,7 +74,7 @@ impl Database {
 
     fn with_engine(engine: Arc<dyn Engine>, options: DbOptions) -> Self {
         let workers_in_use = (0..options.workers).map(|_| AtomicBool::new(false)).collect();
-        Self { engine, workers_in_use, lent: LentWorkers::default(), options, closed: false }
+        Self { engine, workers_in_use, lent: Arc::default(), options, closed: false }
     }
 
     /// The engine kind.
@@ -199,6 +202,29 @@ impl Database {
         Ok(pending.start.elapsed())
     }
 
+    /// Begins a transaction to run step by step ([`OpenTransaction`]), on a
+    /// worker slot lent as [`Database::run`] lends one (waiting up to
+    /// [`DbOptions::worker_wait`] when every slot is held). The slot stays
+    /// held until the transaction commits, rolls back or is dropped.
+    pub fn begin(&self, read_only: bool) -> DbResult<OpenTransaction> {
+        let mut worker = self.lend_worker()?;
+        if let Err(error) = worker.engine.background_error() {
+            self.lent.give_back(worker);
+            return Err(error);
+        }
+        worker.inner.begin(read_only, 1);
+        Ok(OpenTransaction {
+            worker: Some(worker),
+            lent: Arc::clone(&self.lent),
+            read_only,
+            attempts: 1,
+            start: Instant::now(),
+            state: StepState::Active,
+            reads: 0,
+            writes: 0,
+        })
+    }
+
     /// Lends the calling thread a worker for `work` (see [`Database::run`]).
     fn with_lent_worker<T>(&self, work: impl FnOnce(&mut Worker) -> DbResult<T>) -> DbResult<T> {
         let mut worker = self.lend_worker()?;
@@ -206,9 +232,7 @@ impl Database {
         // out) is dropped by the unwinding, freeing its id, and never lent
         // again.
         let result = work(&mut worker);
-        let this_thread = std::thread::current().id();
-        self.lent.idle.lock().unwrap_or_else(|e| e.into_inner()).push((worker, this_thread));
-        self.lent.returned.notify_one();
+        self.lent.give_back(worker);
         result
     }
 
@@ -302,19 +326,28 @@ impl Database {
         self.closed = true;
         // Idle lent workers go first, as explicit ones must be dropped
         // before close.
-        self.lent.idle.get_mut().unwrap_or_else(|e| e.into_inner()).clear();
+        self.lent.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.engine.close()
     }
 }
 
 impl Drop for Database {
     fn drop(&mut self) {
-        self.lent.idle.get_mut().unwrap_or_else(|e| e.into_inner()).clear();
+        self.lent.idle.lock().unwrap_or_else(|e| e.into_inner()).clear();
         if !self.closed {
             // Dropping without close stops background threads but does not
             // mark a clean shutdown: the next open runs full recovery.
             let _ = self.engine.close_on_drop();
         }
+    }
+}
+
+impl LentWorkers {
+    /// Returns `worker` to the idle ones, as last used by this thread.
+    fn give_back(&self, worker: Worker) {
+        let this_thread = std::thread::current().id();
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).push((worker, this_thread));
+        self.returned.notify_one();
     }
 }
 
@@ -759,6 +792,233 @@ impl Transaction<'_> {
     /// The error a body returns to roll back: `return Err(tx.rollback())`.
     pub fn rollback(&self) -> TxError {
         TxError::Rollback
+    }
+}
+
+/// Where an [`OpenTransaction`] stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepState {
+    /// An attempt is running: reads, writes and the commit may follow.
+    Active,
+    /// The attempt met a conflict and was aborted: call
+    /// [`OpenTransaction::retry`] to run it again, or end it.
+    Conflicted(AbortReason),
+    /// Committed, rolled back, or ended by an error; its worker slot is free.
+    Ended(&'static str),
+}
+
+/// A transaction run step by step, for callers that cannot pass a body
+/// (bindings to other languages): [`Database::begin`], then reads and writes
+/// through [`OpenTransaction::ops`], then [`OpenTransaction::commit`] (or
+/// [`OpenTransaction::commit_pipelined`]) or [`OpenTransaction::rollback`].
+/// A conflict found by a step or by the commit aborts the attempt
+/// ([`StepState::Conflicted`], the step returns [`TxError::Abort`]);
+/// [`OpenTransaction::retry`] starts the next attempt after the backoff
+/// [`Database::run`] uses, and gives up after [`DbOptions::max_attempts`]
+/// as it does. Any other error ends the transaction. Dropping it rolls back
+/// a running attempt.
+///
+/// On an engine that acknowledges commits by epoch
+/// ([`crate::engine_catalog::EngineEntry::acknowledges_by_epoch`]), a thread
+/// must not wait for a commit (any `commit`, `run` or `wait_durable`) while
+/// it holds another running transaction: the epoch cannot close until that
+/// transaction ends.
+pub struct OpenTransaction {
+    /// The lent worker while the transaction holds one (not `Ended`).
+    worker: Option<Worker>,
+    lent: Arc<LentWorkers>,
+    read_only: bool,
+    attempts: u32,
+    start: Instant,
+    state: StepState,
+    /// Tuples read and written by the running attempt ([`WorkerStats`]).
+    reads: u64,
+    writes: u64,
+}
+
+impl OpenTransaction {
+    /// Where the transaction stands.
+    pub fn state(&self) -> StepState {
+        self.state
+    }
+
+    /// Attempts begun so far (1 until the first [`OpenTransaction::retry`]).
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Whether it was begun read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The error a step of a transaction that is not running returns.
+    fn not_running(&self) -> TxError {
+        match self.state {
+            StepState::Active => unreachable!("not_running of a running transaction"),
+            StepState::Conflicted(reason) => TxError::Abort(reason),
+            StepState::Ended(how) => TxError::Db(DbError::TransactionEnded(how)),
+        }
+    }
+
+    /// Runs `step` (reads and writes through a [`Transaction`]) in the
+    /// running attempt. A [`TxError::Abort`] from it aborts the attempt
+    /// ([`StepState::Conflicted`]); a [`TxError::Rollback`] rolls the
+    /// transaction back and any other error ends it. Fails without running
+    /// `step` if no attempt is running.
+    pub fn ops<R>(&mut self, step: impl FnOnce(&mut Transaction<'_>) -> TxResult<R>) -> TxResult<R> {
+        if self.state != StepState::Active {
+            return Err(self.not_running());
+        }
+        let worker = self.worker.as_mut().expect("a running transaction holds its worker");
+        let inner = &mut worker.inner;
+        let read_only = self.read_only;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut tx = Transaction { worker: inner.as_mut(), read_only, reads: 0, writes: 0 };
+            let result = step(&mut tx);
+            (result, tx.reads, tx.writes)
+        }));
+        let (result, reads, writes) = match result {
+            Ok(done) => done,
+            Err(panic) => {
+                // As in `Worker::attempt`: no locks or epoch left behind.
+                self.end_attempt("ended by a panic");
+                std::panic::resume_unwind(panic);
+            }
+        };
+        self.reads += reads;
+        self.writes += writes;
+        if let Err(error) = &result {
+            self.fail(error);
+        }
+        result
+    }
+
+    /// Aborts the running attempt after `error` and records why.
+    fn fail(&mut self, error: &TxError) {
+        match error {
+            TxError::Abort(reason) => {
+                let worker = self.worker.as_mut().expect("a running transaction holds its worker");
+                worker.inner.abort();
+                worker.stats.aborts[reason.index()] += 1;
+                self.state = StepState::Conflicted(*reason);
+            }
+            TxError::Rollback => {
+                if let Some(worker) = self.worker.as_mut() {
+                    worker.stats.rolled_back += 1;
+                }
+                self.end_attempt("rolled back");
+            }
+            TxError::Db(_) => self.end_attempt("ended by an error"),
+        }
+    }
+
+    /// Aborts a running attempt (if any), frees the worker slot and ends
+    /// the transaction as `how`.
+    fn end_attempt(&mut self, how: &'static str) {
+        if let Some(mut worker) = self.worker.take() {
+            if self.state == StepState::Active {
+                worker.inner.abort();
+            }
+            worker.inner.idle();
+            self.lent.give_back(worker);
+        }
+        self.state = StepState::Ended(how);
+    }
+
+    /// Commits the running attempt; returns once the commit is durable, with
+    /// the time since [`Database::begin`]. [`TxError::Abort`] if validation
+    /// failed (the attempt is aborted: [`OpenTransaction::retry`]).
+    pub fn commit(&mut self) -> TxResult<Duration> {
+        let ticket = self.commit_attempt()?;
+        let mut worker = self.worker.take().expect("a committed transaction still holds its worker");
+        let durable = worker.inner.wait_durable(ticket);
+        worker.inner.idle();
+        self.lent.give_back(worker);
+        durable?;
+        Ok(self.start.elapsed())
+    }
+
+    /// Commits the running attempt without waiting for durability: the
+    /// [`Pending`] says when it is durable ([`Database::is_durable`],
+    /// [`Database::wait_durable`]); until then a crash loses it.
+    pub fn commit_pipelined(&mut self) -> TxResult<Pending> {
+        let ticket = self.commit_attempt()?;
+        self.end_attempt("committed");
+        Ok(Pending { ticket, start: self.start })
+    }
+
+    /// The commit step both commits share: on success the state is
+    /// `Ended("committed")` but the worker is still held.
+    fn commit_attempt(&mut self) -> TxResult<CommitTicket> {
+        if self.state != StepState::Active {
+            return Err(self.not_running());
+        }
+        let worker = self.worker.as_mut().expect("a running transaction holds its worker");
+        match worker.inner.commit() {
+            Ok(ticket) => {
+                worker.stats.committed += 1;
+                worker.stats.tuples_read += self.reads;
+                worker.stats.tuples_written += self.writes;
+                self.state = StepState::Ended("committed");
+                Ok(ticket)
+            }
+            Err(error) => {
+                self.fail(&error);
+                Err(error)
+            }
+        }
+    }
+
+    /// Rolls back: ends a running or conflicted transaction (a no-op on an
+    /// ended one) and frees its worker slot.
+    pub fn rollback(&mut self) {
+        if self.state == StepState::Active {
+            if let Some(worker) = self.worker.as_mut() {
+                worker.stats.rolled_back += 1;
+            }
+        }
+        if !matches!(self.state, StepState::Ended(_)) {
+            self.end_attempt("rolled back");
+        }
+    }
+
+    /// Starts the next attempt of a conflicted transaction after a random
+    /// backoff that grows with the attempts.
+    /// [`DbError::TooManyAborts`] (the transaction ends) once
+    /// [`DbOptions::max_attempts`] attempts were made;
+    /// [`DbError::TransactionEnded`] if it ended; [`DbError::InvalidConfig`]
+    /// if its attempt is running.
+    pub fn retry(&mut self) -> DbResult<()> {
+        let last = match self.state {
+            StepState::Ended(how) => return Err(DbError::TransactionEnded(how)),
+            StepState::Conflicted(reason) => reason,
+            StepState::Active => {
+                return Err(DbError::InvalidConfig(
+                    "retry of a transaction that met no conflict: commit it or roll it back".into(),
+                ))
+            }
+        };
+        let worker = self.worker.as_mut().expect("an unended transaction holds its worker");
+        if self.attempts >= worker.max_attempts {
+            let attempts = self.attempts;
+            self.state = StepState::Conflicted(last);
+            self.end_attempt("ended after too many aborts");
+            return Err(DbError::TooManyAborts { attempts, last });
+        }
+        worker.backoff(self.attempts);
+        self.attempts += 1;
+        self.reads = 0;
+        self.writes = 0;
+        worker.inner.begin(self.read_only, self.attempts);
+        self.state = StepState::Active;
+        Ok(())
+    }
+}
+
+impl Drop for OpenTransaction {
+    fn drop(&mut self) {
+        self.rollback();
     }
 }
 

@@ -354,6 +354,20 @@ impl EngineEntry {
         !matches!(self.durability, DurabilityPart::None)
     }
 
+    /// Whether it acknowledges a commit only once every transaction running
+    /// in the commit's epoch has ended (epoch group commit, write-behind
+    /// windows): a thread that waits for a commit while it holds another
+    /// running transaction of the same database would wait forever.
+    pub const fn acknowledges_by_epoch(&self) -> bool {
+        matches!(
+            self.durability,
+            DurabilityPart::EpochRedoLog
+                | DurabilityPart::EpochRedoLogOnDisk
+                | DurabilityPart::EpochRedoLogSnapshots
+                | DurabilityPart::WriteBehind
+        )
+    }
+
     /// Every option key it takes: its own, then the common ones.
     pub fn option_keys(&self) -> impl Iterator<Item = &'static OptionKey> + Clone {
         self.option_groups.iter().flat_map(|group| group.iter()).chain(COMMON_KEYS)

@@ -223,6 +223,10 @@ pub enum DbError {
     /// until the pool is recovered.
     #[error("the database was closed or crashed while waiting; the commit is not known to be durable")]
     Closed,
+    /// A step of an [`crate::OpenTransaction`] that has ended: committed,
+    /// rolled back, or ended by an error. Begin a new transaction.
+    #[error("the transaction has ended ({0}); begin a new one")]
+    TransactionEnded(&'static str),
 }
 
 impl DbError {

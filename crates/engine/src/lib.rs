@@ -49,7 +49,9 @@ mod stats;
 mod storage;
 
 pub use cc::CcProtocol;
-pub use db::{prefix_range, Database, Finished, Outcome, Pending, Transaction, Worker, WorkerStats};
+pub use db::{
+    prefix_range, Database, Finished, OpenTransaction, Outcome, Pending, StepState, Transaction, Worker, WorkerStats,
+};
 pub use engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
 pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};
 #[cfg(feature = "fault-injection")]
