@@ -464,11 +464,14 @@ enum pmtx_status pmtx_txn_free(struct pmtx_txn *txn);
 enum pmtx_status pmtx_pending_is_durable(const struct pmtx_pending *pending, bool *durable);
 
 // Waits until the commit is durable, then frees `pending` (whatever the
-// status). `PMTX_ERR_CLOSED` if the database was closed first: the commit
-// is then durable only if the close made it so.
+// status, except `PMTX_ERR_MISUSE`: a wait that could never end, on an
+// engine that acknowledges by epoch while this thread holds a running
+// transaction of the database; the handle then stays). `PMTX_ERR_CLOSED`
+// if the database was closed first: the commit is then durable only if the
+// close made it so.
 //
 // # Safety
-// `pending` is a live handle, not used again.
+// `pending` is a live handle, not used again once freed.
 //
 // Thread safety: any thread, one at a time per handle.
 enum pmtx_status pmtx_pending_wait(struct pmtx_pending *pending);

@@ -10,7 +10,6 @@ use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::ThreadId;
 
 /// Begin a transaction that only reads (`pmtx_txn_begin` flags).
 pub const PMTX_READ_ONLY: u32 = 1;
@@ -23,8 +22,9 @@ pub struct pmtx_txn {
 
 /// What a transaction's handle and its iterators share.
 pub(crate) struct TxnCell {
-    /// The thread that began it: the only one that may use it.
-    owner: ThreadId,
+    /// The thread that began it: the only one that may use it (threads
+    /// alive at once have distinct ids).
+    owner: libc::pthread_t,
     /// The transaction of a `pmtx_run` body, which `pmtx_run` ends.
     in_body: bool,
     read_only: bool,
@@ -81,8 +81,11 @@ fn running_here(db: &DbShared) -> usize {
 /// the database besides its `own` ones (the epoch closes only when they
 /// end, and only this thread can end them).
 pub(crate) fn check_can_wait(db: &DbShared, own: usize) -> Result<(), Failure> {
+    if !db.acknowledges_by_epoch {
+        return Ok(());
+    }
     let others = running_here(db).saturating_sub(own);
-    if db.acknowledges_by_epoch && others > 0 {
+    if others > 0 {
         return Err(Failure::new(
             pmtx_status::PMTX_ERR_MISUSE,
             format!(
@@ -99,7 +102,11 @@ pub(crate) fn check_can_wait(db: &DbShared, own: usize) -> Result<(), Failure> {
 impl RunningToken {
     fn new(db: &Arc<DbShared>) -> Self {
         db.running.fetch_add(1, Ordering::AcqRel);
-        count_here(db, 1);
+        // Only `check_can_wait` reads the per-thread counts, and only for
+        // these engines.
+        if db.acknowledges_by_epoch {
+            count_here(db, 1);
+        }
         Self(Arc::clone(db))
     }
 }
@@ -107,8 +114,17 @@ impl RunningToken {
 impl Drop for RunningToken {
     fn drop(&mut self) {
         self.0.running.fetch_sub(1, Ordering::AcqRel);
-        count_here(&self.0, -1);
+        if self.0.acknowledges_by_epoch {
+            count_here(&self.0, -1);
+        }
     }
+}
+
+/// This thread's identity: `pthread_self`, a register read, where
+/// `std::thread::current()` clones a reference-counted handle.
+fn this_thread() -> libc::pthread_t {
+    // SAFETY: pthread_self has no preconditions and cannot fail.
+    unsafe { libc::pthread_self() }
 }
 
 impl TxnState {
@@ -162,7 +178,7 @@ impl TxnCell {
 
     /// Checks that the caller is the owner thread (also after close).
     pub(crate) fn check_thread(&self) -> Result<(), Failure> {
-        if std::thread::current().id() != self.owner {
+        if this_thread() != self.owner {
             return Err(Failure::new(
                 pmtx_status::PMTX_ERR_WRONG_THREAD,
                 "a transaction (and its iterators) can be used, and freed, only by the thread that began it",
@@ -210,7 +226,7 @@ fn begin(shared: &Arc<DbShared>, read_only: bool, in_body: bool) -> Result<Arc<T
     let running = RunningToken::new(shared);
     let open = database.begin(read_only)?;
     Ok(Arc::new(TxnCell {
-        owner: std::thread::current().id(),
+        owner: this_thread(),
         in_body,
         read_only,
         db: Arc::clone(shared),

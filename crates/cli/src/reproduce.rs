@@ -39,7 +39,6 @@ use crate::plot::PlotArgs;
 use crate::CliError;
 use clap::{Args, Parser};
 use run_meta::ClaimRecord;
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use verdict::{next_figure, outlook, verdict, verdict_absolute, FigureState, Outlook, Spread, Verdict, MIN_ROUNDS};
