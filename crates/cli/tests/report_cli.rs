@@ -16,17 +16,24 @@ fn the_page_of_a_fixed_results_directory_is_the_expected_one() {
     // The fixtures, copied: the page names the paths as given.
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("run")).unwrap();
-    for file in ["run/run.json", "run/verdicts.json", "run/zen-fig8-1-round1.json", "bench-smallbank.json"] {
+    for file in
+        ["run/run.json", "run/verdicts.json", "run/zen-fig8-1-round1.json", "bench-smallbank.json", "section.md"]
+    {
         std::fs::copy(fixtures().join(file), dir.path().join(file)).unwrap();
     }
     let page = dir.path().join("results.md");
     let output = Command::new(env!("CARGO_BIN_EXE_pmtx"))
         .args(["report", "run", "-o", "results.md", "--bench", "smallbank=bench-smallbank.json"])
+        .args(["--section", "A table from elsewhere=section.md"])
         .current_dir(dir.path())
         .output()
         .expect("run pmtx");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let written = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        written.ends_with("## A table from elsewhere\n\n| system | swaps/s |\n|---|---|\n| example | 1 |\n"),
+        "{written}"
+    );
     let expected_path = fixtures().join("expected.md");
     if std::env::var_os("PMTX_BLESS").is_some() {
         std::fs::write(&expected_path, &written).unwrap();
