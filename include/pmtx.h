@@ -297,7 +297,7 @@ enum pmtx_status pmtx_iter_free(struct pmtx_iter *iter);
 // It holds one of the database's worker slots until it ends (waiting for
 // one when all are taken; `PMTX_ERR_BUSY` after the engine's wait). On
 // success `*txn` is the handle: run its reads and writes, then
-// `pmtx_txn_commit` or `pmtx_txn_rollback`, then `pmtx_txn_free`.
+// `pmtx_txn_commit` or `pmtx_txn_abort`, then `pmtx_txn_free`.
 //
 // # Safety
 // `db` is a live handle; `txn` points to a writable `pmtx_txn *`.
@@ -404,7 +404,7 @@ enum pmtx_status pmtx_txn_scan(struct pmtx_txn *txn,
 // Commits the transaction and returns once the commit is durable.
 // `PMTX_CONFLICT` if validation failed: the attempt is aborted; call
 // `pmtx_txn_retry` and run the transaction's steps again (or
-// `pmtx_txn_rollback` to give up). Any other error ends it.
+// `pmtx_txn_abort` to give up). Any other error ends it.
 //
 // # Safety
 // `txn` is a live handle.
@@ -430,7 +430,7 @@ enum pmtx_status pmtx_txn_commit_nowait(struct pmtx_txn *txn, struct pmtx_pendin
 // `txn` is a live handle.
 //
 // Thread safety: the transaction's thread only.
-enum pmtx_status pmtx_txn_rollback(struct pmtx_txn *txn);
+enum pmtx_status pmtx_txn_abort(struct pmtx_txn *txn);
 
 // After `PMTX_CONFLICT`, begins the transaction's next attempt (after a
 // random backoff that grows with the attempts): run its steps again from

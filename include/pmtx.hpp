@@ -174,8 +174,8 @@ class txn {
     void commit() { detail::check(pmtx_txn_commit(handle_)); }
     /// Begins the next attempt after a conflict.
     void retry() { detail::check(pmtx_txn_retry(handle_)); }
-    /// Rolls back.
-    void rollback() { detail::check(pmtx_txn_rollback(handle_)); }
+    /// Rolls back (nothing it wrote is kept).
+    void abort() { detail::check(pmtx_txn_abort(handle_)); }
     pmtx_txn *handle() const noexcept { return handle_; }
 
   private:

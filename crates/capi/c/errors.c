@@ -150,7 +150,7 @@ static int body_commits_itself(pmtx_txn *txn, void *ctx) {
     pmtx_status *seen = ctx;
     seen[0] = pmtx_txn_commit(txn);
     seen[1] = pmtx_txn_free(txn);
-    seen[2] = pmtx_txn_rollback(txn);
+    seen[2] = pmtx_txn_abort(txn);
     return 0;
 }
 
@@ -204,7 +204,7 @@ static void transactions(void) {
     EXPECT(pmtx_txn_commit(txn), PMTX_OK);
     EXPECT(pmtx_txn_commit(txn), PMTX_ERR_ENDED);
     EXPECT(pmtx_txn_put(txn, 0, K("a"), K("late")), PMTX_ERR_ENDED);
-    EXPECT(pmtx_txn_rollback(txn), PMTX_OK);
+    EXPECT(pmtx_txn_abort(txn), PMTX_OK);
     EXPECT(pmtx_txn_free(txn), PMTX_OK);
 
     /* Oversized keys and values end the transaction. */

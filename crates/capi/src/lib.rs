@@ -26,9 +26,9 @@ pub use db::{
 pub use iter::{pmtx_iter, pmtx_iter_free, pmtx_iter_next, PMTX_SCAN_REVERSE};
 pub use status::pmtx_status;
 pub use txn::{
-    pmtx_pending, pmtx_pending_free, pmtx_pending_is_durable, pmtx_pending_wait, pmtx_txn, pmtx_txn_begin,
-    pmtx_txn_commit, pmtx_txn_commit_nowait, pmtx_txn_delete, pmtx_txn_free, pmtx_txn_get, pmtx_txn_insert,
-    pmtx_txn_put, pmtx_txn_retry, pmtx_txn_rollback, pmtx_txn_scan, pmtx_txn_update, PMTX_READ_ONLY,
+    pmtx_pending, pmtx_pending_free, pmtx_pending_is_durable, pmtx_pending_wait, pmtx_txn, pmtx_txn_abort,
+    pmtx_txn_begin, pmtx_txn_commit, pmtx_txn_commit_nowait, pmtx_txn_delete, pmtx_txn_free, pmtx_txn_get,
+    pmtx_txn_insert, pmtx_txn_put, pmtx_txn_retry, pmtx_txn_scan, pmtx_txn_update, PMTX_READ_ONLY,
 };
 
 use std::ffi::{c_char, c_int};

@@ -318,7 +318,7 @@ pub(crate) fn run(
 /// It holds one of the database's worker slots until it ends (waiting for
 /// one when all are taken; `PMTX_ERR_BUSY` after the engine's wait). On
 /// success `*txn` is the handle: run its reads and writes, then
-/// `pmtx_txn_commit` or `pmtx_txn_rollback`, then `pmtx_txn_free`.
+/// `pmtx_txn_commit` or `pmtx_txn_abort`, then `pmtx_txn_free`.
 ///
 /// # Safety
 /// `db` is a live handle; `txn` points to a writable `pmtx_txn *`.
@@ -599,7 +599,7 @@ pub unsafe extern "C" fn pmtx_txn_scan(
 /// Commits the transaction and returns once the commit is durable.
 /// `PMTX_CONFLICT` if validation failed: the attempt is aborted; call
 /// `pmtx_txn_retry` and run the transaction's steps again (or
-/// `pmtx_txn_rollback` to give up). Any other error ends it.
+/// `pmtx_txn_abort` to give up). Any other error ends it.
 ///
 /// # Safety
 /// `txn` is a live handle.
@@ -681,11 +681,11 @@ pub unsafe extern "C" fn pmtx_txn_commit_nowait(txn: *mut pmtx_txn, pending: *mu
 ///
 /// Thread safety: the transaction's thread only.
 #[no_mangle]
-pub unsafe extern "C" fn pmtx_txn_rollback(txn: *mut pmtx_txn) -> pmtx_status {
+pub unsafe extern "C" fn pmtx_txn_abort(txn: *mut pmtx_txn) -> pmtx_status {
     guard(|| {
         // SAFETY: null or live by the caller's contract.
         unsafe {
-            explicit(txn, "pmtx_txn_rollback", |open| {
+            explicit(txn, "pmtx_txn_abort", |open| {
                 open.rollback();
                 Ok(())
             })

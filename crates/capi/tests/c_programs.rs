@@ -61,9 +61,19 @@ fn shared_flags() -> Vec<String> {
     ]
 }
 
+/// A command running `program` against the library this test built:
+/// cargo's `LD_LIBRARY_PATH` for tests also names target/<profile>, where
+/// an older `cargo build` may have left another libpmtx.so, and it outranks
+/// the program's run path.
+fn program(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut command = Command::new(program);
+    command.env("LD_LIBRARY_PATH", library_dir());
+    command
+}
+
 /// Runs `binary` with `args`; panics with its output unless it exits 0.
 fn run(binary: &Path, args: &[&str]) -> String {
-    let output = Command::new(binary).args(args).output().expect("run the program");
+    let output = program(binary).args(args).output().expect("run the program");
     expect_success(binary, &output);
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -99,7 +109,7 @@ fn key_value_example_persists_between_runs() {
     let kv = compile(dir.path(), "kv", &[source("kv.c")], &shared_flags());
     let pool = dir.path().join("kv.pool");
     let pool = pool.to_str().unwrap();
-    let status = |args: &[&str]| Command::new(&kv).arg(pool).args(args).output().unwrap();
+    let status = |args: &[&str]| program(&kv).arg(pool).args(args).output().unwrap();
     // Reading a store that does not exist is an error, not a new store.
     let missing = status(&["get", "apple"]);
     assert_eq!(missing.status.code(), Some(3));
@@ -212,7 +222,7 @@ fn static_library_links_into_a_program() {
 /// (invalid reads or writes, uses of uninitialized memory, definite or
 /// indirect leaks).
 fn memcheck(binary: &Path, args: &[&str]) {
-    let output = Command::new("valgrind")
+    let output = program("valgrind")
         .args([
             "--tool=memcheck",
             "--error-exitcode=99",
