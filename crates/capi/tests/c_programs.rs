@@ -171,9 +171,9 @@ fn sps_benchmark_runs_pmtx_and_libpmemobj_side_by_side() {
     assert_eq!(printed.contains("| libpmemobj"), pmemobj, "{printed}");
 }
 
-#[test]
-fn pkg_config_file_beside_the_libraries_builds_a_program() {
-    let dir = tempfile::tempdir().unwrap();
+/// What `pkg-config ARGS pmtx` prints for the pmtx.pc the build script
+/// wrote beside the libraries, as words.
+fn pkg_config(args: &[&str]) -> Vec<String> {
     let profile_dir = library_dir();
     let profile_dir =
         if profile_dir.ends_with("deps") { profile_dir.parent().unwrap().to_path_buf() } else { profile_dir };
@@ -182,12 +182,19 @@ fn pkg_config_file_beside_the_libraries_builds_a_program() {
     // (only `cargo build` copies them beside pmtx.pc): point libdir there.
     let output = Command::new("pkg-config")
         .arg(format!("--define-variable=libdir={}", library_dir().display()))
-        .args(["--cflags", "--libs", "pmtx"])
+        .args(args)
+        .arg("pmtx")
         .env("PKG_CONFIG_PATH", &profile_dir)
         .output()
         .expect("pkg-config runs");
     expect_success(Path::new("pkg-config"), &output);
-    let flags: Vec<String> = String::from_utf8(output.stdout).unwrap().split_whitespace().map(String::from).collect();
+    String::from_utf8(output.stdout).unwrap().split_whitespace().map(String::from).collect()
+}
+
+#[test]
+fn pkg_config_file_beside_the_libraries_builds_a_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = pkg_config(&["--cflags", "--libs"]);
     assert!(flags.iter().any(|flag| flag == "-lpmtx"), "{flags:?}");
     let kv = compile(dir.path(), "kv", &[source("kv.c")], &flags);
     let pool = dir.path().join("kv.pool");
@@ -203,9 +210,13 @@ fn static_library_links_into_a_program() {
         .into_iter()
         .find(|path| path.exists())
         .expect("cargo builds libpmtx.a beside libpmtx.so");
+    // The libraries the archive needs besides itself, as pmtx.pc's
+    // Libs.private gives them (docs/c-api.md says to link this way).
+    let private = pkg_config(&["--static", "--libs-only-l"]);
+    assert!(private.iter().any(|flag| flag == "-lgcc_s"), "{private:?}");
     let flags: Vec<String> = [format!("-I{}", include_dir().display()), archive.display().to_string()]
         .into_iter()
-        .chain(["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl"].map(String::from))
+        .chain(private.into_iter().filter(|flag| flag != "-lpmtx"))
         .collect();
     let bank = compile(dir.path(), "bank-static", &[source("bank.c")], &flags);
     let needed =
