@@ -1,0 +1,21 @@
+//! pmtx-replica: a pmtx pool per node, kept identical by Raft.
+//!
+//! Transactions execute on the leader with its local engine; their write
+//! sets go through the Raft log ([openraft](https://docs.rs/openraft)) in
+//! commit order, and followers replay them into their own pools. A commit
+//! is acknowledged once it is durable in the leader's pool and committed by
+//! a majority. See [`ReplicatedDatabase`] and ARCHITECTURE.md.
+
+mod error;
+pub mod history;
+mod local;
+mod network;
+mod node;
+mod shared;
+mod storage;
+mod types;
+
+pub use error::{ReplicaError, ReplicaResult};
+pub use network::{admin_call, Faults, FaultyNetwork, TcpNetwork, TrafficCounter};
+pub use node::{ReplicaOptions, ReplicatedDatabase, ReplicatedPending, ReplicatedTransaction};
+pub use types::{AdminReply, AdminRequest, Batch, NodeId, NodeStatus, Origin, PoolChecksum, Write, WriteSet};

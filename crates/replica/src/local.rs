@@ -1,0 +1,457 @@
+//! A node's pool: the user's tables plus three of replication's own, and
+//! the synchronous steps on them (log rows, metadata, undo rows, applying
+//! write sets, dumping and loading tables for snapshots).
+//!
+//! Everything replication keeps durable is in the pool, written by the
+//! pool's own transactions, so it is exactly as crash-safe as the engine's
+//! commits: the Raft log (`__raft_log`, each entry in chunks keyed by index),
+//! the vote, committed and purged log ids, applied log id and membership,
+//! the leadership incarnation (`__raft_meta`), and the before-images of the
+//! transactions this node executed as leader that are not applied yet
+//! (`__raft_undo`). Applying an entry and recording the applied log id are
+//! one transaction, so a restarted node neither skips nor repeats one.
+
+use crate::error::{ReplicaError, ReplicaResult};
+use crate::types::{Origin, WriteSet};
+use pmtx_engine::{Database, DbError, DbOptions, ScanDirection, TableId, TableSchema, TxResult};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::ops::Bound;
+use std::path::PathBuf;
+
+/// Replication's tables (names a user table may not take).
+pub(crate) const LOG_TABLE: &str = "__raft_log";
+pub(crate) const META_TABLE: &str = "__raft_meta";
+pub(crate) const UNDO_TABLE: &str = "__raft_undo";
+
+/// Bytes of an entry per log row: entries are split into chunks this long.
+const LOG_CHUNK: usize = 4000;
+/// Log rows per append transaction (several entries may share one).
+const LOG_ROWS_PER_TXN: usize = 64;
+/// Rows per transaction when a snapshot is loaded or tables are cleared.
+const LOAD_ROWS_PER_TXN: usize = 256;
+
+/// Keys of `__raft_meta`.
+pub(crate) mod meta {
+    pub const NODE: &[u8] = b"node";
+    pub const VOTE: &[u8] = b"vote";
+    pub const COMMITTED: &[u8] = b"committed";
+    pub const PURGED: &[u8] = b"purged";
+    pub const APPLIED: &[u8] = b"applied";
+    pub const MEMBERSHIP: &[u8] = b"membership";
+    pub const INCARNATION: &[u8] = b"incarnation";
+    pub const INSTALLING: &[u8] = b"installing";
+}
+
+/// The schemas of replication's tables, sized for `user` tables.
+pub(crate) fn system_tables(user: &[TableSchema]) -> Vec<TableSchema> {
+    let widest_row = user.iter().map(|table| table.max_key_len + table.max_value_len).max().unwrap_or(0);
+    vec![
+        TableSchema::ordered(LOG_TABLE).max_key_len(10).max_value_len(LOG_CHUNK),
+        TableSchema::ordered(META_TABLE).max_key_len(32).max_value_len(LOG_CHUNK),
+        TableSchema::ordered(UNDO_TABLE).max_key_len(20).max_value_len(widest_row + 8),
+    ]
+}
+
+/// A user table of the pool.
+#[derive(Clone, Debug)]
+pub(crate) struct UserTable {
+    pub id: TableId,
+    pub name: String,
+}
+
+/// The open pool of a node.
+pub(crate) struct Local {
+    pub db: Database,
+    pub log: TableId,
+    pub meta: TableId,
+    pub undo: TableId,
+    pub user_tables: Vec<UserTable>,
+    /// The pool file (snapshots are kept beside it).
+    pub path: PathBuf,
+}
+
+fn bad(path: &std::path::Path, detail: impl Into<String>) -> ReplicaError {
+    ReplicaError::BadPool { path: path.display().to_string(), detail: detail.into() }
+}
+
+pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    bincode::serialize(value).expect("serializing to a Vec cannot fail")
+}
+
+pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, DbError> {
+    bincode::deserialize(bytes).map_err(|error| DbError::Corrupt(format!("replication {what}: {error}")))
+}
+
+fn log_key(index: u64, chunk: u16) -> [u8; 10] {
+    let mut key = [0u8; 10];
+    key[..8].copy_from_slice(&index.to_be_bytes());
+    key[8..].copy_from_slice(&chunk.to_be_bytes());
+    key
+}
+
+fn undo_key(origin: Origin, seq: u64, write: u32) -> [u8; 20] {
+    let mut key = [0u8; 20];
+    key[..8].copy_from_slice(&origin.incarnation.to_be_bytes());
+    key[8..16].copy_from_slice(&seq.to_be_bytes());
+    key[16..].copy_from_slice(&write.to_be_bytes());
+    key
+}
+
+/// A before-image: the row `key` of `table` held `before` (`None`: absent).
+pub(crate) fn encode_undo(table: TableId, key: &[u8], before: Option<&[u8]>, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&table.0.to_le_bytes());
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(key);
+    match before {
+        Some(value) => {
+            out.push(1);
+            out.extend_from_slice(value);
+        }
+        None => out.push(0),
+    }
+}
+
+type UndoImage = (TableId, Vec<u8>, Option<Vec<u8>>);
+
+fn decode_undo(bytes: &[u8]) -> Result<UndoImage, DbError> {
+    let corrupt = || DbError::Corrupt("replication undo row is damaged".into());
+    if bytes.len() < 7 {
+        return Err(corrupt());
+    }
+    let table = TableId(u32::from_le_bytes(bytes[..4].try_into().unwrap()));
+    let key_len = u16::from_le_bytes(bytes[4..6].try_into().unwrap()) as usize;
+    let rest = &bytes[6..];
+    if rest.len() < key_len + 1 {
+        return Err(corrupt());
+    }
+    let key = rest[..key_len].to_vec();
+    let before = match rest[key_len] {
+        0 => None,
+        1 => Some(rest[key_len + 1..].to_vec()),
+        _ => return Err(corrupt()),
+    };
+    Ok((table, key, before))
+}
+
+/// A table's rows, `(key, value)` in key order.
+pub(crate) type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A snapshot's data: every user table's rows.
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+pub(crate) struct TablesImage {
+    pub tables: Vec<(String, Rows)>,
+}
+
+impl Local {
+    /// Opens (creating with `options`' user tables if missing) the pool of
+    /// node `node`.
+    pub fn open(mut options: DbOptions, node: u64) -> ReplicaResult<Self> {
+        let path = match &options.pool {
+            pmtx_engine::PoolLocation::File { path, .. } => path.clone(),
+            pmtx_engine::PoolLocation::InMemory { .. } => {
+                return Err(ReplicaError::InvalidConfig("a replica's pool must be a file".into()))
+            }
+        };
+        if !options.engine.is_durable() {
+            return Err(ReplicaError::InvalidConfig(format!(
+                "engine {} is not durable: a replica's pool must keep what it acknowledged",
+                options.engine.name()
+            )));
+        }
+        // Options read from the pool (`DbOptions::from_pool`) list the
+        // system tables already; a user's declaration may not name them.
+        let system_names = [LOG_TABLE, META_TABLE, UNDO_TABLE];
+        let declared_system = options.tables.iter().filter(|table| system_names.contains(&table.name.as_str())).count();
+        if declared_system != 3 {
+            if let Some(reserved) = options.tables.iter().find(|table| table.name.starts_with("__raft_")) {
+                return Err(ReplicaError::InvalidConfig(format!("table name {} is reserved", reserved.name)));
+            }
+            let user: Vec<TableSchema> = options.tables.clone();
+            options.tables.extend(system_tables(&user));
+        }
+        let db = Database::open(options)?;
+        let table = |name: &str| db.table_id(name).map_err(|_| bad(&path, "is not a replica's pool (no table {name})"));
+        let (log, meta, undo) = (table(LOG_TABLE)?, table(META_TABLE)?, table(UNDO_TABLE)?);
+        let schemas = db.options().tables.clone();
+        let user_tables = schemas
+            .iter()
+            .enumerate()
+            .filter(|(_, schema)| !schema.name.starts_with("__raft_"))
+            .map(|(position, schema)| UserTable { id: TableId(position as u32), name: schema.name.clone() })
+            .collect();
+        let local = Self { db, log, meta, undo, user_tables, path };
+        match local.get_meta::<u64>(meta::NODE)? {
+            Some(stored) if stored != node => {
+                return Err(bad(&local.path, format!("belongs to node {stored}, not node {node}")));
+            }
+            Some(_) => {}
+            None => local.put_meta(meta::NODE, &node)?,
+        }
+        Ok(local)
+    }
+
+    /// The metadata value of `key`.
+    pub fn get_meta<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, DbError> {
+        let bytes = self.db.run_read_only(|tx| tx.get(self.meta, key))?.committed().flatten();
+        bytes.map(|bytes| decode(&bytes, std::str::from_utf8(key).unwrap_or("metadata"))).transpose()
+    }
+
+    /// Sets the metadata value of `key`, durably.
+    pub fn put_meta<T: Serialize>(&self, key: &[u8], value: &T) -> Result<(), DbError> {
+        let bytes = encode(value);
+        self.db.run(|tx| tx.put(self.meta, key, &bytes))?;
+        Ok(())
+    }
+
+    /// Appends encoded entries `(index, bytes)`, durably, in order: a crash
+    /// may keep a prefix of them, never a later one without an earlier.
+    pub fn append_log(&self, entries: &[(u64, Vec<u8>)]) -> Result<(), DbError> {
+        let mut start = 0;
+        while start < entries.len() {
+            let mut end = start;
+            let mut rows = 0;
+            while end < entries.len() && (rows == 0 || rows + chunks(&entries[end].1) <= LOG_ROWS_PER_TXN) {
+                rows += chunks(&entries[end].1);
+                end += 1;
+            }
+            let group = &entries[start..end];
+            self.db.run(|tx| {
+                for (index, bytes) in group {
+                    // A rewritten index (after a truncation the crash cut
+                    // short) may have more chunks than the new entry.
+                    delete_log_rows(tx, self.log, *index, *index + 1)?;
+                    for (chunk, part) in bytes.chunks(LOG_CHUNK).enumerate() {
+                        tx.put(self.log, &log_key(*index, chunk as u16), part)?;
+                    }
+                    if bytes.is_empty() {
+                        tx.put(self.log, &log_key(*index, 0), &[])?;
+                    }
+                }
+                Ok(())
+            })?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// Deletes the log rows of indexes in `[from, to)`.
+    pub fn delete_log(&self, from: u64, to: u64) -> Result<(), DbError> {
+        let mut next = from;
+        while next < to {
+            let upto = next.saturating_add(LOAD_ROWS_PER_TXN as u64).min(to);
+            self.db.run(|tx| delete_log_rows(tx, self.log, next, upto))?;
+            next = upto;
+        }
+        Ok(())
+    }
+
+    /// Every stored log entry, `(index, bytes)` in index order.
+    pub fn read_log(&self) -> Result<Vec<(u64, Vec<u8>)>, DbError> {
+        let mut entries: Vec<(u64, Vec<u8>)> = Vec::new();
+        self.db.for_each_row(self.log, |key, value| {
+            let index = u64::from_be_bytes(key[..8].try_into().unwrap());
+            match entries.last_mut() {
+                Some((last, bytes)) if *last == index => bytes.extend_from_slice(value),
+                _ => entries.push((index, value.to_vec())),
+            }
+        })?;
+        Ok(entries)
+    }
+
+    /// Before-images of every transaction executed here and not applied,
+    /// in the order they were written.
+    fn undo_rows(&self) -> Result<Vec<(Vec<u8>, UndoImage)>, DbError> {
+        let mut rows = Vec::new();
+        let mut failure = None;
+        self.db.for_each_row(self.undo, |key, value| match decode_undo(value) {
+            Ok(image) => rows.push((key.to_vec(), image)),
+            Err(error) => failure = Some(error),
+        })?;
+        failure.map_or(Ok(rows), Err)
+    }
+
+    /// Whether executed transactions wait to be applied or rolled back.
+    pub fn has_undo(&self) -> Result<bool, DbError> {
+        let mut any = false;
+        self.db.for_each_row(self.undo, |_, _| any = true)?;
+        Ok(any)
+    }
+
+    /// Rolls back every transaction executed here and not applied (newest
+    /// first), deletes their undo rows and sets the incarnation to
+    /// `incarnation`, in one transaction: afterwards the pool holds the
+    /// state at its applied log id. Call with no transaction running.
+    pub fn roll_back_unapplied(&self, incarnation: u64) -> Result<usize, DbError> {
+        let rows = self.undo_rows()?;
+        let inc = encode(&incarnation);
+        self.db.run(|tx| {
+            for (undo_key, (table, key, before)) in rows.iter().rev() {
+                match before {
+                    Some(value) => tx.put(*table, key, value)?,
+                    None => {
+                        tx.delete(*table, key)?;
+                    }
+                }
+                tx.delete(self.undo, undo_key)?;
+            }
+            tx.put(self.meta, meta::INCARNATION, &inc)
+        })?;
+        Ok(rows.len())
+    }
+
+    /// Applies one entry's effect and records `applied` (and, for a
+    /// membership entry, `membership`) in one transaction: `batch` is
+    /// `(batch, executed_here)`; executed here, its writes are in the pool
+    /// already and only its undo rows go.
+    pub fn apply(
+        &self,
+        batch: Option<(&crate::types::Batch, bool)>,
+        applied: &[u8],
+        membership: Option<&[u8]>,
+    ) -> Result<(), DbError> {
+        self.db.run(|tx| {
+            if let Some((batch, executed_here)) = batch {
+                for (offset, txn) in batch.txns.iter().enumerate() {
+                    let seq = batch.first_seq + offset as u64;
+                    if executed_here {
+                        for position in 0..txn.writes.len() {
+                            tx.delete(self.undo, &undo_key(batch.origin, seq, position as u32))?;
+                        }
+                    } else {
+                        replay(tx, txn)?;
+                    }
+                }
+            }
+            if let Some(membership) = membership {
+                tx.put(self.meta, meta::MEMBERSHIP, membership)?;
+            }
+            tx.put(self.meta, meta::APPLIED, applied)
+        })?;
+        Ok(())
+    }
+
+    /// Every user table's rows as of the applied log id: the pool's rows
+    /// with the unapplied transactions' before-images put back. Call with
+    /// no transaction running and nothing applied meanwhile.
+    pub fn dump_tables(&self) -> Result<TablesImage, DbError> {
+        let mut image = TablesImage::default();
+        let mut maps: Vec<std::collections::BTreeMap<Vec<u8>, Vec<u8>>> = Vec::new();
+        for table in &self.user_tables {
+            let mut rows = std::collections::BTreeMap::new();
+            self.db.for_each_row(table.id, |key, value| {
+                rows.insert(key.to_vec(), value.to_vec());
+            })?;
+            maps.push(rows);
+        }
+        for (_, (table, key, before)) in self.undo_rows()?.into_iter().rev() {
+            let Some(position) = self.user_tables.iter().position(|user| user.id == table) else {
+                return Err(DbError::Corrupt(format!("undo row names table #{}", table.0)));
+            };
+            match before {
+                Some(value) => maps[position].insert(key, value),
+                None => maps[position].remove(&key),
+            };
+        }
+        for (table, rows) in self.user_tables.iter().zip(maps) {
+            image.tables.push((table.name.clone(), rows.into_iter().collect()));
+        }
+        Ok(image)
+    }
+
+    /// Replaces every user table's rows with `image`'s, in several
+    /// transactions (the caller makes the whole idempotent and marks it).
+    pub fn load_tables(&self, image: &TablesImage) -> ReplicaResult<()> {
+        for table in &self.user_tables {
+            let mut keys = Vec::new();
+            self.db.for_each_row(table.id, |key, _| keys.push(key.to_vec()))?;
+            for group in keys.chunks(LOAD_ROWS_PER_TXN) {
+                self.db.run(|tx| {
+                    for key in group {
+                        tx.delete(table.id, key)?;
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+        let mut undo_keys = Vec::new();
+        self.db.for_each_row(self.undo, |key, _| undo_keys.push(key.to_vec()))?;
+        for group in undo_keys.chunks(LOAD_ROWS_PER_TXN) {
+            self.db.run(|tx| {
+                for key in group {
+                    tx.delete(self.undo, key)?;
+                }
+                Ok(())
+            })?;
+        }
+        for (name, rows) in &image.tables {
+            let table = self
+                .user_tables
+                .iter()
+                .find(|table| &table.name == name)
+                .ok_or_else(|| bad(&self.path, format!("a snapshot holds table {name}, which this pool lacks")))?;
+            for group in rows.chunks(LOAD_ROWS_PER_TXN) {
+                self.db.run(|tx| {
+                    for (key, value) in group {
+                        tx.put(table.id, key, value)?;
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// CRC-32C-like checksum (crc32fast) and row count of each user table
+    /// as of the applied log id.
+    pub fn checksum(&self) -> Result<Vec<(String, u64, u32)>, DbError> {
+        let image = self.dump_tables()?;
+        Ok(image
+            .tables
+            .iter()
+            .map(|(name, rows)| {
+                let mut hasher = crc32fast::Hasher::new();
+                for (key, value) in rows {
+                    hasher.update(&(key.len() as u32).to_le_bytes());
+                    hasher.update(key);
+                    hasher.update(&(value.len() as u32).to_le_bytes());
+                    hasher.update(value);
+                }
+                (name.clone(), rows.len() as u64, hasher.finalize())
+            })
+            .collect())
+    }
+
+    /// The undo row key of write `position` of transaction `seq`.
+    pub fn undo_key(origin: Origin, seq: u64, position: u32) -> [u8; 20] {
+        undo_key(origin, seq, position)
+    }
+}
+
+fn chunks(bytes: &[u8]) -> usize {
+    bytes.len().div_ceil(LOG_CHUNK).max(1)
+}
+
+fn delete_log_rows(tx: &mut pmtx_engine::Transaction<'_>, log: TableId, from: u64, to: u64) -> TxResult<()> {
+    let (low, high) = (log_key(from, 0), log_key(to, 0));
+    let rows =
+        tx.scan(log, (Bound::Included(&low[..]), Bound::Excluded(&high[..])), ScanDirection::Forward, usize::MAX)?;
+    for (key, _) in rows {
+        tx.delete(log, &key)?;
+    }
+    Ok(())
+}
+
+/// Replays one transaction's writes.
+fn replay(tx: &mut pmtx_engine::Transaction<'_>, txn: &WriteSet) -> TxResult<()> {
+    for write in &txn.writes {
+        match &write.value {
+            Some(value) => tx.put(TableId(write.table), &write.key, value)?,
+            None => {
+                tx.delete(TableId(write.table), &write.key)?;
+            }
+        }
+    }
+    Ok(())
+}

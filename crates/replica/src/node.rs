@@ -1,0 +1,846 @@
+//! A replicated database: one node of a cluster, its transactions, its
+//! leadership monitor and its server.
+//!
+//! A transaction runs on the leader with the local engine. Each write is
+//! recorded as an after-image (shipped) and a before-image (kept in the
+//! pool's undo table, written in the same transaction). The commit is
+//! sequenced: a mutex around validation and install gives each committed
+//! transaction a sequence number in commit order, and write sets enter the
+//! proposal queue in that order, so the Raft log order agrees with the
+//! engine's serial order for conflicting transactions. The caller is
+//! acknowledged when its commit is durable in the local pool and its batch
+//! has been committed by a majority and applied. When leadership ends, the
+//! node rolls back what it executed and is not applied, from the undo rows;
+//! entries of that leadership that a new leader commits are replayed like
+//! any other.
+
+use crate::error::{ReplicaError, ReplicaResult};
+use crate::local::{encode_undo, meta, Local};
+use crate::network::{read_frame, write_frame, Faults, FaultyNetwork, Message, Reply, TcpNetwork, TrafficCounter};
+use crate::shared::Shared;
+use crate::storage::{load_snapshot, snapshot_path, LogStore, StateMachine};
+use crate::types::{
+    AdminReply, AdminRequest, Batch, NodeId, NodeStatus, Origin, PoolChecksum, TypeConfig, Write, WriteSet,
+};
+use openraft::{BasicNode, ChangeMembers, Config, Raft, ServerState, SnapshotPolicy};
+use pmtx_engine::{DbOptions, Outcome, Pending, ScanDirection, TableId, TxError, TxResult};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How to run one node.
+#[derive(Clone)]
+pub struct ReplicaOptions {
+    /// This node's id (unique in the cluster, never reused).
+    pub id: NodeId,
+    /// The local pool: its file, engine and (when created) user tables.
+    /// Any durable engine works; replication adds three tables of its own.
+    pub db: DbOptions,
+    /// Address to listen on for peers and `pmtx cluster` (`127.0.0.1:0`
+    /// picks a port: see [`ReplicatedDatabase::addr`]).
+    pub listen: String,
+    /// Address peers use to reach this node (default: the bound address).
+    pub advertise: Option<String>,
+    /// Raft's election timeout range, in milliseconds.
+    pub election_timeout_ms: (u64, u64),
+    /// Raft's heartbeat interval, in milliseconds.
+    pub heartbeat_ms: u64,
+    /// Build a snapshot after this many entries since the last one.
+    pub snapshot_every: u64,
+    /// Entries kept behind a snapshot (for followers that are a little
+    /// behind, instead of sending them the snapshot).
+    pub keep_behind_snapshot: u64,
+    /// Most write sets in one log entry.
+    pub max_batch: usize,
+    /// How long a commit waits for a majority before it is reported as
+    /// [`ReplicaError::OutcomeUnknown`].
+    pub commit_timeout: Duration,
+    /// Faults to inject into this node's outgoing Raft messages (tests).
+    pub faults: Option<Arc<Faults>>,
+}
+
+impl ReplicaOptions {
+    /// Defaults: elections after 300-600 ms, heartbeats every 100 ms, a
+    /// snapshot every 10,000 entries keeping 1,000 behind it, batches of up
+    /// to 512 transactions, commits wait up to 5 s.
+    pub fn new(id: NodeId, db: DbOptions, listen: impl Into<String>) -> Self {
+        Self {
+            id,
+            db,
+            listen: listen.into(),
+            advertise: None,
+            election_timeout_ms: (300, 600),
+            heartbeat_ms: 100,
+            snapshot_every: 10_000,
+            keep_behind_snapshot: 1_000,
+            max_batch: 512,
+            commit_timeout: Duration::from_secs(5),
+            faults: None,
+        }
+    }
+
+    fn raft_config(&self) -> ReplicaResult<Config> {
+        let config = Config {
+            cluster_name: "pmtx".into(),
+            election_timeout_min: self.election_timeout_ms.0,
+            election_timeout_max: self.election_timeout_ms.1,
+            heartbeat_interval: self.heartbeat_ms,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every),
+            max_in_snapshot_log_to_keep: self.keep_behind_snapshot,
+            install_snapshot_timeout: 2_000,
+            ..Default::default()
+        };
+        config.validate().map_err(|error| ReplicaError::InvalidConfig(error.to_string()))
+    }
+}
+
+/// One node of a replicated pmtx cluster (see the module documentation).
+pub struct ReplicatedDatabase {
+    shared: Arc<Shared>,
+    raft: Raft<TypeConfig>,
+    runtime: Option<tokio::runtime::Runtime>,
+    addr: String,
+    traffic: Arc<TrafficCounter>,
+    commit_timeout: Duration,
+}
+
+/// A committed transaction whose acknowledgement is pending.
+#[derive(Debug)]
+pub struct ReplicatedPending {
+    local: Pending,
+    origin: Origin,
+    seq: u64,
+}
+
+/// What one attempt wrote: after-images to ship, before-images to keep.
+#[derive(Default)]
+struct Recording {
+    writes: Vec<Write>,
+    undo: Vec<(TableId, Vec<u8>, Option<Vec<u8>>)>,
+}
+
+/// The body's view of a replicated transaction: the operations of
+/// [`pmtx_engine::Transaction`], with each write recorded.
+pub struct ReplicatedTransaction<'a, 't> {
+    tx: &'a mut pmtx_engine::Transaction<'t>,
+    recording: &'a mut Recording,
+}
+
+impl ReplicatedTransaction<'_, '_> {
+    /// Reads `key`.
+    pub fn get(&mut self, table: TableId, key: &[u8]) -> TxResult<Option<Vec<u8>>> {
+        self.tx.get(table, key)
+    }
+
+    /// Reads `key` and returns `read(value)`, or `None` if absent.
+    pub fn get_with<R>(&mut self, table: TableId, key: &[u8], read: impl FnOnce(&[u8]) -> R) -> TxResult<Option<R>> {
+        self.tx.get_with(table, key, read)
+    }
+
+    /// Visits rows of the primary index in `range` (ordered tables).
+    pub fn scan_with(
+        &mut self,
+        table: TableId,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        direction: ScanDirection,
+        limit: usize,
+        visit: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> TxResult<()> {
+        self.tx.scan_with(table, range, direction, limit, visit)
+    }
+
+    /// Collects rows of the primary index in `range` (ordered tables).
+    pub fn scan(
+        &mut self,
+        table: TableId,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        direction: ScanDirection,
+        limit: usize,
+    ) -> TxResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.tx.scan(table, range, direction, limit)
+    }
+
+    fn record(&mut self, table: TableId, key: &[u8], before: Option<Vec<u8>>, after: Option<&[u8]>) {
+        self.recording.writes.push(Write { table: table.0, key: key.to_vec(), value: after.map(<[u8]>::to_vec) });
+        self.recording.undo.push((table, key.to_vec(), before));
+    }
+
+    /// Inserts or overwrites.
+    pub fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> TxResult<()> {
+        let before = self.tx.get(table, key)?;
+        self.tx.put(table, key, value)?;
+        self.record(table, key, before, Some(value));
+        Ok(())
+    }
+
+    /// Inserts if absent; false if the key exists.
+    pub fn insert(&mut self, table: TableId, key: &[u8], value: &[u8]) -> TxResult<bool> {
+        let inserted = self.tx.insert(table, key, value)?;
+        if inserted {
+            self.record(table, key, None, Some(value));
+        }
+        Ok(inserted)
+    }
+
+    /// Overwrites if present; false if absent.
+    pub fn update(&mut self, table: TableId, key: &[u8], value: &[u8]) -> TxResult<bool> {
+        let Some(before) = self.tx.get(table, key)? else { return Ok(false) };
+        self.tx.update(table, key, value)?;
+        self.record(table, key, Some(before), Some(value));
+        Ok(true)
+    }
+
+    /// Changes the row of `key` (same length) and returns `modify`'s
+    /// result, or `None` if absent.
+    pub fn update_with<R>(
+        &mut self,
+        table: TableId,
+        key: &[u8],
+        modify: impl FnOnce(&mut [u8]) -> R,
+    ) -> TxResult<Option<R>> {
+        let Some(before) = self.tx.get(table, key)? else { return Ok(None) };
+        let mut after = before.clone();
+        let result = modify(&mut after);
+        self.tx.update(table, key, &after)?;
+        self.record(table, key, Some(before), Some(&after));
+        Ok(Some(result))
+    }
+
+    /// Deletes if present; false if absent.
+    pub fn delete(&mut self, table: TableId, key: &[u8]) -> TxResult<bool> {
+        let Some(before) = self.tx.get(table, key)? else { return Ok(false) };
+        self.tx.delete(table, key)?;
+        self.record(table, key, Some(before), None);
+        Ok(true)
+    }
+
+    /// The error a body returns to roll back.
+    pub fn rollback(&self) -> TxError {
+        TxError::Rollback
+    }
+}
+
+impl ReplicatedDatabase {
+    /// Opens (creating if the options say so) the node's pool, recovers
+    /// it (redoing an interrupted snapshot install, rolling back what it
+    /// executed as leader and did not apply), starts Raft and listens.
+    /// A new cluster also needs [`ReplicatedDatabase::initialize`] once,
+    /// on one node.
+    pub fn open(options: ReplicaOptions) -> ReplicaResult<Self> {
+        let config = Arc::new(options.raft_config()?);
+        if options.max_batch == 0 {
+            return Err(ReplicaError::InvalidConfig("max_batch must be at least 1".into()));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(format!("pmtx-node-{}", options.id))
+            .enable_all()
+            .build()
+            .map_err(|source| ReplicaError::Io { path: "tokio runtime".into(), source })?;
+        let mut db = options.db.clone();
+        // Raft's own transactions (log appends, applies, votes) need
+        // worker slots beside the application's threads.
+        db.workers += 4;
+        let local = Local::open(db, options.id)?;
+        let incarnation = recover(&local)?;
+        let shared = Arc::new(Shared::new(options.id, local, incarnation));
+        let log_store = LogStore::open(Arc::clone(&shared))?;
+        let state_machine = StateMachine::new(Arc::clone(&shared));
+        let traffic = Arc::new(TrafficCounter::default());
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind(&options.listen))
+            .map_err(|source| ReplicaError::Io { path: options.listen.clone(), source })?;
+        let bound =
+            listener.local_addr().map_err(|source| ReplicaError::Io { path: options.listen.clone(), source })?;
+        let addr = options.advertise.clone().unwrap_or_else(|| bound.to_string());
+        let tcp = TcpNetwork::new(Arc::clone(&traffic));
+        let raft = match &options.faults {
+            Some(faults) => {
+                let network = FaultyNetwork::new(tcp, options.id, Arc::clone(faults));
+                runtime.block_on(Raft::new(options.id, config, network, log_store, state_machine))
+            }
+            None => runtime.block_on(Raft::new(options.id, config, tcp, log_store, state_machine)),
+        }
+        .map_err(|error| ReplicaError::Raft(error.to_string()))?;
+        runtime.spawn(serve(listener, raft.clone(), Arc::clone(&shared), addr.clone()));
+        runtime.spawn(propose(raft.clone(), Arc::clone(&shared), options.max_batch));
+        runtime.spawn(monitor(raft.clone(), Arc::clone(&shared)));
+        Ok(Self { shared, raft, runtime: Some(runtime), addr, traffic, commit_timeout: options.commit_timeout })
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime.as_ref().expect("the runtime lives until shutdown")
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.shared.id
+    }
+
+    /// The address peers reach this node at.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Bytes this node has sent to peers (Raft messages).
+    pub fn bytes_sent(&self) -> u64 {
+        self.traffic.bytes()
+    }
+
+    /// Table id by name.
+    pub fn table_id(&self, name: &str) -> ReplicaResult<TableId> {
+        if name.starts_with("__raft_") {
+            return Err(pmtx_engine::DbError::UnknownTable(name.to_string()).into());
+        }
+        Ok(self.shared.local.db.table_id(name)?)
+    }
+
+    /// Starts a new cluster whose voters are `members` (`(id, address)`),
+    /// this node among them. Call once, on one node of a new cluster.
+    pub fn initialize(&self, members: &[(NodeId, String)]) -> ReplicaResult<()> {
+        initialize(&self.raft, &self.shared, members, &self.addr, self.runtime())
+    }
+
+    /// Waits until this node accepts transactions (leads and has caught
+    /// up) or another node is known to lead; returns the leader's id, or
+    /// `None` after `timeout`.
+    pub fn wait_for_leader(&self, timeout: Duration) -> Option<NodeId> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let metrics = self.raft.metrics().borrow().clone();
+            match metrics.current_leader {
+                Some(leader) if leader != self.shared.id => return Some(leader),
+                Some(leader) if self.shared.leadership.lock().active => return Some(leader),
+                _ => {}
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Whether this node accepts transactions now.
+    pub fn is_leader(&self) -> bool {
+        self.shared.leadership.lock().active
+    }
+
+    /// This node's status.
+    pub fn status(&self) -> NodeStatus {
+        status(&self.raft, &self.shared)
+    }
+
+    fn not_leader(&self) -> ReplicaError {
+        not_leader(&self.raft, self.shared.id)
+    }
+
+    /// Runs `body` as a replicated transaction on this node, which must
+    /// lead ([`ReplicaError::NotLeader`] names the leader otherwise).
+    /// Aborts are retried; returns once the commit is durable here and
+    /// committed by a majority.
+    pub fn run<R>(
+        &self,
+        body: impl FnMut(&mut ReplicatedTransaction<'_, '_>) -> TxResult<R>,
+    ) -> ReplicaResult<Outcome<R>> {
+        match self.run_pipelined(body)? {
+            (Outcome::Committed(value), Some(pending)) => {
+                self.wait(pending)?;
+                Ok(Outcome::Committed(value))
+            }
+            (outcome, _) => Ok(outcome),
+        }
+    }
+
+    /// Like [`ReplicatedDatabase::run`], but returns once the transaction
+    /// commits on the leader, before it is durable or replicated: wait for
+    /// the [`ReplicatedPending`] with [`ReplicatedDatabase::wait`] before
+    /// acknowledging it to anyone.
+    pub fn run_pipelined<R>(
+        &self,
+        mut body: impl FnMut(&mut ReplicatedTransaction<'_, '_>) -> TxResult<R>,
+    ) -> ReplicaResult<(Outcome<R>, Option<ReplicatedPending>)> {
+        if !self.shared.leadership.lock().active {
+            return Err(self.not_leader());
+        }
+        let shared = &self.shared;
+        let local = &shared.local;
+        let _gate = shared.gate.read();
+        let mut open = local.db.begin(false)?;
+        let mut undo_row = Vec::new();
+        loop {
+            let mut recording = Recording::default();
+            let result = open.ops(|tx| body(&mut ReplicatedTransaction { tx, recording: &mut recording }));
+            let value = match result {
+                Ok(value) => value,
+                Err(TxError::Abort(_)) => {
+                    open.retry()?;
+                    continue;
+                }
+                Err(TxError::Rollback) => return Ok((Outcome::RolledBack, None)),
+                Err(TxError::Db(error)) => return Err(error.into()),
+            };
+            if recording.writes.is_empty() {
+                // Nothing to replicate: a read-only body on the write path.
+                match open.commit() {
+                    Ok(_) => return Ok((Outcome::Committed(value), None)),
+                    Err(TxError::Abort(_)) => {
+                        open.retry()?;
+                        continue;
+                    }
+                    Err(TxError::Rollback) => return Ok((Outcome::RolledBack, None)),
+                    Err(TxError::Db(error)) => return Err(error.into()),
+                }
+            }
+            let mut leadership = shared.leadership.lock();
+            if !leadership.active {
+                drop(leadership);
+                open.rollback();
+                return Err(self.not_leader());
+            }
+            let (origin, seq) = (leadership.origin, leadership.next_seq);
+            let undo_table = local.undo;
+            let with_undo = open.ops(|tx| {
+                for (position, (table, key, before)) in recording.undo.iter().enumerate() {
+                    encode_undo(*table, key, before.as_deref(), &mut undo_row);
+                    tx.put(undo_table, &Local::undo_key(origin, seq, position as u32), &undo_row)?;
+                }
+                Ok(())
+            });
+            match with_undo.and_then(|()| open.commit_pipelined()) {
+                Ok(pending) => {
+                    leadership.next_seq += 1;
+                    shared.proposals.lock().push_back((seq, WriteSet { writes: recording.writes }));
+                    drop(leadership);
+                    shared.proposals_ready.notify_one();
+                    return Ok((Outcome::Committed(value), Some(ReplicatedPending { local: pending, origin, seq })));
+                }
+                Err(TxError::Abort(_)) => {
+                    drop(leadership);
+                    open.retry()?;
+                }
+                Err(TxError::Rollback) => return Ok((Outcome::RolledBack, None)),
+                Err(TxError::Db(error)) => return Err(error.into()),
+            }
+        }
+    }
+
+    /// Waits until a pipelined commit is durable here and committed by a
+    /// majority: then, and only then, it may be acknowledged.
+    pub fn wait(&self, pending: ReplicatedPending) -> ReplicaResult<Duration> {
+        let latency = self.shared.local.db.wait_durable(pending.local)?;
+        self.wait_applied(pending.origin, pending.seq)?;
+        Ok(latency)
+    }
+
+    fn wait_applied(&self, origin: Origin, seq: u64) -> ReplicaResult<()> {
+        let deadline = Instant::now() + self.commit_timeout;
+        let shared = &self.shared;
+        let mut acks = shared.acks.lock();
+        loop {
+            if acks.incarnation == origin.incarnation && acks.applied_seq >= seq {
+                return Ok(());
+            }
+            if acks.shutdown {
+                return Err(ReplicaError::Shutdown(shared.id));
+            }
+            if acks.incarnation != origin.incarnation || Instant::now() >= deadline {
+                return Err(ReplicaError::OutcomeUnknown { node: shared.id });
+            }
+            shared.acks_changed.wait_for(&mut acks, Duration::from_millis(50));
+        }
+    }
+
+    /// Runs a read-only `body` linearizably: on the leader, after
+    /// confirming its leadership with a majority (Raft's read index), and
+    /// returning only once every write it may have seen is committed.
+    pub fn run_read_only<R>(
+        &self,
+        mut body: impl FnMut(&mut ReplicatedTransaction<'_, '_>) -> TxResult<R>,
+    ) -> ReplicaResult<Outcome<R>> {
+        let origin = {
+            let leadership = self.shared.leadership.lock();
+            if !leadership.active {
+                return Err(self.not_leader());
+            }
+            leadership.origin
+        };
+        self.runtime().block_on(self.raft.ensure_linearizable()).map_err(|_| self.not_leader())?;
+        let mut recording = Recording::default();
+        let finished = self
+            .shared
+            .local
+            .db
+            .run_read_only(|tx| body(&mut ReplicatedTransaction { tx, recording: &mut recording }))?;
+        let seen = {
+            let leadership = self.shared.leadership.lock();
+            if !leadership.active || leadership.origin != origin {
+                return Err(self.not_leader());
+            }
+            leadership.next_seq - 1
+        };
+        self.wait_applied(origin, seen)?;
+        Ok(finished.outcome)
+    }
+
+    /// Runs a read-only `body` on this node's pool as of its applied log
+    /// index, which it returns beside the result: on a follower the data
+    /// may be stale (labelled by that index); on the leader the read is
+    /// linearizable ([`ReplicatedDatabase::run_read_only`]) and the index is
+    /// `None`.
+    pub fn read_stale<R>(
+        &self,
+        mut body: impl FnMut(&mut ReplicatedTransaction<'_, '_>) -> TxResult<R>,
+    ) -> ReplicaResult<(Outcome<R>, Option<u64>)> {
+        if self.shared.leadership.lock().active {
+            return self.run_read_only(body).map(|outcome| (outcome, None));
+        }
+        let _gate = self.shared.gate.read();
+        if !self.shared.leadership.lock().clean {
+            return Err(self.not_leader());
+        }
+        let local = &self.shared.local;
+        let mut recording = Recording::default();
+        let mut applied = None;
+        let finished = local.db.run_read_only(|tx| {
+            let bytes = tx.get(local.meta, meta::APPLIED)?;
+            applied = bytes
+                .map(|bytes| crate::local::decode::<Option<openraft::LogId<NodeId>>>(&bytes, "applied"))
+                .transpose()?
+                .flatten()
+                .map(|log_id| log_id.index);
+            body(&mut ReplicatedTransaction { tx, recording: &mut recording })
+        })?;
+        Ok((finished.outcome, applied))
+    }
+
+    /// Adds node `id` at `addr`: first as a learner (it catches up from a
+    /// snapshot and the log), then as a voter, through joint consensus.
+    /// Call on the leader.
+    pub fn add_node(&self, id: NodeId, addr: &str) -> ReplicaResult<()> {
+        self.runtime().block_on(add_node(&self.raft, self.shared.id, id, addr.to_string()))
+    }
+
+    /// Removes node `id` from the voters and learners (joint consensus).
+    /// Call on the leader.
+    pub fn remove_node(&self, id: NodeId) -> ReplicaResult<()> {
+        self.runtime().block_on(remove_node(&self.raft, self.shared.id, id))
+    }
+
+    /// A checksum of every user table as of the applied index, taken with
+    /// no transaction half-way (compare it across replicas once they have
+    /// applied the same index).
+    pub fn checksum(&self) -> ReplicaResult<PoolChecksum> {
+        checksum(&self.shared)
+    }
+
+    /// Stops Raft and closes the pool cleanly.
+    pub fn shutdown(mut self) -> ReplicaResult<()> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> ReplicaResult<()> {
+        let Some(runtime) = self.runtime.take() else { return Ok(()) };
+        {
+            let mut acks = self.shared.acks.lock();
+            acks.shutdown = true;
+            self.shared.acks_changed.notify_all();
+        }
+        self.shared.leadership.lock().active = false;
+        let result = runtime.block_on(self.raft.shutdown()).map_err(|error| ReplicaError::Raft(error.to_string()));
+        runtime.shutdown_timeout(Duration::from_secs(2));
+        result
+    }
+}
+
+impl Drop for ReplicatedDatabase {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// Brings a pool to its applied state at open and returns the incarnation
+/// to start from.
+fn recover(local: &Local) -> ReplicaResult<u64> {
+    if local.get_meta::<String>(meta::INSTALLING)?.is_some() {
+        let path = snapshot_path(&local.path);
+        let (snapshot_meta, data) = load_snapshot(&path)
+            .map_err(|source| ReplicaError::Io { path: path.display().to_string(), source })?
+            .ok_or_else(|| ReplicaError::BadPool {
+                path: local.path.display().to_string(),
+                detail: format!("a snapshot install was interrupted and {} is missing", path.display()),
+            })?;
+        crate::storage::install(local, &snapshot_meta, &data)?;
+    }
+    let incarnation = local.get_meta::<u64>(meta::INCARNATION)?.unwrap_or(0);
+    if local.has_undo()? {
+        local.roll_back_unapplied(incarnation + 1)?;
+        return Ok(incarnation + 1);
+    }
+    Ok(incarnation)
+}
+
+fn not_leader(raft: &Raft<TypeConfig>, id: NodeId) -> ReplicaError {
+    let metrics = raft.metrics().borrow().clone();
+    let leader = metrics.current_leader.filter(|leader| *leader != id).map(|leader| {
+        let addr = metrics.membership_config.membership().get_node(&leader).map(|node| node.addr.clone());
+        (leader, addr.unwrap_or_default())
+    });
+    ReplicaError::NotLeader { node: id, leader }
+}
+
+fn status(raft: &Raft<TypeConfig>, shared: &Shared) -> NodeStatus {
+    let metrics = raft.metrics().borrow().clone();
+    let membership = metrics.membership_config.membership();
+    let address = |id: NodeId| membership.get_node(&id).map(|node| node.addr.clone()).unwrap_or_default();
+    NodeStatus {
+        id: shared.id,
+        role: format!("{:?}", metrics.state),
+        term: metrics.current_term,
+        leader: metrics.current_leader.map(|leader| (leader, address(leader))),
+        last_log_index: metrics.last_log_index,
+        applied_index: metrics.last_applied.map(|log_id| log_id.index),
+        voters: membership.voter_ids().map(|id| (id, address(id))).collect(),
+        learners: membership.learner_ids().map(|id| (id, address(id))).collect(),
+        accepting_writes: shared.leadership.lock().active,
+    }
+}
+
+fn checksum(shared: &Shared) -> ReplicaResult<PoolChecksum> {
+    let _gate = shared.gate.write();
+    let _apply = shared.apply_lock.lock();
+    let applied: Option<openraft::LogId<NodeId>> =
+        shared.local.get_meta::<Option<openraft::LogId<NodeId>>>(meta::APPLIED)?.flatten();
+    Ok(PoolChecksum { applied_index: applied.map(|log_id| log_id.index), tables: shared.local.checksum()? })
+}
+
+fn initialize(
+    raft: &Raft<TypeConfig>,
+    shared: &Shared,
+    members: &[(NodeId, String)],
+    own_addr: &str,
+    runtime: &tokio::runtime::Runtime,
+) -> ReplicaResult<()> {
+    let mut nodes = BTreeMap::new();
+    for (id, addr) in members {
+        nodes.insert(*id, BasicNode::new(addr));
+    }
+    nodes.entry(shared.id).or_insert_with(|| BasicNode::new(own_addr));
+    runtime.block_on(raft.initialize(nodes)).map_err(|error| ReplicaError::Raft(error.to_string()))
+}
+
+async fn add_node(raft: &Raft<TypeConfig>, me: NodeId, id: NodeId, addr: String) -> ReplicaResult<()> {
+    let refuse = |error: String| match raft.metrics().borrow().current_leader {
+        Some(leader) if leader != me => not_leader(raft, me),
+        _ => ReplicaError::Raft(error),
+    };
+    raft.add_learner(id, BasicNode::new(addr), true).await.map_err(|error| refuse(error.to_string()))?;
+    let mut voters: BTreeSet<NodeId> = raft.metrics().borrow().membership_config.membership().voter_ids().collect();
+    voters.insert(id);
+    raft.change_membership(voters, false).await.map_err(|error| refuse(error.to_string()))?;
+    Ok(())
+}
+
+async fn remove_node(raft: &Raft<TypeConfig>, me: NodeId, id: NodeId) -> ReplicaResult<()> {
+    let membership = raft.metrics().borrow().membership_config.membership().clone();
+    let is_voter = membership.voter_ids().any(|voter| voter == id);
+    let is_learner = membership.learner_ids().any(|learner| learner == id);
+    if !is_voter && !is_learner {
+        return Err(ReplicaError::InvalidConfig(format!("node {id} is not a member")));
+    }
+    let result = if is_voter {
+        let voters: BTreeSet<NodeId> = membership.voter_ids().filter(|voter| *voter != id).collect();
+        if voters.is_empty() {
+            return Err(ReplicaError::InvalidConfig("cannot remove the last voter".into()));
+        }
+        raft.change_membership(voters, false).await
+    } else {
+        raft.change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false).await
+    };
+    result.map(|_| ()).map_err(|error| match raft.metrics().borrow().current_leader {
+        Some(leader) if leader != me => not_leader(raft, me),
+        _ => ReplicaError::Raft(error.to_string()),
+    })
+}
+
+/// Proposes queued write sets in sequence order, many per entry.
+async fn propose(raft: Raft<TypeConfig>, shared: Arc<Shared>, max_batch: usize) {
+    loop {
+        shared.proposals_ready.notified().await;
+        let _proposing = shared.proposing.lock().await;
+        loop {
+            let batch = {
+                let leadership = shared.leadership.lock();
+                let mut queue = shared.proposals.lock();
+                if !leadership.active {
+                    queue.clear();
+                    break;
+                }
+                let Some(&(first_seq, _)) = queue.front() else { break };
+                let take = queue.len().min(max_batch);
+                let txns: Vec<WriteSet> = queue.drain(..take).map(|(_, writes)| writes).collect();
+                Batch { origin: leadership.origin, first_seq, txns }
+            };
+            // The responder is not needed: waiters learn of the commit when
+            // the entry is applied.
+            if raft.client_write_ff(batch).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Follows this node's leadership: activates it once caught up, and rolls
+/// back when it ends.
+async fn monitor(raft: Raft<TypeConfig>, shared: Arc<Shared>) {
+    let mut metrics = raft.metrics();
+    loop {
+        let (state, term) = {
+            let current = metrics.borrow_and_update();
+            (current.state, current.current_term)
+        };
+        let (active, active_term) = {
+            let leadership = shared.leadership.lock();
+            (leadership.active, leadership.term)
+        };
+        if active && (state != ServerState::Leader || term != active_term) {
+            let shared = Arc::clone(&shared);
+            if tokio::task::spawn_blocking(move || step_down(&shared)).await.is_err() {
+                return;
+            }
+            continue;
+        }
+        let retry = if state == ServerState::Leader && !active { !activate(&raft, &shared, term).await } else { false };
+        if shared.acks.lock().shutdown {
+            return;
+        }
+        if retry {
+            tokio::select! {
+                changed = metrics.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        } else if metrics.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Starts accepting transactions as the leader of `term`, once every entry
+/// in the log (those of earlier leaders, and any proposal of an earlier
+/// leadership of this node) is applied. False if not possible now.
+async fn activate(raft: &Raft<TypeConfig>, shared: &Arc<Shared>, term: u64) -> bool {
+    let _proposing = shared.proposing.lock().await;
+    // The API channel is FIFO: once this answers, every proposal sent
+    // before is in the log.
+    if raft.with_raft_state(|_| ()).await.is_err() {
+        return false;
+    }
+    let end = shared.log_end.load(Ordering::Acquire);
+    if end > 0 {
+        let wait = raft.wait(Some(Duration::from_millis(500)));
+        if wait.applied_index_at_least(Some(end - 1), "activate").await.is_err() {
+            return false;
+        }
+    }
+    let metrics = raft.metrics().borrow().clone();
+    if metrics.state != ServerState::Leader || metrics.current_term != term {
+        return false;
+    }
+    let shared = Arc::clone(shared);
+    tokio::task::spawn_blocking(move || {
+        let _apply = shared.apply_lock.lock();
+        let mut leadership = shared.leadership.lock();
+        let incarnation = shared.acks.lock().incarnation + 1;
+        if shared.local.put_meta(meta::INCARNATION, &incarnation).is_err() {
+            return false;
+        }
+        {
+            let mut acks = shared.acks.lock();
+            acks.incarnation = incarnation;
+            acks.applied_seq = 0;
+            shared.acks_changed.notify_all();
+        }
+        *leadership = crate::shared::Leadership {
+            active: true,
+            term,
+            origin: Origin { node: shared.id, incarnation },
+            next_seq: 1,
+            clean: false,
+        };
+        true
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// Ends this node's leadership: refuses new commits, waits for running
+/// transactions, rolls back what it executed and is not applied.
+fn step_down(shared: &Shared) {
+    shared.leadership.lock().active = false;
+    let _gate = shared.gate.write();
+    let _apply = shared.apply_lock.lock();
+    let incarnation = shared.acks.lock().incarnation + 1;
+    // A failure here leaves undo rows; the next open rolls them back.
+    let rolled_back = shared.local.roll_back_unapplied(incarnation).is_ok();
+    shared.proposals.lock().clear();
+    {
+        let mut acks = shared.acks.lock();
+        acks.incarnation = incarnation;
+        shared.acks_changed.notify_all();
+    }
+    let mut leadership = shared.leadership.lock();
+    leadership.origin = Origin { node: shared.id, incarnation };
+    leadership.clean = rolled_back;
+}
+
+/// Answers peers and `pmtx cluster` on `listener`.
+async fn serve(listener: tokio::net::TcpListener, raft: Raft<TypeConfig>, shared: Arc<Shared>, addr: String) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else { continue };
+        let _ = stream.set_nodelay(true);
+        let (raft, shared, addr) = (raft.clone(), Arc::clone(&shared), addr.clone());
+        tokio::spawn(async move {
+            while let Ok(Some(message)) = read_frame::<Message>(&mut stream).await {
+                let reply = match message {
+                    Message::Append(request) => Reply::Append(raft.append_entries(request).await),
+                    Message::Vote(request) => Reply::Vote(raft.vote(request).await),
+                    Message::Snapshot(request) => Reply::Snapshot(raft.install_snapshot(request).await),
+                    Message::Admin(request) => Reply::Admin(admin(&raft, &shared, &addr, request).await),
+                };
+                if write_frame(&mut stream, &reply).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+async fn admin(raft: &Raft<TypeConfig>, shared: &Arc<Shared>, addr: &str, request: AdminRequest) -> AdminReply {
+    let me = shared.id;
+    let result = match request {
+        AdminRequest::Status => return AdminReply::Status(status(raft, shared)),
+        AdminRequest::Add { id, addr } => add_node(raft, me, id, addr).await,
+        AdminRequest::Remove { id } => remove_node(raft, me, id).await,
+        AdminRequest::Checksum => {
+            let shared = Arc::clone(shared);
+            return match tokio::task::spawn_blocking(move || checksum(&shared)).await {
+                Ok(Ok(sum)) => AdminReply::Checksum(sum),
+                Ok(Err(error)) => AdminReply::Error(error.to_string()),
+                Err(error) => AdminReply::Error(error.to_string()),
+            };
+        }
+        AdminRequest::Initialize { members } => {
+            let mut nodes = BTreeMap::new();
+            for (id, node_addr) in members {
+                nodes.insert(id, BasicNode::new(node_addr));
+            }
+            nodes.entry(me).or_insert_with(|| BasicNode::new(addr));
+            raft.initialize(nodes).await.map_err(|error| ReplicaError::Raft(error.to_string()))
+        }
+    };
+    match result {
+        Ok(()) => AdminReply::Done,
+        Err(error) => AdminReply::Error(error.to_string()),
+    }
+}

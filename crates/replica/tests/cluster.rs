@@ -1,0 +1,142 @@
+//! Three nodes in one process on loopback: replication, follower writes,
+//! partitions, catch-up from a snapshot, membership changes.
+
+mod common;
+
+use common::*;
+use pmtx_engine::EngineKind;
+use pmtx_replica::ReplicaError;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+#[test]
+fn transactions_replicate_and_replicas_agree() {
+    for engine in [EngineKind::Zen, EngineKind::Sp3] {
+        let cluster = Cluster::start(3, engine, |_| {});
+        let leader = cluster.leader(Duration::from_secs(10));
+        seed_accounts(leader);
+        let mut acknowledged = BTreeSet::new();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..2u64)
+                .map(|thread| {
+                    scope.spawn(move || {
+                        let mut done = Vec::new();
+                        for i in 0..150u64 {
+                            let id = thread * 1_000_000 + i;
+                            let (from, to) = ((i * 7 + thread) % ACCOUNTS, (i * 3 + 1) % ACCOUNTS);
+                            if from != to && transfer(leader, id, from, to, 1 + i % 5).unwrap() {
+                                done.push(id);
+                            }
+                        }
+                        done
+                    })
+                })
+                .collect();
+            for handle in handles {
+                acknowledged.extend(handle.join().unwrap());
+            }
+        });
+        assert!(acknowledged.len() > 250, "{engine}: only {} transfers committed", acknowledged.len());
+        let sums = cluster.converge(Duration::from_secs(10));
+        assert_eq!(sums[0].tables[0].1, ACCOUNTS, "{engine}: {sums:?}");
+        for node in cluster.running() {
+            let (total, ids) = audit(node);
+            assert_eq!(total, ACCOUNTS * INITIAL, "{engine}: node {} lost money", node.id());
+            let ids: BTreeSet<u64> = ids.into_iter().collect();
+            assert_eq!(ids, acknowledged, "{engine}: node {} transfers differ", node.id());
+        }
+        // A follower refuses writes and names the leader.
+        let follower = cluster.running().find(|node| node.id() != leader.id()).unwrap();
+        match transfer(follower, 9_999_999, 0, 1, 1) {
+            Err(ReplicaError::NotLeader { node, leader: Some((id, addr)) }) => {
+                assert_eq!(node, follower.id());
+                assert_eq!(id, leader.id());
+                assert_eq!(addr, leader.addr());
+            }
+            other => panic!("{engine}: a follower's write gave {other:?}"),
+        }
+        // Linearizable reads on the leader see every acknowledged commit.
+        let transfers = leader.table_id("transfers").unwrap();
+        let last = *acknowledged.iter().next_back().unwrap();
+        let seen = leader.run_read_only(|tx| tx.get(transfers, &key(last))).unwrap();
+        assert!(matches!(seen, pmtx_engine::Outcome::Committed(Some(_))), "{engine}");
+    }
+}
+
+#[test]
+fn a_partitioned_leader_cannot_acknowledge_and_its_writes_are_rolled_back() {
+    let cluster = Cluster::start(3, EngineKind::Zen, |_| {});
+    let old = cluster.leader(Duration::from_secs(10));
+    seed_accounts(old);
+    for id in 0..20 {
+        assert!(transfer(old, id, id % ACCOUNTS, (id + 1) % ACCOUNTS, 10).unwrap());
+    }
+    let all: Vec<u64> = cluster.running().map(|node| node.id()).collect();
+    cluster.faults.isolate(old.id(), &all);
+    // The isolated leader executes the transfer but cannot get a majority.
+    match transfer(old, 100, 0, 1, 500) {
+        Err(ReplicaError::OutcomeUnknown { .. }) | Err(ReplicaError::NotLeader { .. }) => {}
+        other => panic!("an isolated leader acknowledged: {other:?}"),
+    }
+    // The majority elects a new leader and goes on.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let new = loop {
+        if let Some(node) = cluster.running().find(|node| node.id() != old.id() && node.is_leader()) {
+            break node;
+        }
+        assert!(std::time::Instant::now() < deadline, "the majority elected no leader");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    for id in 200..220 {
+        assert!(transfer(new, id, id % ACCOUNTS, (id + 3) % ACCOUNTS, 7).unwrap());
+    }
+    cluster.faults.heal();
+    let sums = cluster.converge(Duration::from_secs(15));
+    assert_eq!(sums.len(), 3);
+    for node in cluster.running() {
+        let (total, ids) = audit(node);
+        assert_eq!(total, ACCOUNTS * INITIAL);
+        assert!(!ids.contains(&100), "node {}: the unacknowledged transfer survived", node.id());
+        for id in (0..20).chain(200..220) {
+            assert!(ids.contains(&id), "node {}: acknowledged transfer {id} lost", node.id());
+        }
+    }
+    assert!(!old.is_leader());
+}
+
+#[test]
+fn a_new_node_catches_up_from_a_snapshot_and_membership_changes() {
+    let mut cluster = Cluster::start(3, EngineKind::Zen, |options| {
+        options.snapshot_every = 40;
+        options.keep_behind_snapshot = 5;
+    });
+    let leader_id = cluster.leader(Duration::from_secs(10)).id();
+    seed_accounts(cluster.node(leader_id));
+    // Take a follower out of the cluster and wipe it.
+    let gone = if leader_id == 3 { 2 } else { 3 };
+    cluster.node(leader_id).remove_node(gone).unwrap();
+    cluster.nodes[(gone - 1) as usize].take().unwrap().shutdown().unwrap();
+    std::fs::remove_file(pool_path(cluster.dir.path(), gone)).unwrap();
+    for id in 0..200 {
+        assert!(transfer(cluster.node(leader_id), id, id % ACCOUNTS, (id + 5) % ACCOUNTS, 3).unwrap());
+    }
+    // A new, empty node joins: the log it needs is purged, so it must
+    // install a snapshot.
+    let options = node_options(cluster.dir.path(), 4, cluster.engine, &cluster.faults);
+    let newcomer = pmtx_replica::ReplicatedDatabase::open(options).unwrap();
+    let addr = newcomer.addr().to_string();
+    cluster.nodes.push(Some(newcomer));
+    cluster.node(leader_id).add_node(4, &addr).unwrap();
+    let status = cluster.node(leader_id).status();
+    let voters: Vec<u64> = status.voters.iter().map(|(id, _)| *id).collect();
+    assert!(voters.contains(&4) && !voters.contains(&gone), "{status:?}");
+    for id in 200..220 {
+        assert!(transfer(cluster.node(leader_id), id, id % ACCOUNTS, (id + 5) % ACCOUNTS, 3).unwrap());
+    }
+    cluster.converge(Duration::from_secs(15));
+    let (total, ids) = audit(cluster.node(4));
+    assert_eq!(total, ACCOUNTS * INITIAL);
+    assert_eq!(ids.len(), 220);
+    let snapshot = pool_path(cluster.dir.path(), 4).with_extension("pool.snapshot");
+    assert!(snapshot.exists(), "node 4 caught up without a snapshot");
+}
