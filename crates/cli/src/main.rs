@@ -19,6 +19,7 @@ mod pool_cmd;
 mod progress;
 mod report;
 mod reproduce;
+mod serve;
 mod smoke;
 mod soak;
 mod timing;
@@ -65,6 +66,10 @@ enum Command {
     Reproduce(reproduce::ReproduceArgs),
     /// Write the results page (Markdown and its charts) from `pmtx reproduce` output directories and bench reports.
     Report(report::ReportArgs),
+    /// Run one node of a replicated cluster (Raft over TCP), optionally with the bank example's load.
+    Serve(Box<serve::ServeArgs>),
+    /// Ask a node of a replicated cluster for its status or checksum, or add and remove nodes.
+    Cluster(serve::ClusterArgs),
 }
 
 fn main() -> ExitCode {
@@ -82,6 +87,8 @@ fn main() -> ExitCode {
             reproduce::run(args, |out, page| report::write_page(out, page, &[]))
         }
         Command::Report(args) => report::run(args),
+        Command::Serve(args) => serve::run_serve(*args),
+        Command::Cluster(args) => serve::run_cluster(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

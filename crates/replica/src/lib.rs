@@ -6,6 +6,7 @@
 //! is acknowledged once it is durable in the leader's pool and committed by
 //! a majority. See [`ReplicatedDatabase`] and ARCHITECTURE.md.
 
+pub mod bank;
 mod error;
 pub mod history;
 mod local;
@@ -17,5 +18,5 @@ mod types;
 
 pub use error::{ReplicaError, ReplicaResult};
 pub use network::{admin_call, Faults, FaultyNetwork, TcpNetwork, TrafficCounter};
-pub use node::{ReplicaOptions, ReplicatedDatabase, ReplicatedPending, ReplicatedTransaction};
+pub use node::{Control, ReplicaOptions, ReplicatedDatabase, ReplicatedPending, ReplicatedTransaction};
 pub use types::{AdminReply, AdminRequest, Batch, NodeId, NodeStatus, Origin, PoolChecksum, Write, WriteSet};

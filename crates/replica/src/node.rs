@@ -59,6 +59,31 @@ pub struct ReplicaOptions {
     pub commit_timeout: Duration,
     /// Faults to inject into this node's outgoing Raft messages (tests).
     pub faults: Option<Arc<Faults>>,
+    /// A deliberately broken behaviour, for the tests' controls (a test
+    /// that cannot fail proves nothing): never set it otherwise.
+    pub control: Option<Control>,
+}
+
+/// Deliberately broken behaviours a test turns on to check that it fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// Acknowledge a commit once it is durable on the leader, without
+    /// waiting for a majority.
+    AcknowledgeBeforeMajority,
+    /// Keep what the node executed when its leadership ends instead of
+    /// rolling it back.
+    SkipRollback,
+}
+
+impl Control {
+    /// Parses `acknowledge-before-majority` or `skip-rollback`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "acknowledge-before-majority" => Some(Self::AcknowledgeBeforeMajority),
+            "skip-rollback" => Some(Self::SkipRollback),
+            _ => None,
+        }
+    }
 }
 
 impl ReplicaOptions {
@@ -78,6 +103,7 @@ impl ReplicaOptions {
             max_batch: 512,
             commit_timeout: Duration::from_secs(5),
             faults: None,
+            control: None,
         }
     }
 
@@ -104,6 +130,7 @@ pub struct ReplicatedDatabase {
     addr: String,
     traffic: Arc<TrafficCounter>,
     commit_timeout: Duration,
+    control: Option<Control>,
 }
 
 /// A committed transaction whose acknowledgement is pending.
@@ -266,8 +293,16 @@ impl ReplicatedDatabase {
         .map_err(|error| ReplicaError::Raft(error.to_string()))?;
         runtime.spawn(serve(listener, raft.clone(), Arc::clone(&shared), addr.clone()));
         runtime.spawn(propose(raft.clone(), Arc::clone(&shared), options.max_batch));
-        runtime.spawn(monitor(raft.clone(), Arc::clone(&shared)));
-        Ok(Self { shared, raft, runtime: Some(runtime), addr, traffic, commit_timeout: options.commit_timeout })
+        runtime.spawn(monitor(raft.clone(), Arc::clone(&shared), options.control));
+        Ok(Self {
+            shared,
+            raft,
+            runtime: Some(runtime),
+            addr,
+            traffic,
+            commit_timeout: options.commit_timeout,
+            control: options.control,
+        })
     }
 
     fn runtime(&self) -> &tokio::runtime::Runtime {
@@ -430,7 +465,9 @@ impl ReplicatedDatabase {
     /// majority: then, and only then, it may be acknowledged.
     pub fn wait(&self, pending: ReplicatedPending) -> ReplicaResult<Duration> {
         let latency = self.shared.local.db.wait_durable(pending.local)?;
-        self.wait_applied(pending.origin, pending.seq)?;
+        if self.control != Some(Control::AcknowledgeBeforeMajority) {
+            self.wait_applied(pending.origin, pending.seq)?;
+        }
         Ok(latency)
     }
 
@@ -693,7 +730,7 @@ async fn propose(raft: Raft<TypeConfig>, shared: Arc<Shared>, max_batch: usize) 
 
 /// Follows this node's leadership: activates it once caught up, and rolls
 /// back when it ends.
-async fn monitor(raft: Raft<TypeConfig>, shared: Arc<Shared>) {
+async fn monitor(raft: Raft<TypeConfig>, shared: Arc<Shared>, control: Option<Control>) {
     let mut metrics = raft.metrics();
     loop {
         let (state, term) = {
@@ -706,7 +743,7 @@ async fn monitor(raft: Raft<TypeConfig>, shared: Arc<Shared>) {
         };
         if active && (state != ServerState::Leader || term != active_term) {
             let shared = Arc::clone(&shared);
-            if tokio::task::spawn_blocking(move || step_down(&shared)).await.is_err() {
+            if tokio::task::spawn_blocking(move || step_down(&shared, control)).await.is_err() {
                 return;
             }
             continue;
@@ -776,13 +813,17 @@ async fn activate(raft: &Raft<TypeConfig>, shared: &Arc<Shared>, term: u64) -> b
 
 /// Ends this node's leadership: refuses new commits, waits for running
 /// transactions, rolls back what it executed and is not applied.
-fn step_down(shared: &Shared) {
+fn step_down(shared: &Shared, control: Option<Control>) {
     shared.leadership.lock().active = false;
     let _gate = shared.gate.write();
     let _apply = shared.apply_lock.lock();
     let incarnation = shared.acks.lock().incarnation + 1;
     // A failure here leaves undo rows; the next open rolls them back.
-    let rolled_back = shared.local.roll_back_unapplied(incarnation).is_ok();
+    let rolled_back = if control == Some(Control::SkipRollback) {
+        shared.local.put_meta(meta::INCARNATION, &incarnation).is_ok()
+    } else {
+        shared.local.roll_back_unapplied(incarnation).is_ok()
+    };
     shared.proposals.lock().clear();
     {
         let mut acks = shared.acks.lock();
