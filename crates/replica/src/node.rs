@@ -417,9 +417,15 @@ impl ReplicatedDatabase {
                 Err(TxError::Db(error)) => return Err(error.into()),
             };
             if recording.writes.is_empty() {
-                // Nothing to replicate: a read-only body on the write path.
+                // Nothing to replicate, but what the body read may be
+                // another transaction's commit that is not replicated yet,
+                // or stale on a deposed leader: confirm as a read does.
+                let origin = shared.leadership.lock().origin;
                 match open.commit() {
-                    Ok(_) => return Ok((Outcome::Committed(value), None)),
+                    Ok(_) => {
+                        self.confirm_reads(origin)?;
+                        return Ok((Outcome::Committed(value), None));
+                    }
                     Err(TxError::Abort(_)) => {
                         open.retry()?;
                         continue;
@@ -489,8 +495,8 @@ impl ReplicatedDatabase {
         }
     }
 
-    /// Runs a read-only `body` linearizably: on the leader, after
-    /// confirming its leadership with a majority (Raft's read index), and
+    /// Runs a read-only `body` linearizably: on the leader, confirming its
+    /// leadership with a majority after the reads (Raft's read index), and
     /// returning only once every write it may have seen is committed.
     pub fn run_read_only<R>(
         &self,
@@ -503,22 +509,30 @@ impl ReplicatedDatabase {
             }
             leadership.origin
         };
-        self.runtime().block_on(self.raft.ensure_linearizable()).map_err(|_| self.not_leader())?;
         let mut recording = Recording::default();
         let finished = self
             .shared
             .local
             .db
             .run_read_only(|tx| body(&mut ReplicatedTransaction { tx, recording: &mut recording }))?;
+        self.confirm_reads(origin)?;
+        Ok(finished.outcome)
+    }
+
+    /// Makes reads just taken on this leader linearizable: confirms with a
+    /// majority that it still leads (so no newer leader committed what the
+    /// reads missed), then waits until every commit they may have seen is
+    /// replicated.
+    fn confirm_reads(&self, origin: Origin) -> ReplicaResult<()> {
+        self.runtime().block_on(self.raft.ensure_linearizable()).map_err(|_| self.not_leader())?;
         let seen = {
             let leadership = self.shared.leadership.lock();
             if !leadership.active || leadership.origin != origin {
-                return Err(self.not_leader());
+                return Err(ReplicaError::OutcomeUnknown { node: self.shared.id });
             }
             leadership.next_seq - 1
         };
-        self.wait_applied(origin, seen)?;
-        Ok(finished.outcome)
+        self.wait_applied(origin, seen)
     }
 
     /// Runs a read-only `body` on this node's pool as of its applied log

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use pmtx_engine::EngineKind;
-use pmtx_replica::ReplicaError;
+use pmtx_replica::{Control, ReplicaError};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -63,9 +63,9 @@ fn transactions_replicate_and_replicas_agree() {
     }
 }
 
-#[test]
-fn a_partitioned_leader_cannot_acknowledge_and_its_writes_are_rolled_back() {
-    let cluster = Cluster::start(3, EngineKind::Zen, |_| {});
+/// Cuts the leader off, writes on both sides, heals; says what went wrong.
+fn partition_scenario(control: Option<Control>) -> Result<(), String> {
+    let cluster = Cluster::start(3, EngineKind::Zen, |options| options.control = control);
     let old = cluster.leader(Duration::from_secs(10));
     seed_accounts(old);
     for id in 0..20 {
@@ -74,9 +74,11 @@ fn a_partitioned_leader_cannot_acknowledge_and_its_writes_are_rolled_back() {
     let all: Vec<u64> = cluster.running().map(|node| node.id()).collect();
     cluster.faults.isolate(old.id(), &all);
     // The isolated leader executes the transfer but cannot get a majority.
+    let mut acknowledged: Vec<u64> = (0..20).collect();
     match transfer(old, 100, 0, 1, 500) {
         Err(ReplicaError::OutcomeUnknown { .. }) | Err(ReplicaError::NotLeader { .. }) => {}
-        other => panic!("an isolated leader acknowledged: {other:?}"),
+        Ok(true) => acknowledged.push(100),
+        other => return Err(format!("the isolated leader answered {other:?}")),
     }
     // The majority elects a new leader and goes on.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -84,24 +86,58 @@ fn a_partitioned_leader_cannot_acknowledge_and_its_writes_are_rolled_back() {
         if let Some(node) = cluster.running().find(|node| node.id() != old.id() && node.is_leader()) {
             break node;
         }
-        assert!(std::time::Instant::now() < deadline, "the majority elected no leader");
+        if std::time::Instant::now() > deadline {
+            return Err("the majority elected no leader".into());
+        }
         std::thread::sleep(Duration::from_millis(10));
     };
     for id in 200..220 {
         assert!(transfer(new, id, id % ACCOUNTS, (id + 3) % ACCOUNTS, 7).unwrap());
+        acknowledged.push(id);
     }
     cluster.faults.heal();
-    let sums = cluster.converge(Duration::from_secs(15));
-    assert_eq!(sums.len(), 3);
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let sums: Vec<_> = cluster.running().map(|node| node.checksum().unwrap()).collect();
+        if sums.windows(2).all(|pair| pair[0] == pair[1]) {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("replicas differ after healing: {sums:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     for node in cluster.running() {
         let (total, ids) = audit(node);
-        assert_eq!(total, ACCOUNTS * INITIAL);
-        assert!(!ids.contains(&100), "node {}: the unacknowledged transfer survived", node.id());
-        for id in (0..20).chain(200..220) {
-            assert!(ids.contains(&id), "node {}: acknowledged transfer {id} lost", node.id());
+        if total != ACCOUNTS * INITIAL {
+            return Err(format!("node {}: total {total}", node.id()));
+        }
+        if ids.contains(&100) && !acknowledged.contains(&100) {
+            return Err(format!("node {}: the unacknowledged transfer survived", node.id()));
+        }
+        if let Some(lost) = acknowledged.iter().find(|id| !ids.contains(id)) {
+            return Err(format!("node {}: acknowledged transfer {lost} lost", node.id()));
         }
     }
-    assert!(!old.is_leader());
+    if old.is_leader() {
+        return Err("the old leader still leads".into());
+    }
+    Ok(())
+}
+
+#[test]
+fn a_partitioned_leader_cannot_acknowledge_and_its_writes_are_rolled_back() {
+    partition_scenario(None).unwrap();
+}
+
+#[test]
+fn controls_break_the_partition_test() {
+    for control in [Control::AcknowledgeBeforeMajority, Control::SkipRollback] {
+        match partition_scenario(Some(control)) {
+            Err(violation) => eprintln!("{control:?} failed the test as it must: {violation}"),
+            Ok(()) => panic!("{control:?} passed the partition test: the test cannot fail"),
+        }
+    }
 }
 
 #[test]
