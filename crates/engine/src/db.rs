@@ -142,6 +142,7 @@ impl Database {
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(self.options.seed ^ (id as u64).wrapping_mul(0x9E37)),
             stats: WorkerStats::default(),
             pending: std::collections::VecDeque::new(),
+            hook: None,
             _slot: slot,
         })
     }
@@ -431,7 +432,9 @@ pub struct Worker {
     max_attempts: u32,
     rng: rand_chacha::ChaCha8Rng,
     stats: WorkerStats,
-    pending: std::collections::VecDeque<(CommitTicket, Instant, u32)>,
+    pending: std::collections::VecDeque<(CommitTicket, Instant, u32, u64)>,
+    /// Takes part in each commit (a replicated database's worker).
+    hook: Option<Box<dyn CommitHook>>,
     /// IMPORTANT: the last field, so the id is freed only after the engine
     /// worker above is dropped (fields drop in declaration order): a new
     /// worker of the id never overlaps the old one's teardown.
@@ -448,13 +451,33 @@ impl Worker {
         loop {
             attempts += 1;
             self.inner.begin(read_only, attempts);
+            if let Some(hook) = self.hook.as_deref_mut() {
+                hook.begin_attempt(read_only);
+            }
             let inner = &mut self.inner;
+            let hook = &mut self.hook;
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let mut tx = Transaction { worker: inner.as_mut(), read_only, reads: 0, writes: 0 };
+                let recorder = hook.as_deref_mut().map(|hook| hook as &mut dyn WriteRecorder);
+                let mut tx = Transaction { worker: inner.as_mut(), recorder, read_only, reads: 0, writes: 0 };
                 let result = body(&mut tx);
                 let (reads, writes) = (tx.reads, tx.writes);
-                (result.and_then(|value| inner.commit().map(|ticket| (value, ticket))), reads, writes)
+                let Some(hook) = hook.as_deref_mut() else {
+                    return (result.and_then(|value| inner.commit().map(|ticket| (value, ticket))), reads, writes);
+                };
+                // A replicated commit: the hook adds its own writes and
+                // sequences the commit (see `CommitHook`).
+                let result = result.and_then(|value| {
+                    let mut tx = Transaction { worker: inner.as_mut(), recorder: None, read_only, reads: 0, writes: 0 };
+                    hook.before_commit(&mut tx)?;
+                    let committed = inner.commit();
+                    hook.after_commit(committed.is_ok());
+                    committed.map(|ticket| (value, ticket))
+                });
+                (result, reads, writes)
             }));
+            if let Some(hook) = self.hook.as_deref_mut() {
+                hook.end_attempt();
+            }
             let (result, reads, writes) = match result {
                 Ok(result) => result,
                 Err(panic) => {
@@ -553,6 +576,10 @@ impl Worker {
             Outcome::RolledBack => Outcome::RolledBack,
         };
         self.inner.idle();
+        if let (Some(hook), Outcome::Committed(_)) = (self.hook.as_deref_mut(), &outcome) {
+            let token = hook.last_token();
+            hook.wait_acknowledged(token)?;
+        }
         Ok(Finished { outcome, attempts, latency: start.elapsed() })
     }
 
@@ -573,7 +600,8 @@ impl Worker {
         self.inner.idle();
         Ok(match outcome {
             Outcome::Committed((value, ticket)) => {
-                self.pending.push_back((ticket, start, tag));
+                let token = self.hook.as_deref().map_or(0, |hook| hook.last_token());
+                self.pending.push_back((ticket, start, tag, token));
                 (Outcome::Committed(value), attempts)
             }
             Outcome::RolledBack => (Outcome::RolledBack, attempts),
@@ -585,8 +613,9 @@ impl Worker {
     pub fn drain_acknowledged(&mut self, mut acknowledge: impl FnMut(u32, Duration)) {
         // Acknowledge in commit order: a commit is reported only when it and
         // every earlier one of this worker are durable.
-        while let Some((ticket, start, tag)) = self.pending.front().copied() {
-            if !self.engine.is_durable(ticket) {
+        while let Some((ticket, start, tag, token)) = self.pending.front().copied() {
+            if !self.engine.is_durable(ticket) || self.hook.as_deref().is_some_and(|hook| !hook.is_acknowledged(token))
+            {
                 break;
             }
             self.pending.pop_front();
@@ -603,15 +632,20 @@ impl Worker {
         let latest = self
             .pending
             .iter()
-            .map(|(ticket, _, _)| match ticket {
+            .map(|(ticket, _, _, _)| match ticket {
                 CommitTicket::Durable => 0,
                 CommitTicket::Epoch(epoch) => *epoch,
             })
             .max();
-        let waited = match latest {
+        let mut waited = match latest {
             Some(epoch) => self.inner.wait_durable(CommitTicket::Epoch(epoch)),
             None => Ok(()),
         };
+        if let (Ok(()), Some(hook), Some(&(_, _, _, token))) = (&waited, self.hook.as_deref_mut(), self.pending.back())
+        {
+            // Tokens grow in commit order: the last one covers the others.
+            waited = hook.wait_acknowledged(token);
+        }
         self.drain_acknowledged(&mut acknowledge);
         waited?;
         debug_assert!(self.pending.is_empty());
@@ -621,6 +655,14 @@ impl Worker {
     /// Commits queued and not yet acknowledged.
     pub fn pending_acknowledgements(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Attaches `hook` to every later transaction of this worker (how
+    /// pmtx-replica makes a worker's commits replicated); replaces any
+    /// earlier hook. Call it with no commit pending acknowledgement.
+    pub fn set_commit_hook(&mut self, hook: Box<dyn CommitHook>) {
+        debug_assert!(self.pending.is_empty(), "a hook must not change under pending commits");
+        self.hook = Some(hook);
     }
 
     /// Counters of this worker.
@@ -634,9 +676,49 @@ impl Worker {
     }
 }
 
+/// Sees each effective write of a transaction with the row's value before
+/// and after it (`None`: absent, or deleted).
+pub trait WriteRecorder {
+    /// Row `key` of `table` held `before` and will hold `after`.
+    fn record(&mut self, table: TableId, key: &[u8], before: Option<&[u8]>, after: Option<&[u8]>);
+}
+
+/// Takes part in the commits of a [`Worker`] ([`Worker::set_commit_hook`]):
+/// how pmtx-replica ships a transaction's writes to other nodes and
+/// acknowledges it only once they have it. The worker calls, per attempt:
+/// [`CommitHook::begin_attempt`]; [`WriteRecorder::record`] for each write
+/// the body makes; when the body succeeded, [`CommitHook::before_commit`]
+/// (which may add writes of its own and hold a lock) right before the
+/// engine's commit and [`CommitHook::after_commit`] right after it. A
+/// committed transaction is acknowledged once it is durable and
+/// [`CommitHook::wait_acknowledged`] (or [`CommitHook::is_acknowledged`]
+/// for pipelined commits) says so for the token
+/// [`CommitHook::last_token`] gave after its commit.
+pub trait CommitHook: WriteRecorder + Send {
+    /// An attempt begins: forget the writes of the previous one.
+    fn begin_attempt(&mut self, read_only: bool);
+    /// The body succeeded and the engine commits next: add writes to `tx`
+    /// (they commit or abort with it) or refuse the commit with an error.
+    fn before_commit(&mut self, tx: &mut Transaction<'_>) -> TxResult<()>;
+    /// The engine's commit ended (`committed` or not).
+    fn after_commit(&mut self, committed: bool);
+    /// The attempt ended, however it ended (also after a failed body).
+    fn end_attempt(&mut self);
+    /// Names the last committed attempt for the acknowledgement calls.
+    fn last_token(&self) -> u64;
+    /// Whether the commit named `token` may be acknowledged now.
+    fn is_acknowledged(&self, token: u64) -> bool;
+    /// Waits until the commit named `token` may be acknowledged; an error
+    /// if it never will be (the commit's outcome is then unknown).
+    fn wait_acknowledged(&mut self, token: u64) -> DbResult<()>;
+}
+
 /// The body's view of one attempt.
 pub struct Transaction<'w> {
     worker: &'w mut dyn EngineWorker,
+    /// Sees every effective write with its before- and after-image (a
+    /// replicated database's [`CommitHook`]); `None` on a plain worker.
+    recorder: Option<&'w mut dyn WriteRecorder>,
     read_only: bool,
     /// Tuples read and written by this attempt ([`WorkerStats`]).
     reads: u64,
@@ -695,6 +777,13 @@ impl Transaction<'_> {
         if self.read_only {
             return Err(TxError::Db(DbError::InvalidConfig("write in a read-only transaction".into())));
         }
+        if self.recorder.is_some() {
+            // Recorded: read, change a copy, write it back as an update.
+            let Some(mut row) = self.get(table, key)? else { return Ok(None) };
+            let result = modify(&mut row);
+            self.write(table, key, WriteOp::Update(&row))?;
+            return Ok(Some(result));
+        }
         let mut modify = Some(modify);
         let mut result = None;
         self.writes += 1;
@@ -711,7 +800,34 @@ impl Transaction<'_> {
             return Err(TxError::Db(DbError::InvalidConfig("write in a read-only transaction".into())));
         }
         self.writes += 1;
+        if self.recorder.is_some() {
+            return self.write_recorded(table, key, op);
+        }
         self.worker.write(table, key, op)
+    }
+
+    /// A write seen by the recorder: the row's value before it is read in
+    /// the transaction (so it is validated with the commit), and the write
+    /// is recorded only if it changed something.
+    #[cold]
+    fn write_recorded(&mut self, table: TableId, key: &[u8], op: WriteOp<'_>) -> TxResult<bool> {
+        let mut before = Vec::new();
+        let present = self.worker.get(table, key, &mut before)?;
+        let before = present.then_some(&before[..]);
+        let after = match op {
+            WriteOp::Put(value) => Some(value),
+            WriteOp::Insert(value) if before.is_none() => Some(value),
+            WriteOp::Update(value) if before.is_some() => Some(value),
+            WriteOp::Delete if before.is_some() => None,
+            // Nothing changes: the engine answers false without writing.
+            WriteOp::Insert(_) | WriteOp::Update(_) | WriteOp::Delete => return self.worker.write(table, key, op),
+        };
+        let put = matches!(op, WriteOp::Put(_));
+        let changed = self.worker.write(table, key, op)?;
+        if let (true, Some(recorder)) = (changed || put, self.recorder.as_deref_mut()) {
+            recorder.record(table, key, before, after);
+        }
+        Ok(changed)
     }
 
     /// Inserts or overwrites.
@@ -874,7 +990,7 @@ impl OpenTransaction {
         let inner = &mut worker.inner;
         let read_only = self.read_only;
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut tx = Transaction { worker: inner.as_mut(), read_only, reads: 0, writes: 0 };
+            let mut tx = Transaction { worker: inner.as_mut(), recorder: None, read_only, reads: 0, writes: 0 };
             let result = step(&mut tx);
             (result, tx.reads, tx.writes)
         }));

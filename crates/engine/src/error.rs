@@ -227,6 +227,17 @@ pub enum DbError {
     /// rolled back, or ended by an error. Begin a new transaction.
     #[error("the transaction has ended ({0}); begin a new one")]
     TransactionEnded(&'static str),
+    /// A replicated commit was refused before it committed (this node does
+    /// not lead: `committed` false) or committed here but could not be
+    /// replicated (`committed` true: its outcome is unknown, and it is not
+    /// acknowledged). Raised by pmtx-replica's commit hook.
+    #[error("{detail}")]
+    Replication {
+        /// What happened, naming the leader where one is known.
+        detail: String,
+        /// Whether the transaction committed on this node.
+        committed: bool,
+    },
 }
 
 impl DbError {

@@ -50,7 +50,8 @@ mod storage;
 
 pub use cc::CcProtocol;
 pub use db::{
-    prefix_range, Database, Finished, OpenTransaction, Outcome, Pending, StepState, Transaction, Worker, WorkerStats,
+    prefix_range, CommitHook, Database, Finished, OpenTransaction, Outcome, Pending, StepState, Transaction, Worker,
+    WorkerStats, WriteRecorder,
 };
 pub use engine::{CommitTicket, EngineKind, EngineStats, RecoveryReport};
 pub use error::{AbortReason, DbError, DbResult, TxError, TxResult};

@@ -18,5 +18,13 @@ mod types;
 
 pub use error::{ReplicaError, ReplicaResult};
 pub use network::{admin_call, Faults, FaultyNetwork, TcpNetwork, TrafficCounter};
-pub use node::{Control, ReplicaOptions, ReplicatedDatabase, ReplicatedPending, ReplicatedTransaction};
+pub use node::{Control, ReplicaOptions, ReplicatedDatabase};
 pub use types::{AdminReply, AdminRequest, Batch, NodeId, NodeStatus, Origin, PoolChecksum, Write, WriteSet};
+
+/// The tables of a replica's pool for these user tables: the user's, then
+/// replication's own (to create and load a pool before its node first
+/// opens it, as `pmtx bench --replicas` does).
+pub fn pool_tables(user: Vec<pmtx_engine::TableSchema>) -> Vec<pmtx_engine::TableSchema> {
+    let system = local::system_tables(&user);
+    user.into_iter().chain(system).collect()
+}

@@ -35,7 +35,6 @@ const LOAD_ROWS_PER_TXN: usize = 256;
 pub(crate) mod meta {
     pub const NODE: &[u8] = b"node";
     pub const VOTE: &[u8] = b"vote";
-    pub const COMMITTED: &[u8] = b"committed";
     pub const PURGED: &[u8] = b"purged";
     pub const APPLIED: &[u8] = b"applied";
     pub const MEMBERSHIP: &[u8] = b"membership";
@@ -207,7 +206,9 @@ impl Local {
 
     /// Appends encoded entries `(index, bytes)`, durably, in order: a crash
     /// may keep a prefix of them, never a later one without an earlier.
-    pub fn append_log(&self, entries: &[(u64, Vec<u8>)]) -> Result<(), DbError> {
+    /// `overwrite`: some indexes may hold rows already (after a truncation
+    /// a crash cut short); they are cleared first.
+    pub fn append_log(&self, entries: &[(u64, Vec<u8>)], overwrite: bool) -> Result<(), DbError> {
         let mut start = 0;
         while start < entries.len() {
             let mut end = start;
@@ -219,9 +220,11 @@ impl Local {
             let group = &entries[start..end];
             self.db.run(|tx| {
                 for (index, bytes) in group {
-                    // A rewritten index (after a truncation the crash cut
-                    // short) may have more chunks than the new entry.
-                    delete_log_rows(tx, self.log, *index, *index + 1)?;
+                    if overwrite {
+                        // A rewritten index may have more chunks than the
+                        // new entry.
+                        delete_log_rows(tx, self.log, *index, *index + 1)?;
+                    }
                     for (chunk, part) in bytes.chunks(LOG_CHUNK).enumerate() {
                         tx.put(self.log, &log_key(*index, chunk as u16), part)?;
                     }
@@ -236,13 +239,25 @@ impl Local {
         Ok(())
     }
 
-    /// Deletes the log rows of indexes in `[from, to)`.
-    pub fn delete_log(&self, from: u64, to: u64) -> Result<(), DbError> {
-        let mut next = from;
-        while next < to {
-            let upto = next.saturating_add(LOAD_ROWS_PER_TXN as u64).min(to);
-            self.db.run(|tx| delete_log_rows(tx, self.log, next, upto))?;
-            next = upto;
+    /// Deletes the log rows of indexes in `[from, to)`, from the highest
+    /// down when `from_top` (a truncation: a crash leaves a prefix, never a
+    /// hole) or from the lowest up (a purge: a crash leaves a suffix).
+    pub fn delete_log(&self, from: u64, to: u64, from_top: bool) -> Result<(), DbError> {
+        let step = LOAD_ROWS_PER_TXN as u64;
+        if from_top {
+            let mut end = to;
+            while end > from {
+                let start = end.saturating_sub(step).max(from);
+                self.db.run(|tx| delete_log_rows(tx, self.log, start, end))?;
+                end = start;
+            }
+        } else {
+            let mut next = from;
+            while next < to {
+                let upto = next.saturating_add(step).min(to);
+                self.db.run(|tx| delete_log_rows(tx, self.log, next, upto))?;
+                next = upto;
+            }
         }
         Ok(())
     }
@@ -301,21 +316,22 @@ impl Local {
         Ok(rows.len())
     }
 
-    /// Applies one entry's effect and records `applied` (and, for a
-    /// membership entry, `membership`) in one transaction: `batch` is
-    /// `(batch, executed_here)`; executed here, its writes are in the pool
-    /// already and only its undo rows go.
+    /// Applies entries' effects and records the last one's log id as
+    /// applied (and a membership entry's membership), in one transaction.
+    /// Each item is `(batch, executed_here)` of a data entry, or `None`:
+    /// executed here, a batch's writes are in the pool already and only its
+    /// undo rows go.
     pub fn apply(
         &self,
-        batch: Option<(&crate::types::Batch, bool)>,
+        batches: &[(&crate::types::Batch, bool)],
         applied: &[u8],
         membership: Option<&[u8]>,
     ) -> Result<(), DbError> {
         self.db.run(|tx| {
-            if let Some((batch, executed_here)) = batch {
+            for (batch, executed_here) in batches {
                 for (offset, txn) in batch.txns.iter().enumerate() {
                     let seq = batch.first_seq + offset as u64;
-                    if executed_here {
+                    if *executed_here {
                         for position in 0..txn.writes.len() {
                             tx.delete(self.undo, &undo_key(batch.origin, seq, position as u32))?;
                         }

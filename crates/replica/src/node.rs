@@ -23,9 +23,10 @@ use crate::types::{
     AdminReply, AdminRequest, Batch, NodeId, NodeStatus, Origin, PoolChecksum, TypeConfig, Write, WriteSet,
 };
 use openraft::{BasicNode, ChangeMembers, Config, Raft, ServerState, SnapshotPolicy};
-use pmtx_engine::{DbOptions, Outcome, Pending, ScanDirection, TableId, TxError, TxResult};
+use pmtx_engine::{
+    CommitHook, DbError, DbOptions, DbResult, Outcome, TableId, Transaction, TxError, TxResult, Worker, WriteRecorder,
+};
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -126,19 +127,35 @@ impl ReplicaOptions {
 pub struct ReplicatedDatabase {
     shared: Arc<Shared>,
     raft: Raft<TypeConfig>,
+    core: Arc<NodeCore>,
     runtime: Option<tokio::runtime::Runtime>,
     addr: String,
     traffic: Arc<TrafficCounter>,
-    commit_timeout: Duration,
-    control: Option<Control>,
+    /// Worker slots for the application ([`DbOptions::workers`] as given).
+    app_workers: usize,
+    /// Replicated workers idle between [`ReplicatedDatabase::run`] calls.
+    idle: parking_lot::Mutex<Vec<Worker>>,
 }
 
-/// A committed transaction whose acknowledgement is pending.
-#[derive(Debug)]
-pub struct ReplicatedPending {
-    local: Pending,
-    origin: Origin,
-    seq: u64,
+/// Worker ids kept for Raft's own transactions (log appends, applies,
+/// votes, roll-backs); the application's workers come after them.
+const INTERNAL_WORKERS: usize = 4;
+
+/// Tokens name a commit for its acknowledgement: the incarnation above
+/// bit 40, the sequence number (writes) or the last sequence number the
+/// reads may have seen (reads, with bit 63 set).
+const READ_TOKEN: u64 = 1 << 63;
+const INCARNATION_SHIFT: u32 = 40;
+
+fn token(read: bool, incarnation: u64, seq: u64) -> u64 {
+    debug_assert!(seq < 1 << INCARNATION_SHIFT && incarnation < 1 << 22);
+    (if read { READ_TOKEN } else { 0 }) | incarnation << INCARNATION_SHIFT | seq
+}
+
+fn untoken(token: u64) -> (bool, u64, u64) {
+    let read = token & READ_TOKEN != 0;
+    let incarnation = (token & !READ_TOKEN) >> INCARNATION_SHIFT;
+    (read, incarnation, token & ((1 << INCARNATION_SHIFT) - 1))
 }
 
 /// What one attempt wrote: after-images to ship, before-images to keep.
@@ -148,104 +165,173 @@ struct Recording {
     undo: Vec<(TableId, Vec<u8>, Option<Vec<u8>>)>,
 }
 
-/// The body's view of a replicated transaction: the operations of
-/// [`pmtx_engine::Transaction`], with each write recorded.
-pub struct ReplicatedTransaction<'a, 't> {
-    tx: &'a mut pmtx_engine::Transaction<'t>,
-    recording: &'a mut Recording,
+/// The commit hook of a replicated worker: records the writes, sequences
+/// the commit, adds the undo rows, and acknowledges once replicated.
+struct ReplicaHook {
+    node: Arc<NodeCore>,
+    recording: Recording,
+    /// Held from the attempt's first operation to its end.
+    gate: Option<parking_lot::ArcRwLockReadGuard<parking_lot::RawRwLock, ()>>,
+    /// The commit sequencer, held from `before_commit` to `after_commit`.
+    sequencer: Option<parking_lot::ArcMutexGuard<parking_lot::RawMutex, crate::shared::Leadership>>,
+    /// The read-only commit's incarnation, between the two calls.
+    reading: Option<Origin>,
+    last_token: u64,
+    undo_row: Vec<u8>,
 }
 
-impl ReplicatedTransaction<'_, '_> {
-    /// Reads `key`.
-    pub fn get(&mut self, table: TableId, key: &[u8]) -> TxResult<Option<Vec<u8>>> {
-        self.tx.get(table, key)
+/// What a node's hooks and its handle share.
+pub(crate) struct NodeCore {
+    shared: Arc<Shared>,
+    raft: Raft<TypeConfig>,
+    runtime: tokio::runtime::Handle,
+    commit_timeout: Duration,
+    control: Option<Control>,
+}
+
+impl NodeCore {
+    fn not_leader(&self) -> DbError {
+        DbError::Replication { detail: not_leader(&self.raft, self.shared.id).to_string(), committed: false }
     }
 
-    /// Reads `key` and returns `read(value)`, or `None` if absent.
-    pub fn get_with<R>(&mut self, table: TableId, key: &[u8], read: impl FnOnce(&[u8]) -> R) -> TxResult<Option<R>> {
-        self.tx.get_with(table, key, read)
+    fn unknown(&self, why: &str) -> DbError {
+        DbError::Replication {
+            detail: format!("node {}: {why}; the commit's outcome is unknown", self.shared.id),
+            committed: true,
+        }
     }
 
-    /// Visits rows of the primary index in `range` (ordered tables).
-    pub fn scan_with(
-        &mut self,
-        table: TableId,
-        range: (Bound<&[u8]>, Bound<&[u8]>),
-        direction: ScanDirection,
-        limit: usize,
-        visit: impl FnMut(&[u8], &[u8]) -> bool,
-    ) -> TxResult<()> {
-        self.tx.scan_with(table, range, direction, limit, visit)
+    /// Waits until every transaction of `incarnation` up to `seq` is applied.
+    fn wait_applied(&self, incarnation: u64, seq: u64) -> DbResult<()> {
+        let deadline = Instant::now() + self.commit_timeout;
+        let shared = &self.shared;
+        let mut acks = shared.acks.lock();
+        loop {
+            if acks.incarnation == incarnation && acks.applied_seq >= seq {
+                return Ok(());
+            }
+            if acks.shutdown {
+                return Err(self.unknown("the node shut down"));
+            }
+            if acks.incarnation != incarnation {
+                return Err(self.unknown("the node lost its leadership before the commit was replicated"));
+            }
+            if Instant::now() >= deadline {
+                return Err(self.unknown(&format!("no majority within {:?}", self.commit_timeout)));
+            }
+            shared.acks_changed.wait_for(&mut acks, Duration::from_millis(50));
+        }
     }
 
-    /// Collects rows of the primary index in `range` (ordered tables).
-    pub fn scan(
-        &mut self,
-        table: TableId,
-        range: (Bound<&[u8]>, Bound<&[u8]>),
-        direction: ScanDirection,
-        limit: usize,
-    ) -> TxResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.tx.scan(table, range, direction, limit)
+    /// Makes reads taken on this leader linearizable: confirms with a
+    /// majority that it still leads (so no newer leader committed what the
+    /// reads missed), then waits until every commit they may have seen is
+    /// replicated.
+    fn confirm_reads(&self, incarnation: u64, seen: u64) -> DbResult<()> {
+        self.runtime.block_on(self.raft.ensure_linearizable()).map_err(|_| self.not_leader())?;
+        if self.shared.leadership.lock().origin.incarnation != incarnation {
+            return Err(self.not_leader());
+        }
+        self.wait_applied(incarnation, seen)
     }
+}
 
-    fn record(&mut self, table: TableId, key: &[u8], before: Option<Vec<u8>>, after: Option<&[u8]>) {
+impl WriteRecorder for ReplicaHook {
+    fn record(&mut self, table: TableId, key: &[u8], before: Option<&[u8]>, after: Option<&[u8]>) {
         self.recording.writes.push(Write { table: table.0, key: key.to_vec(), value: after.map(<[u8]>::to_vec) });
-        self.recording.undo.push((table, key.to_vec(), before));
+        self.recording.undo.push((table, key.to_vec(), before.map(<[u8]>::to_vec)));
+    }
+}
+
+impl CommitHook for ReplicaHook {
+    fn begin_attempt(&mut self, _read_only: bool) {
+        self.recording.writes.clear();
+        self.recording.undo.clear();
+        if self.gate.is_none() {
+            self.gate = Some(self.node.shared.gate.read_arc());
+        }
     }
 
-    /// Inserts or overwrites.
-    pub fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> TxResult<()> {
-        let before = self.tx.get(table, key)?;
-        self.tx.put(table, key, value)?;
-        self.record(table, key, before, Some(value));
+    fn before_commit(&mut self, tx: &mut Transaction<'_>) -> TxResult<()> {
+        let shared = &self.node.shared;
+        if self.recording.writes.is_empty() {
+            let leadership = shared.leadership.lock();
+            if !leadership.active {
+                return Err(TxError::Db(self.node.not_leader()));
+            }
+            self.reading = Some(leadership.origin);
+            return Ok(());
+        }
+        let leadership = shared.leadership.lock_arc();
+        if !leadership.active {
+            drop(leadership);
+            return Err(TxError::Db(self.node.not_leader()));
+        }
+        let (origin, seq) = (leadership.origin, leadership.next_seq);
+        let undo_table = shared.local.undo;
+        for (position, (table, key, before)) in self.recording.undo.iter().enumerate() {
+            encode_undo(*table, key, before.as_deref(), &mut self.undo_row);
+            // On failure the guard drops with the error: the sequencer is free.
+            tx.put(undo_table, &Local::undo_key(origin, seq, position as u32), &self.undo_row)?;
+        }
+        self.sequencer = Some(leadership);
         Ok(())
     }
 
-    /// Inserts if absent; false if the key exists.
-    pub fn insert(&mut self, table: TableId, key: &[u8], value: &[u8]) -> TxResult<bool> {
-        let inserted = self.tx.insert(table, key, value)?;
-        if inserted {
-            self.record(table, key, None, Some(value));
+    fn after_commit(&mut self, committed: bool) {
+        let shared = &self.node.shared;
+        if let Some(origin) = self.reading.take() {
+            if committed {
+                let leadership = shared.leadership.lock();
+                self.last_token = token(true, origin.incarnation, leadership.next_seq - 1);
+            }
+            return;
         }
-        Ok(inserted)
+        let Some(mut leadership) = self.sequencer.take() else { return };
+        if committed {
+            let seq = leadership.next_seq;
+            leadership.next_seq += 1;
+            self.last_token = token(false, leadership.origin.incarnation, seq);
+            let writes = std::mem::take(&mut self.recording.writes);
+            shared.proposals.lock().push_back((seq, WriteSet { writes }));
+            drop(leadership);
+            shared.proposals_ready.notify_one();
+        }
     }
 
-    /// Overwrites if present; false if absent.
-    pub fn update(&mut self, table: TableId, key: &[u8], value: &[u8]) -> TxResult<bool> {
-        let Some(before) = self.tx.get(table, key)? else { return Ok(false) };
-        self.tx.update(table, key, value)?;
-        self.record(table, key, Some(before), Some(value));
-        Ok(true)
+    fn end_attempt(&mut self) {
+        self.sequencer = None;
+        self.reading = None;
+        self.gate = None;
     }
 
-    /// Changes the row of `key` (same length) and returns `modify`'s
-    /// result, or `None` if absent.
-    pub fn update_with<R>(
-        &mut self,
-        table: TableId,
-        key: &[u8],
-        modify: impl FnOnce(&mut [u8]) -> R,
-    ) -> TxResult<Option<R>> {
-        let Some(before) = self.tx.get(table, key)? else { return Ok(None) };
-        let mut after = before.clone();
-        let result = modify(&mut after);
-        self.tx.update(table, key, &after)?;
-        self.record(table, key, Some(before), Some(&after));
-        Ok(Some(result))
+    fn last_token(&self) -> u64 {
+        self.last_token
     }
 
-    /// Deletes if present; false if absent.
-    pub fn delete(&mut self, table: TableId, key: &[u8]) -> TxResult<bool> {
-        let Some(before) = self.tx.get(table, key)? else { return Ok(false) };
-        self.tx.delete(table, key)?;
-        self.record(table, key, Some(before), None);
-        Ok(true)
+    fn is_acknowledged(&self, token: u64) -> bool {
+        if token == 0 || self.node.control == Some(Control::AcknowledgeBeforeMajority) {
+            return true;
+        }
+        // A pipelined read is acknowledged once what it saw is replicated
+        // (its leadership is confirmed by the replication itself).
+        let (_, incarnation, seq) = untoken(token);
+        let acks = self.node.shared.acks.lock();
+        acks.incarnation == incarnation && acks.applied_seq >= seq
     }
 
-    /// The error a body returns to roll back.
-    pub fn rollback(&self) -> TxError {
-        TxError::Rollback
+    fn wait_acknowledged(&mut self, token: u64) -> DbResult<()> {
+        if token == 0 {
+            return Ok(());
+        }
+        let (read, incarnation, seq) = untoken(token);
+        if read {
+            return self.node.confirm_reads(incarnation, seq);
+        }
+        if self.node.control == Some(Control::AcknowledgeBeforeMajority) {
+            return Ok(());
+        }
+        self.node.wait_applied(incarnation, seq)
     }
 }
 
@@ -261,7 +347,7 @@ impl ReplicatedDatabase {
             return Err(ReplicaError::InvalidConfig("max_batch must be at least 1".into()));
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(1)
             .thread_name(format!("pmtx-node-{}", options.id))
             .enable_all()
             .build()
@@ -269,7 +355,8 @@ impl ReplicatedDatabase {
         let mut db = options.db.clone();
         // Raft's own transactions (log appends, applies, votes) need
         // worker slots beside the application's threads.
-        db.workers += 4;
+        let app_workers = db.workers;
+        db.workers += INTERNAL_WORKERS;
         let local = Local::open(db, options.id)?;
         let incarnation = recover(&local)?;
         let shared = Arc::new(Shared::new(options.id, local, incarnation));
@@ -294,14 +381,22 @@ impl ReplicatedDatabase {
         runtime.spawn(serve(listener, raft.clone(), Arc::clone(&shared), addr.clone()));
         runtime.spawn(propose(raft.clone(), Arc::clone(&shared), options.max_batch));
         runtime.spawn(monitor(raft.clone(), Arc::clone(&shared), options.control));
+        let core = Arc::new(NodeCore {
+            shared: Arc::clone(&shared),
+            raft: raft.clone(),
+            runtime: runtime.handle().clone(),
+            commit_timeout: options.commit_timeout,
+            control: options.control,
+        });
         Ok(Self {
             shared,
             raft,
+            core,
             runtime: Some(runtime),
             addr,
             traffic,
-            commit_timeout: options.commit_timeout,
-            control: options.control,
+            app_workers,
+            idle: parking_lot::Mutex::new(Vec::new()),
         })
     }
 
@@ -371,128 +466,91 @@ impl ReplicatedDatabase {
         not_leader(&self.raft, self.shared.id)
     }
 
-    /// Runs `body` as a replicated transaction on this node, which must
-    /// lead ([`ReplicaError::NotLeader`] names the leader otherwise).
-    /// Aborts are retried; returns once the commit is durable here and
-    /// committed by a majority.
-    pub fn run<R>(
-        &self,
-        body: impl FnMut(&mut ReplicatedTransaction<'_, '_>) -> TxResult<R>,
-    ) -> ReplicaResult<Outcome<R>> {
-        match self.run_pipelined(body)? {
-            (Outcome::Committed(value), Some(pending)) => {
-                self.wait(pending)?;
-                Ok(Outcome::Committed(value))
+    /// A worker for application thread slot `id` whose transactions are
+    /// replicated: [`Worker::run`] and [`Worker::run_read_only`] return
+    /// once acknowledged as [`ReplicatedDatabase::run`] says; pipelined
+    /// commits ([`Worker::run_pipelined`]) are reported by
+    /// [`Worker::drain_acknowledged`] once durable here and replicated. A
+    /// commit refused because this node does not lead fails with
+    /// [`DbError::Replication`] (`committed: false`); one whose replication
+    /// failed, with `committed: true` (its outcome is unknown).
+    pub fn worker(&self, id: usize) -> ReplicaResult<Worker> {
+        if id >= self.app_workers {
+            return Err(ReplicaError::InvalidConfig(format!(
+                "worker {id} requested but the node was opened for {} application workers",
+                self.app_workers
+            )));
+        }
+        let mut worker = self.shared.local.db.worker(INTERNAL_WORKERS + id)?;
+        worker.set_commit_hook(Box::new(ReplicaHook {
+            node: Arc::clone(&self.core),
+            recording: Recording::default(),
+            gate: None,
+            sequencer: None,
+            reading: None,
+            last_token: 0,
+            undo_row: Vec::new(),
+        }));
+        Ok(worker)
+    }
+
+    /// A replicated worker for the calling thread, from the idle ones or new.
+    fn lend(&self) -> ReplicaResult<Worker> {
+        if let Some(worker) = self.idle.lock().pop() {
+            return Ok(worker);
+        }
+        let deadline = Instant::now() + self.shared.local.db.options().worker_wait;
+        loop {
+            for id in 0..self.app_workers {
+                match self.worker(id) {
+                    Ok(worker) => return Ok(worker),
+                    Err(ReplicaError::Db(DbError::WorkerInUse(_))) => continue,
+                    Err(error) => return Err(error),
+                }
             }
-            (outcome, _) => Ok(outcome),
+            if let Some(worker) = self.idle.lock().pop() {
+                return Ok(worker);
+            }
+            if Instant::now() >= deadline {
+                return Err(DbError::NoFreeWorker { workers: self.app_workers, waited: Duration::ZERO }.into());
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
-    /// Like [`ReplicatedDatabase::run`], but returns once the transaction
-    /// commits on the leader, before it is durable or replicated: wait for
-    /// the [`ReplicatedPending`] with [`ReplicatedDatabase::wait`] before
-    /// acknowledging it to anyone.
-    pub fn run_pipelined<R>(
-        &self,
-        mut body: impl FnMut(&mut ReplicatedTransaction<'_, '_>) -> TxResult<R>,
-    ) -> ReplicaResult<(Outcome<R>, Option<ReplicatedPending>)> {
+    fn map_error(&self, error: DbError) -> ReplicaError {
+        match error {
+            DbError::Replication { committed: false, .. } => self.not_leader(),
+            DbError::Replication { committed: true, .. } => {
+                if self.shared.acks.lock().shutdown {
+                    ReplicaError::Shutdown(self.shared.id)
+                } else {
+                    ReplicaError::OutcomeUnknown { node: self.shared.id }
+                }
+            }
+            other => ReplicaError::Db(other),
+        }
+    }
+
+    fn with_worker<T>(&self, work: impl FnOnce(&mut Worker) -> DbResult<T>) -> ReplicaResult<T> {
         if !self.shared.leadership.lock().active {
             return Err(self.not_leader());
         }
-        let shared = &self.shared;
-        let local = &shared.local;
-        let _gate = shared.gate.read();
-        let mut open = local.db.begin(false)?;
-        let mut undo_row = Vec::new();
-        loop {
-            let mut recording = Recording::default();
-            let result = open.ops(|tx| body(&mut ReplicatedTransaction { tx, recording: &mut recording }));
-            let value = match result {
-                Ok(value) => value,
-                Err(TxError::Abort(_)) => {
-                    open.retry()?;
-                    continue;
-                }
-                Err(TxError::Rollback) => return Ok((Outcome::RolledBack, None)),
-                Err(TxError::Db(error)) => return Err(error.into()),
-            };
-            if recording.writes.is_empty() {
-                // Nothing to replicate, but what the body read may be
-                // another transaction's commit that is not replicated yet,
-                // or stale on a deposed leader: confirm as a read does.
-                let origin = shared.leadership.lock().origin;
-                match open.commit() {
-                    Ok(_) => {
-                        self.confirm_reads(origin)?;
-                        return Ok((Outcome::Committed(value), None));
-                    }
-                    Err(TxError::Abort(_)) => {
-                        open.retry()?;
-                        continue;
-                    }
-                    Err(TxError::Rollback) => return Ok((Outcome::RolledBack, None)),
-                    Err(TxError::Db(error)) => return Err(error.into()),
-                }
-            }
-            let mut leadership = shared.leadership.lock();
-            if !leadership.active {
-                drop(leadership);
-                open.rollback();
-                return Err(self.not_leader());
-            }
-            let (origin, seq) = (leadership.origin, leadership.next_seq);
-            let undo_table = local.undo;
-            let with_undo = open.ops(|tx| {
-                for (position, (table, key, before)) in recording.undo.iter().enumerate() {
-                    encode_undo(*table, key, before.as_deref(), &mut undo_row);
-                    tx.put(undo_table, &Local::undo_key(origin, seq, position as u32), &undo_row)?;
-                }
-                Ok(())
-            });
-            match with_undo.and_then(|()| open.commit_pipelined()) {
-                Ok(pending) => {
-                    leadership.next_seq += 1;
-                    shared.proposals.lock().push_back((seq, WriteSet { writes: recording.writes }));
-                    drop(leadership);
-                    shared.proposals_ready.notify_one();
-                    return Ok((Outcome::Committed(value), Some(ReplicatedPending { local: pending, origin, seq })));
-                }
-                Err(TxError::Abort(_)) => {
-                    drop(leadership);
-                    open.retry()?;
-                }
-                Err(TxError::Rollback) => return Ok((Outcome::RolledBack, None)),
-                Err(TxError::Db(error)) => return Err(error.into()),
-            }
-        }
+        let mut worker = self.lend()?;
+        let result = work(&mut worker);
+        self.idle.lock().push(worker);
+        result.map_err(|error| self.map_error(error))
     }
 
-    /// Waits until a pipelined commit is durable here and committed by a
-    /// majority: then, and only then, it may be acknowledged.
-    pub fn wait(&self, pending: ReplicatedPending) -> ReplicaResult<Duration> {
-        let latency = self.shared.local.db.wait_durable(pending.local)?;
-        if self.control != Some(Control::AcknowledgeBeforeMajority) {
-            self.wait_applied(pending.origin, pending.seq)?;
-        }
-        Ok(latency)
-    }
-
-    fn wait_applied(&self, origin: Origin, seq: u64) -> ReplicaResult<()> {
-        let deadline = Instant::now() + self.commit_timeout;
-        let shared = &self.shared;
-        let mut acks = shared.acks.lock();
-        loop {
-            if acks.incarnation == origin.incarnation && acks.applied_seq >= seq {
-                return Ok(());
-            }
-            if acks.shutdown {
-                return Err(ReplicaError::Shutdown(shared.id));
-            }
-            if acks.incarnation != origin.incarnation || Instant::now() >= deadline {
-                return Err(ReplicaError::OutcomeUnknown { node: shared.id });
-            }
-            shared.acks_changed.wait_for(&mut acks, Duration::from_millis(50));
-        }
+    /// Runs `body` (the same body [`pmtx_engine::Database::run`] takes) as
+    /// a replicated transaction on this node, which must lead
+    /// ([`ReplicaError::NotLeader`] names the leader otherwise). Aborts are
+    /// retried; returns once the commit is durable here and committed by a
+    /// majority ([`ReplicaError::OutcomeUnknown`] if that cannot be known:
+    /// not acknowledged). A body that wrote nothing is confirmed as
+    /// [`ReplicatedDatabase::run_read_only`] confirms.
+    pub fn run<R>(&self, mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>) -> ReplicaResult<Outcome<R>> {
+        self.with_worker(|worker| worker.run(&mut body)).map(|finished| finished.outcome)
     }
 
     /// Runs a read-only `body` linearizably: on the leader, confirming its
@@ -500,39 +558,9 @@ impl ReplicatedDatabase {
     /// returning only once every write it may have seen is committed.
     pub fn run_read_only<R>(
         &self,
-        mut body: impl FnMut(&mut ReplicatedTransaction<'_, '_>) -> TxResult<R>,
+        mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>,
     ) -> ReplicaResult<Outcome<R>> {
-        let origin = {
-            let leadership = self.shared.leadership.lock();
-            if !leadership.active {
-                return Err(self.not_leader());
-            }
-            leadership.origin
-        };
-        let mut recording = Recording::default();
-        let finished = self
-            .shared
-            .local
-            .db
-            .run_read_only(|tx| body(&mut ReplicatedTransaction { tx, recording: &mut recording }))?;
-        self.confirm_reads(origin)?;
-        Ok(finished.outcome)
-    }
-
-    /// Makes reads just taken on this leader linearizable: confirms with a
-    /// majority that it still leads (so no newer leader committed what the
-    /// reads missed), then waits until every commit they may have seen is
-    /// replicated.
-    fn confirm_reads(&self, origin: Origin) -> ReplicaResult<()> {
-        self.runtime().block_on(self.raft.ensure_linearizable()).map_err(|_| self.not_leader())?;
-        let seen = {
-            let leadership = self.shared.leadership.lock();
-            if !leadership.active || leadership.origin != origin {
-                return Err(ReplicaError::OutcomeUnknown { node: self.shared.id });
-            }
-            leadership.next_seq - 1
-        };
-        self.wait_applied(origin, seen)
+        self.with_worker(|worker| worker.run_read_only(&mut body)).map(|finished| finished.outcome)
     }
 
     /// Runs a read-only `body` on this node's pool as of its applied log
@@ -542,7 +570,7 @@ impl ReplicatedDatabase {
     /// `None`.
     pub fn read_stale<R>(
         &self,
-        mut body: impl FnMut(&mut ReplicatedTransaction<'_, '_>) -> TxResult<R>,
+        mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>,
     ) -> ReplicaResult<(Outcome<R>, Option<u64>)> {
         if self.shared.leadership.lock().active {
             return self.run_read_only(body).map(|outcome| (outcome, None));
@@ -552,7 +580,6 @@ impl ReplicatedDatabase {
             return Err(self.not_leader());
         }
         let local = &self.shared.local;
-        let mut recording = Recording::default();
         let mut applied = None;
         let finished = local.db.run_read_only(|tx| {
             let bytes = tx.get(local.meta, meta::APPLIED)?;
@@ -561,7 +588,7 @@ impl ReplicatedDatabase {
                 .transpose()?
                 .flatten()
                 .map(|log_id| log_id.index);
-            body(&mut ReplicatedTransaction { tx, recording: &mut recording })
+            body(tx)
         })?;
         Ok((finished.outcome, applied))
     }
@@ -593,6 +620,7 @@ impl ReplicatedDatabase {
 
     fn stop(&mut self) -> ReplicaResult<()> {
         let Some(runtime) = self.runtime.take() else { return Ok(()) };
+        self.idle.lock().clear();
         {
             let mut acks = self.shared.acks.lock();
             acks.shutdown = true;

@@ -4,6 +4,7 @@ use crate::local::Local;
 use crate::types::{NodeId, Origin, WriteSet};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// Where the node's own leadership stands.
 #[derive(Debug)]
@@ -42,12 +43,12 @@ pub(crate) struct Shared {
     /// Held shared by each leader transaction from its first operation to
     /// its commit; taken exclusively to roll back or dump the tables, so
     /// those see no transaction half-way.
-    pub gate: RwLock<()>,
+    pub gate: Arc<RwLock<()>>,
     /// Serializes applying entries, rolling back and dumping the tables.
     pub apply_lock: Mutex<()>,
     /// The commit sequencer: taken around each leader commit, so commit
     /// order, sequence numbers and the proposal queue agree.
-    pub leadership: Mutex<Leadership>,
+    pub leadership: Arc<Mutex<Leadership>>,
     /// Committed write sets waiting to be proposed, in sequence order.
     pub proposals: Mutex<VecDeque<(u64, WriteSet)>>,
     pub proposals_ready: tokio::sync::Notify,
@@ -65,15 +66,15 @@ impl Shared {
         Self {
             id,
             local,
-            gate: RwLock::new(()),
+            gate: Arc::new(RwLock::new(())),
             apply_lock: Mutex::new(()),
-            leadership: Mutex::new(Leadership {
+            leadership: Arc::new(Mutex::new(Leadership {
                 active: false,
                 term: 0,
                 origin: Origin { node: id, incarnation },
                 next_seq: 1,
                 clean: true,
-            }),
+            })),
             proposals: Mutex::new(VecDeque::new()),
             proposals_ready: tokio::sync::Notify::new(),
             acks: Mutex::new(Acks { incarnation, applied_seq: 0, shutdown: false }),

@@ -34,13 +34,27 @@ type Entries = Arc<Mutex<BTreeMap<u64, Entry<TypeConfig>>>>;
 pub(crate) struct LogStore {
     shared: Arc<Shared>,
     entries: Entries,
+    /// One past the highest index whose rows may exist in the pool (the
+    /// stored rows at open, then every append): appends below it clear the
+    /// index's old rows first.
+    written_end: u64,
+    /// The lowest index whose rows may exist in the pool (a purge a crash
+    /// cut short leaves rows below the live entries).
+    rows_from: u64,
 }
 
 impl LogStore {
     /// Loads the stored log.
     pub fn open(shared: Arc<Shared>) -> Result<Self, pmtx_engine::DbError> {
         let mut entries = BTreeMap::new();
+        let mut rows_from = u64::MAX;
+        let purged = shared.local.get_meta::<Option<LogId<NodeId>>>(meta::PURGED)?.flatten().map(|log_id| log_id.index);
         for (index, bytes) in shared.local.read_log()? {
+            rows_from = rows_from.min(index);
+            if purged.is_some_and(|purged| index <= purged) {
+                // Left by a purge a crash cut short; the next purge deletes it.
+                continue;
+            }
             let entry: Entry<TypeConfig> = decode(&bytes, "log entry")?;
             if entry.log_id.index != index {
                 return Err(pmtx_engine::DbError::Corrupt(format!(
@@ -50,7 +64,9 @@ impl LogStore {
             }
             entries.insert(index, entry);
         }
-        let store = Self { shared, entries: Arc::new(Mutex::new(entries)) };
+        // Rows a crash left past a truncation count as written.
+        let written_end = entries.keys().next_back().map_or(0, |last| last + 1);
+        let store = Self { shared, entries: Arc::new(Mutex::new(entries)), written_end, rows_from };
         store.note_end(&store.entries.lock());
         Ok(store)
     }
@@ -107,14 +123,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.shared.local.get_meta(meta::VOTE).map_err(read_error)
     }
 
-    async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> StorageResult<()> {
-        self.shared.local.put_meta(meta::COMMITTED, &committed).map_err(write_error)
-    }
-
-    async fn read_committed(&mut self) -> StorageResult<Option<LogId<NodeId>>> {
-        Ok(self.shared.local.get_meta::<Option<LogId<NodeId>>>(meta::COMMITTED).map_err(read_error)?.flatten())
-    }
-
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> StorageResult<()>
     where
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
@@ -122,8 +130,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
         let encoded: Vec<(u64, Vec<u8>)> = entries.iter().map(|entry| (entry.log_id.index, encode(entry))).collect();
+        // Rows past the log's end can only be left by a truncation that a
+        // crash interrupted: overwrite when appending at or before the
+        // highest index ever written since the open.
+        let first = encoded.first().map_or(u64::MAX, |(index, _)| *index);
+        let overwrite = first < self.written_end;
+        self.written_end = self.written_end.max(encoded.last().map_or(0, |(index, _)| index + 1));
         // The pool's commit is durable when it returns: the flush is done.
-        let result = self.shared.local.append_log(&encoded);
+        let result = self.shared.local.append_log(&encoded, overwrite);
         match result {
             Ok(()) => {
                 let mut live = self.entries.lock();
@@ -147,7 +161,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let last = self.entries.lock().keys().next_back().copied();
         if let Some(last) = last {
             if last >= log_id.index {
-                self.shared.local.delete_log(log_id.index, last + 1).map_err(write_error)?;
+                self.shared.local.delete_log(log_id.index, last + 1, true).map_err(write_error)?;
             }
         }
         let mut live = self.entries.lock();
@@ -162,8 +176,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // they are deleted by the next purge.
         self.shared.local.put_meta(meta::PURGED, &Some(log_id)).map_err(write_error)?;
         let first = self.entries.lock().keys().next().copied();
-        let from = first.unwrap_or(log_id.index + 1);
-        self.shared.local.delete_log(from, log_id.index + 1).map_err(write_error)?;
+        let from = first.unwrap_or(log_id.index + 1).min(self.rows_from);
+        self.shared.local.delete_log(from, log_id.index + 1, false).map_err(write_error)?;
+        self.rows_from = log_id.index + 1;
         self.entries.lock().retain(|index, _| *index > log_id.index);
         Ok(())
     }
@@ -316,32 +331,49 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I::IntoIter: OptionalSend,
     {
         let shared = &self.shared;
-        let mut replies = Vec::new();
-        for entry in entries {
-            let _apply = shared.apply_lock.lock();
-            let applied = encode(&Some(entry.log_id));
-            let own = shared.current_origin();
-            match &entry.payload {
-                EntryPayload::Blank => shared.local.apply(None, &applied, None),
-                EntryPayload::Normal(batch) => shared.local.apply(Some((batch, batch.origin == own)), &applied, None),
-                EntryPayload::Membership(membership) => {
-                    let stored = StoredMembership::new(Some(entry.log_id), membership.clone());
-                    shared.local.apply(None, &applied, Some(&encode(&stored)))
+        let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
+        let _apply = shared.apply_lock.lock();
+        let own = shared.current_origin();
+        // Consecutive entries are applied in one transaction (up to a
+        // membership entry, which ends a group).
+        let mut start = 0;
+        while start < entries.len() {
+            let mut end = start;
+            let mut membership = None;
+            while end < entries.len() && membership.is_none() && end - start < 64 {
+                if let EntryPayload::Membership(config) = &entries[end].payload {
+                    membership = Some(encode(&StoredMembership::new(Some(entries[end].log_id), config.clone())));
+                }
+                end += 1;
+            }
+            let group = &entries[start..end];
+            let batches: Vec<(&crate::types::Batch, bool)> = group
+                .iter()
+                .filter_map(|entry| match &entry.payload {
+                    EntryPayload::Normal(batch) => Some((batch, batch.origin == own)),
+                    _ => None,
+                })
+                .collect();
+            let last = group.last().expect("a group has an entry").log_id;
+            shared
+                .local
+                .apply(&batches, &encode(&Some(last)), membership.as_deref())
+                .map_err(|error| StorageError::from(StorageIOError::apply(last, &error)))?;
+            if let Some(last_seq) = batches
+                .iter()
+                .filter(|(batch, here)| *here && !batch.txns.is_empty())
+                .map(|(batch, _)| batch.last_seq())
+                .max()
+            {
+                let mut acks = shared.acks.lock();
+                if acks.incarnation == own.incarnation && last_seq > acks.applied_seq {
+                    acks.applied_seq = last_seq;
+                    shared.acks_changed.notify_all();
                 }
             }
-            .map_err(|error| StorageError::from(StorageIOError::apply(entry.log_id, &error)))?;
-            if let EntryPayload::Normal(batch) = &entry.payload {
-                if batch.origin == own {
-                    let mut acks = shared.acks.lock();
-                    if acks.incarnation == own.incarnation && batch.last_seq() > acks.applied_seq {
-                        acks.applied_seq = batch.last_seq();
-                        shared.acks_changed.notify_all();
-                    }
-                }
-            }
-            replies.push(crate::types::Applied);
+            start = end;
         }
-        Ok(replies)
+        Ok(vec![crate::types::Applied; entries.len()])
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {

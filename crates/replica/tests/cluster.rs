@@ -92,8 +92,10 @@ fn partition_scenario(control: Option<Control>) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(10));
     };
     for id in 200..220 {
-        assert!(transfer(new, id, id % ACCOUNTS, (id + 3) % ACCOUNTS, 7).unwrap());
-        acknowledged.push(id);
+        match transfer(new, id, id % ACCOUNTS, (id + 3) % ACCOUNTS, 7) {
+            Ok(true) => acknowledged.push(id),
+            other => return Err(format!("the new leader's transfer {id} gave {other:?}")),
+        }
     }
     cluster.faults.heal();
     let deadline = std::time::Instant::now() + Duration::from_secs(15);

@@ -103,7 +103,7 @@ fn run_history(duration: Duration, control: Option<Control>, seed: u64) -> Vec<T
                         }
                     }
                     let invoked_at = now();
-                    let body = |tx: &mut pmtx_replica::ReplicatedTransaction<'_, '_>| -> TxResult<Vec<MicroOp>> {
+                    let body = |tx: &mut pmtx_engine::Transaction<'_>| -> TxResult<Vec<MicroOp>> {
                         let mut done = Vec::new();
                         for op in &planned {
                             match op {

@@ -51,6 +51,13 @@ pub struct BenchArgs {
     /// [default: 0].
     #[arg(long, value_name = "N", requires = "transactions")]
     pub warmup_transactions: Option<u64>,
+    /// Run on a cluster of this many nodes in this process (Raft over TCP
+    /// on loopback), beside the same engine on one local pool: throughput,
+    /// commit latency, bytes sent per transaction. Durable engines only;
+    /// not with --pmdk, --recover, --transactions, --json, --csv or
+    /// --route-by-partition.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=7))]
+    pub replicas: Option<u64>,
     /// Seed of the clients (the same for every engine and thread count).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,

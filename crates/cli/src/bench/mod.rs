@@ -27,6 +27,7 @@ pub(crate) mod args;
 pub(crate) mod cpu;
 pub(crate) mod memory;
 pub(crate) mod pmdk;
+mod replicated;
 pub mod report;
 pub(crate) mod route;
 pub(crate) mod runner;
@@ -50,6 +51,20 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     let (backend, pm) = args.pm.resolve()?;
     let options = args.workload_options.options();
     let workload = pmtx_workloads::by_name(&args.workload, &options).map_err(workload_error)?;
+    if let Some(replicas) = args.replicas {
+        let refused = [
+            (args.pmdk, "--pmdk"),
+            (args.recover, "--recover"),
+            (args.transactions.is_some(), "--transactions"),
+            (args.json.is_some(), "--json"),
+            (args.csv.is_some(), "--csv"),
+            (args.route_by_partition, "--route-by-partition"),
+        ];
+        if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
+            return Err(CliError::usage(format!("--replicas does not combine with {flag}")));
+        }
+        return replicated::run(&args, workload.as_ref(), replicas);
+    }
     let git_revision = git_revision();
     let started_unix_seconds =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);

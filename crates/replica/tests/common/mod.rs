@@ -119,11 +119,12 @@ pub fn transfer(node: &ReplicatedDatabase, id: u64, from: u64, to: u64, amount: 
     let accounts = node.table_id("accounts").unwrap();
     let transfers = node.table_id("transfers").unwrap();
     let outcome = node.run(|tx| -> TxResult<bool> {
-        let balance = value(&tx.get(accounts, &key(from))?.unwrap());
+        // Accounts are missing only where a broken control lost them.
+        let Some(balance) = tx.get(accounts, &key(from))?.map(|bytes| value(&bytes)) else { return Ok(false) };
         if balance < amount {
             return Ok(false);
         }
-        let other = value(&tx.get(accounts, &key(to))?.unwrap());
+        let Some(other) = tx.get(accounts, &key(to))?.map(|bytes| value(&bytes)) else { return Ok(false) };
         tx.put(accounts, &key(from), &(balance - amount).to_le_bytes())?;
         tx.put(accounts, &key(to), &(other + amount).to_le_bytes())?;
         let mut record = Vec::with_capacity(24);
