@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 const PMTX: &str = env!("CARGO_BIN_EXE_pmtx");
 
+/// The two tests run one after the other: six nodes on two cores would
+/// measure the machine, not the failover.
+static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 struct Node {
     id: u64,
     addr: String,
@@ -250,6 +254,7 @@ fn run(kills: usize, control: Option<&'static str>) -> Result<Vec<Duration>, Str
 
 #[test]
 fn leader_kills_lose_no_acknowledged_transfer() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let kills = std::env::var("PMTX_SOAK_KILLS").ok().and_then(|kills| kills.parse().ok()).unwrap_or(20);
     let mut failovers = run(kills, None).unwrap_or_else(|violation| panic!("{violation}"));
     failovers.sort();
@@ -258,12 +263,13 @@ fn leader_kills_lose_no_acknowledged_transfer() {
     eprintln!("failover (kill to a new leader accepting writes): median {median:?}, max {max:?}");
     // Followers wait one election timeout (150-300 ms) after the last
     // heartbeat, then elect and catch up; the bound leaves room for a
-    // loaded machine and a split vote.
-    assert!(median < Duration::from_millis(1500), "median failover {median:?}");
+    // loaded two-core machine and split votes.
+    assert!(median < Duration::from_secs(3), "median failover {median:?}");
 }
 
 #[test]
 fn control_acknowledging_before_the_majority_loses_transfers() {
+    let _one = ONE_CLUSTER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     match run(6, Some("acknowledge-before-majority")) {
         Err(violation) => eprintln!("the control failed as it must: {violation}"),
         Ok(_) => panic!("acknowledging before the majority lost nothing in 6 leader kills: the test cannot fail"),

@@ -48,9 +48,18 @@ pub(crate) fn system_tables(user: &[TableSchema]) -> Vec<TableSchema> {
     vec![
         TableSchema::ordered(LOG_TABLE).max_key_len(10).max_value_len(LOG_CHUNK),
         TableSchema::ordered(META_TABLE).max_key_len(32).max_value_len(LOG_CHUNK),
-        TableSchema::ordered(UNDO_TABLE).max_key_len(20).max_value_len(widest_row + 8),
+        TableSchema::ordered(UNDO_TABLE).max_key_len(20).max_value_len(undo_row_limit(widest_row)),
     ]
 }
+
+/// Bytes of before-images per undo row: a transaction's records are
+/// packed into as few rows as this allows (one record always fits).
+pub(crate) fn undo_row_limit(widest_row: usize) -> usize {
+    (widest_row + UNDO_RECORD_HEADER).max(LOG_CHUNK)
+}
+
+/// Bytes of an undo record besides its key and value.
+const UNDO_RECORD_HEADER: usize = 4 + 2 + 1 + 4;
 
 /// A user table of the pool.
 #[derive(Clone, Debug)]
@@ -65,6 +74,8 @@ pub(crate) struct Local {
     pub log: TableId,
     pub meta: TableId,
     pub undo: TableId,
+    /// Bytes an undo row may hold.
+    pub undo_row_limit: usize,
     pub user_tables: Vec<UserTable>,
     /// The pool file (snapshots are kept beside it).
     pub path: PathBuf,
@@ -97,41 +108,65 @@ fn undo_key(origin: Origin, seq: u64, write: u32) -> [u8; 20] {
     key
 }
 
-/// A before-image: the row `key` of `table` held `before` (`None`: absent).
+/// Appends a before-image record to an undo row: the row `key` of `table`
+/// held `before` (`None`: absent).
 pub(crate) fn encode_undo(table: TableId, key: &[u8], before: Option<&[u8]>, out: &mut Vec<u8>) {
-    out.clear();
     out.extend_from_slice(&table.0.to_le_bytes());
     out.extend_from_slice(&(key.len() as u16).to_le_bytes());
     out.extend_from_slice(key);
     match before {
         Some(value) => {
             out.push(1);
+            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
             out.extend_from_slice(value);
         }
         None => out.push(0),
     }
 }
 
+/// The size of the record [`encode_undo`] appends.
+pub(crate) fn undo_record_len(key: &[u8], before: Option<&[u8]>) -> usize {
+    UNDO_RECORD_HEADER + key.len() + before.map_or(0, <[u8]>::len) - if before.is_some() { 0 } else { 4 }
+}
+
 type UndoImage = (TableId, Vec<u8>, Option<Vec<u8>>);
 
-fn decode_undo(bytes: &[u8]) -> Result<UndoImage, DbError> {
+/// The records of one undo row, in the order they were written.
+fn decode_undo(mut bytes: &[u8]) -> Result<Vec<UndoImage>, DbError> {
     let corrupt = || DbError::Corrupt("replication undo row is damaged".into());
-    if bytes.len() < 7 {
-        return Err(corrupt());
+    let mut records = Vec::new();
+    while !bytes.is_empty() {
+        if bytes.len() < 7 {
+            return Err(corrupt());
+        }
+        let table = TableId(u32::from_le_bytes(bytes[..4].try_into().unwrap()));
+        let key_len = u16::from_le_bytes(bytes[4..6].try_into().unwrap()) as usize;
+        bytes = &bytes[6..];
+        if bytes.len() < key_len + 1 {
+            return Err(corrupt());
+        }
+        let key = bytes[..key_len].to_vec();
+        let tag = bytes[key_len];
+        bytes = &bytes[key_len + 1..];
+        let before = match tag {
+            0 => None,
+            1 => {
+                if bytes.len() < 4 {
+                    return Err(corrupt());
+                }
+                let len = u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
+                if bytes.len() < 4 + len {
+                    return Err(corrupt());
+                }
+                let value = bytes[4..4 + len].to_vec();
+                bytes = &bytes[4 + len..];
+                Some(value)
+            }
+            _ => return Err(corrupt()),
+        };
+        records.push((table, key, before));
     }
-    let table = TableId(u32::from_le_bytes(bytes[..4].try_into().unwrap()));
-    let key_len = u16::from_le_bytes(bytes[4..6].try_into().unwrap()) as usize;
-    let rest = &bytes[6..];
-    if rest.len() < key_len + 1 {
-        return Err(corrupt());
-    }
-    let key = rest[..key_len].to_vec();
-    let before = match rest[key_len] {
-        0 => None,
-        1 => Some(rest[key_len + 1..].to_vec()),
-        _ => return Err(corrupt()),
-    };
-    Ok((table, key, before))
+    Ok(records)
 }
 
 /// A table's rows, `(key, value)` in key order.
@@ -180,7 +215,9 @@ impl Local {
             .filter(|(_, schema)| !schema.name.starts_with("__raft_"))
             .map(|(position, schema)| UserTable { id: TableId(position as u32), name: schema.name.clone() })
             .collect();
-        let local = Self { db, log, meta, undo, user_tables, path };
+        let undo_row_limit =
+            schemas.iter().find(|schema| schema.name == UNDO_TABLE).map_or(0, |schema| schema.max_value_len);
+        let local = Self { db, log, meta, undo, undo_row_limit, user_tables, path };
         match local.get_meta::<u64>(meta::NODE)? {
             Some(stored) if stored != node => {
                 return Err(bad(&local.path, format!("belongs to node {stored}, not node {node}")));
@@ -277,14 +314,17 @@ impl Local {
 
     /// Before-images of every transaction executed here and not applied,
     /// in the order they were written.
-    fn undo_rows(&self) -> Result<Vec<(Vec<u8>, UndoImage)>, DbError> {
-        let mut rows = Vec::new();
+    fn undo_rows(&self) -> Result<(Vec<Vec<u8>>, Vec<UndoImage>), DbError> {
+        let (mut keys, mut images) = (Vec::new(), Vec::new());
         let mut failure = None;
         self.db.for_each_row(self.undo, |key, value| match decode_undo(value) {
-            Ok(image) => rows.push((key.to_vec(), image)),
+            Ok(records) => {
+                keys.push(key.to_vec());
+                images.extend(records);
+            }
             Err(error) => failure = Some(error),
         })?;
-        failure.map_or(Ok(rows), Err)
+        failure.map_or(Ok((keys, images)), Err)
     }
 
     /// Whether executed transactions wait to be applied or rolled back.
@@ -299,21 +339,23 @@ impl Local {
     /// `incarnation`, in one transaction: afterwards the pool holds the
     /// state at its applied log id. Call with no transaction running.
     pub fn roll_back_unapplied(&self, incarnation: u64) -> Result<usize, DbError> {
-        let rows = self.undo_rows()?;
+        let (keys, images) = self.undo_rows()?;
         let inc = encode(&incarnation);
         self.db.run(|tx| {
-            for (undo_key, (table, key, before)) in rows.iter().rev() {
+            for (table, key, before) in images.iter().rev() {
                 match before {
                     Some(value) => tx.put(*table, key, value)?,
                     None => {
                         tx.delete(*table, key)?;
                     }
                 }
-                tx.delete(self.undo, undo_key)?;
+            }
+            for key in &keys {
+                tx.delete(self.undo, key)?;
             }
             tx.put(self.meta, meta::INCARNATION, &inc)
         })?;
-        Ok(rows.len())
+        Ok(images.len())
     }
 
     /// Applies entries' effects and records the last one's log id as
@@ -332,8 +374,8 @@ impl Local {
                 for (offset, txn) in batch.txns.iter().enumerate() {
                     let seq = batch.first_seq + offset as u64;
                     if *executed_here {
-                        for position in 0..txn.writes.len() {
-                            tx.delete(self.undo, &undo_key(batch.origin, seq, position as u32))?;
+                        for row in 0..txn.undo_rows {
+                            tx.delete(self.undo, &undo_key(batch.origin, seq, row))?;
                         }
                     } else {
                         replay(tx, txn)?;
@@ -361,7 +403,7 @@ impl Local {
             })?;
             maps.push(rows);
         }
-        for (_, (table, key, before)) in self.undo_rows()?.into_iter().rev() {
+        for (table, key, before) in self.undo_rows()?.1.into_iter().rev() {
             let Some(position) = self.user_tables.iter().position(|user| user.id == table) else {
                 return Err(DbError::Corrupt(format!("undo row names table #{}", table.0)));
             };
@@ -439,7 +481,7 @@ impl Local {
             .collect())
     }
 
-    /// The undo row key of write `position` of transaction `seq`.
+    /// The key of undo row `position` of transaction `seq`.
     pub fn undo_key(origin: Origin, seq: u64, position: u32) -> [u8; 20] {
         undo_key(origin, seq, position)
     }

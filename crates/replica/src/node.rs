@@ -15,7 +15,7 @@
 //! any other.
 
 use crate::error::{ReplicaError, ReplicaResult};
-use crate::local::{encode_undo, meta, Local};
+use crate::local::{encode_undo, meta, undo_record_len, Local};
 use crate::network::{read_frame, write_frame, Faults, FaultyNetwork, Message, Reply, TcpNetwork, TrafficCounter};
 use crate::shared::Shared;
 use crate::storage::{load_snapshot, snapshot_path, LogStore, StateMachine};
@@ -178,6 +178,8 @@ struct ReplicaHook {
     reading: Option<Origin>,
     last_token: u64,
     undo_row: Vec<u8>,
+    /// Undo rows the last `before_commit` wrote.
+    undo_rows: u32,
 }
 
 /// What a node's hooks and its handle share.
@@ -268,12 +270,21 @@ impl CommitHook for ReplicaHook {
             return Err(TxError::Db(self.node.not_leader()));
         }
         let (origin, seq) = (leadership.origin, leadership.next_seq);
-        let undo_table = shared.local.undo;
-        for (position, (table, key, before)) in self.recording.undo.iter().enumerate() {
+        let (undo_table, limit) = (shared.local.undo, shared.local.undo_row_limit);
+        // The before-images, packed into as few rows as fit.
+        let mut rows = 0u32;
+        self.undo_row.clear();
+        for (table, key, before) in &self.recording.undo {
+            if !self.undo_row.is_empty() && self.undo_row.len() + undo_record_len(key, before.as_deref()) > limit {
+                // On failure the guard drops with the error: the sequencer is free.
+                tx.put(undo_table, &Local::undo_key(origin, seq, rows), &self.undo_row)?;
+                rows += 1;
+                self.undo_row.clear();
+            }
             encode_undo(*table, key, before.as_deref(), &mut self.undo_row);
-            // On failure the guard drops with the error: the sequencer is free.
-            tx.put(undo_table, &Local::undo_key(origin, seq, position as u32), &self.undo_row)?;
         }
+        tx.put(undo_table, &Local::undo_key(origin, seq, rows), &self.undo_row)?;
+        self.undo_rows = rows + 1;
         self.sequencer = Some(leadership);
         Ok(())
     }
@@ -293,7 +304,7 @@ impl CommitHook for ReplicaHook {
             leadership.next_seq += 1;
             self.last_token = token(false, leadership.origin.incarnation, seq);
             let writes = std::mem::take(&mut self.recording.writes);
-            shared.proposals.lock().push_back((seq, WriteSet { writes }));
+            shared.proposals.lock().push_back((seq, WriteSet { writes, undo_rows: self.undo_rows }));
             drop(leadership);
             shared.proposals_ready.notify_one();
         }
@@ -490,6 +501,7 @@ impl ReplicatedDatabase {
             reading: None,
             last_token: 0,
             undo_row: Vec::new(),
+            undo_rows: 0,
         }));
         Ok(worker)
     }

@@ -36,6 +36,9 @@ pub struct Write {
 pub struct WriteSet {
     /// The writes.
     pub writes: Vec<Write>,
+    /// Undo rows the executing node wrote for it (its before-images); the
+    /// node deletes them when it applies the entry, others ignore it.
+    pub undo_rows: u32,
 }
 
 /// Which leader term of which node produced a batch: a node's pool holds
