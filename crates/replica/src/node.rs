@@ -560,7 +560,8 @@ impl ReplicatedDatabase {
     /// retried; returns once the commit is durable here and committed by a
     /// majority ([`ReplicaError::OutcomeUnknown`] if that cannot be known:
     /// not acknowledged). A body that wrote nothing is confirmed as
-    /// [`ReplicatedDatabase::run_read_only`] confirms.
+    /// [`ReplicatedDatabase::run_read_only`] confirms. Call it from an
+    /// ordinary thread, not from inside an async runtime (it blocks).
     pub fn run<R>(&self, mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>) -> ReplicaResult<Outcome<R>> {
         self.with_worker(|worker| worker.run(&mut body)).map(|finished| finished.outcome)
     }
