@@ -450,10 +450,13 @@ impl Worker {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            self.inner.begin(read_only, attempts);
+            // The hook first: it may wait (for a roll-back to finish), and a
+            // begun attempt would hold back an epoch engine's durability,
+            // which the roll-back waits for.
             if let Some(hook) = self.hook.as_deref_mut() {
                 hook.begin_attempt(read_only);
             }
+            self.inner.begin(read_only, attempts);
             let inner = &mut self.inner;
             let hook = &mut self.hook;
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 #[test]
 fn transactions_replicate_and_replicas_agree() {
-    for engine in [EngineKind::Zen, EngineKind::Sp3] {
+    for engine in [EngineKind::Zen, EngineKind::Sp3, EngineKind::GroupCommit] {
         let cluster = Cluster::start(3, engine, |_| {});
         let leader = cluster.leader(Duration::from_secs(10));
         seed_accounts(leader);
