@@ -77,7 +77,7 @@ impl Cluster {
         Self { _dir: dir, nodes, peers, acks: Arc::default(), control }
     }
 
-    fn start(&mut self, index: usize, init: bool, bank: usize) {
+    fn start(&mut self, index: usize, init: bool, bank: usize) -> Result<(), String> {
         let node = &self.nodes[index];
         let mut command = Command::new(PMTX);
         command.args(["serve", "--id", &node.id.to_string(), "--pool"]).arg(&node.pool);
@@ -105,8 +105,13 @@ impl Cluster {
                 }
             }
         });
-        ready_rx.recv_timeout(Duration::from_secs(30)).expect("node did not start listening");
+        if ready_rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = child.kill();
+            let status = child.wait().map(|status| status.to_string()).unwrap_or_default();
+            return Err(format!("node {} did not start listening ({status})", node.id));
+        }
         self.nodes[index].child = Some(child);
+        Ok(())
     }
 
     fn kill(&mut self, index: usize) {
@@ -175,7 +180,7 @@ fn run(kills: usize, control: Option<&'static str>) -> Result<Vec<Duration>, Str
     let runtime = runtime();
     let mut cluster = Cluster::new(control);
     for index in 0..3 {
-        cluster.start(index, index == 0, 2);
+        cluster.start(index, index == 0, 2)?;
     }
     let mut failovers = Vec::new();
     for kill in 0..kills {
@@ -190,7 +195,7 @@ fn run(kills: usize, control: Option<&'static str>) -> Result<Vec<Duration>, Str
             .ok_or(format!("kill {kill}: no new leader within 20 s"))?;
         failovers.push(killed_at.elapsed());
         assert_ne!(next, leader);
-        cluster.start(leader, false, 2);
+        cluster.start(leader, false, 2)?;
         if (kill + 1) % 10 == 0 {
             eprintln!("{} kills, {} transfers acknowledged", kill + 1, cluster.acks.lock().unwrap().len());
         }
@@ -202,7 +207,7 @@ fn run(kills: usize, control: Option<&'static str>) -> Result<Vec<Duration>, Str
         cluster.kill(index);
     }
     for index in 0..3 {
-        cluster.start(index, false, 0);
+        cluster.start(index, false, 0)?;
     }
     cluster.leader(&runtime, Duration::from_secs(30)).ok_or("no leader after the restart")?;
     let deadline = Instant::now() + Duration::from_secs(60);

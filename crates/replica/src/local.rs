@@ -418,31 +418,28 @@ impl Local {
         Ok(image)
     }
 
-    /// Replaces every user table's rows with `image`'s, in several
-    /// transactions (the caller makes the whole idempotent and marks it).
-    pub fn load_tables(&self, image: &TablesImage) -> ReplicaResult<()> {
-        for table in &self.user_tables {
-            let mut keys = Vec::new();
-            self.db.for_each_row(table.id, |key, _| keys.push(key.to_vec()))?;
-            for group in keys.chunks(LOAD_ROWS_PER_TXN) {
-                self.db.run(|tx| {
-                    for key in group {
-                        tx.delete(table.id, key)?;
-                    }
-                    Ok(())
-                })?;
-            }
-        }
-        let mut undo_keys = Vec::new();
-        self.db.for_each_row(self.undo, |key, _| undo_keys.push(key.to_vec()))?;
-        for group in undo_keys.chunks(LOAD_ROWS_PER_TXN) {
+    /// Deletes every row of `table`, a group of rows per transaction.
+    fn clear_table(&self, table: TableId) -> Result<(), DbError> {
+        let mut keys = Vec::new();
+        self.db.for_each_row(table, |key, _| keys.push(key.to_vec()))?;
+        for group in keys.chunks(LOAD_ROWS_PER_TXN) {
             self.db.run(|tx| {
                 for key in group {
-                    tx.delete(self.undo, key)?;
+                    tx.delete(table, key)?;
                 }
                 Ok(())
             })?;
         }
+        Ok(())
+    }
+
+    /// Replaces every user table's rows with `image`'s, in several
+    /// transactions (the caller makes the whole idempotent and marks it).
+    pub fn load_tables(&self, image: &TablesImage) -> ReplicaResult<()> {
+        for table in &self.user_tables {
+            self.clear_table(table.id)?;
+        }
+        self.clear_table(self.undo)?;
         for (name, rows) in &image.tables {
             let table = self
                 .user_tables

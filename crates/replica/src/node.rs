@@ -714,12 +714,16 @@ fn initialize(
     own_addr: &str,
     runtime: &tokio::runtime::Runtime,
 ) -> ReplicaResult<()> {
-    let mut nodes = BTreeMap::new();
-    for (id, addr) in members {
-        nodes.insert(*id, BasicNode::new(addr));
-    }
-    nodes.entry(shared.id).or_insert_with(|| BasicNode::new(own_addr));
-    runtime.block_on(raft.initialize(nodes)).map_err(|error| ReplicaError::Raft(error.to_string()))
+    runtime
+        .block_on(raft.initialize(voters(members, shared.id, own_addr)))
+        .map_err(|error| ReplicaError::Raft(error.to_string()))
+}
+
+/// The voters of a new cluster: `members`, and this node if not among them.
+fn voters(members: &[(NodeId, String)], me: NodeId, own_addr: &str) -> BTreeMap<NodeId, BasicNode> {
+    let mut nodes: BTreeMap<NodeId, BasicNode> = members.iter().map(|(id, addr)| (*id, BasicNode::new(addr))).collect();
+    nodes.entry(me).or_insert_with(|| BasicNode::new(own_addr));
+    nodes
 }
 
 async fn add_node(raft: &Raft<TypeConfig>, me: NodeId, id: NodeId, addr: String) -> ReplicaResult<()> {
@@ -927,12 +931,7 @@ async fn admin(raft: &Raft<TypeConfig>, shared: &Arc<Shared>, addr: &str, reques
             };
         }
         AdminRequest::Initialize { members } => {
-            let mut nodes = BTreeMap::new();
-            for (id, node_addr) in members {
-                nodes.insert(id, BasicNode::new(node_addr));
-            }
-            nodes.entry(me).or_insert_with(|| BasicNode::new(addr));
-            raft.initialize(nodes).await.map_err(|error| ReplicaError::Raft(error.to_string()))
+            raft.initialize(voters(&members, me, addr)).await.map_err(|error| ReplicaError::Raft(error.to_string()))
         }
     };
     match result {

@@ -97,7 +97,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         &mut self,
         range: RB,
     ) -> StorageResult<Vec<Entry<TypeConfig>>> {
-        Ok(self.entries.lock().range(range).map(|(_, entry)| entry.clone()).collect())
+        LogReader { entries: Arc::clone(&self.entries) }.try_get_log_entries(range).await
     }
 }
 

@@ -71,15 +71,6 @@ impl Batch {
     pub fn last_seq(&self) -> u64 {
         self.first_seq + self.txns.len() as u64 - 1
     }
-
-    /// Bytes of keys and values this batch ships.
-    pub fn payload_bytes(&self) -> usize {
-        self.txns
-            .iter()
-            .flat_map(|txn| &txn.writes)
-            .map(|write| write.key.len() + write.value.as_ref().map_or(0, Vec::len))
-            .sum()
-    }
 }
 
 impl std::fmt::Display for Batch {

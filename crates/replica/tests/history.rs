@@ -193,8 +193,20 @@ fn list_append_history_across_failovers_is_strict_serializable() {
 
 #[test]
 fn control_acknowledging_before_the_majority_breaks_the_history() {
-    let history = run_history(Duration::from_secs(8), Some(Control::AcknowledgeBeforeMajority), 0xBADC0DE);
-    let report = check(&history, &CheckOptions { strict: true });
-    assert!(!report.is_valid(), "acknowledging before the majority gave a valid history: {report}");
-    eprintln!("the control failed as it must: {} anomalies, first: {}", report.anomalies.len(), report.anomalies[0]);
+    // A loss needs an acknowledged commit on a leader the nemesis cuts off
+    // before it replicates: likely in one run, not certain, so up to three.
+    for seed in [0xBADC0DE, 0xBADC0DF, 0xBADC0E0] {
+        let history = run_history(Duration::from_secs(8), Some(Control::AcknowledgeBeforeMajority), seed);
+        let report = check(&history, &CheckOptions { strict: true });
+        if !report.is_valid() {
+            eprintln!(
+                "the control failed as it must: {} anomalies, first: {}",
+                report.anomalies.len(),
+                report.anomalies[0]
+            );
+            return;
+        }
+        eprintln!("seed {seed:#x}: the control's history was valid; trying another seed");
+    }
+    panic!("acknowledging before the majority gave three valid histories: the test cannot fail");
 }
