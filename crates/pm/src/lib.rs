@@ -27,6 +27,7 @@ mod pool;
 mod prefault;
 pub mod sim;
 mod structure;
+pub mod word_copy;
 
 pub use backend::{
     set_thread_numa_node, thread_numa_node, BackendInfo, BackendKind, Direct, Emulated, LatencyModel,

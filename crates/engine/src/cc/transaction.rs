@@ -142,6 +142,7 @@ impl<R: RowKind> TxState<R> {
             keeps_versions: cc.versions().is_some(),
             sets: TxSets {
                 reads: Vec::new(),
+                unique_reads: false,
                 read_positions: PositionIndex::default(),
                 writes: WriteSet::default(),
                 leaves: Vec::new(),
@@ -152,6 +153,11 @@ impl<R: RowKind> TxState<R> {
             reclaimer: RowReclaimer::default(),
             fingers: Vec::new(),
         }
+    }
+
+    /// Keeps each row once in the read set (see `TxSets::reads`).
+    pub(crate) fn keep_reads_unique(&mut self) {
+        self.sets.unique_reads = true;
     }
 
     /// This worker's finger into table `table_id`'s ordered index.

@@ -49,7 +49,15 @@ pub(crate) struct AddedSecondary {
 
 /// A transaction attempt's read, write and node sets over rows `R`.
 pub(crate) struct TxSets<R: RowKind> {
+    /// The reads, in the order made. A row read twice is in it twice
+    /// (unless `unique_reads`): validation checks both words, and a
+    /// change between the two reads fails it as it should; searching the
+    /// set on every read cost more than the rare duplicate.
     pub(crate) reads: Vec<ReadEntry<R>>,
+    /// Whether each row enters `reads` once (`zen+` charges the rows a
+    /// transaction reads for the first time against its Met-Cache
+    /// footprint).
+    pub(in crate::cc) unique_reads: bool,
     pub(in crate::cc) read_positions: PositionIndex,
     /// The buffered writes.
     pub(crate) writes: WriteSet<R>,
@@ -67,11 +75,14 @@ impl<R: RowKind> TxSets<R> {
     /// Remembers a stable read of `row`.
     #[inline]
     pub(in crate::cc) fn note_read(&mut self, row: &R, word: u64) {
-        if self.read_positions.find(&self.reads, read_row_of, row).is_none() {
-            // DBXN: an odd (UNPERSISTED) version is not an early abort; the
-            // read set holds the next even version, which validates only
-            // once the writer's log is durable. No-op for other engines.
-            self.reads.push(ReadEntry { row, word: word & !UNPERSISTED });
+        // DBXN: an odd (UNPERSISTED) version is not an early abort; the
+        // read set holds the next even version, which validates only once
+        // the writer's log is durable. No-op for other engines.
+        let entry = ReadEntry { row, word: word & !UNPERSISTED };
+        if !self.unique_reads {
+            self.reads.push(entry);
+        } else if self.read_positions.find(&self.reads, read_row_of, row).is_none() {
+            self.reads.push(entry);
             self.read_positions.pushed(&self.reads, read_row_of);
         }
     }
@@ -116,7 +127,7 @@ impl<R: RowKind> TxSets<R> {
         Ok(())
     }
 
-    /// Reads in the read set (each row once).
+    /// Reads in the read set (each row once with `unique_reads`).
     pub(crate) fn reads_len(&self) -> usize {
         self.reads.len()
     }

@@ -83,11 +83,15 @@ pub struct WriteSet<R> {
     pub(crate) entries: Vec<WriteEntry<R>>,
     arena: Vec<u8>,
     positions: PositionIndex,
+    /// The lock order of the entries when it is not theirs (see
+    /// [`WriteSet::lock_rows`]): (row address, entry) sorted by address;
+    /// empty when the entries are in address order themselves.
+    lock_order: Vec<(usize, u32)>,
 }
 
 impl<R> Default for WriteSet<R> {
     fn default() -> Self {
-        Self { entries: Vec::new(), arena: Vec::new(), positions: PositionIndex::default() }
+        Self { entries: Vec::new(), arena: Vec::new(), positions: PositionIndex::default(), lock_order: Vec::new() }
     }
 }
 
@@ -101,6 +105,7 @@ impl<R> WriteSet<R> {
         self.entries.clear();
         self.arena.clear();
         self.positions.clear();
+        self.lock_order.clear();
     }
 
     /// Number of writes.
@@ -259,10 +264,21 @@ impl<R: RowKind> WriteSet<R> {
     /// Locks the written rows in address order (the commit's lock step).
     /// Returns the largest TID seen on a locked row, or the abort reason
     /// (with nothing left locked).
+    ///
+    /// The entries stay where they are: the order is a sorted list of
+    /// (address, entry) pairs, cheaper to sort than the entries and leaving
+    /// the position index valid (entries already in address order, as
+    /// zen's prepare step leaves them, need no list).
     pub(crate) fn lock_rows(&mut self) -> Result<u64, AbortReason> {
-        self.sort_by_row();
+        self.lock_order.clear();
+        if !self.entries.is_sorted_by_key(|entry| entry.row.as_ptr() as usize) {
+            let order = self.entries.iter().enumerate().map(|(at, entry)| (entry.row.as_ptr() as usize, at as u32));
+            self.lock_order.extend(order);
+            self.lock_order.sort_unstable_by_key(|&(address, _)| address);
+        }
         let mut max_tid = 0;
-        for index in 0..self.len() {
+        for step in 0..self.len() {
+            let index = self.lock_index(step);
             match self.entries[index].row().lock(LOCK_SPINS) {
                 Some(word) if word != REMOVED => {
                     self.set_locked_word(index, word);
@@ -271,11 +287,11 @@ impl<R: RowKind> WriteSet<R> {
                 Some(_) => {
                     // Unlinked since the body read it: the read set's word
                     // differs, so the attempt could not validate anyway.
-                    self.unlock(index + 1);
+                    self.unlock(step + 1);
                     return Err(AbortReason::ReadValidation);
                 }
                 None => {
-                    self.unlock(index);
+                    self.unlock(step);
                     return Err(AbortReason::WriteLock);
                 }
             }
@@ -283,10 +299,26 @@ impl<R: RowKind> WriteSet<R> {
         Ok(max_tid)
     }
 
-    /// Unlocks the first `locked` written rows without changing them.
+    /// The entry locked at step `step` of [`WriteSet::lock_rows`].
+    #[inline]
+    fn lock_index(&self, step: usize) -> usize {
+        match self.lock_order.get(step) {
+            Some(&(_, index)) => index as usize,
+            None => step,
+        }
+    }
+
+    /// Unlocks the rows of the first `locked` steps of the lock order
+    /// (all of them: `len()`) without changing them.
     pub(crate) fn unlock(&self, locked: usize) {
-        for entry in &self.entries[..locked] {
-            entry.row().unlock();
+        if locked == self.len() {
+            for entry in &self.entries {
+                entry.row().unlock();
+            }
+            return;
+        }
+        for step in 0..locked {
+            self.entries[self.lock_index(step)].row().unlock();
         }
     }
 }

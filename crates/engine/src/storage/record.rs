@@ -533,62 +533,31 @@ impl Record {
     }
 }
 
-/// Appends `len` bytes of `words` to `out`. The words are loaded one by
-/// one with relaxed atomic loads (a writer may be changing them: the
-/// caller's seqlock re-check rejects a torn copy) and stored straight into
-/// `out`'s spare capacity: neither zero-filled first nor pushed word by
-/// word (each re-checked the capacity and length, which cost more than the
-/// loads on rows of a few hundred bytes).
+/// Appends `len` bytes of `words` to `out`. A writer may be changing the
+/// words (the caller's seqlock re-check rejects a torn copy), so they are
+/// copied as relaxed atomic loads, 64 bytes a step (`pmtx_pm::word_copy`),
+/// straight into `out`'s spare capacity, not zero-filled first.
 #[inline]
 pub(crate) fn copy_out(words: &[AtomicU64], len: usize, out: &mut Vec<u8>) {
     let words = &words[..len.div_ceil(8)];
     let start = out.len();
     out.reserve(words.len() * 8);
-    // SAFETY: `reserve` made room for `words.len() * 8` bytes past `start`;
-    // every one of them is written (unaligned 8-byte stores) before the
-    // length grows to `start + len`, which is at most that.
-    unsafe {
-        let mut destination = out.as_mut_ptr().add(start).cast::<u64>();
-        // Four words a step: a quarter of the loop's counting and branching.
-        let mut quads = words.chunks_exact(4);
-        for quad in &mut quads {
-            let loaded = [
-                quad[0].load(Ordering::Relaxed),
-                quad[1].load(Ordering::Relaxed),
-                quad[2].load(Ordering::Relaxed),
-                quad[3].load(Ordering::Relaxed),
-            ];
-            destination.cast::<[u64; 4]>().write_unaligned(loaded);
-            destination = destination.add(4);
-        }
-        for word in quads.remainder() {
-            destination.write_unaligned(word.load(Ordering::Relaxed));
-            destination = destination.add(1);
-        }
-        out.set_len(start + len);
-    }
+    pmtx_pm::word_copy::load_words(words, &mut out.spare_capacity_mut()[..words.len() * 8]);
+    // SAFETY: `load_words` initialized `words.len() * 8` bytes past
+    // `start`, and `len` is at most that.
+    unsafe { out.set_len(start + len) };
 }
 
 /// Writes `value` into `words` (which hold at least its length).
 #[inline]
 pub(crate) fn copy_in(words: &[AtomicU64], value: &[u8]) {
-    let whole = value.len() / 8;
-    let (words_whole, bytes_whole) = (&words[..whole], &value[..whole * 8]);
-    // Four words a step, as in `copy_out`.
-    for (quad, bytes) in words_whole.chunks_exact(4).zip(bytes_whole.chunks_exact(32)) {
-        for (word, chunk) in quad.iter().zip(bytes.chunks_exact(8)) {
-            word.store(u64::from_ne_bytes(chunk.try_into().expect("8 bytes")), Ordering::Relaxed);
-        }
-    }
-    let done = whole / 4 * 4;
-    for (word, chunk) in words_whole[done..].iter().zip(bytes_whole[done * 8..].chunks_exact(8)) {
-        word.store(u64::from_ne_bytes(chunk.try_into().expect("8 bytes")), Ordering::Relaxed);
-    }
-    let rest = &value[whole * 8..];
+    let whole = value.len() / 8 * 8;
+    pmtx_pm::word_copy::store_words(words, &value[..whole]);
+    let rest = &value[whole..];
     if !rest.is_empty() {
         let mut bytes = [0u8; 8];
         bytes[..rest.len()].copy_from_slice(rest);
-        words[value.len() / 8].store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
+        words[whole / 8].store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
     }
 }
 

@@ -141,6 +141,10 @@ impl<B: PmBackend> ZenWorker<B> {
     pub(crate) fn new(shared: Arc<ZenShared<B>>, id: usize) -> Self {
         assert!(id < shared.epochs.capacity(), "worker id {id} beyond the configured worker count");
         let mut tx = TxState::new(&shared.cc, id);
+        if shared.plus.is_some() {
+            // Its footprint counts the rows read for the first time.
+            tx.keep_reads_unique();
+        }
         shared.orphans.lock().hand_over(&mut tx.reclaimer);
         Self {
             shared,
