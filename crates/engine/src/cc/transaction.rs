@@ -105,6 +105,9 @@ pub(crate) struct TxState<R: RowKind> {
     /// The read, write and node sets.
     pub(in crate::cc) sets: TxSets<R>,
     scratch: Vec<u8>,
+    /// The leaves a scan examines, kept between scans (the scan's visitor
+    /// borrows the state, so they join the node set after it).
+    scan_leaves: Vec<LeafEntry>,
     /// This worker's reclamation of absent rows and replaced values.
     pub(crate) reclaimer: RowReclaimer<R>,
     /// Per table (by id): the leaf this worker's last point operation on
@@ -150,6 +153,7 @@ impl<R: RowKind> TxState<R> {
                 added_secondaries: Vec::new(),
             },
             scratch: Vec::new(),
+            scan_leaves: Vec::new(),
             reclaimer: RowReclaimer::default(),
             fingers: Vec::new(),
         }
@@ -549,7 +553,8 @@ impl<R: RowKind> TxState<R> {
         let mut delivered = 0usize;
         let mut stopped = false;
         let mut failure: Option<TxError> = None;
-        let mut leaves = Vec::new();
+        let mut leaves = std::mem::take(&mut self.scan_leaves);
+        leaves.clear();
         let mut value = std::mem::take(&mut self.scratch);
         // `mvcc` registers its reads eagerly, ranges included (`cicada` at
         // validation): a later insert below the timestamp finds it.
@@ -605,7 +610,8 @@ impl<R: RowKind> TxState<R> {
             },
         )?;
         self.scratch = value;
-        self.leaves.extend(leaves);
+        self.sets.leaves.append(&mut leaves);
+        self.scan_leaves = leaves;
         if let Some(error) = failure {
             return Err(error);
         }

@@ -589,7 +589,7 @@ impl<L: CommitLog, C: CommitRule> CommitSteps for DramWorker<L, C> {
         // SAFETY: see `WriteEntry::row`; the reference does not borrow
         // the transaction state, which keeps the replaced version.
         let row: &Record = unsafe { &*(entry.row() as *const Record) };
-        if pipeline::needs_current(&self.tx, &shared.tables, index) {
+        if pipeline::needs_current(&self.tx, &shared.tables, index, C::VALIDATES) {
             // Locked by us: the value is stable.
             row.read_locked(&mut self.old);
             pipeline::install_bookkeeping(&mut self.tx, &shared.tables, index, row, Some(&self.old), tid);

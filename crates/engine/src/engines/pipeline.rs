@@ -384,9 +384,21 @@ pub(crate) fn install_bookkeeping<R: RowKind>(
 
 /// Whether installing write `index` needs the row's committed value
 /// (secondary indexes or a multi-version protocol) and the row has one.
+///
+/// Not for secondary indexes alone when the write is an update whose body
+/// found its secondary keys unchanged (`index_secondaries` unset) and the
+/// commit `validated` its reads: the committed value is then the one the
+/// body compared against (the row's first access entered the read set),
+/// so no entry changes.
 #[inline]
-pub(crate) fn needs_current<R: RowKind>(tx: &TxState<R>, tables: &[Table<R>], index: usize) -> bool {
+pub(crate) fn needs_current<R: RowKind>(tx: &TxState<R>, tables: &[Table<R>], index: usize, validated: bool) -> bool {
     let entry = &tx.writes.entries()[index];
-    let has_secondaries = !tables[entry.table.0 as usize].schema().secondaries.is_empty();
-    (has_secondaries || tx.keeps_versions()) && entry.locked_word & ABSENT == 0
+    if entry.locked_word & ABSENT != 0 {
+        return false;
+    }
+    if tx.keeps_versions() {
+        return true;
+    }
+    let keys_kept = validated && !entry.is_delete() && !entry.index_secondaries;
+    !keys_kept && !tables[entry.table.0 as usize].schema().secondaries.is_empty()
 }

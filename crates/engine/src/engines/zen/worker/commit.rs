@@ -143,7 +143,7 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
         // SAFETY: see `WriteEntry::row`; the reference does not borrow
         // the write set, which `maintain_secondaries` reads.
         let row: &Row = unsafe { &*(entry.row() as *const Row) };
-        if pipeline::needs_current(&self.tx, &shared.tables, index) {
+        if pipeline::needs_current(&self.tx, &shared.tables, index, <Validating as CommitRule>::VALIDATES) {
             self.read_locked(row, locked_word);
             pipeline::install_bookkeeping(&mut self.tx, &shared.tables, index, row, Some(&self.old_value), cts);
         } else {

@@ -61,7 +61,7 @@ mod reads;
 use super::adaptive::AdaptiveTx;
 use super::{WorkerCounters, ZenShared};
 use crate::cc::concurrency::Concurrency;
-use crate::cc::protocols::commit_rule::Validating;
+use crate::cc::protocols::commit_rule::{CommitRule, Validating};
 use crate::cc::transaction::{RowStore, TxState};
 use crate::cc::write_set::WriteValue;
 use crate::durability::zen_persist::{self, persist_tuples};
