@@ -30,37 +30,11 @@ pub fn load_words(words: &[AtomicU64], out: &mut [MaybeUninit<u8>]) {
     {
         let blocks = words.len() / 8;
         let done = blocks * 8;
-        if blocks > 0 {
-            // SAFETY: the source is `blocks * 64` bytes of `words` and the
-            // destination as many bytes of `out` (both checked by the
-            // slicing above); unaligned SSE2 moves, no stack use. The
-            // reads of `words` count as relaxed atomic loads (module docs).
-            unsafe {
-                core::arch::asm!(
-                    "2:",
-                    "movdqu {a}, xmmword ptr [{src}]",
-                    "movdqu {b}, xmmword ptr [{src} + 16]",
-                    "movdqu {c}, xmmword ptr [{src} + 32]",
-                    "movdqu {d}, xmmword ptr [{src} + 48]",
-                    "movdqu xmmword ptr [{dst}], {a}",
-                    "movdqu xmmword ptr [{dst} + 16], {b}",
-                    "movdqu xmmword ptr [{dst} + 32], {c}",
-                    "movdqu xmmword ptr [{dst} + 48], {d}",
-                    "add {src}, 64",
-                    "add {dst}, 64",
-                    "dec {n}",
-                    "jnz 2b",
-                    src = inout(reg) words.as_ptr() => _,
-                    dst = inout(reg) out.as_mut_ptr() => _,
-                    n = inout(reg) blocks => _,
-                    a = out(xmm_reg) _,
-                    b = out(xmm_reg) _,
-                    c = out(xmm_reg) _,
-                    d = out(xmm_reg) _,
-                    options(nostack),
-                );
-            }
-        }
+        // SAFETY: the source is `blocks * 64` bytes of `words` and the
+        // destination as many bytes of `out` (both checked by the slicing
+        // above). The reads of `words` count as relaxed atomic loads
+        // (module documentation).
+        unsafe { copy_blocks(words.as_ptr().cast(), out.as_mut_ptr().cast(), blocks) };
         load_tail(&words[done..], &mut out[done * 8..]);
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -93,41 +67,55 @@ pub fn store_words(words: &[AtomicU64], bytes: &[u8]) {
     {
         let blocks = words.len() / 8;
         let done = blocks * 8;
-        if blocks > 0 {
-            // SAFETY: as in `load_words`, the other way round: the
-            // destination is `blocks * 64` bytes of `words` (stores that
-            // count as relaxed atomic stores), the source as many of
-            // `bytes`.
-            unsafe {
-                core::arch::asm!(
-                    "2:",
-                    "movdqu {a}, xmmword ptr [{src}]",
-                    "movdqu {b}, xmmword ptr [{src} + 16]",
-                    "movdqu {c}, xmmword ptr [{src} + 32]",
-                    "movdqu {d}, xmmword ptr [{src} + 48]",
-                    "movdqu xmmword ptr [{dst}], {a}",
-                    "movdqu xmmword ptr [{dst} + 16], {b}",
-                    "movdqu xmmword ptr [{dst} + 32], {c}",
-                    "movdqu xmmword ptr [{dst} + 48], {d}",
-                    "add {src}, 64",
-                    "add {dst}, 64",
-                    "dec {n}",
-                    "jnz 2b",
-                    src = inout(reg) bytes.as_ptr() => _,
-                    dst = inout(reg) words.as_ptr() => _,
-                    n = inout(reg) blocks => _,
-                    a = out(xmm_reg) _,
-                    b = out(xmm_reg) _,
-                    c = out(xmm_reg) _,
-                    d = out(xmm_reg) _,
-                    options(nostack),
-                );
-            }
-        }
+        // SAFETY: the destination is `blocks * 64` bytes of `words` (stores
+        // that count as relaxed atomic stores; the words' cells allow
+        // writes through a shared reference), the source as many of
+        // `bytes`.
+        unsafe { copy_blocks(bytes.as_ptr(), words.as_ptr().cast_mut().cast(), blocks) };
         store_tail(&words[done..], &bytes[done * 8..]);
     }
     #[cfg(not(target_arch = "x86_64"))]
     store_tail(words, bytes);
+}
+
+/// Copies `blocks` blocks of 64 bytes from `source` to `destination`
+/// through four SSE2 registers a step (unaligned moves, no stack use).
+///
+/// # Safety
+/// `blocks * 64` bytes at `source` must be readable and as many at
+/// `destination` writable; the two must not overlap.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+unsafe fn copy_blocks(source: *const u8, destination: *mut u8, blocks: usize) {
+    if blocks == 0 {
+        return;
+    }
+    // SAFETY: the caller's contract.
+    unsafe {
+        core::arch::asm!(
+            "2:",
+            "movdqu {a}, xmmword ptr [{src}]",
+            "movdqu {b}, xmmword ptr [{src} + 16]",
+            "movdqu {c}, xmmword ptr [{src} + 32]",
+            "movdqu {d}, xmmword ptr [{src} + 48]",
+            "movdqu xmmword ptr [{dst}], {a}",
+            "movdqu xmmword ptr [{dst} + 16], {b}",
+            "movdqu xmmword ptr [{dst} + 32], {c}",
+            "movdqu xmmword ptr [{dst} + 48], {d}",
+            "add {src}, 64",
+            "add {dst}, 64",
+            "dec {n}",
+            "jnz 2b",
+            src = inout(reg) source => _,
+            dst = inout(reg) destination => _,
+            n = inout(reg) blocks => _,
+            a = out(xmm_reg) _,
+            b = out(xmm_reg) _,
+            c = out(xmm_reg) _,
+            d = out(xmm_reg) _,
+            options(nostack),
+        );
+    }
 }
 
 #[inline]
