@@ -262,8 +262,19 @@ pub trait EngineWorker: Send {
     /// not wait for it.
     fn idle(&mut self);
     /// Blocks until `ticket` is durable; [`crate::DbError::Closed`] once the
-    /// database is closed or crashed while waiting.
+    /// database is closed or crashed while waiting. A
+    /// [`CommitTicket::Flushed`] ticket (of this worker or another) is made
+    /// durable by the wait itself: it fences the commit's flushed line.
     fn wait_durable(&mut self, ticket: CommitTicket) -> DbResult<()>;
+    /// Whether the next commits are *pipelined*: the caller acknowledges
+    /// them later, when [`Engine::is_durable`] says so, rather than waiting
+    /// at once (`Worker::run_pipelined`). Zen then leaves the fence after a
+    /// commit's last-persisted mark to a later fence and hands out
+    /// [`CommitTicket::Flushed`] tickets (zen-plus.txt §3.3.1); other
+    /// engines commit the same either way.
+    fn set_pipelined(&mut self, pipelined: bool) {
+        let _ = pipelined;
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,12 @@
 //! the Met-Cache, garbage and tombstones, and the maintenance after it.
 
 use super::*;
+use crate::durability::zen_persist::LpFence;
+
+/// How long a commit waits for a busy region whose unfenced commit it
+/// depends on before aborting (`NotYetDurable`, retried): that region's
+/// worker is committing, and its first fence completes it.
+const HELP_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// What a Zen commit holds from its reservations to its maintenance.
 pub(crate) struct Held<'s> {
@@ -64,8 +70,47 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
             // wbl: what it read is committed once its window is.
             return CommitTicket::Epoch(record::epoch_of_tid(self.tx.max_read_tid()));
         }
-        // Every version readable was durable before it was installed.
-        CommitTicket::Durable
+        // Every version of another worker it read is durable
+        // (`check_inputs_durable`); one of this worker's unfenced commit is
+        // once that is (in order: acknowledged after it).
+        self.own_unfenced_ticket(shared)
+    }
+
+    /// Step 3's end (and a read-only attempt's): every version read or
+    /// overwritten that belongs to another region's unfenced commit is made
+    /// durable (that commit completed), or the attempt aborts
+    /// (`NotYetDurable`) if its region stays busy. See the module comment,
+    /// "Pipelined commits".
+    fn check_inputs_durable(&mut self, shared: &ZenShared<B>) -> Result<(), AbortReason> {
+        if shared.window.is_some() || shared.faults.commits_on_unfenced_writes() {
+            return Ok(());
+        }
+        let heap = &shared.heap;
+        self.unfenced_seen.clear();
+        for region in 0..heap.regions.len() {
+            let cts = heap.unfenced_cts(region);
+            if cts != 0 && region != self.id {
+                self.unfenced_seen.push((region, cts));
+            }
+        }
+        if self.unfenced_seen.is_empty() {
+            return Ok(());
+        }
+        self.unfenced_inputs.clear();
+        let (seen, inputs) = (&self.unfenced_seen, &mut self.unfenced_inputs);
+        for read in &self.tx.reads {
+            // SAFETY: see `WriteEntry::row` (rows live while the attempt is
+            // announced).
+            let row = unsafe { &*read.row };
+            note_unfenced_input(heap, seen, inputs, row, record::tid_of(read.word), false);
+        }
+        for entry in self.tx.writes.entries() {
+            note_unfenced_input(heap, seen, inputs, entry.row(), record::tid_of(entry.locked_word), true);
+        }
+        for &(region, cts) in self.unfenced_inputs.iter() {
+            wait_for_unfenced(shared, region, cts)?;
+        }
+        Ok(())
     }
 
     /// Step 1-2: lock the worker's heap region, reserve one slot per write
@@ -182,7 +227,8 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
 
     /// Step 5's end: the garbage stamp, read after every row points at its
     /// new slot and before the rows are unlocked, stamps the superseded
-    /// slots and the tombstones.
+    /// slots and the tombstones (held by the region while this commit is
+    /// unfenced).
     fn installed(&mut self, shared: &ZenShared<B>, held: &mut Held<'_>, cts: u64) {
         // IMPORTANT: the stamp is read after every row points at its new
         // slot (reader safety) and before the rows are unlocked (so stamps of
@@ -194,26 +240,32 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
             // wanted.
             window.note_commit(self.id, record::epoch_of_tid(cts).max(stamp));
         }
+        // IMPORTANT: an unfenced commit may still be lost: what it
+        // superseded stays intact, and its tombstones wait, until it is
+        // completed (`storage::zen::heap`, "Unfenced commits").
+        let unfenced = held.state.unfenced().is_some_and(|unfenced| unfenced.cts == cts);
         for mut garbage in self.retired.drain(..) {
             garbage.stamp = stamp;
-            shared.heap.retire(self.id, &mut held.state, garbage);
+            if unfenced {
+                held.state.hold_garbage(garbage);
+            } else {
+                shared.heap.retire(self.id, &mut held.state, garbage);
+            }
         }
         for (index, slot) in self.tombstones.drain(..) {
             let entry = &self.tx.writes.entries()[index];
-            held.state.push_tombstone(Tombstone::new(
-                entry.table.0,
-                self.tx.writes.key(index),
-                entry.row(),
-                slot,
-                cts,
-                stamp,
-            ));
+            let tombstone = Tombstone::new(entry.table.0, self.tx.writes.key(index), entry.row(), slot, cts, stamp);
+            if unfenced {
+                held.state.hold_tombstone(tombstone);
+            } else {
+                held.state.push_tombstone(tombstone);
+            }
         }
     }
 
-    /// Step 6: moves the region's LP pin, reclaims garbage and the
-    /// tombstones the last sweep made safe, unlocks the region, sweeps if
-    /// enough tombstones wait.
+    /// Step 6: moves the region's LP pin (an unfenced commit's moves when it
+    /// is completed), reclaims garbage and the tombstones the last sweep
+    /// made safe, unlocks the region, sweeps if enough tombstones wait.
     fn finish(
         &mut self,
         shared: &ZenShared<B>,
@@ -224,9 +276,17 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
         let Held { mut state, lp_slot } = held;
         let (heap, pool) = (&shared.heap, &*shared.pool);
         state.last_cts = cts;
-        if lp_slot != 0 {
+        let unfenced = state.unfenced();
+        if lp_slot != 0 && unfenced.is_none_or(|unfenced| unfenced.cts != cts) {
             state.move_pin(heap, pool, lp_slot);
         }
+        // The region's unfenced commit is this one, or an earlier one if
+        // this one persisted nothing (acknowledged in order after it).
+        let ticket = match unfenced {
+            Some(unfenced) if unfenced.cts == cts && self.acknowledges_unfenced(shared) => CommitTicket::Durable,
+            Some(unfenced) => CommitTicket::Flushed { worker: self.id as u32, cts: unfenced.cts },
+            None => CommitTicket::Durable,
+        };
         self.reserved.clear();
         // The direct NVM writes are committed with the rest.
         self.spilled.clear();
@@ -248,7 +308,64 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
             // (the broken variant acknowledges now).
             return Ok(CommitTicket::Epoch(record::epoch_of_tid(cts)));
         }
-        Ok(CommitTicket::Durable)
+        Ok(ticket)
+    }
+}
+
+/// Notes in `inputs` the unfenced commit (of `seen`: region, Tx-CTS) that
+/// the version `tid` of `row`, read or overwritten, belongs to, if any.
+/// `locked`: this attempt holds the row. A row that no longer carries
+/// `tid` was superseded, which a writer does only once the version is
+/// durable; a version with the Tx-CTS of another region's unfenced commit
+/// is that commit's only if its slot lies in that region.
+#[inline]
+fn note_unfenced_input(
+    heap: &heap::Heap,
+    seen: &[(usize, u64)],
+    inputs: &mut Vec<(usize, u64)>,
+    row: &Row,
+    tid: u64,
+    locked: bool,
+) {
+    if tid == 0 || !seen.iter().any(|&(_, cts)| cts == tid) {
+        return;
+    }
+    if !locked && record::tid_of(row.word()) != tid {
+        return;
+    }
+    let slot = row.slot();
+    if slot == 0 {
+        // No tuple: a delete of a row that never reached the heap, which
+        // changes nothing a crash could lose.
+        return;
+    }
+    let (_, region) = heap.owner_of(slot);
+    if let Some(&found) = seen.iter().find(|&&(owner, cts)| owner == region && cts == tid) {
+        if !inputs.contains(&found) {
+            inputs.push(found);
+        }
+    }
+}
+
+/// Makes `region`'s unfenced commit `cts` durable (flush of its LP line
+/// and a fence of this thread) unless it is already; waits up to
+/// [`HELP_WAIT`] for a busy region, then gives up (`NotYetDurable`).
+fn wait_for_unfenced<B: PmBackend>(shared: &ZenShared<B>, region: usize, cts: u64) -> Result<(), AbortReason> {
+    let mut spins = 0u32;
+    let mut since = None;
+    loop {
+        if shared.heap.try_complete(&shared.pool, &shared.epochs, region, cts) {
+            return Ok(());
+        }
+        spins += 1;
+        if spins < 64 {
+            std::hint::spin_loop();
+            continue;
+        }
+        if since.get_or_insert_with(std::time::Instant::now).elapsed() > HELP_WAIT {
+            return Err(AbortReason::NotYetDurable);
+        }
+        std::thread::yield_now();
     }
 }
 
@@ -279,9 +396,27 @@ impl<B: PmBackend> ZenWorker<B> {
         }
     }
 
+    /// The ticket of a commit that wrote nothing durable: that of this
+    /// worker's unfenced commit, if any (module comment, "Pipelined
+    /// commits").
+    pub(super) fn own_unfenced_ticket(&self, shared: &ZenShared<B>) -> CommitTicket {
+        match shared.heap.unfenced_cts(self.id) {
+            0 => CommitTicket::Durable,
+            cts => CommitTicket::Flushed { worker: self.id as u32, cts },
+        }
+    }
+
+    /// The broken variants that acknowledge a commit whose LP line is not
+    /// fenced (`zen-ack-before-next-fence`, `zen-naive-alloc-lp-unfenced`).
+    fn acknowledges_unfenced(&self, shared: &ZenShared<B>) -> bool {
+        shared.faults.ack_before_next_fence() || shared.faults.lp_unfenced()
+    }
+
     /// Encodes and persists the write set; returns the LP tuple's slot (0 if
     /// nothing needed persisting). Unneeded reservations are returned and
-    /// their `reserved` entries zeroed.
+    /// their `reserved` entries zeroed. The first fence completes the
+    /// region's unfenced commit; a pipelined commit becomes the region's
+    /// unfenced one.
     pub(super) fn persist(&mut self, shared: &ZenShared<B>, state: &mut heap::RegionState, cts: u64) -> u64 {
         let writes = &self.tx.writes;
         if self.encoded.len() < writes.len() {
@@ -365,6 +500,13 @@ impl<B: PmBackend> ZenWorker<B> {
             (None, None) => unreachable!("checked above"),
         };
         order.push(lp);
+        // The previous commit left unfenced: the first fence below makes it
+        // durable too, once this thread flushed its LP line.
+        let previous = state.unfenced();
+        if let Some(line) = state.unfenced_lp_flushed_elsewhere() {
+            self.batch.add(line, 8);
+        }
+        let lp_fence = if self.pipelined { LpFence::Later } else { LpFence::Now };
         let (reserved, encoded) = (&self.reserved, &self.encoded);
         persist_tuples(
             shared.pool.backend(),
@@ -372,9 +514,19 @@ impl<B: PmBackend> ZenWorker<B> {
             order.len(),
             |position| (reserved[order[position]].slot, encoded[order[position]].as_slice()),
             shared.faults,
+            lp_fence,
         );
         self.persist_order = order;
-        self.reserved[lp].slot
+        let lp_slot = self.reserved[lp].slot;
+        if previous.is_some() {
+            state.complete_unfenced(&shared.heap, &shared.pool, &shared.epochs, self.id);
+        }
+        if lp_fence == LpFence::Later {
+            // IMPORTANT: published before the rows are unlocked (step 7):
+            // a reader of this commit's versions finds it unfenced.
+            state.set_unfenced(&shared.heap, self.id, cts, lp_slot);
+        }
+        lp_slot
     }
 
     /// Reads write `index`'s tuple, written early to its reserved slot,
