@@ -14,7 +14,9 @@
 //! worker.run(|tx| tx.put(accounts, b"alice", b"100")).unwrap();
 //! ```
 
-use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, ScanRequest, WriteOp};
+use crate::engine::{
+    Acknowledgement, CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, ScanRequest, WriteOp,
+};
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
 use crate::index::ScanDirection;
 use crate::options::DbOptions;
@@ -142,6 +144,7 @@ impl Database {
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(self.options.seed ^ (id as u64).wrapping_mul(0x9E37)),
             stats: WorkerStats::default(),
             pending: std::collections::VecDeque::new(),
+            unfenced_since: None,
             hook: None,
             _slot: slot,
         })
@@ -180,7 +183,7 @@ impl Database {
     ) -> DbResult<(Outcome<R>, Option<Pending>)> {
         self.with_lent_worker(|worker| {
             worker.engine.background_error()?;
-            worker.inner.set_pipelined(true);
+            worker.inner.set_acknowledgement(Acknowledgement::EachAlone);
             let start = Instant::now();
             let (outcome, _) = worker.attempt(false, &mut body)?;
             worker.inner.idle();
@@ -218,7 +221,7 @@ impl Database {
             self.lent.give_back(worker);
             return Err(error);
         }
-        worker.inner.set_pipelined(false);
+        worker.inner.set_acknowledgement(Acknowledgement::AtReturn);
         worker.inner.begin(read_only, 1);
         Ok(OpenTransaction {
             worker: Some(worker),
@@ -439,6 +442,10 @@ pub struct Worker {
     rng: rand_chacha::ChaCha8Rng,
     stats: WorkerStats,
     pending: std::collections::VecDeque<(CommitTicket, Instant, u32, u64)>,
+    /// The queued commit whose fence was left to a later one (Zen) that
+    /// [`Worker::drain_acknowledged`] found not yet durable, and when it
+    /// first did.
+    unfenced_since: Option<(CommitTicket, Instant)>,
     /// Takes part in each commit (a replicated database's worker).
     hook: Option<Box<dyn CommitHook>>,
     /// IMPORTANT: the last field, so the id is freed only after the engine
@@ -572,7 +579,7 @@ impl Worker {
         // A failure of the engine's background work reaches the caller
         // here, before the transaction runs (so it commits nothing).
         self.engine.background_error()?;
-        self.inner.set_pipelined(false);
+        self.inner.set_acknowledgement(Acknowledgement::AtReturn);
         let start = Instant::now();
         let (outcome, attempts) = self.attempt(read_only, body)?;
         let outcome = match outcome {
@@ -603,10 +610,12 @@ impl Worker {
     /// The commit is durable, and reported, at the first of: this worker's
     /// next writing commit (its first fence); the first
     /// [`Worker::drain_acknowledged`] call made [`Worker::ACK_FENCE_DELAY`]
-    /// or more after it (which fences); [`Worker::wait_all_acknowledged`]
-    /// (which fences); a transaction of another worker
-    /// that reads or overwrites what it wrote, or a wait for it elsewhere
-    /// ([`Database::wait_durable`]) (which flush the line again and fence);
+    /// or more after a drain found it not yet durable (which fences);
+    /// [`Worker::wait_all_acknowledged`]
+    /// (which fences); the first fence of a transaction of another worker
+    /// that overwrites what it wrote (which flushes the line again first);
+    /// a wait for it elsewhere ([`Database::wait_durable`]) (which flushes
+    /// the line again and fences);
     /// and, should this worker's thread call none of these (or drop the
     /// worker), the engine's epoch thread, within two of its steps (at most
     /// 2 x min(`DbOptions::epoch_interval`, 5 ms)) after it, unless this
@@ -619,7 +628,7 @@ impl Worker {
         mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>,
     ) -> DbResult<(Outcome<R>, u32)> {
         self.engine.background_error()?;
-        self.inner.set_pipelined(true);
+        self.inner.set_acknowledgement(Acknowledgement::InOrder);
         let start = Instant::now();
         let (outcome, attempts) = self.attempt(read_only, &mut body)?;
         // Between transactions the worker is idle, so group commit never
@@ -635,15 +644,17 @@ impl Worker {
         })
     }
 
-    /// How long after a pipelined commit whose fence was left to a later
-    /// one (Zen, [`CommitTicket::Flushed`]) [`Worker::drain_acknowledged`]
-    /// issues that fence itself, when no later commit of this worker did.
+    /// How long a pipelined commit whose fence was left to a later one
+    /// (Zen, [`CommitTicket::Flushed`]) waits, from the first
+    /// [`Worker::drain_acknowledged`] call that found it not yet durable,
+    /// before a drain issues that fence itself (no later commit of this
+    /// worker did).
     pub const ACK_FENCE_DELAY: Duration = Duration::from_micros(100);
 
     /// Reports (tag, latency to durability) of every queued commit that is
     /// durable now, in commit order. A commit whose fence was left to a
-    /// later one (Zen) and that is [`Worker::ACK_FENCE_DELAY`] old is
-    /// fenced here first.
+    /// later one (Zen) is fenced here once a drain found it not yet durable
+    /// [`Worker::ACK_FENCE_DELAY`] or more ago.
     pub fn drain_acknowledged(&mut self, mut acknowledge: impl FnMut(u32, Duration)) {
         // One clock read per call, for the fence's delay and the latencies.
         let mut now = None;
@@ -654,12 +665,22 @@ impl Worker {
                 let CommitTicket::Flushed { .. } = ticket else { break };
                 // The worker's thread is between transactions: it fences its
                 // flushed commit once that waited long enough for a later
-                // commit's fence.
+                // commit's fence (timed from the drain right after the
+                // commit, not from the transaction's start: a transaction
+                // that retried long must not cost a fence).
                 let at = *now.get_or_insert_with(Instant::now);
-                if at.saturating_duration_since(start) < Self::ACK_FENCE_DELAY
-                    || self.inner.wait_durable(ticket).is_err()
-                {
-                    break;
+                match self.unfenced_since {
+                    Some((seen, since)) if seen == ticket => {
+                        if at.saturating_duration_since(since) < Self::ACK_FENCE_DELAY
+                            || self.inner.wait_durable(ticket).is_err()
+                        {
+                            break;
+                        }
+                    }
+                    _ => {
+                        self.unfenced_since = Some((ticket, at));
+                        break;
+                    }
                 }
             }
             if self.hook.as_deref().is_some_and(|hook| !hook.is_acknowledged(token)) {

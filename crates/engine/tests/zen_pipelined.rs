@@ -101,15 +101,18 @@ fn a_pipelined_writing_commit_issues_one_fence() {
 }
 
 /// A commit left unfenced is fenced by the worker's drain once
-/// `Worker::ACK_FENCE_DELAY` passed, not before; then acknowledged.
+/// `Worker::ACK_FENCE_DELAY` passed since a drain first found it not
+/// durable, not before; then acknowledged.
 #[test]
 fn a_drain_fences_a_commit_left_alone_for_the_delay() {
     let (db, t, _) = loaded(EngineKind::Zen);
     let mut worker = db.worker(0).unwrap();
     worker.run_pipelined(1, false, |tx| tx.put(t, &key(1), b"one")).unwrap();
-    assert_eq!(worker.pending_acknowledgements(), 1);
-    std::thread::sleep(Worker::ACK_FENCE_DELAY * 2);
     let mut acknowledged = Vec::new();
+    let ((), fences) = fences_of(|| worker.drain_acknowledged(|tag, _| acknowledged.push(tag)));
+    assert_eq!(fences, 0, "the first drain only notes the commit");
+    assert!(acknowledged.is_empty() || counter(&db, "unfenced_fenced_again") > 0, "acknowledged unfenced");
+    std::thread::sleep(Worker::ACK_FENCE_DELAY * 2);
     let ((), fences) = fences_of(|| worker.drain_acknowledged(|tag, _| acknowledged.push(tag)));
     assert_eq!(acknowledged, vec![1]);
     // Unless the epoch thread fenced it meanwhile (a descheduled test).
@@ -119,29 +122,63 @@ fn a_drain_fences_a_commit_left_alone_for_the_delay() {
     db.close().unwrap();
 }
 
-/// A worker whose transaction read a row of another worker's unfenced
-/// commit makes that commit durable (flushes its LP line again, fences)
-/// before its own commit: the other worker's ticket is then durable, and
-/// its drain fences nothing.
+/// A worker whose transaction overwrites a row of another worker's
+/// unfenced commit makes that commit durable with its own first fence (it
+/// flushes the commit's LP line with its tuples: no fence more than its
+/// own) and completes it before its install: the other worker's ticket is
+/// then durable, and its drain fences nothing.
 #[test]
-fn a_reader_of_an_unfenced_commit_makes_it_durable_first() {
-    let (db, t, u) = loaded(EngineKind::Zen);
+fn a_writer_over_an_unfenced_commit_makes_it_durable_with_its_own_fence() {
+    let (db, t, _) = loaded(EngineKind::Zen);
     let mut writer = db.worker(0).unwrap();
-    let mut reader = db.worker(1).unwrap();
+    let mut other = db.worker(1).unwrap();
+    // Its region's first chunk (the pool's chunk table is fenced) first.
+    other.run(|tx| tx.put(t, &key(KEYS - 1), b"warm")).unwrap();
     writer.run_pipelined(1, false, |tx| tx.put(t, &key(5), b"unfenced")).unwrap();
     let fenced_again = counter(&db, "unfenced_fenced_again");
-    let finished = reader
-        .run(|tx| {
+    let (result, fences) = fences_of(|| {
+        other.run_pipelined(1, false, |tx| {
             let seen = tx.get(t, &key(5))?.expect("present");
-            tx.put(u, &key(5), &seen)?;
+            tx.put(t, &key(5), &[&seen[..], b"+1"].concat())?;
             Ok(seen)
         })
-        .unwrap();
-    assert_eq!(finished.committed().as_deref(), Some(&b"unfenced"[..]));
-    assert!(counter(&db, "unfenced_fenced_again") > fenced_again, "the reader did not fence the writer's commit");
+    });
+    assert_eq!(result.unwrap().0, Outcome::Committed(b"unfenced".to_vec()));
+    assert_eq!(fences, 1, "the overwriting commit's own fence covers the other's LP line");
+    assert_eq!(counter(&db, "unfenced_fenced_again"), fenced_again, "no fence of its own");
     let mut acknowledged = 0;
     let ((), fences) = fences_of(|| writer.drain_acknowledged(|_, _| acknowledged += 1));
-    assert_eq!((acknowledged, fences), (1, 0), "durable already");
+    assert_eq!((acknowledged, fences), (1, 0), "durable and completed already");
+    other.wait_all_acknowledged(|_, _| {}).unwrap();
+    drop((writer, other));
+    db.close().unwrap();
+}
+
+/// A pipelined read-only transaction that read another worker's unfenced
+/// commit fences nothing: it takes that commit's ticket, so it is
+/// acknowledged once that commit is durable (here: the drain fences it
+/// after the delay). One acknowledged at return (`run`) fences it itself.
+#[test]
+fn a_reader_of_an_unfenced_commit_is_acknowledged_with_it() {
+    let (db, t, _) = loaded(EngineKind::Zen);
+    let mut writer = db.worker(0).unwrap();
+    let mut reader = db.worker(1).unwrap();
+    writer.run_pipelined(1, false, |tx| tx.put(t, &key(6), b"unfenced")).unwrap();
+    let (result, fences) = fences_of(|| reader.run_pipelined(7, true, |tx| tx.get(t, &key(6))));
+    assert_eq!(result.unwrap().0, Outcome::Committed(Some(b"unfenced".to_vec())));
+    assert_eq!(fences, 0);
+    let mut acknowledged = Vec::new();
+    reader.wait_all_acknowledged(|tag, _| acknowledged.push(tag)).unwrap();
+    assert_eq!(acknowledged, vec![7]);
+    // The reader's wait made the writer's commit durable.
+    let mut drained = 0;
+    let ((), fences) = fences_of(|| writer.drain_acknowledged(|_, _| drained += 1));
+    assert_eq!((drained, fences), (1, 0));
+    writer.run_pipelined(2, false, |tx| tx.put(t, &key(6), b"again")).unwrap();
+    let (finished, fences) = fences_of(|| reader.run_read_only(|tx| tx.get(t, &key(6))).unwrap());
+    assert_eq!(finished.committed().flatten().as_deref(), Some(&b"again"[..]));
+    assert_eq!(fences, 1, "`run` fences the commit it read before it returns");
+    writer.wait_all_acknowledged(|_, _| {}).unwrap();
     drop((writer, reader));
     db.close().unwrap();
 }

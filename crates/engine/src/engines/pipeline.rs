@@ -20,8 +20,8 @@
 //!    TID fixed earlier; the commit rule stamps it and collects SP^3's
 //!    dependencies); then, in the stages whose log precedes the unlock,
 //!    `check_inputs_durable` (Zen: a version of another worker's pipelined
-//!    commit, whose last fence is still to come, is made durable first, or
-//!    the attempt aborts);
+//!    commit, whose last fence is still to come, is made durable no later
+//!    than this commit, or the attempt aborts);
 //! 4. `persist_before_install` (stage `LogBeforeInstall`: the redo record;
 //!    Zen: Algorithm 1's persist);
 //! 5. `begin_install`, then `install` each write, rows still locked
@@ -158,14 +158,19 @@ pub(crate) trait CommitSteps: Sized {
     }
     /// The ticket of a validated read-only attempt.
     fn read_only_ticket(&mut self, shared: &Self::Shared) -> CommitTicket;
-    /// After validation (a writing attempt: step 3, its write set locked
-    /// and its TID stamped; a read-only one: before its ticket): whether
-    /// every version the attempt read or overwrites is durable, made so if
-    /// need be (Zen: another worker's pipelined commit whose last fence is
-    /// still to come), or why the attempt aborts (nothing installed).
+    /// After validation (a writing attempt: step 3, its write set locked,
+    /// its TID stamped, `held` what it holds; a read-only one: before its
+    /// ticket, `held` `None`): arranges that every version the attempt read
+    /// or overwrites is durable before the attempt is (Zen: another
+    /// worker's pipelined commit whose last fence is still to come), or
+    /// says why the attempt aborts (nothing installed).
     #[inline]
-    fn check_inputs_durable(&mut self, shared: &Self::Shared) -> Result<(), AbortReason> {
-        let _ = shared;
+    fn check_inputs_durable<'s>(
+        &mut self,
+        shared: &'s Self::Shared,
+        held: Option<&mut Self::Held<'s>>,
+    ) -> Result<(), AbortReason> {
+        let _ = (shared, held);
         Ok(())
     }
 
@@ -252,7 +257,7 @@ pub(crate) fn commit<W: CommitSteps>(shared: &W::Shared, worker: &mut W) -> TxRe
         if W::Rule::TRACKS_DEPENDENCIES {
             worker.collect_dependencies(shared);
         }
-        worker.check_inputs_durable(shared).map_err(TxError::Abort)?;
+        worker.check_inputs_durable(shared, None).map_err(TxError::Abort)?;
         return Ok(worker.read_only_ticket(shared));
     }
     let mut held = worker.prepare(shared)?;
@@ -278,7 +283,7 @@ pub(crate) fn commit<W: CommitSteps>(shared: &W::Shared, worker: &mut W) -> TxRe
                     return Err(TxError::Abort(reason));
                 }
             };
-            if let Err(reason) = worker.check_inputs_durable(shared) {
+            if let Err(reason) = worker.check_inputs_durable(shared, Some(&mut held)) {
                 let tx = worker.tx();
                 tx.remove_added_secondaries(W::tables(shared));
                 tx.release(tx.writes.len());

@@ -5,9 +5,10 @@
 use super::*;
 use crate::durability::zen_persist::LpFence;
 
-/// How long a commit waits for a busy region whose unfenced commit it
-/// depends on before aborting (`NotYetDurable`, retried): that region's
-/// worker is committing, and its first fence completes it.
+/// How long a commit that overwrites a version of another region's
+/// unfenced commit waits for that region while it is busy (its worker is
+/// committing, and that commit's first fence completes it) before aborting
+/// (`NotYetDurable`, retried).
 const HELP_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// What a Zen commit holds from its reservations to its maintenance.
@@ -16,6 +17,19 @@ pub(crate) struct Held<'s> {
     state: MutexGuard<'s, heap::RegionState>,
     /// The LP tuple's slot (0: nothing persisted).
     lp_slot: u64,
+    /// Other regions whose unfenced commit this one overwrites a version
+    /// of, locked until this commit's first fence makes it durable and it
+    /// is completed (before the install).
+    overwritten: Vec<(usize, MutexGuard<'s, heap::RegionState>)>,
+}
+
+/// Another region's unfenced commit an attempt read or overwrites a
+/// version of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UnfencedInput {
+    region: usize,
+    cts: u64,
+    overwritten: bool,
 }
 
 /// Zen's storage and its log-free durability in the commit pipeline
@@ -70,18 +84,32 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
             // wbl: what it read is committed once its window is.
             return CommitTicket::Epoch(record::epoch_of_tid(self.tx.max_read_tid()));
         }
-        // Every version of another worker it read is durable
-        // (`check_inputs_durable`); one of this worker's unfenced commit is
-        // once that is (in order: acknowledged after it).
-        self.own_unfenced_ticket(shared)
+        // A version of another worker's unfenced commit it read: durable
+        // with that commit (`check_inputs_durable`). One of this worker's:
+        // durable with this worker's unfenced commit, which the queue of
+        // acknowledgements has before it.
+        match self.unfenced_dependency.take() {
+            Some(ticket) => ticket,
+            None => self.own_unfenced_ticket(shared),
+        }
     }
 
-    /// Step 3's end (and a read-only attempt's): every version read or
-    /// overwritten that belongs to another region's unfenced commit is made
-    /// durable (that commit completed), or the attempt aborts
-    /// (`NotYetDurable`) if its region stays busy. See the module comment,
-    /// "Pipelined commits".
-    fn check_inputs_durable(&mut self, shared: &ZenShared<B>) -> Result<(), AbortReason> {
+    /// Step 3's end (and a read-only attempt's). The versions the attempt
+    /// read or overwrites that belong to another region's unfenced commit
+    /// (module comment, "Pipelined commits") become durable no later than
+    /// the attempt: a writing attempt flushes their LP lines with its own
+    /// tuples, so its first fence covers them, and one that overwrites such
+    /// a version also locks that region until then, to complete it before
+    /// the install (or aborts with `NotYetDurable` if the region stays
+    /// busy); a pipelined read-only attempt takes that commit's ticket (two
+    /// or more, or a read-only attempt acknowledged at return: it flushes
+    /// their LP lines and fences).
+    fn check_inputs_durable<'s>(
+        &mut self,
+        shared: &'s ZenShared<B>,
+        held: Option<&mut Held<'s>>,
+    ) -> Result<(), AbortReason> {
+        self.unfenced_dependency = None;
         if shared.window.is_some() || shared.faults.commits_on_unfenced_writes() {
             return Ok(());
         }
@@ -107,10 +135,16 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
         for entry in self.tx.writes.entries() {
             note_unfenced_input(heap, seen, inputs, entry.row(), record::tid_of(entry.locked_word), true);
         }
-        for &(region, cts) in self.unfenced_inputs.iter() {
-            wait_for_unfenced(shared, region, cts)?;
+        if self.unfenced_inputs.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        match held {
+            Some(held) => self.fold_unfenced_inputs(shared, held),
+            None => {
+                self.depend_on_unfenced_inputs(shared);
+                Ok(())
+            }
+        }
     }
 
     /// Step 1-2: lock the worker's heap region, reserve one slot per write
@@ -150,10 +184,11 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
                     .prefetch_for_write(reserved.slot, META_LEN + (entry.row().key().len() + value_len) as u64);
             }
         }
-        Ok(Held { state, lp_slot: 0 })
+        Ok(Held { state, lp_slot: 0, overwritten: Vec::new() })
     }
 
     fn unprepare(&mut self, _shared: &ZenShared<B>, held: &mut Held<'_>) {
+        held.overwritten.clear();
         self.unreserve_all(&mut held.state);
     }
 
@@ -176,6 +211,17 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
     ) -> DbResult<Option<CommitTicket>> {
         debug_assert!(cts > held.state.last_cts && cts & heap::LP_BIT == 0);
         held.lp_slot = self.persist(shared, &mut held.state, cts);
+        if !self.batch.is_empty() {
+            // Nothing persisted, but the LP lines of other regions'
+            // unfenced commits it depends on wait in the batch.
+            let backend = shared.pool.backend();
+            self.batch.commit(backend);
+        }
+        // The unfenced commits it overwrites are durable now (its first
+        // fence): completed before their versions are superseded.
+        for (region, mut state) in held.overwritten.drain(..) {
+            state.complete_unfenced(&shared.heap, &shared.pool, &shared.epochs, region);
+        }
         Ok(None)
     }
 
@@ -273,7 +319,8 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
         cts: u64,
         _ticket: Option<CommitTicket>,
     ) -> TxResult<CommitTicket> {
-        let Held { mut state, lp_slot } = held;
+        let Held { mut state, lp_slot, overwritten } = held;
+        debug_assert!(overwritten.is_empty(), "completed at the persist");
         let (heap, pool) = (&shared.heap, &*shared.pool);
         state.last_cts = cts;
         let unfenced = state.unfenced();
@@ -313,16 +360,17 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
 }
 
 /// Notes in `inputs` the unfenced commit (of `seen`: region, Tx-CTS) that
-/// the version `tid` of `row`, read or overwritten, belongs to, if any.
-/// `locked`: this attempt holds the row. A row that no longer carries
+/// the version `tid` of `row`, read or (`locked`: this attempt holds the
+/// row) overwritten, belongs to, if any. A row that no longer carries
 /// `tid` was superseded, which a writer does only once the version is
-/// durable; a version with the Tx-CTS of another region's unfenced commit
-/// is that commit's only if its slot lies in that region.
+/// durable and its commit completed; a version with the Tx-CTS of another
+/// region's unfenced commit is that commit's only if its slot lies in that
+/// region.
 #[inline]
 fn note_unfenced_input(
     heap: &heap::Heap,
     seen: &[(usize, u64)],
-    inputs: &mut Vec<(usize, u64)>,
+    inputs: &mut Vec<UnfencedInput>,
     row: &Row,
     tid: u64,
     locked: bool,
@@ -340,36 +388,96 @@ fn note_unfenced_input(
         return;
     }
     let (_, region) = heap.owner_of(slot);
-    if let Some(&found) = seen.iter().find(|&&(owner, cts)| owner == region && cts == tid) {
-        if !inputs.contains(&found) {
-            inputs.push(found);
-        }
+    if !seen.iter().any(|&(owner, cts)| owner == region && cts == tid) {
+        return;
     }
-}
-
-/// Makes `region`'s unfenced commit `cts` durable (flush of its LP line
-/// and a fence of this thread) unless it is already; waits up to
-/// [`HELP_WAIT`] for a busy region, then gives up (`NotYetDurable`).
-fn wait_for_unfenced<B: PmBackend>(shared: &ZenShared<B>, region: usize, cts: u64) -> Result<(), AbortReason> {
-    let mut spins = 0u32;
-    let mut since = None;
-    loop {
-        if shared.heap.try_complete(&shared.pool, &shared.epochs, region, cts) {
-            return Ok(());
-        }
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-            continue;
-        }
-        if since.get_or_insert_with(std::time::Instant::now).elapsed() > HELP_WAIT {
-            return Err(AbortReason::NotYetDurable);
-        }
-        std::thread::yield_now();
+    match inputs.iter_mut().find(|input| input.region == region && input.cts == tid) {
+        Some(input) => input.overwritten |= locked,
+        None => inputs.push(UnfencedInput { region, cts: tid, overwritten: locked }),
     }
 }
 
 impl<B: PmBackend> ZenWorker<B> {
+    /// A writing attempt's unfenced inputs (`check_inputs_durable`): locks
+    /// the region of each one it overwrites (waiting up to [`HELP_WAIT`]
+    /// while that region's worker commits, whose first fence completes it,
+    /// then aborting), then adds each one's LP line to the batch its first
+    /// fence makes durable.
+    fn fold_unfenced_inputs<'s>(&mut self, shared: &'s ZenShared<B>, held: &mut Held<'s>) -> Result<(), AbortReason> {
+        let heap = &shared.heap;
+        for index in 0..self.unfenced_inputs.len() {
+            let UnfencedInput { region, cts, overwritten } = self.unfenced_inputs[index];
+            if !overwritten {
+                continue;
+            }
+            let mut spins = 0u32;
+            let mut since = None;
+            loop {
+                if heap.unfenced_cts(region) != cts {
+                    break; // completed meanwhile
+                }
+                // IMPORTANT: only tried: this worker holds its own region,
+                // which that region's worker may be trying to take.
+                if let Some(state) = heap.regions[region].state.try_lock() {
+                    if state.unfenced().is_some_and(|unfenced| unfenced.cts == cts) {
+                        held.overwritten.push((region, state));
+                    }
+                    break;
+                }
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else if since.get_or_insert_with(std::time::Instant::now).elapsed() > HELP_WAIT {
+                    held.overwritten.clear();
+                    return Err(AbortReason::NotYetDurable);
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        for input in &self.unfenced_inputs {
+            // `None`: no longer unfenced, durable already.
+            if let Some(lp_slot) = heap.unfenced_lp_slot(input.region, input.cts) {
+                self.batch.add(lp_slot, 8);
+            }
+        }
+        Ok(())
+    }
+
+    /// A read-only attempt's unfenced inputs (`check_inputs_durable`): a
+    /// pipelined attempt with one takes its ticket (if acknowledged on its
+    /// own, only without an unfenced commit of its worker, whose ticket
+    /// covers what it read of that worker); otherwise their LP lines are
+    /// flushed and fenced here, and each is completed if its region is free
+    /// (its worker completes it otherwise).
+    fn depend_on_unfenced_inputs(&mut self, shared: &ZenShared<B>) {
+        if let [input] = self.unfenced_inputs[..] {
+            if self.pipelined && (self.in_order || shared.heap.unfenced_cts(self.id) == 0) {
+                self.unfenced_dependency = Some(CommitTicket::Flushed { worker: input.region as u32, cts: input.cts });
+                return;
+            }
+        }
+        let (heap, backend) = (&shared.heap, shared.pool.backend());
+        let mut flushed = false;
+        for input in &self.unfenced_inputs {
+            if let Some(lp_slot) = heap.unfenced_lp_slot(input.region, input.cts) {
+                backend.flush(lp_slot, 8);
+                flushed = true;
+            }
+        }
+        if !flushed {
+            return;
+        }
+        backend.fence();
+        for input in &self.unfenced_inputs {
+            if let Some(mut state) = heap.regions[input.region].state.try_lock() {
+                if state.unfenced().is_some_and(|unfenced| unfenced.cts == input.cts) {
+                    state.unfenced_fenced_again += 1;
+                    state.complete_unfenced(heap, &shared.pool, &shared.epochs, input.region);
+                }
+            }
+        }
+    }
     /// Returns the commit's reservations, except the slots of direct NVM
     /// writes (they hold tuples: [`ZenWorker::discard_spilled`] erases
     /// them first).

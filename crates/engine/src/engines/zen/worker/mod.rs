@@ -22,7 +22,7 @@
 //!    flushed it), which is then *completed* (`storage::zen::heap`,
 //!    "Unfenced commits"). A commit through `Database::run` fences its LP
 //!    line at once (two fences) and is durable when it returns. A
-//!    *pipelined* commit (`Worker::run_pipelined`, `set_pipelined`) leaves
+//!    *pipelined* commit (`Worker::run_pipelined`, `set_acknowledgement`) leaves
 //!    that fence to a later one, as the paper's Algorithm 1 does (one fence
 //!    per writing commit): it is published as its region's unfenced commit
 //!    before its rows are unlocked;
@@ -42,27 +42,37 @@
 //! A pipelined commit N of worker A is durable once a fence of the thread
 //! that flushed its LP line follows that flush, or once any thread flushes
 //! the line again and fences. Its ticket is `CommitTicket::Flushed` (A,
-//! Tx-CTS), durable when A's region no longer publishes N as unfenced. N is
-//! completed by the first of:
+//! Tx-CTS), durable when A's region no longer publishes N as unfenced, that
+//! is once N is *completed* (`storage::zen::heap`, "Unfenced commits") by
+//! the first of:
 //!
 //! * A's next writing commit (its first fence; the common case);
 //! * A's thread between transactions: `Worker::drain_acknowledged` once
-//!   `Worker::ACK_FENCE_DELAY` passed since N's transaction began,
-//!   `Worker::wait_all_acknowledged`, a wait for the ticket;
-//! * another worker B whose transaction read or overwrites a version of N
-//!   (step 3): B flushes N's LP line again and fences, then proceeds. No
-//!   transaction of another worker ever commits on a version that is not
-//!   durable, so a crash can never keep B's commit and lose N: the
-//!   isolation of every protocol holds for what recovery keeps. (A version
-//!   of N that was superseded was durable before it was, so a snapshot
-//!   read of an older version needs no check; a Tx-CTS equal to N's from
-//!   another region is told apart by the row's slot.) If A's region is
-//!   locked (A is committing, and that commit's first fence completes N)
-//!   B waits up to `HELP_WAIT`, then aborts with `NotYetDurable` and retries;
+//!   `Worker::ACK_FENCE_DELAY` passed since a drain first found N not
+//!   durable,
+//!   `Worker::wait_all_acknowledged`, a wait for the ticket (on any worker);
+//! * another worker B whose transaction overwrites a version of N (step
+//!   3): B flushes N's LP line with its own tuples, so its own first fence
+//!   makes N durable, and holds A's region locked until then to complete
+//!   N before its install (if A's region is locked — A is committing, and
+//!   that commit's first fence completes N — B waits up to `HELP_WAIT`,
+//!   then aborts with `NotYetDurable` and retries);
 //! * the engine's epoch thread, for a commit still unfenced at two of its
 //!   consecutive steps: at most 2 x min(`epoch_interval`, 5 ms) after N
 //!   (unless A is committing then, which completes N); `close` fences what
 //!   is left.
+//!
+//! A transaction of B that only read a version of N flushes N's LP line
+//! with its tuples too (its first fence makes N durable before its own LP
+//! store; N stays unfenced in A's books until completed as above); a
+//! pipelined read-only one takes N's ticket (acknowledged once N is
+//! durable); one acknowledged at return, or that read two such commits,
+//! flushes their LP lines and fences. So no commit of another worker can be
+//! durable while a commit it read or overwrote is lost: the isolation of
+//! every protocol holds for what recovery keeps. (A version of N that was
+//! superseded was durable, and N completed, before it was, so a snapshot
+//! read of an older version needs no check; a Tx-CTS equal to N's from
+//! another region is told apart by the row's slot.)
 //!
 //! A's own later transactions read N's versions freely: their commit's
 //! first fence makes N durable before their own LP tuple, and a read-only
@@ -113,7 +123,7 @@ use crate::cc::transaction::{RowStore, TxState};
 use crate::cc::write_set::WriteValue;
 use crate::durability::zen_persist::{self, persist_tuples};
 use crate::durability::CommitStage;
-use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
+use crate::engine::{Acknowledgement, CommitTicket, EngineWorker, ScanRequest, WriteOp};
 use crate::engines::pipeline::{self, CommitSteps, Region, TidFloor};
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
 use crate::schema::TableId;
@@ -151,12 +161,17 @@ pub(crate) struct ZenWorker<B: PmBackend> {
     /// `zen+`: the running transaction's accesses and exclusive stage.
     adaptive: AdaptiveTx,
     /// Whether commits leave their LP line's fence to a later one
-    /// (module comment, "Pipelined commits").
+    /// (module comment, "Pipelined commits"), and whether they are
+    /// acknowledged in commit order (`Acknowledgement::InOrder`).
     pipelined: bool,
+    in_order: bool,
     /// Reused per commit: the other regions' unfenced commits (region,
     /// Tx-CTS), and those the attempt depends on.
     unfenced_seen: Vec<(usize, u64)>,
-    unfenced_inputs: Vec<(usize, u64)>,
+    unfenced_inputs: Vec<commit::UnfencedInput>,
+    /// The ticket of another worker's unfenced commit the last read-only
+    /// attempt depends on (`check_inputs_durable`).
+    unfenced_dependency: Option<CommitTicket>,
     /// `zen+`'s direct NVM writes of the running attempt: row address ->
     /// (slot reserved and written, value length).
     spilled: HashMap<usize, (Reserved, u32)>,
@@ -211,8 +226,10 @@ impl<B: PmBackend> ZenWorker<B> {
             active: false,
             adaptive: AdaptiveTx::default(),
             pipelined: false,
+            in_order: false,
             unfenced_seen: Vec::new(),
             unfenced_inputs: Vec::new(),
+            unfenced_dependency: None,
             spilled: HashMap::new(),
             spill_cts: None,
             spill_cursor: 0,
@@ -441,9 +458,10 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
         }
     }
 
-    fn set_pipelined(&mut self, pipelined: bool) {
+    fn set_acknowledgement(&mut self, acknowledgement: Acknowledgement) {
         // wbl commits with its window's record, whatever the caller.
-        self.pipelined = pipelined && self.shared.window.is_none();
+        self.pipelined = acknowledgement != Acknowledgement::AtReturn && self.shared.window.is_none();
+        self.in_order = acknowledgement == Acknowledgement::InOrder;
     }
 }
 

@@ -49,6 +49,22 @@ impl Heap {
         self.regions[region].unfenced.cts.load(Ordering::Acquire)
     }
 
+    /// The LP slot of `region`'s commit `cts` while that commit is still
+    /// unfenced (`None` once it is not). A thread that flushes the slot's
+    /// line after this and then fences makes the commit durable: the LP
+    /// store preceded the publication this read saw.
+    pub(crate) fn unfenced_lp_slot(&self, region: usize, cts: u64) -> Option<u64> {
+        let mark = &self.regions[region].unfenced;
+        if mark.cts.load(Ordering::Acquire) != cts {
+            return None;
+        }
+        let lp_slot = mark.lp_slot.load(Ordering::Acquire);
+        // The slot is stored before the Tx-CTS at each publication, and the
+        // Tx-CTS is cleared before the next slot: still `cts` now means the
+        // slot read is this commit's.
+        (mark.cts.load(Ordering::Acquire) == cts).then_some(lp_slot)
+    }
+
     /// Makes `region`'s commit `cts` durable if it is still unfenced and
     /// the region is not locked by another thread: flushes its LP line
     /// again (a fence orders only the flushes of its own thread, so the
