@@ -5,6 +5,9 @@
 //! holds back until that line is durable, and how it is completed — by its
 //! own worker after a fence of the thread that flushed the line, or by any
 //! thread that flushes the line again and fences.
+//!
+//! Explained in docs/engines/zen.md ("When a pipelined commit N of worker A
+//! is durable").
 
 use super::{horizon_stamp, Garbage, Heap, RegionState, Tombstone};
 use crate::epoch::Epochs;
