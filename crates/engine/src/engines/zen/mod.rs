@@ -700,7 +700,7 @@ mod tests {
 
     /// wbl persists per-tuple metadata as the WBL design keeps it in NVM
     /// (`wbl_meta`): a writing commit one fence per version it supersedes
-    /// plus one for its new versions (Zen: two in all); a read-only
+    /// plus one for its new versions (Zen: two in all with `run`, one pipelined); a read-only
     /// transaction none under Silo's OCC, one per tuple read under a
     /// protocol that writes metadata on reads (Cicada's read timestamps).
     #[test]
