@@ -292,6 +292,8 @@ broken_variant_tests! {
     dbx_naive_fence_left_to_next_commit_is_caught => DbxNaiveFenceLeftToNextCommit,
     zen_skip_first_fence_is_caught => ZenSkipFirstFence,
     zen_lp_on_first_tuple_is_caught => ZenLpOnFirstTuple,
+    zen_ack_before_next_fence_is_caught => ZenAckBeforeNextFence,
+    zen_commits_on_unfenced_writes_is_caught => ZenCommitsOnUnfencedWrites,
     zen_naive_alloc_lp_unfenced_is_caught => ZenNaiveAllocLpUnfenced,
     group_commit_epoch_before_log_is_caught => GroupCommitEpochBeforeLog,
     sp3_ack_before_dependencies_is_caught => Sp3AckBeforeDependencies,

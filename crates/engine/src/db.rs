@@ -14,7 +14,9 @@
 //! worker.run(|tx| tx.put(accounts, b"alice", b"100")).unwrap();
 //! ```
 
-use crate::engine::{CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, ScanRequest, WriteOp};
+use crate::engine::{
+    Acknowledgement, CommitTicket, Engine, EngineKind, EngineStats, EngineWorker, ScanRequest, WriteOp,
+};
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
 use crate::index::ScanDirection;
 use crate::options::DbOptions;
@@ -142,6 +144,7 @@ impl Database {
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(self.options.seed ^ (id as u64).wrapping_mul(0x9E37)),
             stats: WorkerStats::default(),
             pending: std::collections::VecDeque::new(),
+            unfenced_since: None,
             hook: None,
             _slot: slot,
         })
@@ -171,13 +174,16 @@ impl Database {
     /// Like [`Database::run`], but returns once the transaction commits,
     /// without waiting for durability: the [`Pending`] says when the commit
     /// is durable ([`Database::is_durable`], [`Database::wait_durable`]).
-    /// A pending commit is lost in a crash until it is durable.
+    /// A pending commit is lost in a crash until it is durable. Zen leaves
+    /// the fence of such a commit to a later one, as [`Worker::run_pipelined`]
+    /// does (its bound is there); [`Database::wait_durable`] issues it.
     pub fn run_pipelined<R>(
         &self,
         mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>,
     ) -> DbResult<(Outcome<R>, Option<Pending>)> {
         self.with_lent_worker(|worker| {
             worker.engine.background_error()?;
+            worker.inner.set_acknowledgement(Acknowledgement::EachAlone);
             let start = Instant::now();
             let (outcome, _) = worker.attempt(false, &mut body)?;
             worker.inner.idle();
@@ -195,7 +201,9 @@ impl Database {
 
     /// Waits until the commit `pending` is durable and returns its latency
     /// from the start of its transaction; [`DbError::Closed`] if the
-    /// database is crashed or closed first.
+    /// database is crashed or closed first. A Zen commit whose fence was
+    /// left to a later one is fenced by this call, on whichever worker slot
+    /// it borrows (`CommitTicket::Flushed`).
     pub fn wait_durable(&self, pending: Pending) -> DbResult<Duration> {
         if !self.engine.is_durable(pending.ticket) {
             self.with_lent_worker(|worker| worker.inner.wait_durable(pending.ticket))?;
@@ -213,6 +221,7 @@ impl Database {
             self.lent.give_back(worker);
             return Err(error);
         }
+        worker.inner.set_acknowledgement(Acknowledgement::AtReturn);
         worker.inner.begin(read_only, 1);
         Ok(OpenTransaction {
             worker: Some(worker),
@@ -433,6 +442,10 @@ pub struct Worker {
     rng: rand_chacha::ChaCha8Rng,
     stats: WorkerStats,
     pending: std::collections::VecDeque<(CommitTicket, Instant, u32, u64)>,
+    /// The queued commit whose fence was left to a later one (Zen) that
+    /// [`Worker::drain_acknowledged`] found not yet durable, and when it
+    /// first did.
+    unfenced_since: Option<(CommitTicket, Instant)>,
     /// Takes part in each commit (a replicated database's worker).
     hook: Option<Box<dyn CommitHook>>,
     /// IMPORTANT: the last field, so the id is freed only after the engine
@@ -566,6 +579,7 @@ impl Worker {
         // A failure of the engine's background work reaches the caller
         // here, before the transaction runs (so it commits nothing).
         self.engine.background_error()?;
+        self.inner.set_acknowledgement(Acknowledgement::AtReturn);
         let start = Instant::now();
         let (outcome, attempts) = self.attempt(read_only, body)?;
         let outcome = match outcome {
@@ -589,6 +603,24 @@ impl Worker {
     /// Runs `body` without waiting for durability: the commit is queued and
     /// reported by [`Worker::drain_acknowledged`] once durable, with `tag`.
     /// Group commit needs this to keep a thread busy while its epoch fills.
+    ///
+    /// Zen issues one fence per writing transaction here, as Algorithm 1
+    /// of its paper does (zen-plus.txt §3.3.1): the line holding the
+    /// commit's last-persisted mark is flushed and left to a later fence.
+    /// The commit is durable, and reported, at the first of: this worker's
+    /// next writing commit (its first fence); the first
+    /// [`Worker::drain_acknowledged`] call made [`Worker::ACK_FENCE_DELAY`]
+    /// or more after a drain found it not yet durable (which fences);
+    /// [`Worker::wait_all_acknowledged`]
+    /// (which fences); the first fence of a transaction of another worker
+    /// that overwrites what it wrote (which flushes the line again first);
+    /// a wait for it elsewhere ([`Database::wait_durable`]) (which flushes
+    /// the line again and fences);
+    /// and, should this worker's thread call none of these (or drop the
+    /// worker), the engine's epoch thread, within two of its steps (at most
+    /// 2 x min(`DbOptions::epoch_interval`, 5 ms)) after it, unless this
+    /// worker is committing then (which makes it durable).
+    /// [`Database::close`] makes every commit durable.
     pub fn run_pipelined<R>(
         &mut self,
         tag: u32,
@@ -596,6 +628,7 @@ impl Worker {
         mut body: impl FnMut(&mut Transaction<'_>) -> TxResult<R>,
     ) -> DbResult<(Outcome<R>, u32)> {
         self.engine.background_error()?;
+        self.inner.set_acknowledgement(Acknowledgement::InOrder);
         let start = Instant::now();
         let (outcome, attempts) = self.attempt(read_only, &mut body)?;
         // Between transactions the worker is idle, so group commit never
@@ -611,18 +644,50 @@ impl Worker {
         })
     }
 
+    /// How long a pipelined commit whose fence was left to a later one
+    /// (Zen, [`CommitTicket::Flushed`]) waits, from the first
+    /// [`Worker::drain_acknowledged`] call that found it not yet durable,
+    /// before a drain issues that fence itself (no later commit of this
+    /// worker did).
+    pub const ACK_FENCE_DELAY: Duration = Duration::from_micros(100);
+
     /// Reports (tag, latency to durability) of every queued commit that is
-    /// durable now, in commit order.
+    /// durable now, in commit order. A commit whose fence was left to a
+    /// later one (Zen) is fenced here once a drain found it not yet durable
+    /// [`Worker::ACK_FENCE_DELAY`] or more ago.
     pub fn drain_acknowledged(&mut self, mut acknowledge: impl FnMut(u32, Duration)) {
+        // One clock read per call, for the fence's delay and the latencies.
+        let mut now = None;
         // Acknowledge in commit order: a commit is reported only when it and
         // every earlier one of this worker are durable.
         while let Some((ticket, start, tag, token)) = self.pending.front().copied() {
-            if !self.engine.is_durable(ticket) || self.hook.as_deref().is_some_and(|hook| !hook.is_acknowledged(token))
-            {
+            if !self.engine.is_durable(ticket) {
+                let CommitTicket::Flushed { .. } = ticket else { break };
+                // The worker's thread is between transactions: it fences its
+                // flushed commit once that waited long enough for a later
+                // commit's fence (timed from the drain right after the
+                // commit, not from the transaction's start: a transaction
+                // that retried long must not cost a fence).
+                let at = *now.get_or_insert_with(Instant::now);
+                match self.unfenced_since {
+                    Some((seen, since)) if seen == ticket => {
+                        if at.saturating_duration_since(since) < Self::ACK_FENCE_DELAY
+                            || self.inner.wait_durable(ticket).is_err()
+                        {
+                            break;
+                        }
+                    }
+                    _ => {
+                        self.unfenced_since = Some((ticket, at));
+                        break;
+                    }
+                }
+            }
+            if self.hook.as_deref().is_some_and(|hook| !hook.is_acknowledged(token)) {
                 break;
             }
             self.pending.pop_front();
-            acknowledge(tag, start.elapsed());
+            acknowledge(tag, now.get_or_insert_with(Instant::now).saturating_duration_since(start));
         }
     }
 
@@ -636,7 +701,7 @@ impl Worker {
             .pending
             .iter()
             .map(|(ticket, _, _, _)| match ticket {
-                CommitTicket::Durable => 0,
+                CommitTicket::Durable | CommitTicket::Flushed { .. } => 0,
                 CommitTicket::Epoch(epoch) => *epoch,
             })
             .max();
@@ -644,6 +709,14 @@ impl Worker {
             Some(epoch) => self.inner.wait_durable(CommitTicket::Epoch(epoch)),
             None => Ok(()),
         };
+        // Commits whose fence was left to a later one (Zen): this wait
+        // issues it.
+        for index in 0..self.pending.len() {
+            let ticket = self.pending[index].0;
+            if waited.is_ok() && matches!(ticket, CommitTicket::Flushed { .. }) && !self.engine.is_durable(ticket) {
+                waited = self.inner.wait_durable(ticket);
+            }
+        }
         if let (Ok(()), Some(hook), Some(&(_, _, _, token))) = (&waited, self.hook.as_deref_mut(), self.pending.back())
         {
             // Tokens grow in commit order: the last one covers the others.

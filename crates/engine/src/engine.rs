@@ -262,8 +262,33 @@ pub trait EngineWorker: Send {
     /// not wait for it.
     fn idle(&mut self);
     /// Blocks until `ticket` is durable; [`crate::DbError::Closed`] once the
-    /// database is closed or crashed while waiting.
+    /// database is closed or crashed while waiting. A
+    /// [`CommitTicket::Flushed`] ticket (of this worker or another) is made
+    /// durable by the wait itself: it fences the commit's flushed line.
     fn wait_durable(&mut self, ticket: CommitTicket) -> DbResult<()>;
+    /// How the caller acknowledges the next commits. Pipelined ones
+    /// ([`Acknowledgement::InOrder`], [`Acknowledgement::EachAlone`]): Zen
+    /// then leaves the fence after a commit's last-persisted mark to a
+    /// later fence and hands out [`CommitTicket::Flushed`] tickets
+    /// (zen-plus.txt §3.3.1); other engines commit the same either way.
+    fn set_acknowledgement(&mut self, acknowledgement: Acknowledgement) {
+        let _ = acknowledgement;
+    }
+}
+
+/// How a worker's commits are acknowledged ([`EngineWorker::set_acknowledgement`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Acknowledgement {
+    /// When the commit returns, once durable (`Database::run`).
+    #[default]
+    AtReturn,
+    /// Later, each commit once it and every earlier one of the worker are
+    /// durable (`Worker::run_pipelined`): a ticket need only cover what
+    /// the worker's earlier commits do not.
+    InOrder,
+    /// Later, each commit once its own ticket is durable
+    /// (`Database::run_pipelined`).
+    EachAlone,
 }
 
 #[cfg(test)]

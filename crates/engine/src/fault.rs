@@ -16,6 +16,14 @@ pub enum Fault {
     /// zen: set the LP bit on the first tuple of a transaction, written with
     /// the others, instead of on the last one after the fence.
     ZenLpOnFirstTuple,
+    /// zen: a pipelined commit is acknowledged when it returns, its LP line
+    /// flushed but its fence still left to a later one.
+    ZenAckBeforeNextFence,
+    /// zen: a transaction that read or overwrites a version of another
+    /// worker's pipelined commit whose LP line is not yet fenced commits
+    /// without making that commit durable first, so it can be durable (and
+    /// acknowledged) while the commit it depends on is lost.
+    ZenCommitsOnUnfencedWrites,
     /// group-commit: persist (and acknowledge) the durable epoch before the
     /// epoch's log lines are durable: each group commit flushes only the
     /// log bytes the previous one saw.
@@ -54,7 +62,8 @@ pub enum Fault {
     DbxNaiveFenceLeftToNextCommit,
     /// zen-naive-alloc: Algorithm 1's second fence (after the LP bit) is
     /// left out, as the paper does, relying on the next allocation's bitmap
-    /// fence to persist the LP bit; the commit is acknowledged before it.
+    /// fence to persist the LP bit; the commit is acknowledged before it
+    /// (a pipelined one as soon as it returns).
     ZenNaiveAllocLpUnfenced,
     /// nvm-tx: the flush of the redo record stops one line short (the
     /// record's last line stays in the cache) before the fence.
@@ -93,10 +102,12 @@ pub enum Fault {
 impl Fault {
     /// Every broken protocol step, which the crash harness must catch (the
     /// damage-check controls are in [`Fault::DAMAGE_CHECKS`]).
-    pub const ALL: [Fault; 19] = [
+    pub const ALL: [Fault; 21] = [
         Fault::DbxnAckBeforeFence,
         Fault::ZenSkipFirstFence,
         Fault::ZenLpOnFirstTuple,
+        Fault::ZenAckBeforeNextFence,
+        Fault::ZenCommitsOnUnfencedWrites,
         Fault::GroupCommitEpochBeforeLog,
         Fault::Sp3AckBeforeDependencies,
         Fault::HybridUnlockBeforeLog,
@@ -125,6 +136,8 @@ impl Fault {
             Fault::DbxnAckBeforeFence => "dbxn-ack-before-fence",
             Fault::ZenSkipFirstFence => "zen-skip-first-fence",
             Fault::ZenLpOnFirstTuple => "zen-lp-on-first-tuple",
+            Fault::ZenAckBeforeNextFence => "zen-ack-before-next-fence",
+            Fault::ZenCommitsOnUnfencedWrites => "zen-commits-on-unfenced-writes",
             Fault::GroupCommitEpochBeforeLog => "group-commit-epoch-before-log",
             Fault::Sp3AckBeforeDependencies => "sp3-ack-before-dependencies",
             Fault::HybridUnlockBeforeLog => "hybrid-unlock-before-log",
@@ -151,7 +164,10 @@ impl Fault {
         use crate::engine_kind::EngineKind as E;
         match self {
             Fault::DbxnAckBeforeFence => E::Dbxn,
-            Fault::ZenSkipFirstFence | Fault::ZenLpOnFirstTuple => E::Zen,
+            Fault::ZenSkipFirstFence
+            | Fault::ZenLpOnFirstTuple
+            | Fault::ZenAckBeforeNextFence
+            | Fault::ZenCommitsOnUnfencedWrites => E::Zen,
             Fault::GroupCommitEpochBeforeLog => E::GroupCommit,
             Fault::Sp3AckBeforeDependencies => E::Sp3,
             Fault::HybridUnlockBeforeLog => E::Phytm,
@@ -256,6 +272,19 @@ impl Faults {
     #[inline(always)]
     pub(crate) fn lp_on_first_tuple(&self) -> bool {
         self.is(|f| matches!(f, FaultKind::ZenLpOnFirstTuple))
+    }
+
+    /// zen: pipelined commits acknowledged before their LP line's fence.
+    #[inline(always)]
+    pub(crate) fn ack_before_next_fence(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::ZenAckBeforeNextFence))
+    }
+
+    /// zen: commits on another worker's unfenced versions without making
+    /// them durable.
+    #[inline(always)]
+    pub(crate) fn commits_on_unfenced_writes(&self) -> bool {
+        self.is(|f| matches!(f, FaultKind::ZenCommitsOnUnfencedWrites))
     }
 
     /// group-commit: the durable epoch before the log lines.
@@ -394,6 +423,8 @@ enum FaultKind {
     DbxnAckBeforeFence,
     ZenSkipFirstFence,
     ZenLpOnFirstTuple,
+    ZenAckBeforeNextFence,
+    ZenCommitsOnUnfencedWrites,
     GroupCommitEpochBeforeLog,
     Sp3AckBeforeDependencies,
     HybridUnlockBeforeLog,

@@ -32,10 +32,12 @@ pub struct EngineStats {
     /// Commits by path since open (the PHyTM family: `fast_htm`,
     /// `slow_htm`, `stm`, `stm_exclusive`, `global_lock`); empty elsewhere.
     pub path_commits: Vec<(&'static str, u64)>,
-    /// Engine-specific counters since open, by name (`zen+`: entries into
-    /// the exclusive stage by trigger, aborts and waits it caused, snapshot
-    /// reads, direct NVM writes, maintenance, NUMA placement); empty for
-    /// engines without any.
+    /// Engine-specific counters since open, by name (the Zen family:
+    /// pipelined commits completed, and those made durable by a fence of
+    /// their own rather than their worker's next commit's; `zen+` also:
+    /// entries into the exclusive stage by trigger, aborts and waits it
+    /// caused, snapshot reads, direct NVM writes, maintenance, NUMA
+    /// placement); empty for engines without any.
     pub engine_counters: Vec<(&'static str, u64)>,
     /// Met-Cache hits (zen): reads served from DRAM.
     pub cache_hits: u64,
@@ -115,4 +117,16 @@ pub enum CommitTicket {
     Durable,
     /// Durable once the engine's durable epoch reaches this epoch.
     Epoch(u64),
+    /// Durable once the line holding the commit's last-persisted mark is
+    /// fenced (Zen's pipelined commits: the mark is flushed at commit and
+    /// left to a later fence, zen-plus.txt §3.3.1). `worker` is the
+    /// committing worker, `cts` the commit's timestamp (Tx-CTS); the
+    /// worker's next writing commit fences it, and so does a wait for it
+    /// (`EngineWorker::wait_durable`) on any worker.
+    Flushed {
+        /// The committing worker.
+        worker: u32,
+        /// The commit's timestamp.
+        cts: u64,
+    },
 }

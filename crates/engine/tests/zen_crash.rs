@@ -29,6 +29,16 @@
 //! right after it, or at captured points during it (and, for one, again
 //! during the second recovery), recovers the same state.
 //!
+//! The same run with pipelined commits (`Worker::run_pipelined`, one fence
+//! per writing transaction: the LP line of a commit is fenced by a later
+//! fence) acknowledges a commit when `drain_acknowledged` reports it, and a
+//! crash state is captured right after every acknowledgement. The shared
+//! counter makes the workers depend on each other's unfenced commits: the
+//! oracle's `ctr/total` check fails if one worker's commit survives a crash
+//! that loses an unfenced commit it read. With the `fault-injection`
+//! feature, the broken variants `zen-ack-before-next-fence` and
+//! `zen-commits-on-unfenced-writes` must be caught by the same run.
+//!
 //! Failures print the seed (override with `PMTX_CRASH_SEED`) and the image.
 
 mod support;
@@ -97,13 +107,30 @@ fn options(engine: EngineKind, cc: CcProtocol, seed: u64) -> DbOptions {
 }
 
 /// Whether a crash state's label is one of `engine`'s commit points: Zen's
-/// "before LP", wbl's versions before their fence and window records.
+/// "before LP" and unfenced LP lines, wbl's versions before their fence and
+/// window records; and the acknowledgements of pipelined runs.
 fn is_commit_point(engine: EngineKind, label: &str) -> bool {
+    if label == ACK_POINT {
+        return true;
+    }
     if engine == EngineKind::Wbl {
         label.starts_with("wbl:")
     } else {
-        label.contains("before LP") || label.contains("before their commit")
+        label.contains("before LP") || label.contains("before their commit") || label.contains("LP flushed")
     }
+}
+
+/// The crash point captured right after each acknowledgement of a
+/// pipelined run.
+const ACK_POINT: &str = "zen_crash: right after an acknowledgement";
+
+/// How the workers' transactions are acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Acknowledge {
+    /// `Worker::run`: durable when it returns.
+    AtReturn,
+    /// `Worker::run_pipelined`, reported by `drain_acknowledged`.
+    Pipelined,
 }
 
 fn seq_key(worker: usize) -> Vec<u8> {
@@ -159,12 +186,11 @@ fn check_state(seed: u64, state: &DbState, acks: &Acks, event: u64) -> Result<()
 }
 
 fn run_workload(
-    engine: EngineKind,
-    cc: CcProtocol,
-    seed: u64,
+    options: DbOptions,
+    acknowledge: Acknowledge,
 ) -> (Vec<CrashState>, Acks, Vec<u8>, pmtx_engine::EngineStats) {
+    let seed = options.seed;
     let model = model(seed);
-    let options = options(engine, cc, seed);
     let capture = CapturePolicy { every_nth: 4, random_per_million: 100_000, at_labels_only: false, max_states: 6_000 };
     let (pool, db, load) = model.create_loaded(options, capture, "seq", &[("ctr", CTR_KEY, &0u64.to_le_bytes())]);
     let accounts = db.table_id("accounts").unwrap();
@@ -174,29 +200,43 @@ fn run_workload(
     let (events, _) = support::run_workers(&db, WORKERS, None, |id| {
         let mut worker = db.worker(id).unwrap();
         let mut acked = Vec::with_capacity(TXNS as usize);
+        // Acknowledged in order; the crash state right after is captured.
+        let record = |acked: &mut Vec<u64>, tag: u32| {
+            assert_eq!(tag as usize, acked.len() + 1, "acknowledged out of order");
+            acked.push(pool.backend().capture_now(ACK_POINT));
+        };
         for k in 1..=TXNS {
             let (from, to, amount) = model.transfer(0, id, k);
-            let finished = worker
-                .run(|tx| {
-                    let a = le_i64(&tx.get(accounts, &account_key(from))?.expect("from exists")).unwrap();
-                    let b = le_i64(&tx.get(accounts, &account_key(to))?.expect("to exists")).unwrap();
-                    tx.put(accounts, &account_key(from), &(a - amount).to_le_bytes())?;
-                    tx.put(accounts, &account_key(to), &(b + amount).to_le_bytes())?;
-                    tx.put(seq, &seq_key(id), &k.to_le_bytes())?;
-                    assert!(tx.insert(hist, &hist_key(id, k), &hist_value(seed, id, k))?);
-                    if k > 3 {
-                        assert!(tx.delete(hist, &hist_key(id, k - 3))?);
-                    }
-                    let count = le_i64(&tx.get(ctr, CTR_KEY)?.expect("counter exists")).unwrap();
-                    tx.put(ctr, CTR_KEY, &(count + 1).to_le_bytes())?;
-                    Ok(())
-                })
-                .unwrap();
-            assert_eq!(finished.outcome, Outcome::Committed(()));
-            // Acknowledged: `run` returned after the LP fence (wbl: after
-            // the window's record).
-            acked.push(pool.backend().event_count());
+            let body = |tx: &mut pmtx_engine::Transaction<'_>| {
+                let a = le_i64(&tx.get(accounts, &account_key(from))?.expect("from exists")).unwrap();
+                let b = le_i64(&tx.get(accounts, &account_key(to))?.expect("to exists")).unwrap();
+                tx.put(accounts, &account_key(from), &(a - amount).to_le_bytes())?;
+                tx.put(accounts, &account_key(to), &(b + amount).to_le_bytes())?;
+                tx.put(seq, &seq_key(id), &k.to_le_bytes())?;
+                assert!(tx.insert(hist, &hist_key(id, k), &hist_value(seed, id, k))?);
+                if k > 3 {
+                    assert!(tx.delete(hist, &hist_key(id, k - 3))?);
+                }
+                let count = le_i64(&tx.get(ctr, CTR_KEY)?.expect("counter exists")).unwrap();
+                tx.put(ctr, CTR_KEY, &(count + 1).to_le_bytes())?;
+                Ok(())
+            };
+            match acknowledge {
+                Acknowledge::AtReturn => {
+                    let finished = worker.run(body).unwrap();
+                    assert_eq!(finished.outcome, Outcome::Committed(()));
+                    // Acknowledged: `run` returned after the LP fence (wbl:
+                    // after the window's record).
+                    acked.push(pool.backend().event_count());
+                }
+                Acknowledge::Pipelined => {
+                    let (outcome, _) = worker.run_pipelined(k as u32, false, body).unwrap();
+                    assert_eq!(outcome, Outcome::Committed(()));
+                    worker.drain_acknowledged(|tag, _| record(&mut acked, tag));
+                }
+            }
         }
+        worker.wait_all_acknowledged(|tag, _| record(&mut acked, tag)).unwrap();
         acked
     });
     let stats = db.stats();
@@ -207,10 +247,27 @@ fn run_workload(
 }
 
 fn crash_images_recover_acknowledged_prefixes(engine: EngineKind, cc: CcProtocol, default_seed: u64) {
+    check_run(engine, cc, default_seed, Acknowledge::AtReturn, |_| {});
+}
+
+/// Runs the workload (`configure` may change the options) and checks its
+/// crash images; panics (naming the seed) at the first violation.
+fn check_run(
+    engine: EngineKind,
+    cc: CcProtocol,
+    default_seed: u64,
+    acknowledge: Acknowledge,
+    configure: impl Fn(&mut DbOptions),
+) -> pmtx_engine::EngineStats {
     let seed = support::seed(default_seed);
-    eprintln!("zen_crash ({engine}, cc={cc}): seed {seed:#x} (set PMTX_CRASH_SEED to replay)");
+    eprintln!("zen_crash ({engine}, cc={cc}, {acknowledge:?}): seed {seed:#x} (set PMTX_CRASH_SEED to replay)");
     let started = Instant::now();
-    let (states, acks, final_image, stats) = run_workload(engine, cc, seed);
+    let options = {
+        let mut options = options(engine, cc, seed);
+        configure(&mut options);
+        options
+    };
+    let (states, acks, final_image, stats) = run_workload(options.clone(), acknowledge);
     let captured = states.len();
     assert!(stats.heap_sweeps > 0, "seed {seed:#x}: no tombstone sweep ran: {stats:?}");
     assert!(states.iter().any(|s| is_commit_point(engine, s.label)), "no commit crash point captured");
@@ -229,7 +286,7 @@ fn crash_images_recover_acknowledged_prefixes(engine: EngineKind, cc: CcProtocol
         budget: RECOVERY_BUDGET,
         first_depth: 2,
     };
-    let recovery = Recovery::transactional(options(engine, cc, seed), hashed_keys());
+    let recovery = Recovery::transactional(options, hashed_keys());
     let tally = recovery.check_images(&format!("{engine}"), &picked, RUN_BUDGET, Some(&during), |state, event| {
         check_state(seed, state, &acks, event)
     });
@@ -251,11 +308,78 @@ fn crash_images_recover_acknowledged_prefixes(engine: EngineKind, cc: CcProtocol
         started.elapsed()
     );
     assert_eq!(tally.states, picked.len());
+    stats
 }
 
 #[test]
 fn zen_crash_images_recover_acknowledged_prefixes() {
     crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::Silo, 0x2E40_C0DE);
+}
+
+/// Pipelined commits (one fence per writing transaction, the LP line's
+/// fence left to a later one): every acknowledged commit survives, and no
+/// commit survives without the unfenced commits of the other worker it read
+/// (the shared counter). Some commits were completed by the other worker or
+/// between transactions, not only by their worker's next commit.
+fn pipelined_crash_images_recover_acknowledged_prefixes(engine: EngineKind, cc: CcProtocol, default_seed: u64) {
+    let stats = check_run(engine, cc, default_seed, Acknowledge::Pipelined, |_| {});
+    let counter = |name: &str| stats.engine_counters.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v);
+    assert!(counter("unfenced_completed") >= 2 * TXNS, "{:?}", stats.engine_counters);
+    assert!(counter("unfenced_fenced_again") > 0, "no commit was fenced again: {:?}", stats.engine_counters);
+}
+
+#[test]
+fn zen_pipelined_crash_images_recover_acknowledged_prefixes() {
+    pipelined_crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::Silo, 0x2E40_F1CE);
+}
+
+#[test]
+fn zen_pipelined_under_no_wait_crash_images_recover_acknowledged_prefixes() {
+    pipelined_crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::NoWait, 0x2E40_F102);
+}
+
+#[test]
+fn zen_pipelined_under_hekaton_crash_images_recover_acknowledged_prefixes() {
+    pipelined_crash_images_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::Hekaton, 0x2E40_F14E);
+}
+
+#[test]
+fn zen_naive_alloc_pipelined_crash_images_recover_acknowledged_prefixes() {
+    pipelined_crash_images_recover_acknowledged_prefixes(EngineKind::ZenNaiveAlloc, CcProtocol::Silo, 0x2E40_F1A1);
+}
+
+#[test]
+fn zen_plus_pipelined_crash_images_recover_acknowledged_prefixes() {
+    pipelined_crash_images_recover_acknowledged_prefixes(EngineKind::ZenPlus, CcProtocol::Hekaton, 0x2E40_F1B5);
+}
+
+/// The controls: the pipelined run must catch each broken variant of the
+/// pipelined commit (feature `fault-injection`: `cargo test -p pmtx-engine
+/// --features fault-injection --test zen_crash`).
+#[cfg(feature = "fault-injection")]
+fn pipelined_broken_variant_is_caught(fault: pmtx_engine::Fault, default_seed: u64) {
+    let caught = std::panic::catch_unwind(|| {
+        check_run(EngineKind::Zen, CcProtocol::Silo, default_seed, Acknowledge::Pipelined, |options| {
+            options.fault = Some(fault)
+        })
+    });
+    let message = match caught {
+        Ok(_) => panic!("the pipelined run missed {}", fault.name()),
+        Err(panic) => support::panic_message(&*panic),
+    };
+    eprintln!("{} caught: {message}", fault.name());
+}
+
+#[cfg(feature = "fault-injection")]
+#[test]
+fn zen_ack_before_next_fence_is_caught() {
+    pipelined_broken_variant_is_caught(pmtx_engine::Fault::ZenAckBeforeNextFence, 0x2E40_FA01);
+}
+
+#[cfg(feature = "fault-injection")]
+#[test]
+fn zen_commits_on_unfenced_writes_is_caught() {
+    pipelined_broken_variant_is_caught(pmtx_engine::Fault::ZenCommitsOnUnfencedWrites, 0x2E40_FA02);
 }
 
 #[test]

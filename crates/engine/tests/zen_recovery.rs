@@ -202,14 +202,22 @@ fn missing_lp_bits_follow_algorithm_2() {
     let (state, _, report) = recover_image::<Direct>(&options, &edited, |_| {}).unwrap();
     assert_eq!(state, after_t2);
     assert_eq!(report.heap_tuples_discarded, 0);
-    // Only the load's LP bit left: no crash leaves that (T1's LP bit was
-    // durable before T2 began), and two transactions above the region's
-    // horizon are damage, refused naming the heap rather than discarding
-    // T1's committed tuple.
+    // Only the load's LP bit left: what a crash leaves when T1 was a
+    // pipelined commit whose LP line was flushed but not fenced and T2 was
+    // persisting (its first fence, which would have covered T1's LP line,
+    // not yet done): neither committed, both are discarded.
     let edited = clear_lp(&clear_lp(&image, lp_slots[1].offset), lp_slots[2].offset);
+    let (state, _, report) = recover_image::<Direct>(&options, &edited, |_| {}).unwrap();
+    assert_eq!(state, after_load);
+    assert_eq!(report.heap_tuples_discarded, 3);
+    // No LP bit at all: three transactions above the region's horizon, which
+    // no crash leaves (one persists at a time, after at most one unfenced
+    // commit): damage, refused naming the heap rather than discarding the
+    // load's committed tuples.
+    let edited = clear_lp(&edited, lp_slots[0].offset);
     match recover_image::<Direct>(&options, &edited, |_| {}) {
         Err(message) => assert!(message.contains("zen heap is damaged"), "{message}"),
-        Ok((state, _, _)) => panic!("two lost LP bits were accepted (state after load: {})", state == after_load),
+        Ok((state, _, _)) => panic!("three lost LP bits were accepted (state after load: {})", state == after_load),
     }
 }
 

@@ -2,23 +2,32 @@
 //! persist at commit, over the NVM-tuple heap (`storage::zen::heap`, which
 //! documents the tuple format, "torn reuse" and the slots' reclamation).
 //!
-//! # Zen's persist (Algorithm 1) — exactly two fences per writing commit
+//! # Zen's persist (Algorithm 1) — one or two fences per writing commit
 //!
 //! 1. for each new version, in persist order, into a free slot (never over
 //!    the previous version): store word 0 (Tx-CTS, LP clear) *first*, then
 //!    the rest of the tuple;
 //! 2. flush every line of every tuple except the line holding the last
-//!    tuple's header (`PersistBatch`, each line once);
+//!    tuple's header (`PersistBatch`, each line once), and any line the
+//!    caller adds to the batch first (the worker's previous LP line, when
+//!    another thread flushed it);
 //! 3. **fence 1**; crash point `zen: tuples durable, before LP`;
 //! 4. store word 0 of the last tuple again with the LP bit; flush its line;
-//! 5. **fence 2**; only now is the commit acknowledged (`Durable`).
+//! 5. [`LpFence::Now`]: **fence 2**, and the commit is durable
+//!    (`Database::run`, which acknowledges at return). [`LpFence::Later`]
+//!    (pipelined commits): no fence, as in the paper — "the algorithm is
+//!    optimized to not issue `sfence` after the last `clwb`" (§3.3.1); crash
+//!    point `zen: LP flushed, its fence left to a later one`. The commit
+//!    becomes durable at the next fence that follows a flush of its LP
+//!    line by the same thread: normally its worker's next commit's fence 1
+//!    (`engines::zen::worker` documents every way and the bound).
 //!
 //! Every tuple of a transaction carries its Tx-CTS; the last one (a tuple of
 //! the table first in the LP order, §3.3.4) carries the LP bit. Stores to one
 //! line reach the medium in order, so if the LP store is durable the rest of
-//! that line is too, and fence 1 made every other line durable. The paper
-//! leaves out fence 2 (any later fence covers it); pmtx keeps it because it
-//! acknowledges at commit. Read-only commits issue none.
+//! that line is too, and fence 1 made every other line durable — whether
+//! the LP line then reaches the medium by fence 2, by a later fence or by
+//! an eviction. Read-only commits issue none.
 //!
 //! WBL (`persist_versions`) writes the versions the same way, word 0
 //! first, and issues one fence with no LP bit: its transactions commit
@@ -72,15 +81,27 @@ pub(crate) fn persist_versions<'a, B: PmBackend>(
     backend.fence();
 }
 
+/// Whether Algorithm 1 fences the LP line itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LpFence {
+    /// Fence 2: the commit is durable when the persist returns.
+    Now,
+    /// The LP line is flushed and its fence left to a later one (pipelined
+    /// commits, as in the paper).
+    Later,
+}
+
 /// Algorithm 1 (see the module documentation): persists the `count` tuples
 /// `tuple(0..count)` (slot, encoded bytes) of one transaction; the last one
-/// gets the LP bit. Two fences.
+/// gets the LP bit. Lines already in `batch` are flushed with the tuples'.
+/// One fence, and a second one with [`LpFence::Now`].
 pub(crate) fn persist_tuples<'a, B: PmBackend>(
     backend: &B,
     batch: &mut PersistBatch,
     count: usize,
     tuple: impl Fn(usize) -> (u64, &'a [u8]),
     faults: Faults,
+    lp_fence: LpFence,
 ) {
     if count == 0 {
         return;
@@ -112,8 +133,10 @@ pub(crate) fn persist_tuples<'a, B: PmBackend>(
     // durable (fence 1); this 8-byte store is failure-atomic.
     backend.store_u64(last_slot, cts | LP_BIT);
     backend.flush(last_slot, 8);
-    if !faults.lp_unfenced() {
-        backend.fence();
+    match lp_fence {
+        LpFence::Now if !faults.lp_unfenced() => backend.fence(),
+        LpFence::Now => {}
+        LpFence::Later => backend.crash_point("zen: LP flushed, its fence left to a later one"),
     }
 }
 

@@ -18,7 +18,10 @@
 //!    serialization point);
 //! 3. validate and pick the TID (the protocol's `commit_timestamp`, or a
 //!    TID fixed earlier; the commit rule stamps it and collects SP^3's
-//!    dependencies);
+//!    dependencies); then, in the stages whose log precedes the unlock,
+//!    `check_inputs_durable` (Zen: a version of another worker's pipelined
+//!    commit, whose last fence is still to come, is made durable no later
+//!    than this commit, or the attempt aborts);
 //! 4. `persist_before_install` (stage `LogBeforeInstall`: the redo record;
 //!    Zen: Algorithm 1's persist);
 //! 5. `begin_install`, then `install` each write, rows still locked
@@ -35,8 +38,8 @@
 //! `LogAfterUnlock`), steps 2-7 run inside the region, so a hardware
 //! attempt covers lock, validation and install and no flush; the other
 //! stages run them in software (a flush would abort every hardware
-//! attempt). A read-only attempt validates in the region and takes the
-//! ticket `read_only_ticket` gives.
+//! attempt). A read-only attempt validates in the region, passes
+//! `check_inputs_durable` and takes the ticket `read_only_ticket` gives.
 //!
 //! Every hook is resolved at compile time (no `dyn`): a worker's commit is
 //! one monomorphized function.
@@ -155,6 +158,21 @@ pub(crate) trait CommitSteps: Sized {
     }
     /// The ticket of a validated read-only attempt.
     fn read_only_ticket(&mut self, shared: &Self::Shared) -> CommitTicket;
+    /// After validation (a writing attempt: step 3, its write set locked,
+    /// its TID stamped, `held` what it holds; a read-only one: before its
+    /// ticket, `held` `None`): arranges that every version the attempt read
+    /// or overwrites is durable before the attempt is (Zen: another
+    /// worker's pipelined commit whose last fence is still to come), or
+    /// says why the attempt aborts (nothing installed).
+    #[inline]
+    fn check_inputs_durable<'s>(
+        &mut self,
+        shared: &'s Self::Shared,
+        held: Option<&mut Self::Held<'s>>,
+    ) -> Result<(), AbortReason> {
+        let _ = (shared, held);
+        Ok(())
+    }
 
     /// Step 1: reserves what the commit needs, nothing locked. An error
     /// ends the transaction with nothing reserved.
@@ -239,6 +257,7 @@ pub(crate) fn commit<W: CommitSteps>(shared: &W::Shared, worker: &mut W) -> TxRe
         if W::Rule::TRACKS_DEPENDENCIES {
             worker.collect_dependencies(shared);
         }
+        worker.check_inputs_durable(shared, None).map_err(TxError::Abort)?;
         return Ok(worker.read_only_ticket(shared));
     }
     let mut held = worker.prepare(shared)?;
@@ -264,6 +283,13 @@ pub(crate) fn commit<W: CommitSteps>(shared: &W::Shared, worker: &mut W) -> TxRe
                     return Err(TxError::Abort(reason));
                 }
             };
+            if let Err(reason) = worker.check_inputs_durable(shared, Some(&mut held)) {
+                let tx = worker.tx();
+                tx.remove_added_secondaries(W::tables(shared));
+                tx.release(tx.writes.len());
+                worker.unprepare(shared, &mut held);
+                return Err(TxError::Abort(reason));
+            }
             debug_assert!(!W::Rule::TRACKS_DEPENDENCIES, "dependency tracking logs after unlocking");
             let mut ticket = match worker.persist_before_install(shared, &mut held, tid) {
                 Ok(ticket) => ticket,

@@ -71,6 +71,7 @@ impl<B: PmBackend, S: SegmentStore> CommitLog for GroupCommitLog<B, S> {
         match ticket {
             CommitTicket::Durable => true,
             CommitTicket::Epoch(epoch) => self.epochs().durable() >= epoch,
+            CommitTicket::Flushed { .. } => unreachable!("only Zen's heap hands out flushed tickets"),
         }
     }
 

@@ -336,18 +336,20 @@ impl<B: PmBackend> ZenEngine<B> {
         } else {
             let (epochs, stop) = (Arc::clone(&shared.epochs), Arc::clone(&stop));
             let interval = options.epoch_interval;
-            // zen+: the ticker also measures space and remaps partitions
-            // (it holds the shared state until the engine stops it).
-            let plus = shared.plus.is_some().then(|| Arc::clone(&shared));
+            // The ticker completes pipelined commits left unfenced for a
+            // whole step (the time bound of `worker`'s module comment);
+            // zen+: it also measures space and remaps partitions. It holds
+            // the shared state until the engine stops it.
+            let ticking = Arc::clone(&shared);
             let mut since_remap = Duration::ZERO;
+            let mut unfenced_seen = Vec::new();
             crate::background::spawn(
                 "pmtx-zen-epoch",
                 &health,
                 move || {
                     ticker_loop(&epochs, &stop, interval, faults, |step| {
-                        if let Some(shared) = &plus {
-                            shared.plus_tick(&mut since_remap, step);
-                        }
+                        ticking.heap.complete_stale_unfenced(&ticking.pool, &ticking.epochs, &mut unfenced_seen);
+                        ticking.plus_tick(&mut since_remap, step);
                     })
                 },
                 || {},
@@ -436,6 +438,9 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
             CommitTicket::Durable => true,
             // Only wbl hands out epoch tickets.
             CommitTicket::Epoch(epoch) => self.shared.epochs.durable() >= epoch,
+            // A pipelined commit: durable once its region no longer
+            // publishes it as unfenced (`heap::unfenced`).
+            CommitTicket::Flushed { worker, cts } => self.shared.heap.unfenced_cts(worker as usize) != cts,
         }
     }
 
@@ -454,6 +459,15 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
         stats.heap_chunks = chunks;
         stats.heap_garbage = garbage;
         stats.heap_sweeps = self.shared.heap.counters.sweeps.load(Ordering::Relaxed);
+        if self.shared.window.is_none() {
+            let (mut completed, mut fenced_again) = (0, 0);
+            for region in &self.shared.heap.regions {
+                let state = region.state.lock();
+                completed += state.unfenced_completed;
+                fenced_again += state.unfenced_fenced_again;
+            }
+            stats.engine_counters.extend([("unfenced_completed", completed), ("unfenced_fenced_again", fenced_again)]);
+        }
         stats.rows_indexed = self.shared.tables.iter().map(|table| table.indexed_rows() as u64).sum();
         stats.rows_unlinked = self.shared.rows_unlinked.load(Ordering::Relaxed);
         if let Some(window) = &self.shared.window {
@@ -461,7 +475,7 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
             stats.window_records = window.records_written();
         }
         if let Some(plus) = &self.shared.plus {
-            stats.engine_counters = plus.adaptive.stats();
+            stats.engine_counters.extend(plus.adaptive.stats());
             let reads = |field: fn(&WorkerCounters) -> &AtomicU64| -> u64 {
                 self.shared.counters.iter().map(|counters| field(counters).load(Ordering::Relaxed)).sum()
             };
@@ -508,8 +522,14 @@ impl<B: PmBackend> Engine for ZenEngine<B> {
             }
             return self.health.take_error();
         }
-        // zen: every commit is durable already. wbl: the last windows'
-        // records make every commit durable (no transaction runs).
+        // zen: every commit is durable already but a pipelined one whose
+        // worker still exists (its drop would have fenced it): fenced here.
+        // wbl: the last windows' records make every commit durable (no
+        // transaction runs).
+        let (heap, pool) = (&self.shared.heap, &*self.shared.pool);
+        for region in 0..heap.regions.len() {
+            heap.regions[region].state.lock().fence_unfenced(heap, pool, &self.shared.epochs, region);
+        }
         if let Some(window) = &self.shared.window {
             window.finish();
         }
@@ -680,7 +700,7 @@ mod tests {
 
     /// wbl persists per-tuple metadata as the WBL design keeps it in NVM
     /// (`wbl_meta`): a writing commit one fence per version it supersedes
-    /// plus one for its new versions (Zen: two in all); a read-only
+    /// plus one for its new versions (Zen: two in all with `run`, one pipelined); a read-only
     /// transaction none under Silo's OCC, one per tuple read under a
     /// protocol that writes metadata on reads (Cicada's read timestamps).
     #[test]

@@ -9,13 +9,20 @@
 //! `update_index_gc` (the newest version of a key wins; the loser becomes a
 //! free slot of its region). Otherwise it waits in the pending list until
 //! the region is scanned; still above `ts_commit` then, it belongs to the
-//! transaction that was persisting at the crash and is discarded: its word 0
-//! is set to 0 and flushed, one fence per region.
+//! transaction that was persisting at the crash, or to the pipelined commit
+//! before it whose LP line was flushed but not yet fenced (its LP store did
+//! not reach the medium: it was never acknowledged), and is discarded: its
+//! word 0 is set to 0 and flushed, one fence per region.
 //!
-//! Why `ts_commit` is high enough: the slot of a region's latest LP tuple is
-//! pinned (never reused) until a newer transaction of the region committed,
-//! so the LP tuple of the region's last committed transaction is always in
-//! the heap (`storage::zen::heap`, "The LP pin").
+//! Why `ts_commit` is high enough: the slot of a region's latest LP tuple
+//! known durable is pinned (never reused) until a newer transaction of the
+//! region is known durable, so the LP tuple of the region's last
+//! acknowledged transaction is always in the heap (`storage::zen::heap`,
+//! "The LP pin", "Unfenced commits"). Why it is not too high: a pipelined
+//! commit's LP store follows its first fence, so if it is durable so is
+//! every other tuple of that commit; and a region's commits stamp growing
+//! Tx-CTS, so no tuple of an unfinished commit lies at or below an LP tuple
+//! that reached the medium.
 //!
 //! Slots that are not CRC-valid tuples (torn overwrites of stale versions,
 //! half-written tuples) are erased too; a committed tuple is never among
@@ -44,10 +51,13 @@
 //!   may have been released, so its key may have no version left, but
 //!   none older than it;
 //!
-//! and (LP rule) when one region holds tuples above its horizon with two
-//! different Tx-CTS: one transaction of a region persists at a time, and
-//! `zen+` erases an attempt's direct writes before its region commits
-//! anything else, so committed tuples lost their LP tuple.
+//! and (LP rule) when one region holds tuples above its horizon with more
+//! than two different Tx-CTS: one transaction of a region persists at a
+//! time, after at most one pipelined commit whose LP line was flushed but
+//! not yet fenced (`storage::zen::heap`, "Unfenced commits": the first
+//! fence of the next commit of the region covers it), and `zen+` erases an
+//! attempt's direct writes before its region commits anything else, so
+//! committed tuples lost their LP tuple.
 //!
 //! In a formatted chunk (`HEAP_CHUNK_KIND_FORMATTED`) every free slot's
 //! word 0 holds `FREE_WORD0` (formatting and every erase store it), so a
@@ -427,34 +437,37 @@ pub(crate) fn recover<B: PmBackend>(
     // what a crash leaves (module documentation, "Damage").
     for scan in &scans {
         if horizon == CommitHorizon::LastPersisted {
-            // One transaction of a region persists at a time, and one that
-            // does not commit is erased before the region commits anything
-            // else (`zen+`'s direct writes): every slot above the horizon
-            // holds that one transaction's Tx-CTS. Two such Tx-CTS mean
-            // committed tuples lost their LP tuple (zeroed, or its Tx-CTS
-            // damaged).
+            // One transaction of a region persists at a time, after at most
+            // one pipelined commit whose LP line was not yet fenced (the
+            // persisting one's first fence covers it), and one that does not
+            // commit is erased before the region commits anything else
+            // (`zen+`'s direct writes): every slot above the horizon holds
+            // the Tx-CTS of one of those two. A third Tx-CTS means committed
+            // tuples lost their LP tuple (zeroed, or its Tx-CTS damaged).
             let above = scan.uncommitted.iter().copied().chain(
                 scan.suspects
                     .iter()
                     .filter(|suspect| suspect.cts > scan.ts_commit)
                     .map(|suspect| (suspect.cts, suspect.slot)),
             );
-            let mut first: Option<(u64, u64)> = None;
+            let mut seen: [Option<(u64, u64)>; 2] = [None, None];
             for (cts, slot) in above {
-                match first {
-                    None => first = Some((cts, slot)),
-                    Some((other, other_slot)) if other != cts => {
+                match seen {
+                    [None, _] => seen[0] = Some((cts, slot)),
+                    [Some((first, _)), _] if first == cts => {}
+                    [Some(_), None] => seen[1] = Some((cts, slot)),
+                    [Some(_), Some((second, _))] if second == cts => {}
+                    [Some((first, first_slot)), Some((second, second_slot))] => {
                         return Err(DbError::corrupt(
                             Structure::ZenHeap,
                             format!(
-                                "heap slots {other_slot:#x} and {slot:#x} hold uncommitted Tx-CTS {other:#x} and \
-                                 {cts:#x} of one region (its commit horizon is {:#x}): committed tuples lost their LP \
-                                 tuple",
+                                "heap slots {first_slot:#x}, {second_slot:#x} and {slot:#x} hold uncommitted Tx-CTS \
+                                 {first:#x}, {second:#x} and {cts:#x} of one region (its commit horizon is {:#x}): \
+                                 committed tuples lost their LP tuple",
                                 scan.ts_commit
                             ),
                         ));
                     }
-                    Some(_) => {}
                 }
             }
         }

@@ -3,6 +3,13 @@
 //! the Met-Cache, garbage and tombstones, and the maintenance after it.
 
 use super::*;
+use crate::durability::zen_persist::LpFence;
+
+/// How long a commit that overwrites a version of another region's
+/// unfenced commit waits for that region while it is busy (its worker is
+/// committing, and that commit's first fence completes it) before aborting
+/// (`NotYetDurable`, retried).
+const HELP_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// What a Zen commit holds from its reservations to its maintenance.
 pub(crate) struct Held<'s> {
@@ -10,6 +17,19 @@ pub(crate) struct Held<'s> {
     state: MutexGuard<'s, heap::RegionState>,
     /// The LP tuple's slot (0: nothing persisted).
     lp_slot: u64,
+    /// Other regions whose unfenced commit this one overwrites a version
+    /// of, locked until this commit's first fence makes it durable and it
+    /// is completed (before the install).
+    overwritten: Vec<(usize, MutexGuard<'s, heap::RegionState>)>,
+}
+
+/// Another region's unfenced commit an attempt read or overwrites a
+/// version of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UnfencedInput {
+    region: usize,
+    cts: u64,
+    overwritten: bool,
 }
 
 /// Zen's storage and its log-free durability in the commit pipeline
@@ -64,8 +84,67 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
             // wbl: what it read is committed once its window is.
             return CommitTicket::Epoch(record::epoch_of_tid(self.tx.max_read_tid()));
         }
-        // Every version readable was durable before it was installed.
-        CommitTicket::Durable
+        // A version of another worker's unfenced commit it read: durable
+        // with that commit (`check_inputs_durable`). One of this worker's:
+        // durable with this worker's unfenced commit, which the queue of
+        // acknowledgements has before it.
+        match self.unfenced_dependency.take() {
+            Some(ticket) => ticket,
+            None => self.own_unfenced_ticket(shared),
+        }
+    }
+
+    /// Step 3's end (and a read-only attempt's). The versions the attempt
+    /// read or overwrites that belong to another region's unfenced commit
+    /// (module comment, "Pipelined commits") become durable no later than
+    /// the attempt: a writing attempt flushes their LP lines with its own
+    /// tuples, so its first fence covers them, and one that overwrites such
+    /// a version also locks that region until then, to complete it before
+    /// the install (or aborts with `NotYetDurable` if the region stays
+    /// busy); a pipelined read-only attempt takes that commit's ticket (two
+    /// or more, or a read-only attempt acknowledged at return: it flushes
+    /// their LP lines and fences).
+    fn check_inputs_durable<'s>(
+        &mut self,
+        shared: &'s ZenShared<B>,
+        held: Option<&mut Held<'s>>,
+    ) -> Result<(), AbortReason> {
+        self.unfenced_dependency = None;
+        if shared.window.is_some() || shared.faults.commits_on_unfenced_writes() {
+            return Ok(());
+        }
+        let heap = &shared.heap;
+        self.unfenced_seen.clear();
+        for region in 0..heap.regions.len() {
+            let cts = heap.unfenced_cts(region);
+            if cts != 0 && region != self.id {
+                self.unfenced_seen.push((region, cts));
+            }
+        }
+        if self.unfenced_seen.is_empty() {
+            return Ok(());
+        }
+        self.unfenced_inputs.clear();
+        let (seen, inputs) = (&self.unfenced_seen, &mut self.unfenced_inputs);
+        for read in &self.tx.reads {
+            // SAFETY: see `WriteEntry::row` (rows live while the attempt is
+            // announced).
+            let row = unsafe { &*read.row };
+            note_unfenced_input(heap, seen, inputs, row, record::tid_of(read.word), false);
+        }
+        for entry in self.tx.writes.entries() {
+            note_unfenced_input(heap, seen, inputs, entry.row(), record::tid_of(entry.locked_word), true);
+        }
+        if self.unfenced_inputs.is_empty() {
+            return Ok(());
+        }
+        match held {
+            Some(held) => self.fold_unfenced_inputs(shared, held),
+            None => {
+                self.depend_on_unfenced_inputs(shared);
+                Ok(())
+            }
+        }
     }
 
     /// Step 1-2: lock the worker's heap region, reserve one slot per write
@@ -105,10 +184,11 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
                     .prefetch_for_write(reserved.slot, META_LEN + (entry.row().key().len() + value_len) as u64);
             }
         }
-        Ok(Held { state, lp_slot: 0 })
+        Ok(Held { state, lp_slot: 0, overwritten: Vec::new() })
     }
 
     fn unprepare(&mut self, _shared: &ZenShared<B>, held: &mut Held<'_>) {
+        held.overwritten.clear();
         self.unreserve_all(&mut held.state);
     }
 
@@ -131,6 +211,17 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
     ) -> DbResult<Option<CommitTicket>> {
         debug_assert!(cts > held.state.last_cts && cts & heap::LP_BIT == 0);
         held.lp_slot = self.persist(shared, &mut held.state, cts);
+        if !self.batch.is_empty() {
+            // Nothing persisted, but the LP lines of other regions'
+            // unfenced commits it depends on wait in the batch.
+            let backend = shared.pool.backend();
+            self.batch.commit(backend);
+        }
+        // The unfenced commits it overwrites are durable now (its first
+        // fence): completed before their versions are superseded.
+        for (region, mut state) in held.overwritten.drain(..) {
+            state.complete_unfenced(&shared.heap, &shared.pool, &shared.epochs, region);
+        }
         Ok(None)
     }
 
@@ -182,7 +273,8 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
 
     /// Step 5's end: the garbage stamp, read after every row points at its
     /// new slot and before the rows are unlocked, stamps the superseded
-    /// slots and the tombstones.
+    /// slots and the tombstones (held by the region while this commit is
+    /// unfenced).
     fn installed(&mut self, shared: &ZenShared<B>, held: &mut Held<'_>, cts: u64) {
         // IMPORTANT: the stamp is read after every row points at its new
         // slot (reader safety) and before the rows are unlocked (so stamps of
@@ -194,26 +286,32 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
             // wanted.
             window.note_commit(self.id, record::epoch_of_tid(cts).max(stamp));
         }
+        // IMPORTANT: an unfenced commit may still be lost: what it
+        // superseded stays intact, and its tombstones wait, until it is
+        // completed (`storage::zen::heap`, "Unfenced commits").
+        let unfenced = held.state.unfenced().is_some_and(|unfenced| unfenced.cts == cts);
         for mut garbage in self.retired.drain(..) {
             garbage.stamp = stamp;
-            shared.heap.retire(self.id, &mut held.state, garbage);
+            if unfenced {
+                held.state.hold_garbage(garbage);
+            } else {
+                shared.heap.retire(self.id, &mut held.state, garbage);
+            }
         }
         for (index, slot) in self.tombstones.drain(..) {
             let entry = &self.tx.writes.entries()[index];
-            held.state.push_tombstone(Tombstone::new(
-                entry.table.0,
-                self.tx.writes.key(index),
-                entry.row(),
-                slot,
-                cts,
-                stamp,
-            ));
+            let tombstone = Tombstone::new(entry.table.0, self.tx.writes.key(index), entry.row(), slot, cts, stamp);
+            if unfenced {
+                held.state.hold_tombstone(tombstone);
+            } else {
+                held.state.push_tombstone(tombstone);
+            }
         }
     }
 
-    /// Step 6: moves the region's LP pin, reclaims garbage and the
-    /// tombstones the last sweep made safe, unlocks the region, sweeps if
-    /// enough tombstones wait.
+    /// Step 6: moves the region's LP pin (an unfenced commit's moves when it
+    /// is completed), reclaims garbage and the tombstones the last sweep
+    /// made safe, unlocks the region, sweeps if enough tombstones wait.
     fn finish(
         &mut self,
         shared: &ZenShared<B>,
@@ -221,12 +319,21 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
         cts: u64,
         _ticket: Option<CommitTicket>,
     ) -> TxResult<CommitTicket> {
-        let Held { mut state, lp_slot } = held;
+        let Held { mut state, lp_slot, overwritten } = held;
+        debug_assert!(overwritten.is_empty(), "completed at the persist");
         let (heap, pool) = (&shared.heap, &*shared.pool);
         state.last_cts = cts;
-        if lp_slot != 0 {
+        let unfenced = state.unfenced();
+        if lp_slot != 0 && unfenced.is_none_or(|unfenced| unfenced.cts != cts) {
             state.move_pin(heap, pool, lp_slot);
         }
+        // The region's unfenced commit is this one, or an earlier one if
+        // this one persisted nothing (acknowledged in order after it).
+        let ticket = match unfenced {
+            Some(unfenced) if unfenced.cts == cts && self.acknowledges_unfenced(shared) => CommitTicket::Durable,
+            Some(unfenced) => CommitTicket::Flushed { worker: self.id as u32, cts: unfenced.cts },
+            None => CommitTicket::Durable,
+        };
         self.reserved.clear();
         // The direct NVM writes are committed with the rest.
         self.spilled.clear();
@@ -248,11 +355,129 @@ impl<B: PmBackend> CommitSteps for ZenWorker<B> {
             // (the broken variant acknowledges now).
             return Ok(CommitTicket::Epoch(record::epoch_of_tid(cts)));
         }
-        Ok(CommitTicket::Durable)
+        Ok(ticket)
+    }
+}
+
+/// Notes in `inputs` the unfenced commit (of `seen`: region, Tx-CTS) that
+/// the version `tid` of `row`, read or (`locked`: this attempt holds the
+/// row) overwritten, belongs to, if any. A row that no longer carries
+/// `tid` was superseded, which a writer does only once the version is
+/// durable and its commit completed; a version with the Tx-CTS of another
+/// region's unfenced commit is that commit's only if its slot lies in that
+/// region.
+#[inline]
+fn note_unfenced_input(
+    heap: &heap::Heap,
+    seen: &[(usize, u64)],
+    inputs: &mut Vec<UnfencedInput>,
+    row: &Row,
+    tid: u64,
+    locked: bool,
+) {
+    if tid == 0 || !seen.iter().any(|&(_, cts)| cts == tid) {
+        return;
+    }
+    if !locked && record::tid_of(row.word()) != tid {
+        return;
+    }
+    let slot = row.slot();
+    if slot == 0 {
+        // No tuple: a delete of a row that never reached the heap, which
+        // changes nothing a crash could lose.
+        return;
+    }
+    let (_, region) = heap.owner_of(slot);
+    if !seen.iter().any(|&(owner, cts)| owner == region && cts == tid) {
+        return;
+    }
+    match inputs.iter_mut().find(|input| input.region == region && input.cts == tid) {
+        Some(input) => input.overwritten |= locked,
+        None => inputs.push(UnfencedInput { region, cts: tid, overwritten: locked }),
     }
 }
 
 impl<B: PmBackend> ZenWorker<B> {
+    /// A writing attempt's unfenced inputs (`check_inputs_durable`): locks
+    /// the region of each one it overwrites (waiting up to [`HELP_WAIT`]
+    /// while that region's worker commits, whose first fence completes it,
+    /// then aborting), then adds each one's LP line to the batch its first
+    /// fence makes durable.
+    fn fold_unfenced_inputs<'s>(&mut self, shared: &'s ZenShared<B>, held: &mut Held<'s>) -> Result<(), AbortReason> {
+        let heap = &shared.heap;
+        for index in 0..self.unfenced_inputs.len() {
+            let UnfencedInput { region, cts, overwritten } = self.unfenced_inputs[index];
+            if !overwritten {
+                continue;
+            }
+            let mut spins = 0u32;
+            let mut since = None;
+            loop {
+                if heap.unfenced_cts(region) != cts {
+                    break; // completed meanwhile
+                }
+                // IMPORTANT: only tried: this worker holds its own region,
+                // which that region's worker may be trying to take.
+                if let Some(state) = heap.regions[region].state.try_lock() {
+                    if state.unfenced().is_some_and(|unfenced| unfenced.cts == cts) {
+                        held.overwritten.push((region, state));
+                    }
+                    break;
+                }
+                spins += 1;
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else if since.get_or_insert_with(std::time::Instant::now).elapsed() > HELP_WAIT {
+                    held.overwritten.clear();
+                    return Err(AbortReason::NotYetDurable);
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        for input in &self.unfenced_inputs {
+            // `None`: no longer unfenced, durable already.
+            if let Some(lp_slot) = heap.unfenced_lp_slot(input.region, input.cts) {
+                self.batch.add(lp_slot, 8);
+            }
+        }
+        Ok(())
+    }
+
+    /// A read-only attempt's unfenced inputs (`check_inputs_durable`): a
+    /// pipelined attempt with one takes its ticket (if acknowledged on its
+    /// own, only without an unfenced commit of its worker, whose ticket
+    /// covers what it read of that worker); otherwise their LP lines are
+    /// flushed and fenced here, and each is completed if its region is free
+    /// (its worker completes it otherwise).
+    fn depend_on_unfenced_inputs(&mut self, shared: &ZenShared<B>) {
+        if let [input] = self.unfenced_inputs[..] {
+            if self.pipelined && (self.in_order || shared.heap.unfenced_cts(self.id) == 0) {
+                self.unfenced_dependency = Some(CommitTicket::Flushed { worker: input.region as u32, cts: input.cts });
+                return;
+            }
+        }
+        let (heap, backend) = (&shared.heap, shared.pool.backend());
+        let mut flushed = false;
+        for input in &self.unfenced_inputs {
+            if let Some(lp_slot) = heap.unfenced_lp_slot(input.region, input.cts) {
+                backend.flush(lp_slot, 8);
+                flushed = true;
+            }
+        }
+        if !flushed {
+            return;
+        }
+        backend.fence();
+        for input in &self.unfenced_inputs {
+            if let Some(mut state) = heap.regions[input.region].state.try_lock() {
+                if state.unfenced().is_some_and(|unfenced| unfenced.cts == input.cts) {
+                    state.unfenced_fenced_again += 1;
+                    state.complete_unfenced(heap, &shared.pool, &shared.epochs, input.region);
+                }
+            }
+        }
+    }
     /// Returns the commit's reservations, except the slots of direct NVM
     /// writes (they hold tuples: [`ZenWorker::discard_spilled`] erases
     /// them first).
@@ -279,9 +504,27 @@ impl<B: PmBackend> ZenWorker<B> {
         }
     }
 
+    /// The ticket of a commit that wrote nothing durable: that of this
+    /// worker's unfenced commit, if any (module comment, "Pipelined
+    /// commits").
+    pub(super) fn own_unfenced_ticket(&self, shared: &ZenShared<B>) -> CommitTicket {
+        match shared.heap.unfenced_cts(self.id) {
+            0 => CommitTicket::Durable,
+            cts => CommitTicket::Flushed { worker: self.id as u32, cts },
+        }
+    }
+
+    /// The broken variants that acknowledge a commit whose LP line is not
+    /// fenced (`zen-ack-before-next-fence`, `zen-naive-alloc-lp-unfenced`).
+    fn acknowledges_unfenced(&self, shared: &ZenShared<B>) -> bool {
+        shared.faults.ack_before_next_fence() || shared.faults.lp_unfenced()
+    }
+
     /// Encodes and persists the write set; returns the LP tuple's slot (0 if
     /// nothing needed persisting). Unneeded reservations are returned and
-    /// their `reserved` entries zeroed.
+    /// their `reserved` entries zeroed. The first fence completes the
+    /// region's unfenced commit; a pipelined commit becomes the region's
+    /// unfenced one.
     pub(super) fn persist(&mut self, shared: &ZenShared<B>, state: &mut heap::RegionState, cts: u64) -> u64 {
         let writes = &self.tx.writes;
         if self.encoded.len() < writes.len() {
@@ -365,6 +608,13 @@ impl<B: PmBackend> ZenWorker<B> {
             (None, None) => unreachable!("checked above"),
         };
         order.push(lp);
+        // The previous commit left unfenced: the first fence below makes it
+        // durable too, once this thread flushed its LP line.
+        let previous = state.unfenced();
+        if let Some(line) = state.unfenced_lp_flushed_elsewhere() {
+            self.batch.add(line, 8);
+        }
+        let lp_fence = if self.pipelined { LpFence::Later } else { LpFence::Now };
         let (reserved, encoded) = (&self.reserved, &self.encoded);
         persist_tuples(
             shared.pool.backend(),
@@ -372,9 +622,19 @@ impl<B: PmBackend> ZenWorker<B> {
             order.len(),
             |position| (reserved[order[position]].slot, encoded[order[position]].as_slice()),
             shared.faults,
+            lp_fence,
         );
         self.persist_order = order;
-        self.reserved[lp].slot
+        let lp_slot = self.reserved[lp].slot;
+        if previous.is_some() {
+            state.complete_unfenced(&shared.heap, &shared.pool, &shared.epochs, self.id);
+        }
+        if lp_fence == LpFence::Later {
+            // IMPORTANT: published before the rows are unlocked (step 7):
+            // a reader of this commit's versions finds it unfenced.
+            state.set_unfenced(&shared.heap, self.id, cts, lp_slot);
+        }
+        lp_slot
     }
 
     /// Reads write `index`'s tuple, written early to its reserved slot,

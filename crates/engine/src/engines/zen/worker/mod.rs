@@ -12,17 +12,74 @@
 //! 3. lock the write set in address order; read the global epoch;
 //!    validate reads and scanned leaves; pick the Tx-CTS (Silo TID, above the
 //!    region's last Tx-CTS so it grows per thread);
+//!    Then every version the attempt read or overwrites that belongs to
+//!    another worker's *unfenced* commit (below) is made durable first
+//!    ([`CommitSteps::check_inputs_durable`]);
 //! 4. persist: encode every new version, LP tuple last — a tuple of the table
-//!    first in the LP order (§3.3.4) — and run Algorithm 1 (two fences);
+//!    first in the LP order (§3.3.4) — and run Algorithm 1. Its first fence
+//!    also makes this worker's previous commit durable if that one was left
+//!    unfenced (its LP line is flushed again first if another thread
+//!    flushed it), which is then *completed* (`storage::zen::heap`,
+//!    "Unfenced commits"). A commit through `Database::run` fences its LP
+//!    line at once (two fences) and is durable when it returns. A
+//!    *pipelined* commit (`Worker::run_pipelined`, `set_acknowledgement`) leaves
+//!    that fence to a later one, as the paper's Algorithm 1 does (one fence
+//!    per writing commit): it is published as its region's unfenced commit
+//!    before its rows are unlocked;
 //! 5. install while still locked: point each row at its new NVM-tuple,
 //!    install the value in this worker's cache region, maintain secondary
 //!    indexes, then read the garbage stamp and hand the superseded
-//!    NVM-tuples to their regions; unlock by storing the new word (TID =
-//!    Tx-CTS). Readers never see a version before it is durable, so every
-//!    ticket, read-only ones included, is `Durable`;
-//! 6. move the region's LP pin; reclaim up to `gc_batch` garbage entries and
-//!    the tombstones the last sweep made safe; unlock the region; run a sweep
-//!    if enough tombstones wait; reclaim absent rows (`storage::table`).
+//!    NVM-tuples to their regions (an unfenced commit holds them, and its
+//!    tombstones, until it is completed); unlock by storing the new word
+//!    (TID = Tx-CTS);
+//! 6. move the region's LP pin (an unfenced commit moves it when it is
+//!    completed); reclaim up to `gc_batch` garbage entries and the
+//!    tombstones the last sweep made safe; unlock the region; run a sweep if
+//!    enough tombstones wait; reclaim absent rows (`storage::table`).
+//!
+//! # Pipelined commits: one fence, and when they are durable
+//!
+//! A pipelined commit N of worker A is durable once a fence of the thread
+//! that flushed its LP line follows that flush, or once any thread flushes
+//! the line again and fences. Its ticket is `CommitTicket::Flushed` (A,
+//! Tx-CTS), durable when A's region no longer publishes N as unfenced, that
+//! is once N is *completed* (`storage::zen::heap`, "Unfenced commits") by
+//! the first of:
+//!
+//! * A's next writing commit (its first fence; the common case);
+//! * A's thread between transactions: `Worker::drain_acknowledged` once
+//!   `Worker::ACK_FENCE_DELAY` passed since a drain first found N not
+//!   durable,
+//!   `Worker::wait_all_acknowledged`, a wait for the ticket (on any worker);
+//! * another worker B whose transaction overwrites a version of N (step
+//!   3): B flushes N's LP line with its own tuples, so its own first fence
+//!   makes N durable, and holds A's region locked until then to complete
+//!   N before its install (if A's region is locked — A is committing, and
+//!   that commit's first fence completes N — B waits up to `HELP_WAIT`,
+//!   then aborts with `NotYetDurable` and retries);
+//! * the engine's epoch thread, for a commit still unfenced at two of its
+//!   consecutive steps: at most 2 x min(`epoch_interval`, 5 ms) after N
+//!   (unless A is committing then, which completes N); `close` fences what
+//!   is left.
+//!
+//! A transaction of B that only read a version of N flushes N's LP line
+//! with its tuples too (its first fence makes N durable before its own LP
+//! store; N stays unfenced in A's books until completed as above); a
+//! pipelined read-only one takes N's ticket (acknowledged once N is
+//! durable); one acknowledged at return, or that read two such commits,
+//! flushes their LP lines and fences. So no commit of another worker can be
+//! durable while a commit it read or overwrote is lost: the isolation of
+//! every protocol holds for what recovery keeps. (A version of N that was
+//! superseded was durable, and N completed, before it was, so a snapshot
+//! read of an older version needs no check; a Tx-CTS equal to N's from
+//! another region is told apart by the row's slot.)
+//!
+//! A's own later transactions read N's versions freely: their commit's
+//! first fence makes N durable before their own LP tuple, and a read-only
+//! one gets N's ticket (acknowledged in order after N). Until N is
+//! completed its region keeps the pin on its previous LP tuple, and holds
+//! back what N superseded, so a crash that loses N recovers the versions
+//! before it.
 //!
 //! `wbl` takes the same steps with its commit rule: step 4 persists the
 //! versions with one fence and no LP bit (`zen_persist::persist_versions`), step 5
@@ -66,7 +123,7 @@ use crate::cc::transaction::{RowStore, TxState};
 use crate::cc::write_set::WriteValue;
 use crate::durability::zen_persist::{self, persist_tuples};
 use crate::durability::CommitStage;
-use crate::engine::{CommitTicket, EngineWorker, ScanRequest, WriteOp};
+use crate::engine::{Acknowledgement, CommitTicket, EngineWorker, ScanRequest, WriteOp};
 use crate::engines::pipeline::{self, CommitSteps, Region, TidFloor};
 use crate::error::{AbortReason, DbError, DbResult, TxError, TxResult};
 use crate::schema::TableId;
@@ -103,6 +160,18 @@ pub(crate) struct ZenWorker<B: PmBackend> {
     active: bool,
     /// `zen+`: the running transaction's accesses and exclusive stage.
     adaptive: AdaptiveTx,
+    /// Whether commits leave their LP line's fence to a later one
+    /// (module comment, "Pipelined commits"), and whether they are
+    /// acknowledged in commit order (`Acknowledgement::InOrder`).
+    pipelined: bool,
+    in_order: bool,
+    /// Reused per commit: the other regions' unfenced commits (region,
+    /// Tx-CTS), and those the attempt depends on.
+    unfenced_seen: Vec<(usize, u64)>,
+    unfenced_inputs: Vec<commit::UnfencedInput>,
+    /// The ticket of another worker's unfenced commit the last read-only
+    /// attempt depends on (`check_inputs_durable`).
+    unfenced_dependency: Option<CommitTicket>,
     /// `zen+`'s direct NVM writes of the running attempt: row address ->
     /// (slot reserved and written, value length).
     spilled: HashMap<usize, (Reserved, u32)>,
@@ -160,6 +229,11 @@ impl<B: PmBackend> ZenWorker<B> {
             batch: PersistBatch::new(),
             active: false,
             adaptive: AdaptiveTx::default(),
+            pipelined: false,
+            in_order: false,
+            unfenced_seen: Vec::new(),
+            unfenced_inputs: Vec::new(),
+            unfenced_dependency: None,
             spilled: HashMap::new(),
             spill_cts: None,
             spill_cursor: 0,
@@ -382,15 +456,56 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
         // it waits for.
         self.leave();
         match (ticket, &self.shared.window) {
-            // Every zen commit is durable when acknowledged.
             (CommitTicket::Durable, _) | (CommitTicket::Epoch(_), None) => Ok(()),
             (CommitTicket::Epoch(epoch), Some(window)) => window.wait_durable(self.id, epoch),
+            (CommitTicket::Flushed { worker, cts }, _) => self.fence_flushed(worker as usize, cts),
+        }
+    }
+
+    fn set_acknowledgement(&mut self, acknowledgement: Acknowledgement) {
+        // wbl commits with its window's record, whatever the caller.
+        self.pipelined = acknowledgement != Acknowledgement::AtReturn && self.shared.window.is_none();
+        self.in_order = acknowledgement == Acknowledgement::InOrder;
+    }
+}
+
+impl<B: PmBackend> ZenWorker<B> {
+    /// Makes the commit `cts` of `worker`, whose LP line is flushed and not
+    /// yet fenced, durable (module comment, "Pipelined commits"): this
+    /// worker's own by a flush of the line and a fence of this thread,
+    /// another's the same way once its region is free (its worker may be
+    /// committing, which completes it too). `Closed` once the database is
+    /// closed or crashed: nothing more is made durable then.
+    fn fence_flushed(&mut self, worker: usize, cts: u64) -> DbResult<()> {
+        let shared = &*self.shared;
+        let (heap, pool) = (&shared.heap, &*shared.pool);
+        loop {
+            if heap.unfenced_cts(worker) != cts {
+                return Ok(());
+            }
+            if shared.closed.load(Ordering::Acquire) {
+                return Err(DbError::Closed);
+            }
+            if worker == self.id {
+                let mut state = heap.regions[worker].state.lock();
+                if state.unfenced().is_some_and(|unfenced| unfenced.cts == cts) {
+                    state.fence_unfenced(heap, pool, &shared.epochs, worker);
+                }
+                return Ok(());
+            }
+            if heap.try_complete(pool, &shared.epochs, worker, cts) {
+                return Ok(());
+            }
+            std::thread::yield_now();
         }
     }
 }
 
 impl<B: PmBackend> Drop for ZenWorker<B> {
     fn drop(&mut self) {
+        // A pipelined commit left unfenced stays so (the epoch thread's
+        // bound, or `close`, fences it): a worker dropped by
+        // `Database::crash` must not make anything more durable.
         self.discard_spilled();
         self.finish_exclusive();
         self.shared.epochs.leave(self.id);

@@ -5,7 +5,8 @@
 //!
 //! By concern: the tuple format ([`tuple`]: chunk kinds, header words,
 //! CRC, decoding), reclamation ([`reclaim`]: garbage, the horizon, the LP
-//! pin, tombstone sweeps), and here the chunks, regions and allocation.
+//! pin, tombstone sweeps), a region's unfenced commit ([`unfenced`]), and
+//! here the chunks, regions and allocation.
 //!
 //! # Chunks and slots
 //!
@@ -85,6 +86,25 @@
 //! the region has committed (`pinned`; the paper does not need this because
 //! it assumes the maximum LP tuple survives).
 //!
+//! *Unfenced commits.* A pipelined commit (`durability::zen_persist`,
+//! `LpFence::Later`) flushes its LP line and leaves its fence to a later
+//! one, so until then a crash may lose it. Each region has at most one
+//! such commit: the next commit of its worker issues its first fence after
+//! the flush (flushing the line again first if another thread flushed it),
+//! which makes it durable. The region publishes it ([`unfenced`]: its
+//! Tx-CTS and LP slot, before its rows are unlocked) and holds back what
+//! it superseded and the tombstones it wrote (with the stamps read at its
+//! install) until it is *completed*: durable, then the pin moves to its LP
+//! tuple (so the pin is on the region's latest LP tuple known durable, and
+//! a newer one may be durable too: recovery's horizon is at least the
+//! pinned one's), the held entries are queued, and it is unpublished.
+//! Another thread completes it by flushing the LP line again and fencing
+//! (a version read or overwritten by another worker, a wait for the
+//! commit, the epoch thread's bound); a writer never supersedes a version
+//! of an unfenced commit (`engines::zen::worker`), so what such a commit
+//! holds back cannot be any key's only stale version behind a tombstone a
+//! sweep releases: the key's latest version is the commit's own.
+//!
 //! *Under WBL's window rule* (`CommitRule::Window`, the `wbl` engine) a
 //! version is committed only once a group-commit record covers its
 //! timestamp (`durability::wbl_window`), and until then recovery may have to
@@ -110,6 +130,7 @@
 
 mod reclaim;
 mod tuple;
+mod unfenced;
 
 pub(crate) use reclaim::{horizon_stamp, CommitRule, Garbage, Tombstone};
 pub(crate) use tuple::{
@@ -117,6 +138,8 @@ pub(crate) use tuple::{
     META_LEN, TUPLE_ID_MASK,
 };
 pub use tuple::{is_heap_chunk_kind, FREE_WORD0, HEAP_CHUNK_KIND, HEAP_CHUNK_KIND_FORMATTED};
+pub(crate) use unfenced::Unfenced;
+use unfenced::UnfencedMark;
 
 use crate::epoch::Epochs;
 use crate::error::{DbError, DbResult};
@@ -217,10 +240,24 @@ pub(crate) struct RegionState {
     /// Largest Tx-CTS this region's thread used (per-thread monotone, which
     /// Algorithm 2 relies on).
     pub(crate) last_cts: u64,
-    /// Slot of the region's latest LP tuple (0: none); never reused.
+    /// Slot of the region's latest LP tuple known durable (0: none); never
+    /// reused.
     pinned: u64,
     /// Freed slots held back by the pin.
     deferred: Vec<(u64, SlotKind)>,
+    /// The commit whose LP line is flushed, not yet fenced ([`unfenced`]).
+    unfenced: Option<Unfenced>,
+    /// What it superseded, and the tombstones it wrote: queued once it is
+    /// completed.
+    held_garbage: Vec<Garbage>,
+    held_tombstones: Vec<Tombstone>,
+    /// The region's unfenced commits completed so far, and those of them
+    /// completed by a fence of their own (a flush of the LP line again and
+    /// a fence: between transactions, by another worker, by the epoch
+    /// thread) rather than by the region's next commit. Counted here, under
+    /// the lock, not on a line every region writes.
+    pub(crate) unfenced_completed: u64,
+    pub(crate) unfenced_fenced_again: u64,
 }
 
 /// One thread's heap region. Its state and its inbox each fill their own
@@ -233,6 +270,8 @@ pub(crate) struct Region {
     /// Garbage handed over by other threads (locked only briefly; never
     /// held while taking another lock).
     inbox: CachePadded<Mutex<Vec<Garbage>>>,
+    /// The region's unfenced commit, published ([`unfenced`]).
+    unfenced: CachePadded<UnfencedMark>,
 }
 
 /// The horizon of the last completed sweep.
@@ -306,8 +345,14 @@ impl Heap {
                         last_cts: 0,
                         pinned: 0,
                         deferred: Vec::new(),
+                        unfenced: None,
+                        held_garbage: Vec::new(),
+                        held_tombstones: Vec::new(),
+                        unfenced_completed: 0,
+                        unfenced_fenced_again: 0,
                     })),
                     inbox: CachePadded::new(Mutex::new(Vec::new())),
+                    unfenced: CachePadded::new(UnfencedMark::default()),
                 })
                 .collect(),
             geometries,
@@ -560,6 +605,12 @@ impl Heap {
                 record(garbage.slot, Place::Garbage, None, Some(index))?;
                 audit.garbage += 1;
             }
+            // Held by the region's unfenced commit: its slots may lie in any
+            // region (handed over at completion).
+            for garbage in &state.held_garbage {
+                record(garbage.slot, Place::Garbage, None, None)?;
+                audit.garbage += 1;
+            }
         }
         for (table, start, end) in bump_ranges {
             if let Some((slot, place)) = places.iter().find(|(slot, _)| (start..end).contains(*slot)) {
@@ -596,7 +647,7 @@ impl Heap {
                 free += heap.free_slots(self.geometries[table].slot_size);
                 chunks += heap.chunks.len() as u64;
             }
-            garbage += state.garbage.len() as u64 + region.inbox.lock().len() as u64;
+            garbage += (state.garbage.len() + region.inbox.lock().len() + state.held_garbage.len()) as u64;
         }
         (free, chunks, garbage)
     }
@@ -669,6 +720,11 @@ impl RegionState {
             self.drain_inbox(&heap.regions[region].inbox);
             if self.reclaim(heap, pool, heap.horizon(epochs), usize::MAX) > 0 || self.reclaim_tombstones(heap, pool) > 0
             {
+                continue;
+            }
+            // What the region's unfenced commit holds back becomes garbage
+            // once it is fenced (a fence now rather than an error).
+            if !self.held_garbage.is_empty() && self.fence_unfenced(heap, pool, epochs, region) {
                 continue;
             }
             let thread = heap.regions[region].thread;
