@@ -114,6 +114,12 @@ pub(crate) struct TxState<R: RowKind> {
     /// the table's ordered index ended in. Kept across transactions: a
     /// finger is checked against the leaf's version before use.
     fingers: Vec<Finger>,
+    /// Rows of hash tables the body hinted at (`Transaction::prefetch`),
+    /// in the order of the hints, and how many of them point accesses
+    /// used: an access in the hints' order takes its row from here instead
+    /// of hashing and probing the index again (`TxState::hinted_row`).
+    hints: Vec<(TableId, NonNull<R>)>,
+    hints_used: usize,
 }
 
 // SAFETY: the raw row pointers refer to rows owned by tables that outlive
@@ -156,6 +162,8 @@ impl<R: RowKind> TxState<R> {
             scan_leaves: Vec::new(),
             reclaimer: RowReclaimer::default(),
             fingers: Vec::new(),
+            hints: Vec::new(),
+            hints_used: 0,
         }
     }
 
@@ -227,6 +235,36 @@ impl<R: RowKind> TxState<R> {
         self.leaves.clear();
         self.created.clear();
         self.added_secondaries.clear();
+        self.hints.clear();
+        self.hints_used = 0;
+    }
+
+    /// Notes that the body hinted at `row` of hash table `table` (found by
+    /// its hash tag, key not compared), so the access that follows the
+    /// hints' order can skip its index lookup. Only while the attempt is
+    /// announced in its epoch: the rows must stay allocated until it ends.
+    #[inline]
+    pub(crate) fn note_hint(&mut self, table: TableId, row: &R) {
+        self.hints.push((table, NonNull::from(row)));
+    }
+
+    /// The next hinted row, if it is `key`'s in `table`: the row the index
+    /// maps `key` to, or one unlinked since the hint, whose word is then
+    /// `REMOVED` for good (the caller's read sees it and looks `key` up
+    /// again, past this hint).
+    #[inline]
+    fn hinted_row<'t>(&mut self, table_id: TableId, key: &[u8]) -> Option<&'t R> {
+        let &(table, row) = self.hints.get(self.hints_used)?;
+        // SAFETY: hinted during this attempt, which is announced in its
+        // epoch until the hints are cleared (`clear`, at every attempt's
+        // start and end): an unlinked row is freed only after every
+        // attempt announced when it was unlinked has ended.
+        let row = unsafe { row.as_ref() };
+        if table != table_id || row.key() != key {
+            return None;
+        }
+        self.hints_used += 1;
+        Some(row)
     }
 
     /// Releases the attempt's lock-table locks now (a broken variant of
@@ -290,8 +328,16 @@ impl<R: RowKind> TxState<R> {
         key: &[u8],
         value_capacity: usize,
     ) -> TxResult<&'t R> {
-        // Hash tables have no leaves to point into.
-        let finger = if table.is_ordered() { Some(self.finger(table_id)) } else { None };
+        // Hash tables have no leaves to point into; a hinted row needs no
+        // lookup.
+        let finger = if table.is_ordered() {
+            Some(self.finger(table_id))
+        } else {
+            if let Some(row) = self.hinted_row(table_id, key) {
+                return Ok(row);
+            }
+            None
+        };
         let (row, inserted, change) = table.get_or_insert_near(key, value_capacity, finger)?;
         if inserted {
             self.created.push((table_id, NonNull::from(row), change.map(|change| change.leaf)));

@@ -719,9 +719,14 @@ impl<L: CommitLog, C: CommitRule> EngineWorker for OccWorker<L, C> {
         with_store!(self, write(table, key, op))
     }
 
-    fn prefetch(&mut self, table: TableId, key: &[u8]) {
-        if let Some(table) = self.shared.tables.get(table.0 as usize) {
-            table.prefetch(key, table.schema().max_value_len);
+    fn prefetch(&mut self, table_id: TableId, key: &[u8]) {
+        let Some(table) = self.shared.tables.get(table_id.0 as usize) else { return };
+        // A record keeps its value inline: the row's lines are all.
+        if let Some(row) = table.prefetch_row(key, table.schema().max_value_len) {
+            if self.state.active {
+                // The access that follows takes the row from the hints.
+                self.state.tx.note_hint(table_id, row);
+            }
         }
     }
 

@@ -173,22 +173,13 @@ impl<R: RowKind> Table<R> {
     }
 
     /// Starts loading the row of `key` into the cache without waiting (hash
-    /// tables; a no-op for ordered ones, whose descent is the cost). The
-    /// row's header and up to `value_len` bytes after it are prefetched,
-    /// then whatever the row kind keeps elsewhere
-    /// ([`RowKind::prefetch_value`]).
-    #[inline]
-    pub(crate) fn prefetch(&self, key: &[u8], value_len: usize) {
-        if let Some(row) = self.prefetch_row(key, value_len) {
-            row.prefetch_value();
-        }
-    }
-
-    /// [`Table::prefetch`] of the row alone: returns the row (by its hash
-    /// tag, unverified: rarely another live row), whose
-    /// [`RowKind::prefetch_value`] the caller issues later (it reads the
-    /// row, so issued at once it would wait for the row's miss; a batch of
-    /// hints issues every row first, then every value).
+    /// tables; `None` for ordered ones, whose descent is the cost): the
+    /// row's header and up to `value_len` bytes after it. Returns the row
+    /// (by its hash tag, unverified: rarely another live row), whose
+    /// [`RowKind::prefetch_value`] the caller issues (at once, or later
+    /// when the row keeps its value elsewhere: issued at once it would
+    /// wait for the row's miss; a batch of hints issues every row first,
+    /// then every value).
     #[inline]
     pub(crate) fn prefetch_row(&self, key: &[u8], value_len: usize) -> Option<&R> {
         let PrimaryIndex::Hash(index) = &self.primary else { return None };

@@ -389,6 +389,8 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
         if let Some(row) = self.shared.tables.get(table.0 as usize).and_then(|table| table.prefetch_row(key, 0)) {
             if self.active {
                 self.hinted.push(row as *const Row as usize);
+                // The access that follows takes the row from the hints.
+                self.tx.note_hint(table, row);
             }
         }
     }
