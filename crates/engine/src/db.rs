@@ -854,11 +854,7 @@ impl Transaction<'_> {
             return Err(TxError::Db(DbError::InvalidConfig("write in a read-only transaction".into())));
         }
         if self.recorder.is_some() {
-            // Recorded: read, change a copy, write it back as an update.
-            let Some(mut row) = self.get(table, key)? else { return Ok(None) };
-            let result = modify(&mut row);
-            self.write(table, key, WriteOp::Update(&row))?;
-            return Ok(Some(result));
+            return self.update_recorded(table, key, modify);
         }
         let mut modify = Some(modify);
         let mut result = None;
@@ -868,6 +864,37 @@ impl Transaction<'_> {
                 result = Some(modify(row));
             }
         })?;
+        Ok(result)
+    }
+
+    /// [`Transaction::update_with`] seen by the recorder: the engine's own
+    /// read-modify-write (its read is validated with the commit), with the
+    /// row copied before and after `modify` for the recorder.
+    #[cold]
+    fn update_recorded<R>(
+        &mut self,
+        table: TableId,
+        key: &[u8],
+        modify: impl FnOnce(&mut [u8]) -> R,
+    ) -> TxResult<Option<R>> {
+        let mut modify = Some(modify);
+        let mut result = None;
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        self.writes += 1;
+        let present = self.worker.update_with(table, key, &mut |row| {
+            if let Some(modify) = modify.take() {
+                before.extend_from_slice(row);
+                result = Some(modify(row));
+                after.extend_from_slice(row);
+            }
+        })?;
+        if !present {
+            return Ok(None);
+        }
+        // Recorded once the engine has buffered the update.
+        if let Some(recorder) = self.recorder.as_deref_mut() {
+            recorder.record(table, key, Some(&before), Some(&after));
+        }
         Ok(result)
     }
 

@@ -19,7 +19,9 @@ mod types;
 pub use error::{ReplicaError, ReplicaResult};
 pub use network::{admin_call, Faults, FaultyNetwork, TcpNetwork, TrafficCounter};
 pub use node::{Control, ReplicaOptions, ReplicatedDatabase};
-pub use types::{AdminReply, AdminRequest, Batch, NodeId, NodeStatus, Origin, PoolChecksum, Write, WriteSet};
+pub use types::{
+    AdminReply, AdminRequest, Batch, DamagedRecords, NodeId, NodeStatus, Origin, PoolChecksum, Write, WriteSet,
+};
 
 /// The tables of a replica's pool for these user tables: the user's, then
 /// replication's own (to create and load a pool before its node first

@@ -12,8 +12,8 @@
 //! one transaction, so a restarted node neither skips nor repeats one.
 
 use crate::error::{ReplicaError, ReplicaResult};
-use crate::types::{Origin, WriteSet};
-use pmtx_engine::{Database, DbError, DbOptions, ScanDirection, TableId, TableSchema, TxResult};
+use crate::types::{Origin, Records, WriteSet, RECORD_HEADER};
+use pmtx_engine::{Database, DbError, DbOptions, ScanDirection, TableId, TableSchema, TxError, TxResult};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::ops::Bound;
@@ -55,11 +55,8 @@ pub(crate) fn system_tables(user: &[TableSchema]) -> Vec<TableSchema> {
 /// Bytes of before-images per undo row: a transaction's records are
 /// packed into as few rows as this allows (one record always fits).
 pub(crate) fn undo_row_limit(widest_row: usize) -> usize {
-    (widest_row + UNDO_RECORD_HEADER).max(LOG_CHUNK)
+    (widest_row + RECORD_HEADER).max(LOG_CHUNK)
 }
-
-/// Bytes of an undo record besides its key and value.
-const UNDO_RECORD_HEADER: usize = 4 + 2 + 1 + 4;
 
 /// A user table of the pool.
 #[derive(Clone, Debug)]
@@ -108,65 +105,19 @@ fn undo_key(origin: Origin, seq: u64, write: u32) -> [u8; 20] {
     key
 }
 
-/// Appends a before-image record to an undo row: the row `key` of `table`
-/// held `before` (`None`: absent).
-pub(crate) fn encode_undo(table: TableId, key: &[u8], before: Option<&[u8]>, out: &mut Vec<u8>) {
-    out.extend_from_slice(&table.0.to_le_bytes());
-    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    out.extend_from_slice(key);
-    match before {
-        Some(value) => {
-            out.push(1);
-            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-            out.extend_from_slice(value);
-        }
-        None => out.push(0),
-    }
-}
-
-/// The size of the record [`encode_undo`] appends.
-pub(crate) fn undo_record_len(key: &[u8], before: Option<&[u8]>) -> usize {
-    UNDO_RECORD_HEADER + key.len() + before.map_or(0, <[u8]>::len) - if before.is_some() { 0 } else { 4 }
-}
-
 type UndoImage = (TableId, Vec<u8>, Option<Vec<u8>>);
 
-/// The records of one undo row, in the order they were written.
-fn decode_undo(mut bytes: &[u8]) -> Result<Vec<UndoImage>, DbError> {
-    let corrupt = || DbError::Corrupt("replication undo row is damaged".into());
-    let mut records = Vec::new();
-    while !bytes.is_empty() {
-        if bytes.len() < 7 {
-            return Err(corrupt());
-        }
-        let table = TableId(u32::from_le_bytes(bytes[..4].try_into().unwrap()));
-        let key_len = u16::from_le_bytes(bytes[4..6].try_into().unwrap()) as usize;
-        bytes = &bytes[6..];
-        if bytes.len() < key_len + 1 {
-            return Err(corrupt());
-        }
-        let key = bytes[..key_len].to_vec();
-        let tag = bytes[key_len];
-        bytes = &bytes[key_len + 1..];
-        let before = match tag {
-            0 => None,
-            1 => {
-                if bytes.len() < 4 {
-                    return Err(corrupt());
-                }
-                let len = u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
-                if bytes.len() < 4 + len {
-                    return Err(corrupt());
-                }
-                let value = bytes[4..4 + len].to_vec();
-                bytes = &bytes[4 + len..];
-                Some(value)
-            }
-            _ => return Err(corrupt()),
-        };
-        records.push((table, key, before));
-    }
-    Ok(records)
+/// The records of one undo row (before-images, in the record format of
+/// write sets: `crate::types::encode_record`), in the order they were
+/// written.
+fn decode_undo(bytes: &[u8]) -> Result<Vec<UndoImage>, DbError> {
+    Records::new(bytes)
+        .map(|record| {
+            record
+                .map(|(table, key, before)| (TableId(table), key.to_vec(), before.map(<[u8]>::to_vec)))
+                .map_err(|_| DbError::Corrupt("replication undo row is damaged".into()))
+        })
+        .collect()
 }
 
 /// A table's rows, `(key, value)` in key order.
@@ -500,11 +451,13 @@ fn delete_log_rows(tx: &mut pmtx_engine::Transaction<'_>, log: TableId, from: u6
 
 /// Replays one transaction's writes.
 fn replay(tx: &mut pmtx_engine::Transaction<'_>, txn: &WriteSet) -> TxResult<()> {
-    for write in &txn.writes {
-        match &write.value {
-            Some(value) => tx.put(TableId(write.table), &write.key, value)?,
+    for record in txn.records() {
+        let (table, key, value) =
+            record.map_err(|_| TxError::Db(DbError::Corrupt("replication write set is damaged".into())))?;
+        match value {
+            Some(value) => tx.put(TableId(table), key, value)?,
             None => {
-                tx.delete(TableId(write.table), &write.key)?;
+                tx.delete(TableId(table), key)?;
             }
         }
     }

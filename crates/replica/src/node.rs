@@ -15,12 +15,12 @@
 //! any other.
 
 use crate::error::{ReplicaError, ReplicaResult};
-use crate::local::{encode_undo, meta, undo_record_len, Local};
+use crate::local::{meta, Local};
 use crate::network::{read_frame, write_frame, Faults, FaultyNetwork, Message, Reply, TcpNetwork, TrafficCounter};
 use crate::shared::Shared;
 use crate::storage::{load_snapshot, snapshot_path, LogStore, StateMachine};
 use crate::types::{
-    AdminReply, AdminRequest, Batch, NodeId, NodeStatus, Origin, PoolChecksum, TypeConfig, Write, WriteSet,
+    encode_record, AdminReply, AdminRequest, Batch, NodeId, NodeStatus, Origin, PoolChecksum, TypeConfig, WriteSet,
 };
 use openraft::{BasicNode, ChangeMembers, Config, Raft, ServerState, SnapshotPolicy};
 use pmtx_engine::{
@@ -158,11 +158,15 @@ fn untoken(token: u64) -> (bool, u64, u64) {
     (read, incarnation, token & ((1 << INCARNATION_SHIFT) - 1))
 }
 
-/// What one attempt wrote: after-images to ship, before-images to keep.
+/// What one attempt wrote: after-images to ship, before-images to keep,
+/// each packed as records into one buffer (no allocation per write).
 #[derive(Default)]
 struct Recording {
-    writes: Vec<Write>,
-    undo: Vec<(TableId, Vec<u8>, Option<Vec<u8>>)>,
+    writes: WriteSet,
+    /// Before-image records, in write order.
+    undo: Vec<u8>,
+    /// Where each record of `undo` ends.
+    undo_ends: Vec<usize>,
 }
 
 /// The commit hook of a replicated worker: records the writes, sequences
@@ -177,7 +181,6 @@ struct ReplicaHook {
     /// The read-only commit's incarnation, between the two calls.
     reading: Option<Origin>,
     last_token: u64,
-    undo_row: Vec<u8>,
     /// Undo rows the last `before_commit` wrote.
     undo_rows: u32,
 }
@@ -240,8 +243,10 @@ impl NodeCore {
 
 impl WriteRecorder for ReplicaHook {
     fn record(&mut self, table: TableId, key: &[u8], before: Option<&[u8]>, after: Option<&[u8]>) {
-        self.recording.writes.push(Write { table: table.0, key: key.to_vec(), value: after.map(<[u8]>::to_vec) });
-        self.recording.undo.push((table, key.to_vec(), before.map(<[u8]>::to_vec)));
+        let recording = &mut self.recording;
+        recording.writes.push(table.0, key, after);
+        encode_record(table.0, key, before, &mut recording.undo);
+        recording.undo_ends.push(recording.undo.len());
     }
 }
 
@@ -249,6 +254,7 @@ impl CommitHook for ReplicaHook {
     fn begin_attempt(&mut self, _read_only: bool) {
         self.recording.writes.clear();
         self.recording.undo.clear();
+        self.recording.undo_ends.clear();
         if self.gate.is_none() {
             self.gate = Some(self.node.shared.gate.read_arc());
         }
@@ -271,19 +277,20 @@ impl CommitHook for ReplicaHook {
         }
         let (origin, seq) = (leadership.origin, leadership.next_seq);
         let (undo_table, limit) = (shared.local.undo, shared.local.undo_row_limit);
-        // The before-images, packed into as few rows as fit.
-        let mut rows = 0u32;
-        self.undo_row.clear();
-        for (table, key, before) in &self.recording.undo {
-            if !self.undo_row.is_empty() && self.undo_row.len() + undo_record_len(key, before.as_deref()) > limit {
+        // The before-images, packed into as few rows as fit: a row is the
+        // records from `start` to `end`.
+        let undo = &self.recording.undo;
+        let (mut rows, mut start, mut end) = (0u32, 0usize, 0usize);
+        for &record_end in &self.recording.undo_ends {
+            if end > start && record_end - start > limit {
                 // On failure the guard drops with the error: the sequencer is free.
-                tx.put(undo_table, &Local::undo_key(origin, seq, rows), &self.undo_row)?;
+                tx.put(undo_table, &Local::undo_key(origin, seq, rows), &undo[start..end])?;
                 rows += 1;
-                self.undo_row.clear();
+                start = end;
             }
-            encode_undo(*table, key, before.as_deref(), &mut self.undo_row);
+            end = record_end;
         }
-        tx.put(undo_table, &Local::undo_key(origin, seq, rows), &self.undo_row)?;
+        tx.put(undo_table, &Local::undo_key(origin, seq, rows), &undo[start..end])?;
         self.undo_rows = rows + 1;
         self.sequencer = Some(leadership);
         Ok(())
@@ -303,8 +310,9 @@ impl CommitHook for ReplicaHook {
             let seq = leadership.next_seq;
             leadership.next_seq += 1;
             self.last_token = token(false, leadership.origin.incarnation, seq);
-            let writes = std::mem::take(&mut self.recording.writes);
-            shared.proposals.lock().push_back((seq, WriteSet { writes, undo_rows: self.undo_rows }));
+            let mut writes = self.recording.writes.take();
+            writes.undo_rows = self.undo_rows;
+            shared.proposals.lock().push_back((seq, writes));
             drop(leadership);
             shared.proposals_ready.notify_one();
         }
@@ -500,7 +508,6 @@ impl ReplicatedDatabase {
             sequencer: None,
             reading: None,
             last_token: 0,
-            undo_row: Vec::new(),
             undo_rows: 0,
         }));
         Ok(worker)

@@ -31,14 +31,173 @@ pub struct Write {
     pub value: Option<Vec<u8>>,
 }
 
-/// The writes of one committed transaction, in the order it made them.
+/// The writes of one committed transaction, in the order it made them,
+/// packed into one buffer as records (see [`WriteSet::push`]): a write
+/// costs no allocation of its own when it is recorded, and the set is
+/// encoded, sent, cloned and decoded as one byte string.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriteSet {
-    /// The writes.
-    pub writes: Vec<Write>,
+    #[serde(with = "byte_string")]
+    packed: Vec<u8>,
     /// Undo rows the executing node wrote for it (its before-images); the
     /// node deletes them when it applies the entry, others ignore it.
     pub undo_rows: u32,
+}
+
+impl WriteSet {
+    /// Appends a write: row `key` of table `table` becomes `value` (`None`:
+    /// deleted). Keys are at most 65,535 bytes, as in every pmtx table.
+    pub fn push(&mut self, table: u32, key: &[u8], value: Option<&[u8]>) {
+        encode_record(table, key, value, &mut self.packed);
+    }
+
+    /// Whether it holds no write.
+    pub fn is_empty(&self) -> bool {
+        self.packed.is_empty()
+    }
+
+    /// Forgets every write (keeping the buffer).
+    pub fn clear(&mut self) {
+        self.packed.clear();
+    }
+
+    /// Takes the writes, leaving an empty set with room for as many bytes.
+    pub(crate) fn take(&mut self) -> WriteSet {
+        let room = Vec::with_capacity(self.packed.len());
+        WriteSet { packed: std::mem::replace(&mut self.packed, room), undo_rows: std::mem::take(&mut self.undo_rows) }
+    }
+
+    /// The writes, decoded; an error names a damaged set.
+    pub fn writes(&self) -> Result<Vec<Write>, DamagedRecords> {
+        self.records()
+            .map(|record| {
+                record.map(|(table, key, value)| Write { table, key: key.to_vec(), value: value.map(<[u8]>::to_vec) })
+            })
+            .collect()
+    }
+
+    /// The writes, borrowed from the buffer, in order.
+    pub(crate) fn records(&self) -> Records<'_> {
+        Records { bytes: &self.packed }
+    }
+}
+
+/// A packed record list (a write set, an undo row) that does not decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a packed write record is damaged")]
+pub struct DamagedRecords;
+
+/// Bytes of a record besides its key and value.
+pub(crate) const RECORD_HEADER: usize = 4 + 2 + 1 + 4;
+
+/// Appends one record: `table` (u32 LE), the key's length (u16 LE), the
+/// key, then 0 (no value) or 1, the value's length (u32 LE) and the value.
+pub(crate) fn encode_record(table: u32, key: &[u8], value: Option<&[u8]>, out: &mut Vec<u8>) {
+    debug_assert!(key.len() <= u16::MAX as usize);
+    out.extend_from_slice(&table.to_le_bytes());
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(key);
+    match value {
+        Some(value) => {
+            out.push(1);
+            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+            out.extend_from_slice(value);
+        }
+        None => out.push(0),
+    }
+}
+
+/// The records of a packed buffer, borrowed: `(table, key, value)`.
+pub(crate) struct Records<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Records<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+        Self { bytes }
+    }
+}
+
+/// A decoded record: table, key, value (`None`: absent or deleted).
+pub(crate) type Record<'a> = (u32, &'a [u8], Option<&'a [u8]>);
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Result<Record<'a>, DamagedRecords>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.bytes.is_empty() {
+            return None;
+        }
+        let record = decode_record(self.bytes);
+        match record {
+            Ok((record, rest)) => {
+                self.bytes = rest;
+                Some(Ok(record))
+            }
+            Err(error) => {
+                self.bytes = &[];
+                Some(Err(error))
+            }
+        }
+    }
+}
+
+fn decode_record(bytes: &[u8]) -> Result<(Record<'_>, &[u8]), DamagedRecords> {
+    let header = bytes.get(..6).ok_or(DamagedRecords)?;
+    let table = u32::from_le_bytes(header[..4].try_into().expect("4 bytes"));
+    let key_len = u16::from_le_bytes(header[4..6].try_into().expect("2 bytes")) as usize;
+    let key = bytes.get(6..6 + key_len).ok_or(DamagedRecords)?;
+    let rest = &bytes[6 + key_len..];
+    match rest.first() {
+        Some(0) => Ok(((table, key, None), &rest[1..])),
+        Some(1) => {
+            let len = rest.get(1..5).ok_or(DamagedRecords)?;
+            let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+            let value = rest.get(5..5 + len).ok_or(DamagedRecords)?;
+            Ok(((table, key, Some(value)), &rest[5 + len..]))
+        }
+        _ => Err(DamagedRecords),
+    }
+}
+
+/// Serde for a `Vec<u8>` as a byte string (bincode: a length and the bytes,
+/// copied whole instead of element by element).
+mod byte_string {
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(bytes)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        deserializer.deserialize_byte_buf(Bytes)
+    }
+
+    struct Bytes;
+
+    impl<'de> serde::de::Visitor<'de> for Bytes {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            formatter.write_str("a byte string")
+        }
+
+        fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<Vec<u8>, E> {
+            Ok(bytes.to_vec())
+        }
+
+        fn visit_byte_buf<E: serde::de::Error>(self, bytes: Vec<u8>) -> Result<Vec<u8>, E> {
+            Ok(bytes)
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+            let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+            while let Some(byte) = seq.next_element()? {
+                bytes.push(byte);
+            }
+            Ok(bytes)
+        }
+    }
 }
 
 /// Which leader term of which node produced a batch: a node's pool holds
@@ -161,4 +320,58 @@ pub enum AdminReply {
     Checksum(PoolChecksum),
     /// Refused or failed, with the reason.
     Error(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set() -> WriteSet {
+        let mut set = WriteSet::default();
+        set.push(3, b"key", Some(b"value"));
+        set.push(0, b"", None);
+        set.push(u32::MAX, &[7; 300], Some(&[]));
+        set.undo_rows = 2;
+        set
+    }
+
+    #[test]
+    fn a_write_set_keeps_its_writes_in_order_through_bincode() {
+        let batch = Batch { origin: Origin { node: 2, incarnation: 9 }, first_seq: 41, txns: vec![set(), set()] };
+        let bytes = bincode::serialize(&batch).unwrap();
+        // A byte string, not a sequence of bytes each with a header: the
+        // packed writes plus a length and the undo row count per set.
+        let packed = set().packed.len();
+        assert_eq!(bytes.len(), 8 + 8 + 8 + 8 + 2 * (8 + packed + 4));
+        let decoded: Batch = bincode::deserialize(&bytes).unwrap();
+        assert_eq!(decoded, batch);
+        assert_eq!(
+            decoded.txns[1].writes().unwrap(),
+            vec![
+                Write { table: 3, key: b"key".to_vec(), value: Some(b"value".to_vec()) },
+                Write { table: 0, key: Vec::new(), value: None },
+                Write { table: u32::MAX, key: vec![7; 300], value: Some(Vec::new()) },
+            ]
+        );
+        assert_eq!(decoded.txns[1].undo_rows, 2);
+    }
+
+    #[test]
+    fn a_damaged_write_set_is_reported_not_replayed_short() {
+        let whole = set().packed;
+        for cut in 1..whole.len() {
+            let records: Vec<_> = Records::new(&whole[..cut]).collect();
+            // A cut inside a record damages it; a cut between records
+            // leaves whole records only.
+            let boundaries = [3 + 6 + 1 + 4 + 5, 3 + 6 + 1 + 4 + 5 + 6 + 1];
+            if boundaries.contains(&cut) {
+                assert!(records.iter().all(Result::is_ok), "cut at {cut}");
+            } else {
+                assert_eq!(records.last(), Some(&Err(DamagedRecords)), "cut at {cut}");
+            }
+        }
+        let mut bad_tag = whole.clone();
+        bad_tag[4 + 2 + 3] = 2;
+        assert_eq!(Records::new(&bad_tag).next(), Some(Err(DamagedRecords)));
+    }
 }
