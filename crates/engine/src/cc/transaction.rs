@@ -248,6 +248,12 @@ impl<R: RowKind> TxState<R> {
         self.hints.push((table, NonNull::from(row)));
     }
 
+    /// The rows hinted in this attempt, in the order of the hints.
+    #[inline]
+    pub(crate) fn hinted_rows(&self) -> &[(TableId, NonNull<R>)] {
+        &self.hints
+    }
+
     /// The next hinted row, if it is `key`'s in `table`: the row the index
     /// maps `key` to, or one unlinked since the hint, whose word is then
     /// `REMOVED` for good (the caller's read sees it and looks `key` up

@@ -153,9 +153,9 @@ pub(crate) struct ZenWorker<B: PmBackend> {
     retired: Vec<Garbage>,
     tombstones: Vec<(usize, u64)>,
     old_value: Vec<u8>,
-    /// Rows hinted by `prefetch` whose Met-Cache entries are not yet
-    /// prefetched (addresses; alive while the attempt is announced).
-    hinted: Vec<usize>,
+    /// How many of the attempt's hinted rows (`TxState::hinted_rows`)
+    /// had their Met-Cache entries prefetched.
+    hinted_values: usize,
     batch: PersistBatch,
     active: bool,
     /// `zen+`: the running transaction's accesses and exclusive stage.
@@ -225,7 +225,7 @@ impl<B: PmBackend> ZenWorker<B> {
             retired: Vec::new(),
             tombstones: Vec::new(),
             old_value: Vec::new(),
-            hinted: Vec::new(),
+            hinted_values: 0,
             batch: PersistBatch::new(),
             active: false,
             adaptive: AdaptiveTx::default(),
@@ -283,17 +283,19 @@ impl<B: PmBackend> ZenWorker<B> {
     /// access (see `prefetch`).
     #[inline]
     fn prefetch_hinted_values(&mut self) {
-        for row in self.hinted.drain(..) {
+        let hinted = self.tx.hinted_rows();
+        for &(_, row) in hinted.get(self.hinted_values..).unwrap_or_default() {
             // SAFETY: hinted while this attempt is announced (`prefetch`),
-            // and the list is emptied before the attempt ends
-            // (`after_attempt`, `leave`): indexed rows are freed only after
-            // every attempt announced when they were unlinked has ended.
-            unsafe { &*(row as *const Row) }.prefetch_value();
+            // and the hints are cleared when the attempt ends
+            // (`TxState::finish`): indexed rows are freed only after every
+            // attempt announced when they were unlinked has ended.
+            unsafe { row.as_ref() }.prefetch_value();
         }
+        self.hinted_values = hinted.len();
     }
 
     fn leave(&mut self) {
-        self.hinted.clear();
+        self.hinted_values = 0;
         if self.active {
             self.shared.epochs.leave(self.id);
             self.active = false;
@@ -302,7 +304,7 @@ impl<B: PmBackend> ZenWorker<B> {
 
     /// Queues rows left absent and reclaims what is due.
     fn after_attempt(&mut self) {
-        self.hinted.clear();
+        self.hinted_values = 0;
         let shared = &*self.shared;
         self.tx.finish(shared.epochs.global(), &shared.tables);
         if self.tx.reclaimer.backlog() > 0 {
@@ -388,8 +390,8 @@ impl<B: PmBackend> EngineWorker for ZenWorker<B> {
         // its row.
         if let Some(row) = self.shared.tables.get(table.0 as usize).and_then(|table| table.prefetch_row(key, 0)) {
             if self.active {
-                self.hinted.push(row as *const Row as usize);
-                // The access that follows takes the row from the hints.
+                // Its value is prefetched at the next access, and the
+                // access that follows the hints' order takes the row.
                 self.tx.note_hint(table, row);
             }
         }
