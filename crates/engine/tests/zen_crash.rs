@@ -35,9 +35,11 @@
 //! crash state is captured right after every acknowledgement. The shared
 //! counter makes the workers depend on each other's unfenced commits: the
 //! oracle's `ctr/total` check fails if one worker's commit survives a crash
-//! that loses an unfenced commit it read. With the `fault-injection`
-//! feature, the broken variants `zen-ack-before-next-fence` and
-//! `zen-commits-on-unfenced-writes` must be caught by the same run.
+//! that loses an unfenced commit it read. Whether the two threads meet on
+//! an unfenced commit is up to the scheduler there, so a third run steps
+//! the two workers in lockstep to make both orders happen in every round;
+//! with the `fault-injection` feature, that run must catch the broken
+//! variants `zen-ack-before-next-fence` and `zen-commits-on-unfenced-writes`.
 //!
 //! Failures print the seed (override with `PMTX_CRASH_SEED`) and the image.
 
@@ -185,6 +187,47 @@ fn check_state(seed: u64, state: &DbState, acks: &Acks, event: u64) -> Result<()
     Ok(())
 }
 
+/// The workload's tables.
+#[derive(Clone, Copy)]
+struct TableIds {
+    accounts: pmtx_engine::TableId,
+    seq: pmtx_engine::TableId,
+    hist: pmtx_engine::TableId,
+    ctr: pmtx_engine::TableId,
+}
+
+impl TableIds {
+    fn of(db: &pmtx_engine::Database) -> Self {
+        let id = |name| db.table_id(name).unwrap();
+        Self { accounts: id("accounts"), seq: id("seq"), hist: id("hist"), ctr: id("ctr") }
+    }
+}
+
+/// Transaction `k` of worker `id`: its transfer, `seq/<id>` = `k`, history
+/// row `k` in and `k-3` out, and the shared counter incremented.
+fn transfer(
+    tx: &mut pmtx_engine::Transaction<'_>,
+    ids: &TableIds,
+    model: &Transfers,
+    id: usize,
+    k: u64,
+) -> pmtx_engine::TxResult<()> {
+    let seed = model.seed;
+    let (from, to, amount) = model.transfer(0, id, k);
+    let a = le_i64(&tx.get(ids.accounts, &account_key(from))?.expect("from exists")).unwrap();
+    let b = le_i64(&tx.get(ids.accounts, &account_key(to))?.expect("to exists")).unwrap();
+    tx.put(ids.accounts, &account_key(from), &(a - amount).to_le_bytes())?;
+    tx.put(ids.accounts, &account_key(to), &(b + amount).to_le_bytes())?;
+    tx.put(ids.seq, &seq_key(id), &k.to_le_bytes())?;
+    assert!(tx.insert(ids.hist, &hist_key(id, k), &hist_value(seed, id, k))?);
+    if k > 3 {
+        assert!(tx.delete(ids.hist, &hist_key(id, k - 3))?);
+    }
+    let count = le_i64(&tx.get(ids.ctr, CTR_KEY)?.expect("counter exists")).unwrap();
+    tx.put(ids.ctr, CTR_KEY, &(count + 1).to_le_bytes())?;
+    Ok(())
+}
+
 fn run_workload(
     options: DbOptions,
     acknowledge: Acknowledge,
@@ -193,10 +236,7 @@ fn run_workload(
     let model = model(seed);
     let capture = CapturePolicy { every_nth: 4, random_per_million: 100_000, at_labels_only: false, max_states: 6_000 };
     let (pool, db, load) = model.create_loaded(options, capture, "seq", &[("ctr", CTR_KEY, &0u64.to_le_bytes())]);
-    let accounts = db.table_id("accounts").unwrap();
-    let seq = db.table_id("seq").unwrap();
-    let hist = db.table_id("hist").unwrap();
-    let ctr = db.table_id("ctr").unwrap();
+    let ids = TableIds::of(&db);
     let (events, _) = support::run_workers(&db, WORKERS, None, |id| {
         let mut worker = db.worker(id).unwrap();
         let mut acked = Vec::with_capacity(TXNS as usize);
@@ -206,21 +246,7 @@ fn run_workload(
             acked.push(pool.backend().capture_now(ACK_POINT));
         };
         for k in 1..=TXNS {
-            let (from, to, amount) = model.transfer(0, id, k);
-            let body = |tx: &mut pmtx_engine::Transaction<'_>| {
-                let a = le_i64(&tx.get(accounts, &account_key(from))?.expect("from exists")).unwrap();
-                let b = le_i64(&tx.get(accounts, &account_key(to))?.expect("to exists")).unwrap();
-                tx.put(accounts, &account_key(from), &(a - amount).to_le_bytes())?;
-                tx.put(accounts, &account_key(to), &(b + amount).to_le_bytes())?;
-                tx.put(seq, &seq_key(id), &k.to_le_bytes())?;
-                assert!(tx.insert(hist, &hist_key(id, k), &hist_value(seed, id, k))?);
-                if k > 3 {
-                    assert!(tx.delete(hist, &hist_key(id, k - 3))?);
-                }
-                let count = le_i64(&tx.get(ctr, CTR_KEY)?.expect("counter exists")).unwrap();
-                tx.put(ctr, CTR_KEY, &(count + 1).to_le_bytes())?;
-                Ok(())
-            };
+            let body = |tx: &mut pmtx_engine::Transaction<'_>| transfer(tx, &ids, &model, id, k);
             match acknowledge {
                 Acknowledge::AtReturn => {
                     let finished = worker.run(body).unwrap();
@@ -319,13 +345,14 @@ fn zen_crash_images_recover_acknowledged_prefixes() {
 /// Pipelined commits (one fence per writing transaction, the LP line's
 /// fence left to a later one): every acknowledged commit survives, and no
 /// commit survives without the unfenced commits of the other worker it read
-/// (the shared counter). Some commits were completed by the other worker or
-/// between transactions, not only by their worker's next commit.
+/// (the shared counter). How often one worker meets the other's unfenced
+/// commit is up to the scheduler here (none is possible);
+/// `zen_interleaved_pipelined_commits_recover_acknowledged_prefixes` makes
+/// it happen.
 fn pipelined_crash_images_recover_acknowledged_prefixes(engine: EngineKind, cc: CcProtocol, default_seed: u64) {
     let stats = check_run(engine, cc, default_seed, Acknowledge::Pipelined, |_| {});
     let counter = |name: &str| stats.engine_counters.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v);
     assert!(counter("unfenced_completed") >= 2 * TXNS, "{:?}", stats.engine_counters);
-    assert!(counter("unfenced_fenced_again") > 0, "no commit was fenced again: {:?}", stats.engine_counters);
 }
 
 #[test]
@@ -353,18 +380,197 @@ fn zen_plus_pipelined_crash_images_recover_acknowledged_prefixes() {
     pipelined_crash_images_recover_acknowledged_prefixes(EngineKind::ZenPlus, CcProtocol::Hekaton, 0x2E40_F1B5);
 }
 
-/// The controls: the pipelined run must catch each broken variant of the
-/// pipelined commit (feature `fault-injection`: `cargo test -p pmtx-engine
+/// Rounds of [`interleaved_pipelined_commits`].
+const INTERLEAVED_ROUNDS: u64 = 20;
+
+/// A step of [`interleaved_pipelined_commits`] after worker 0's commit.
+#[derive(Clone, Copy)]
+enum Step {
+    SecondCommits,
+    SecondReads,
+    FirstDrains,
+}
+
+/// Two workers' pipelined commits interleaved on one thread, so that the
+/// cross-worker dependency happens in every round instead of when the
+/// scheduler makes it: worker 0's commit `k` is left unfenced, then worker
+/// 1's commit `k` (`run`: acknowledged at return) reads and overwrites the
+/// shared counter worker 0 just wrote; a crash state is taken then, and
+/// again after worker 0's acknowledgements are drained. Every image of
+/// every state is checked (`check_state`); panics, naming the seed, at the
+/// first violation. The ticker's completion of commits left unfenced for a
+/// step (at most 5 ms) can pre-empt a round, never all of them.
+fn interleaved_pipelined_commits(
+    engine: EngineKind,
+    cc: CcProtocol,
+    default_seed: u64,
+    configure: impl Fn(&mut DbOptions),
+) -> (support::Tally, pmtx_engine::EngineStats) {
+    let seed = support::seed(default_seed);
+    eprintln!(
+        "zen_crash ({engine}, cc={cc}, interleaved pipelined commits): seed {seed:#x} (set PMTX_CRASH_SEED to replay)"
+    );
+    let options = {
+        let mut options = options(engine, cc, seed);
+        options.epoch_interval = Duration::from_secs(1);
+        configure(&mut options);
+        options
+    };
+    let model = model(seed);
+    let (pool, db, load) =
+        model.create_loaded(options.clone(), CapturePolicy::NONE, "seq", &[("ctr", CTR_KEY, &0u64.to_le_bytes())]);
+    let ids = TableIds::of(&db);
+    // Worker 0 runs on its own thread (a fence orders only its own
+    // thread's flushes), in lockstep with this one: `Some(k)` commits its
+    // transaction `k`, `None` drains its acknowledgements.
+    let (to_first, first_inbox) = std::sync::mpsc::channel::<Option<u64>>();
+    let (first_done, from_first) = std::sync::mpsc::channel::<()>();
+    let mut states = Vec::new();
+    let mut second_acks = Vec::new();
+    let first_acks = std::thread::scope(|scope| {
+        let (db, pool, ids, model) = (&db, &pool, &ids, &model);
+        let first = scope.spawn(move || {
+            let mut worker = db.worker(0).unwrap();
+            let mut acks = Vec::new();
+            let record = |acks: &mut Vec<u64>, tag: u32| {
+                assert_eq!(tag as usize, acks.len() + 1, "acknowledged out of order");
+                acks.push(pool.backend().event_count());
+            };
+            while let Ok(step) = first_inbox.recv() {
+                match step {
+                    Some(k) => {
+                        let (outcome, _) =
+                            worker.run_pipelined(k as u32, false, |tx| transfer(tx, ids, model, 0, k)).unwrap();
+                        assert_eq!(outcome, Outcome::Committed(()));
+                    }
+                    None => worker.drain_acknowledged(|tag, _| record(&mut acks, tag)),
+                }
+                first_done.send(()).unwrap();
+            }
+            worker.wait_all_acknowledged(|tag, _| record(&mut acks, tag)).unwrap();
+            acks
+        });
+        let mut second = db.worker(1).unwrap();
+        let first_step = |step: Option<u64>| {
+            to_first.send(step).unwrap();
+            from_first.recv().unwrap();
+        };
+        for k in 1..=INTERLEAVED_ROUNDS {
+            first_step(Some(k));
+            // Odd rounds: worker 1 commits on worker 0's unfenced commit
+            // first; even rounds: worker 0 drains first, then worker 1
+            // reads the counter (a read-only transaction acknowledged at
+            // return: it fences worker 0's commit again) and commits.
+            let steps: &[Step] = if k % 2 == 1 {
+                &[Step::SecondCommits, Step::FirstDrains]
+            } else {
+                &[Step::FirstDrains, Step::SecondReads, Step::SecondCommits]
+            };
+            for step in steps {
+                match step {
+                    Step::SecondCommits => {
+                        let finished = second.run(|tx| transfer(tx, ids, model, 1, k)).unwrap();
+                        assert_eq!(finished.outcome, Outcome::Committed(()));
+                        second_acks.push(pool.backend().event_count());
+                    }
+                    Step::SecondReads => {
+                        let finished = second.run_read_only(|tx| tx.get(ids.ctr, CTR_KEY)).unwrap();
+                        let count = le_u64(&finished.committed().flatten().expect("counter exists"));
+                        assert_eq!(count, Ok(2 * k - 1));
+                    }
+                    Step::FirstDrains => first_step(None),
+                }
+                states.push(pool.backend().crash_state_now(ACK_POINT));
+            }
+        }
+        drop(to_first);
+        first.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    });
+    states.push(pool.backend().crash_state_now(ACK_POINT));
+    let stats = db.stats();
+    db.close().unwrap();
+    let acks = Acks::all_acknowledged(load, vec![first_acks, second_acks]);
+    let recovery = Recovery::transactional(options, hashed_keys());
+    let tally = recovery.check_images("interleaved pipelined commits", &states, RUN_BUDGET, None, |state, event| {
+        check_state(seed, state, &acks, event)
+    });
+    assert_eq!(tally.states, states.len());
+    (tally, stats)
+}
+
+fn interleaved_pipelined_commits_recover_acknowledged_prefixes(
+    engine: EngineKind,
+    cc: CcProtocol,
+    default_seed: u64,
+    configure: impl Fn(&mut DbOptions),
+) {
+    let (tally, stats) = interleaved_pipelined_commits(engine, cc, default_seed, configure);
+    // Some states had lines still pending (the unfenced commits), and
+    // worker 1's reads fenced worker 0's unfenced commits again.
+    assert!(tally.images > tally.states, "{tally:?}");
+    let counter = |name: &str| stats.engine_counters.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v);
+    assert!(counter("unfenced_fenced_again") > 0, "{:?}", stats.engine_counters);
+}
+
+#[test]
+fn zen_interleaved_pipelined_commits_recover_acknowledged_prefixes() {
+    interleaved_pipelined_commits_recover_acknowledged_prefixes(EngineKind::Zen, CcProtocol::Silo, 0x2E40_F11E, |_| {});
+}
+
+#[test]
+fn zen_interleaved_under_no_wait_recover_acknowledged_prefixes() {
+    interleaved_pipelined_commits_recover_acknowledged_prefixes(
+        EngineKind::Zen,
+        CcProtocol::NoWait,
+        0x2E40_F12E,
+        |_| {},
+    );
+}
+
+#[test]
+fn zen_interleaved_under_hekaton_recover_acknowledged_prefixes() {
+    interleaved_pipelined_commits_recover_acknowledged_prefixes(
+        EngineKind::Zen,
+        CcProtocol::Hekaton,
+        0x2E40_F13E,
+        |_| {},
+    );
+}
+
+#[test]
+fn zen_naive_alloc_interleaved_recover_acknowledged_prefixes() {
+    interleaved_pipelined_commits_recover_acknowledged_prefixes(
+        EngineKind::ZenNaiveAlloc,
+        CcProtocol::Silo,
+        0x2E40_F14E,
+        |_| {},
+    );
+}
+
+#[test]
+fn zen_plus_interleaved_recover_acknowledged_prefixes() {
+    // Regions large enough to stay out of the exclusive stage, whose
+    // commits are not pipelined.
+    interleaved_pipelined_commits_recover_acknowledged_prefixes(
+        EngineKind::ZenPlus,
+        CcProtocol::Hekaton,
+        0x2E40_F15E,
+        |options| options.zen.cache_bytes = 64 << 10,
+    );
+}
+
+/// The controls: the interleaved pipelined commits must catch each broken
+/// variant of the pipelined commit (feature `fault-injection`: `cargo test -p pmtx-engine
 /// --features fault-injection --test zen_crash`).
 #[cfg(feature = "fault-injection")]
 fn pipelined_broken_variant_is_caught(fault: pmtx_engine::Fault, default_seed: u64) {
     let caught = std::panic::catch_unwind(|| {
-        check_run(EngineKind::Zen, CcProtocol::Silo, default_seed, Acknowledge::Pipelined, |options| {
+        interleaved_pipelined_commits(EngineKind::Zen, CcProtocol::Silo, default_seed, |options| {
             options.fault = Some(fault)
         })
     });
     let message = match caught {
-        Ok(_) => panic!("the pipelined run missed {}", fault.name()),
+        Ok((tally, _)) => panic!("interleaved pipelined commits ({tally:?}) missed {}", fault.name()),
         Err(panic) => support::panic_message(&*panic),
     };
     eprintln!("{} caught: {message}", fault.name());
