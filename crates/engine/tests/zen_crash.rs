@@ -391,15 +391,16 @@ enum Step {
     FirstDrains,
 }
 
-/// Two workers' pipelined commits interleaved on one thread, so that the
-/// cross-worker dependency happens in every round instead of when the
-/// scheduler makes it: worker 0's commit `k` is left unfenced, then worker
-/// 1's commit `k` (`run`: acknowledged at return) reads and overwrites the
-/// shared counter worker 0 just wrote; a crash state is taken then, and
-/// again after worker 0's acknowledgements are drained. Every image of
-/// every state is checked (`check_state`); panics, naming the seed, at the
-/// first violation. The ticker's completion of commits left unfenced for a
-/// step (at most 5 ms) can pre-empt a round, never all of them.
+/// Two workers' pipelined commits stepped in lockstep (worker 0 on a
+/// thread of its own), so that the cross-worker dependency happens in
+/// every round instead of when the scheduler makes it: worker 0's commit
+/// `k` is left unfenced, then worker 1's commit `k` (`run`: acknowledged
+/// at return) reads and overwrites the shared counter worker 0 just wrote,
+/// before or after worker 0 drains its acknowledgements (see the rounds
+/// below); a crash state is taken after each step. Every image of every
+/// state is checked (`check_state`); panics, naming the seed, at the first
+/// violation. The ticker's completion of commits left unfenced for a step
+/// (at most 5 ms) can pre-empt a round, never all of them.
 fn interleaved_pipelined_commits(
     engine: EngineKind,
     cc: CcProtocol,
