@@ -639,8 +639,9 @@ impl Harness {
         }
     }
 
-    /// The TPC-C random client of `worker` (other workloads: none).
-    fn random_client(&self, worker: usize) -> Option<TpccClient> {
+    /// The TPC-C random client of `worker` (other workloads: none). Every
+    /// client of a harness shares its in-memory delivery hints.
+    pub fn random_client(&self, worker: usize) -> Option<TpccClient> {
         self.tpcc.as_ref().map(|tpcc| tpcc.tpcc_client(worker, self.threads, derive(self.seed, &[5, worker as u64])))
     }
 

@@ -362,7 +362,15 @@ impl TpccClient {
             // The order id delivered in each district (0: none).
             let mut delivered = [0u32; DISTRICTS_PER_WAREHOUSE as usize];
             for d in 1..=DISTRICTS_PER_WAREHOUSE {
-                let lower = keys::new_order(w, d, shared.hint(w, d).load(Ordering::Acquire));
+                // IMPORTANT: from one below the hint. That row was deleted
+                // by the delivery that advanced the hint, which may not be
+                // durable yet (a pipelined commit is acknowledged later,
+                // and the hint moves when it commits). Reading it, absent,
+                // makes this delivery depend on that one, so no crash can
+                // keep this delivery and lose that one (which would leave
+                // a gap in NO_O_ID: consistency condition 3).
+                let hint = shared.hint(w, d).load(Ordering::Acquire);
+                let lower = keys::new_order(w, d, hint.saturating_sub(1));
                 let upper = keys::district(w, d + 1);
                 let mut oldest = None;
                 tx.scan_with(

@@ -405,7 +405,9 @@ pub(crate) struct Shared {
     pub(crate) load_seed: u64,
     pub(crate) mix: Mix,
     pub(crate) mix_weights: [u32; 5],
-    /// Per (w, d): every new-order row below this id is gone for good.
+    /// Per (w, d): every new-order row below this id was deleted by a
+    /// committed delivery (the latest of them, of row id - 1, may not be
+    /// durable yet: `client.rs`, Delivery).
     pub(crate) delivery_hints: Vec<AtomicU32>,
 }
 
