@@ -8,8 +8,15 @@ use crate::durability::zen_persist::LpFence;
 /// How long a commit that overwrites a version of another region's
 /// unfenced commit waits for that region while it is busy (its worker is
 /// committing, and that commit's first fence completes it) before aborting
-/// (`NotYetDurable`, retried).
+/// (`NotYetDurable`, retried), when that region comes after its own.
 const HELP_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// The same wait for a region that comes before the committer's own: the
+/// committer holds its own region, and that region's worker may be waiting
+/// for it (two hot rows, each last written by the other worker); regions
+/// are waited for in id order only, so this side gives up soon and frees
+/// its region instead of both waiting out [`HELP_WAIT`].
+const HELP_WAIT_AGAINST_ORDER: std::time::Duration = std::time::Duration::from_micros(20);
 
 /// What a Zen commit holds from its reservations to its maintenance.
 pub(crate) struct Held<'s> {
@@ -401,8 +408,9 @@ impl<B: PmBackend> ZenWorker<B> {
     /// A writing attempt's unfenced inputs (`check_inputs_durable`): locks
     /// the region of each one it overwrites (waiting up to [`HELP_WAIT`]
     /// while that region's worker commits, whose first fence completes it,
-    /// then aborting), then adds each one's LP line to the batch its first
-    /// fence makes durable.
+    /// then aborting; [`HELP_WAIT_AGAINST_ORDER`] for a region before its
+    /// own), then adds each one's LP line to the batch its first fence
+    /// makes durable.
     fn fold_unfenced_inputs<'s>(&mut self, shared: &'s ZenShared<B>, held: &mut Held<'s>) -> Result<(), AbortReason> {
         let heap = &shared.heap;
         for index in 0..self.unfenced_inputs.len() {
@@ -410,6 +418,7 @@ impl<B: PmBackend> ZenWorker<B> {
             if !overwritten {
                 continue;
             }
+            let wait = if region > self.id { HELP_WAIT } else { HELP_WAIT_AGAINST_ORDER };
             let mut spins = 0u32;
             let mut since = None;
             loop {
@@ -427,7 +436,7 @@ impl<B: PmBackend> ZenWorker<B> {
                 spins += 1;
                 if spins < 64 {
                     std::hint::spin_loop();
-                } else if since.get_or_insert_with(std::time::Instant::now).elapsed() > HELP_WAIT {
+                } else if since.get_or_insert_with(std::time::Instant::now).elapsed() > wait {
                     held.overwritten.clear();
                     return Err(AbortReason::NotYetDurable);
                 } else {

@@ -56,7 +56,9 @@
 //!   makes N durable, and holds A's region locked until then to complete
 //!   N before its install (if A's region is locked — A is committing, and
 //!   that commit's first fence completes N — B waits up to `HELP_WAIT`,
-//!   then aborts with `NotYetDurable` and retries);
+//!   then aborts with `NotYetDurable` and retries; for a region before
+//!   B's own only `HELP_WAIT_AGAINST_ORDER`, since A may be waiting for
+//!   B's region the same way);
 //! * the engine's epoch thread, for a commit still unfenced at two of its
 //!   consecutive steps: at most 2 x min(`epoch_interval`, 5 ms) after N
 //!   (unless A is committing then, which completes N); `close` fences what
