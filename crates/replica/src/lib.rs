@@ -17,6 +17,7 @@ mod storage;
 mod types;
 
 pub use error::{ReplicaError, ReplicaResult};
+pub use local::UNDO_RING;
 pub use network::{admin_call, Faults, FaultyNetwork, TcpNetwork, TrafficCounter};
 pub use node::{Control, ReplicaOptions, ReplicatedDatabase};
 pub use types::{

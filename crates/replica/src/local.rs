@@ -7,12 +7,25 @@
 //! commits: the Raft log (`__raft_log`, each entry in chunks keyed by index),
 //! the vote, committed and purged log ids, applied log id and membership,
 //! the leadership incarnation (`__raft_meta`), and the before-images of the
-//! transactions this node executed as leader that are not applied yet
-//! (`__raft_undo`). Applying an entry and recording the applied log id are
-//! one transaction, so a restarted node neither skips nor repeats one.
+//! transactions this node executed as leader (`__raft_undo`). Applying an
+//! entry and recording the applied log id are one transaction, so a
+//! restarted node neither skips nor repeats one.
+//!
+//! The undo rows are a ring of [`UNDO_RING`] slots, overwritten, never
+//! deleted: a row is keyed by (sequence number mod the ring, row) and
+//! carries the (incarnation, sequence number) of its transaction in a
+//! header. It is *live* — its transaction executed here and neither
+//! applied nor rolled back — only if its incarnation is the pool's and its
+//! sequence number is above the undo watermark (`undo_applied`: the
+//! incarnation and last sequence number of the executed transactions
+//! applied), which the apply transaction records with the applied log id.
+//! Rolling back bumps the incarnation in the same transaction that puts
+//! the before-images back, which kills every row at once. The leader never
+//! overwrites a live row: a commit more than [`UNDO_RING`] transactions
+//! ahead of the watermark waits (`node.rs`, `before_commit`).
 
 use crate::error::{ReplicaError, ReplicaResult};
-use crate::types::{Origin, Records, WriteSet, RECORD_HEADER};
+use crate::types::{Records, WriteSet, RECORD_HEADER};
 use pmtx_engine::{Database, DbError, DbOptions, ScanDirection, TableId, TableSchema, TxError, TxResult};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -40,7 +53,18 @@ pub(crate) mod meta {
     pub const MEMBERSHIP: &[u8] = b"membership";
     pub const INCARNATION: &[u8] = b"incarnation";
     pub const INSTALLING: &[u8] = b"installing";
+    pub const UNDO_APPLIED: &[u8] = b"undo_applied";
 }
+
+/// Slots of the undo-row ring: how many executed transactions may wait to
+/// be applied (each slot holds a transaction's rows; zen sizes a row for
+/// the widest one the table allows, so the ring holds about this many
+/// times 4 KB of pool once it has gone round).
+pub const UNDO_RING: u64 = 4096;
+
+/// Bytes before an undo row's records: incarnation and sequence number
+/// (little-endian u64s).
+const UNDO_HEADER: usize = 16;
 
 /// The schemas of replication's tables, sized for `user` tables.
 pub(crate) fn system_tables(user: &[TableSchema]) -> Vec<TableSchema> {
@@ -48,7 +72,7 @@ pub(crate) fn system_tables(user: &[TableSchema]) -> Vec<TableSchema> {
     vec![
         TableSchema::ordered(LOG_TABLE).max_key_len(10).max_value_len(LOG_CHUNK),
         TableSchema::ordered(META_TABLE).max_key_len(32).max_value_len(LOG_CHUNK),
-        TableSchema::ordered(UNDO_TABLE).max_key_len(20).max_value_len(undo_row_limit(widest_row)),
+        TableSchema::ordered(UNDO_TABLE).max_key_len(20).max_value_len(UNDO_HEADER + undo_row_limit(widest_row)),
     ]
 }
 
@@ -97,15 +121,26 @@ fn log_key(index: u64, chunk: u16) -> [u8; 10] {
     key
 }
 
-fn undo_key(origin: Origin, seq: u64, write: u32) -> [u8; 20] {
-    let mut key = [0u8; 20];
-    key[..8].copy_from_slice(&origin.incarnation.to_be_bytes());
-    key[8..16].copy_from_slice(&seq.to_be_bytes());
-    key[16..].copy_from_slice(&write.to_be_bytes());
+fn undo_key(seq: u64, row: u32) -> [u8; 12] {
+    let mut key = [0u8; 12];
+    key[..8].copy_from_slice(&(seq % UNDO_RING).to_be_bytes());
+    key[8..].copy_from_slice(&row.to_be_bytes());
     key
 }
 
+/// The header of the undo rows of transaction `seq` of `incarnation`.
+pub(crate) fn undo_header(incarnation: u64, seq: u64) -> [u8; UNDO_HEADER] {
+    let mut header = [0u8; UNDO_HEADER];
+    header[..8].copy_from_slice(&incarnation.to_le_bytes());
+    header[8..].copy_from_slice(&seq.to_le_bytes());
+    header
+}
+
 type UndoImage = (TableId, Vec<u8>, Option<Vec<u8>>);
+
+/// A live undo row: its transaction's sequence number, its row number and
+/// its before-images.
+type LiveUndo = (u64, u32, Vec<UndoImage>);
 
 /// The records of one undo row (before-images, in the record format of
 /// write sets: `crate::types::encode_record`), in the order they were
@@ -263,34 +298,61 @@ impl Local {
         Ok(entries)
     }
 
+    /// The live undo rows (module documentation), in the order they were
+    /// written (sequence number, then row).
+    fn live_undo(&self) -> Result<Vec<LiveUndo>, DbError> {
+        let incarnation = self.get_meta::<u64>(meta::INCARNATION)?.unwrap_or(0);
+        let applied = match self.get_meta::<(u64, u64)>(meta::UNDO_APPLIED)? {
+            Some((applied_incarnation, seq)) if applied_incarnation == incarnation => seq,
+            _ => 0,
+        };
+        let mut live = Vec::new();
+        let mut failure = None;
+        self.db.for_each_row(self.undo, |key, value| {
+            if failure.is_some() {
+                return;
+            }
+            if key.len() != 12 || value.len() < UNDO_HEADER {
+                failure =
+                    Some(DbError::Corrupt("replication undo row of another format (written by an older pmtx?)".into()));
+                return;
+            }
+            let row_incarnation = u64::from_le_bytes(value[..8].try_into().expect("8 bytes"));
+            let seq = u64::from_le_bytes(value[8..16].try_into().expect("8 bytes"));
+            if row_incarnation != incarnation || seq <= applied {
+                return;
+            }
+            let row = u32::from_be_bytes(key[8..].try_into().expect("4 bytes"));
+            match decode_undo(&value[UNDO_HEADER..]) {
+                Ok(records) => live.push((seq, row, records)),
+                Err(error) => failure = Some(error),
+            }
+        })?;
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        live.sort_unstable_by_key(|&(seq, row, _)| (seq, row));
+        debug_assert!(live.last().is_none_or(|&(last, _, _)| last - live[0].0 < UNDO_RING));
+        Ok(live)
+    }
+
     /// Before-images of every transaction executed here and not applied,
     /// in the order they were written.
-    fn undo_rows(&self) -> Result<(Vec<Vec<u8>>, Vec<UndoImage>), DbError> {
-        let (mut keys, mut images) = (Vec::new(), Vec::new());
-        let mut failure = None;
-        self.db.for_each_row(self.undo, |key, value| match decode_undo(value) {
-            Ok(records) => {
-                keys.push(key.to_vec());
-                images.extend(records);
-            }
-            Err(error) => failure = Some(error),
-        })?;
-        failure.map_or(Ok((keys, images)), Err)
+    fn undo_images(&self) -> Result<Vec<UndoImage>, DbError> {
+        Ok(self.live_undo()?.into_iter().flat_map(|(_, _, images)| images).collect())
     }
 
     /// Whether executed transactions wait to be applied or rolled back.
     pub fn has_undo(&self) -> Result<bool, DbError> {
-        let mut any = false;
-        self.db.for_each_row(self.undo, |_, _| any = true)?;
-        Ok(any)
+        Ok(!self.live_undo()?.is_empty())
     }
 
     /// Rolls back every transaction executed here and not applied (newest
-    /// first), deletes their undo rows and sets the incarnation to
-    /// `incarnation`, in one transaction: afterwards the pool holds the
-    /// state at its applied log id. Call with no transaction running.
+    /// first) and sets the incarnation to `incarnation` (which kills every
+    /// undo row), in one transaction: afterwards the pool holds the state
+    /// at its applied log id. Call with no transaction running.
     pub fn roll_back_unapplied(&self, incarnation: u64) -> Result<usize, DbError> {
-        let (keys, images) = self.undo_rows()?;
+        let images = self.undo_images()?;
         let inc = encode(&incarnation);
         self.db.run(|tx| {
             for (table, key, before) in images.iter().rev() {
@@ -301,9 +363,6 @@ impl Local {
                     }
                 }
             }
-            for key in &keys {
-                tx.delete(self.undo, key)?;
-            }
             tx.put(self.meta, meta::INCARNATION, &inc)
         })?;
         Ok(images.len())
@@ -311,27 +370,37 @@ impl Local {
 
     /// Applies entries' effects and records the last one's log id as
     /// applied (and a membership entry's membership), in one transaction.
-    /// Each item is `(batch, executed_here)` of a data entry, or `None`:
-    /// executed here, a batch's writes are in the pool already and only its
-    /// undo rows go.
+    /// Each item is `(batch, executed_here)` of a data entry: executed
+    /// here, a batch's writes are in the pool already, and the undo
+    /// watermark moves past its transactions.
     pub fn apply(
         &self,
         batches: &[(&crate::types::Batch, bool)],
         applied: &[u8],
         membership: Option<&[u8]>,
     ) -> Result<(), DbError> {
+        let mut watermark = None;
+        for (batch, executed_here) in batches {
+            if *executed_here && !batch.txns.is_empty() {
+                let last = batch.last_seq();
+                watermark = Some(watermark.map_or(last, |seen: u64| seen.max(last)));
+            }
+        }
+        // Executed here: the batches' origin is this node's present one.
+        let watermark = watermark.map(|seq| {
+            let origin = batches.iter().find(|(_, here)| *here).expect("an executed batch").0.origin;
+            encode(&(origin.incarnation, seq))
+        });
         self.db.run(|tx| {
             for (batch, executed_here) in batches {
-                for (offset, txn) in batch.txns.iter().enumerate() {
-                    let seq = batch.first_seq + offset as u64;
-                    if *executed_here {
-                        for row in 0..txn.undo_rows {
-                            tx.delete(self.undo, &undo_key(batch.origin, seq, row))?;
-                        }
-                    } else {
+                if !*executed_here {
+                    for txn in &batch.txns {
                         replay(tx, txn)?;
                     }
                 }
+            }
+            if let Some(watermark) = &watermark {
+                tx.put(self.meta, meta::UNDO_APPLIED, watermark)?;
             }
             if let Some(membership) = membership {
                 tx.put(self.meta, meta::MEMBERSHIP, membership)?;
@@ -354,7 +423,7 @@ impl Local {
             })?;
             maps.push(rows);
         }
-        for (table, key, before) in self.undo_rows()?.1.into_iter().rev() {
+        for (table, key, before) in self.undo_images()?.into_iter().rev() {
             let Some(position) = self.user_tables.iter().position(|user| user.id == table) else {
                 return Err(DbError::Corrupt(format!("undo row names table #{}", table.0)));
             };
@@ -429,9 +498,10 @@ impl Local {
             .collect())
     }
 
-    /// The key of undo row `position` of transaction `seq`.
-    pub fn undo_key(origin: Origin, seq: u64, position: u32) -> [u8; 20] {
-        undo_key(origin, seq, position)
+    /// The key of undo row `position` of transaction `seq` (its slot of
+    /// the ring).
+    pub fn undo_key(seq: u64, position: u32) -> [u8; 12] {
+        undo_key(seq, position)
     }
 }
 
@@ -462,4 +532,103 @@ fn replay(tx: &mut pmtx_engine::Transaction<'_>, txn: &WriteSet) -> TxResult<()>
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::encode_record;
+    use pmtx_engine::{EngineKind, PoolLocation};
+    use std::collections::BTreeMap;
+
+    fn open(dir: &std::path::Path) -> Local {
+        let path = dir.join("node.pool");
+        let tables = vec![TableSchema::ordered("t").max_key_len(8).max_value_len(8)];
+        let mut options = DbOptions::new(EngineKind::Zen, tables, path.clone()).create_if_missing(true);
+        options.pool = PoolLocation::File { path, size: 64 << 20 };
+        options.checkpoint_interval = None;
+        Local::open(options, 1).unwrap()
+    }
+
+    /// Executes transaction `seq` of `incarnation` as a leader does: puts
+    /// `seq` under key `seq % 7` and writes the before-image as its undo
+    /// row in the same transaction.
+    fn execute(local: &Local, table: TableId, incarnation: u64, seq: u64) {
+        let key = (seq % 7).to_be_bytes();
+        local
+            .db
+            .run(|tx| {
+                let before = tx.get(table, &key)?;
+                let mut row = undo_header(incarnation, seq).to_vec();
+                encode_record(table.0, &key, before.as_deref(), &mut row);
+                tx.put(local.undo, &Local::undo_key(seq, 0), &row)?;
+                tx.put(table, &key, &seq.to_le_bytes())
+            })
+            .unwrap();
+    }
+
+    fn count(local: &Local, table: TableId) -> u64 {
+        let mut count = 0;
+        local.db.for_each_row(table, |_, _| count += 1).unwrap();
+        count
+    }
+
+    fn rows(local: &Local, table: TableId) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        let mut rows = BTreeMap::new();
+        local.db.for_each_row(table, |key, value| drop(rows.insert(key.to_vec(), value.to_vec()))).unwrap();
+        rows
+    }
+
+    /// The ring goes round more than once with the watermark trailing; a
+    /// roll-back then restores exactly the state at the watermark, kills
+    /// every row without deleting one, and the ring never grows past its
+    /// slots. Rows of an older incarnation are dead whatever their number.
+    #[test]
+    fn the_undo_ring_rolls_back_exactly_what_is_above_the_watermark() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = open(dir.path());
+        let table = local.user_tables[0].id;
+        local.put_meta(meta::INCARNATION, &1u64).unwrap();
+        let executed = 2 * UNDO_RING + 37;
+        let behind = UNDO_RING - 3;
+        let mut at_watermark = BTreeMap::new();
+        for seq in 1..=executed {
+            execute(&local, table, 1, seq);
+            if seq > behind {
+                local.put_meta(meta::UNDO_APPLIED, &(1u64, seq - behind)).unwrap();
+            }
+            if seq == executed - behind {
+                at_watermark = rows(&local, table);
+            }
+        }
+        let undo_rows = count(&local, local.undo);
+        assert_eq!(undo_rows, UNDO_RING, "the ring holds one row per slot");
+        assert!(local.has_undo().unwrap());
+        assert_eq!(local.live_undo().unwrap().len() as u64, behind);
+        let rolled_back = local.roll_back_unapplied(2).unwrap();
+        assert_eq!(rolled_back as u64, behind);
+        assert_eq!(rows(&local, table), at_watermark);
+        assert!(!local.has_undo().unwrap());
+        assert_eq!(count(&local, local.undo), undo_rows);
+        // Incarnation 2: the old rows stay dead as new ones are written
+        // into their slots, and only the new ones roll back.
+        execute(&local, table, 2, 1);
+        execute(&local, table, 2, 2);
+        assert_eq!(local.live_undo().unwrap().iter().map(|&(seq, _, _)| seq).collect::<Vec<_>>(), [1, 2]);
+        local.roll_back_unapplied(3).unwrap();
+        assert_eq!(rows(&local, table), at_watermark);
+    }
+
+    /// An undo row of the earlier format (keyed by incarnation, sequence
+    /// number and row) is refused with a typed error, not misread.
+    #[test]
+    fn an_undo_row_of_another_format_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = open(dir.path());
+        local.db.run(|tx| tx.put(local.undo, &[0u8; 20], b"records")).unwrap();
+        match local.has_undo() {
+            Err(DbError::Corrupt(detail)) => assert!(detail.contains("another format"), "{detail}"),
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -15,7 +15,7 @@
 //! any other.
 
 use crate::error::{ReplicaError, ReplicaResult};
-use crate::local::{meta, Local};
+use crate::local::{meta, Local, UNDO_RING};
 use crate::network::{read_frame, write_frame, Faults, FaultyNetwork, Message, Reply, TcpNetwork, TrafficCounter};
 use crate::shared::Shared;
 use crate::storage::{load_snapshot, snapshot_path, LogStore, StateMachine};
@@ -167,6 +167,8 @@ struct Recording {
     undo: Vec<u8>,
     /// Where each record of `undo` ends.
     undo_ends: Vec<usize>,
+    /// An undo row being built (header and records).
+    undo_row: Vec<u8>,
 }
 
 /// The commit hook of a replicated worker: records the writes, sequences
@@ -241,6 +243,47 @@ impl NodeCore {
     }
 }
 
+impl ReplicaHook {
+    /// The commit sequencer, once the ring holds no live undo row in the
+    /// slot of its next sequence number (`local.rs`: that slot's previous
+    /// transaction is applied). Waits without it (the proposer needs it to
+    /// propose the transactions before) up to the commit timeout.
+    fn sequence_with_undo_room(
+        &self,
+    ) -> TxResult<parking_lot::ArcMutexGuard<parking_lot::RawMutex, crate::shared::Leadership>> {
+        let shared = &self.node.shared;
+        let deadline = std::time::Instant::now() + self.node.commit_timeout;
+        loop {
+            let leadership = shared.leadership.lock_arc();
+            if !leadership.active {
+                drop(leadership);
+                return Err(TxError::Db(self.node.not_leader()));
+            }
+            let (incarnation, seq) = (leadership.origin.incarnation, leadership.next_seq);
+            let mut acks = shared.acks.lock();
+            if acks.incarnation != incarnation || seq <= acks.applied_seq + UNDO_RING {
+                return Ok(leadership);
+            }
+            drop(leadership);
+            while acks.incarnation == incarnation && seq > acks.applied_seq + UNDO_RING && !acks.shutdown {
+                if shared.acks_changed.wait_until(&mut acks, deadline).timed_out() {
+                    return Err(TxError::Db(DbError::Replication {
+                        detail: format!(
+                            "{UNDO_RING} transactions executed here wait for a majority (none answered within {:?}); \
+                             nothing of this one was committed",
+                            self.node.commit_timeout
+                        ),
+                        committed: false,
+                    }));
+                }
+            }
+            if acks.shutdown {
+                return Err(TxError::Db(self.node.not_leader()));
+            }
+        }
+    }
+}
+
 impl WriteRecorder for ReplicaHook {
     fn record(&mut self, table: TableId, key: &[u8], before: Option<&[u8]>, after: Option<&[u8]>) {
         let recording = &mut self.recording;
@@ -270,27 +313,30 @@ impl CommitHook for ReplicaHook {
             self.reading = Some(leadership.origin);
             return Ok(());
         }
-        let leadership = shared.leadership.lock_arc();
-        if !leadership.active {
-            drop(leadership);
-            return Err(TxError::Db(self.node.not_leader()));
-        }
+        let leadership = self.sequence_with_undo_room()?;
         let (origin, seq) = (leadership.origin, leadership.next_seq);
         let (undo_table, limit) = (shared.local.undo, shared.local.undo_row_limit);
         // The before-images, packed into as few rows as fit: a row is the
-        // records from `start` to `end`.
-        let undo = &self.recording.undo;
+        // header and the records from `start` to `end`.
+        let (undo, row) = (&self.recording.undo, &mut self.recording.undo_row);
+        let header = crate::local::undo_header(origin.incarnation, seq);
         let (mut rows, mut start, mut end) = (0u32, 0usize, 0usize);
         for &record_end in &self.recording.undo_ends {
             if end > start && record_end - start > limit {
+                row.clear();
+                row.extend_from_slice(&header);
+                row.extend_from_slice(&undo[start..end]);
                 // On failure the guard drops with the error: the sequencer is free.
-                tx.put(undo_table, &Local::undo_key(origin, seq, rows), &undo[start..end])?;
+                tx.put(undo_table, &Local::undo_key(seq, rows), row)?;
                 rows += 1;
                 start = end;
             }
             end = record_end;
         }
-        tx.put(undo_table, &Local::undo_key(origin, seq, rows), &undo[start..end])?;
+        row.clear();
+        row.extend_from_slice(&header);
+        row.extend_from_slice(&undo[start..end]);
+        tx.put(undo_table, &Local::undo_key(seq, rows), row)?;
         self.undo_rows = rows + 1;
         self.sequencer = Some(leadership);
         Ok(())

@@ -5,7 +5,8 @@ mod common;
 
 use common::*;
 use pmtx_engine::EngineKind;
-use pmtx_replica::{Control, ReplicaError};
+use pmtx_engine::Outcome;
+use pmtx_replica::{Control, ReplicaError, UNDO_RING};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -177,4 +178,53 @@ fn a_new_node_catches_up_from_a_snapshot_and_membership_changes() {
     assert_eq!(ids.len(), 220);
     let snapshot = pool_path(cluster.dir.path(), 4).with_extension("pool.snapshot");
     assert!(snapshot.exists(), "node 4 caught up without a snapshot");
+}
+
+/// A leader cut off from the majority executes at most `UNDO_RING`
+/// transactions beyond what is applied: the next one waits for room in
+/// the undo ring up to the commit timeout, then fails with nothing
+/// committed (it would otherwise overwrite an undo row still needed).
+/// After healing, none of the isolated leader's executions survive and
+/// the replicas agree.
+#[test]
+fn an_isolated_leader_stops_at_a_full_undo_ring() {
+    let cluster = Cluster::start(3, EngineKind::Zen, |_| {});
+    let old = cluster.leader(Duration::from_secs(10));
+    // Taken first: `run` lends the node's other workers.
+    let mut worker = old.worker(0).unwrap();
+    seed_accounts(old);
+    let transfers = old.table_id("transfers").unwrap();
+    let all: Vec<u64> = cluster.running().map(|node| node.id()).collect();
+    cluster.faults.isolate(old.id(), &all);
+    let first = 1_000_000;
+    let mut refused = None;
+    for id in first..=first + UNDO_RING {
+        match worker.run_pipelined(id as u32, false, |tx| tx.insert(transfers, &key(id), &[0u8; 24])) {
+            Ok((Outcome::Committed(_), _)) => {}
+            Ok((Outcome::RolledBack, _)) => panic!("execution {id} rolled back"),
+            Err(error) => {
+                refused = Some((id, error));
+                break;
+            }
+        }
+    }
+    let (id, error) = refused.expect("more than UNDO_RING executions waited for a majority");
+    assert_eq!(id, first + UNDO_RING, "refused early: {error}");
+    assert!(error.to_string().contains("wait for a majority"), "{error}");
+    drop(worker);
+    cluster.faults.heal();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let sums: Vec<_> = cluster.running().map(|node| node.checksum().unwrap()).collect();
+        if !old.is_leader() && sums.windows(2).all(|pair| pair[0] == pair[1]) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "replicas differ after healing: {sums:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for node in cluster.running() {
+        let (total, ids) = audit(node);
+        assert_eq!(total, ACCOUNTS * INITIAL);
+        assert!(ids.iter().all(|&id| id < first), "node {}: an isolated execution survived", node.id());
+    }
 }
