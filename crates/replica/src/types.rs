@@ -39,8 +39,9 @@ pub struct Write {
 pub struct WriteSet {
     #[serde(with = "byte_string")]
     packed: Vec<u8>,
-    /// Undo rows the executing node wrote for it (its before-images); the
-    /// node deletes them when it applies the entry, others ignore it.
+    /// Undo rows the executing node wrote for it (its before-images).
+    /// Nothing reads it since the rows became a ring that applying does
+    /// not delete from; it stays so that logs written before still decode.
     pub undo_rows: u32,
 }
 
