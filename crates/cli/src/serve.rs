@@ -50,6 +50,11 @@ pub struct ServeArgs {
     /// Raft's heartbeat interval in milliseconds.
     #[arg(long, default_value_t = 100)]
     heartbeat_ms: u64,
+    /// Wait for openraft's own election timer after the leader's
+    /// connection closes, instead of standing as soon as its lease (the
+    /// longest election timeout) is out.
+    #[arg(long)]
+    no_fast_failover: bool,
     /// Build a snapshot after this many log entries.
     #[arg(long, default_value_t = 10_000)]
     snapshot_every: u64,
@@ -174,6 +179,7 @@ pub fn run_serve(args: ServeArgs) -> Result<(), CliError> {
     let mut options = ReplicaOptions::new(args.id, db, args.listen.clone());
     options.election_timeout_ms = (min, max);
     options.heartbeat_ms = args.heartbeat_ms;
+    options.fast_failover = !args.no_fast_failover;
     options.snapshot_every = args.snapshot_every;
     if let Some(control) = &args.control {
         let parsed = pmtx_replica::Control::parse(control);
@@ -213,7 +219,8 @@ pub fn run_serve(args: ServeArgs) -> Result<(), CliError> {
         while !STOP.load(Ordering::Relaxed) {
             if node.is_leader() != leading {
                 leading = !leading;
-                eprintln!("pmtx serve: node {} {}", node.id(), if leading { "leads" } else { "follows" });
+                let term = node.status().term;
+                eprintln!("pmtx serve: node {} {} (term {term})", node.id(), if leading { "leads" } else { "follows" });
             }
             std::thread::sleep(Duration::from_millis(20));
         }

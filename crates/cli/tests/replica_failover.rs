@@ -115,6 +115,32 @@ impl Cluster {
         Ok(())
     }
 
+    /// The last `lines` lines of every node's log, for a failure's message.
+    fn log_tails(&self, lines: usize) -> String {
+        let mut logs: Vec<_> = std::fs::read_dir(self._dir.path())
+            .map(|dir| {
+                dir.flatten().map(|entry| entry.path()).filter(|path| path.to_string_lossy().contains(".log")).collect()
+            })
+            .unwrap_or_default();
+        logs.sort();
+        // The newest log of each node (the suffixes are times of one width).
+        let newest = logs
+            .iter()
+            .enumerate()
+            .filter(|(index, path)| logs.get(index + 1).is_none_or(|next| next.file_stem() != path.file_stem()));
+        let mut out = String::new();
+        for (_, path) in newest {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let all: Vec<&str> = text.lines().collect();
+            out += &format!("--- {} (last {lines} lines)\n", path.display());
+            for line in &all[all.len().saturating_sub(lines)..] {
+                out += line;
+                out.push('\n');
+            }
+        }
+        out
+    }
+
     fn kill(&mut self, index: usize) {
         if let Some(mut child) = self.nodes[index].child.take() {
             child.kill().unwrap();
@@ -147,33 +173,37 @@ impl Cluster {
         None
     }
 
-    /// Waits until node `index` follows the leader `leader` and has applied
-    /// what the leader had applied when first asked: the cluster is whole
-    /// again, so the next kill is one failure, not a second one while a
-    /// restarted node still recovers.
+    /// Waits until node `index` follows a leader that accepts writes (the
+    /// node `leader`, or one elected after it) and has applied what
+    /// `leader` had applied when first asked: the cluster is whole again,
+    /// so the next kill is one failure, not a second one while a restarted
+    /// node still recovers. Returns the id of the leader it follows.
     fn wait_caught_up(
         &self,
         runtime: &tokio::runtime::Runtime,
         index: usize,
         leader: usize,
         timeout: Duration,
-    ) -> bool {
+    ) -> Option<u64> {
         let deadline = Instant::now() + timeout;
         let mut target = None;
         while Instant::now() < deadline {
             if target.is_none() {
                 target = status(runtime, &self.nodes[leader].addr).and_then(|status| status.applied_index);
             }
-            let leader_id = self.nodes[leader].id;
-            if let (Some(target), Some(status)) = (target, status(runtime, &self.nodes[index].addr)) {
-                let follows = status.leader.is_some_and(|(id, _)| id == leader_id);
-                if follows && status.applied_index.is_some_and(|applied| applied >= target) {
-                    return true;
+            if let (Some(target), Some(mine)) = (target, status(runtime, &self.nodes[index].addr)) {
+                let followed = mine.leader.as_ref().map(|(id, _)| *id).filter(|id| {
+                    self.nodes.iter().filter(|node| node.id == *id && node.child.is_some()).any(|node| {
+                        status(runtime, &node.addr).is_some_and(|its| its.accepting_writes && its.term == mine.term)
+                    })
+                });
+                if followed.is_some() && mine.applied_index.is_some_and(|applied| applied >= target) {
+                    return followed;
                 }
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        false
+        None
     }
 
     fn wait_for_acks(&self, more: usize, timeout: Duration) -> bool {
@@ -213,6 +243,8 @@ fn run(kills: usize, control: Option<&'static str>) -> Result<Vec<Duration>, Str
         cluster.start(index, index == 0, 2)?;
     }
     let mut failovers = Vec::new();
+    // Elections after a failover, before the killed node caught up.
+    let mut reelections = 0;
     for kill in 0..kills {
         let leader = cluster.leader(&runtime, Duration::from_secs(20)).ok_or(format!("kill {kill}: no leader"))?;
         if !cluster.wait_for_acks(20, Duration::from_secs(20)) {
@@ -226,8 +258,17 @@ fn run(kills: usize, control: Option<&'static str>) -> Result<Vec<Duration>, Str
         failovers.push(killed_at.elapsed());
         assert_ne!(next, leader);
         cluster.start(leader, false, 2)?;
-        if !cluster.wait_caught_up(&runtime, leader, next, Duration::from_secs(30)) {
-            return Err(format!("kill {kill}: node {} did not catch up within 30 s", cluster.nodes[leader].id));
+        let Some(followed) = cluster.wait_caught_up(&runtime, leader, next, Duration::from_secs(30)) else {
+            let statuses: Vec<_> = cluster.nodes.iter().map(|node| status(&runtime, &node.addr)).collect();
+            return Err(format!(
+                "kill {kill}: node {} did not catch up within 30 s with node {}; statuses {statuses:#?}\n{}",
+                cluster.nodes[leader].id,
+                cluster.nodes[next].id,
+                cluster.log_tails(20)
+            ));
+        };
+        if followed != cluster.nodes[next].id {
+            reelections += 1;
         }
         if (kill + 1) % 10 == 0 {
             eprintln!("{} kills, {} transfers acknowledged", kill + 1, cluster.acks.lock().unwrap().len());
@@ -282,7 +323,7 @@ fn run(kills: usize, control: Option<&'static str>) -> Result<Vec<Duration>, Str
         return Err("replicas hold different transfers".into());
     }
     eprintln!(
-        "{kills} leader kills: {} transfers acknowledged, {} present; checksum {:?}",
+        "{kills} leader kills ({reelections} more elections while a killed node caught up): {} transfers acknowledged, {} present; checksum {:?}",
         acknowledged.len(),
         audits[0].len(),
         sums[0].as_ref().map(|sum| &sum.tables)
@@ -304,13 +345,14 @@ fn leader_kills_lose_no_acknowledged_transfer() {
         at(0.1),
         at(0.9)
     );
-    // openraft 0.9: a follower stands for election a leader lease (the
-    // longest election timeout, 300 ms) plus its own election timeout
-    // (150-300 ms) after the last heartbeat, 600 ms later still once it
-    // lost a vote to a longer log, and two candidates of one term both
-    // lose (docs/replication.md, "Failover"); the bound leaves room for a
-    // loaded two-core machine.
-    assert!(median < Duration::from_secs(3), "median failover {median:?}");
+    // A survivor stands once the leader lease (the longest election
+    // timeout, 300 ms) is out after the last heartbeat, when the killed
+    // leader's connections closed and its port refuses connections
+    // (crates/replica/src/failover.rs); openraft's own timers, a lease
+    // plus 150-300 ms and more after a lost vote, are the fallback. The
+    // 200-kill soak's median was 0.32 s (docs/replication.md,
+    // "Failover"); the bound leaves room for a loaded two-core machine.
+    assert!(median < Duration::from_secs(1), "median failover {median:?}");
 }
 
 #[test]

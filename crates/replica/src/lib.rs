@@ -8,6 +8,7 @@
 
 pub mod bank;
 mod error;
+mod failover;
 pub mod history;
 mod local;
 mod network;

@@ -5,6 +5,7 @@ use crate::types::{NodeId, Origin, WriteSet};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Where the node's own leadership stands.
 #[derive(Debug)]
@@ -59,6 +60,12 @@ pub(crate) struct Shared {
     pub proposing: tokio::sync::Mutex<()>,
     /// One past the index of the last entry appended to the log (0: none).
     pub log_end: std::sync::atomic::AtomicU64,
+    /// The (term, index) of the last entry in the log.
+    pub last_log: Mutex<Option<(u64, u64)>>,
+    /// When this node last accepted an append (or heartbeat) from a leader.
+    pub last_append: Mutex<Instant>,
+    /// A [`crate::failover::leader_lost`] is deciding whether to stand.
+    pub leader_lost_pending: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -81,6 +88,9 @@ impl Shared {
             acks_changed: Condvar::new(),
             proposing: tokio::sync::Mutex::new(()),
             log_end: std::sync::atomic::AtomicU64::new(0),
+            last_log: Mutex::new(None),
+            last_append: Mutex::new(Instant::now()),
+            leader_lost_pending: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -75,6 +75,8 @@ impl LogStore {
     fn note_end(&self, live: &BTreeMap<u64, Entry<TypeConfig>>) {
         let end = live.keys().next_back().map_or(0, |last| last + 1);
         self.shared.log_end.store(end, std::sync::atomic::Ordering::Release);
+        *self.shared.last_log.lock() =
+            live.values().next_back().map(|entry| (entry.log_id.leader_id.term, entry.log_id.index));
     }
 }
 

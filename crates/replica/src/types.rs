@@ -264,6 +264,9 @@ pub struct NodeStatus {
     pub leader: Option<(NodeId, String)>,
     /// The index of the last log entry.
     pub last_log_index: Option<u64>,
+    /// The term of the last log entry (with its index, how up to date the
+    /// log is in an election).
+    pub last_log_term: Option<u64>,
     /// The index of the last applied entry.
     pub applied_index: Option<u64>,
     /// Voters and learners with their addresses.

@@ -8,7 +8,7 @@ use pmtx_engine::EngineKind;
 use pmtx_engine::Outcome;
 use pmtx_replica::{Control, ReplicaError, UNDO_RING};
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[test]
 fn transactions_replicate_and_replicas_agree() {
@@ -227,4 +227,41 @@ fn an_isolated_leader_stops_at_a_full_undo_ring() {
         assert_eq!(total, ACCOUNTS * INITIAL);
         assert!(ids.iter().all(|&id| id < first), "node {}: an isolated execution survived", node.id());
     }
+}
+
+/// How long after its leader stops a 3-node cluster (election timeout
+/// 1,000-1,500 ms, heartbeats every 50 ms) has a new leader accepting
+/// transactions.
+fn replacement_time(fast_failover: bool) -> Duration {
+    let mut cluster = Cluster::start(3, EngineKind::Zen, |options| {
+        options.election_timeout_ms = (1_000, 1_500);
+        options.heartbeat_ms = 50;
+        options.fast_failover = fast_failover;
+    });
+    let old = cluster.leader(Duration::from_secs(20)).id();
+    seed_accounts(cluster.node(old));
+    cluster.converge(Duration::from_secs(10));
+    let stopped = Instant::now();
+    cluster.nodes[(old - 1) as usize].take().unwrap().shutdown().unwrap();
+    let new = cluster.leader(Duration::from_secs(20)).id();
+    let took = stopped.elapsed();
+    assert_ne!(new, old);
+    assert!(transfer(cluster.node(new), 1, 0, 1, 5).unwrap());
+    took
+}
+
+/// openraft alone lets a follower stand a lease (the longest election
+/// timeout, 1,500 ms) plus its own timeout (at least 1,000 ms) after the
+/// last heartbeat, so no new leader comes before 2,450 ms. With fast
+/// failover, the closed connections tell the followers the leader is
+/// gone, and the more up-to-date one stands once the lease is out. The
+/// run without it is the control: it shows the bound below is one that
+/// openraft's own timers cannot meet.
+#[test]
+fn a_stopped_leader_is_replaced_once_its_lease_is_out() {
+    let fast = replacement_time(true);
+    let slow = replacement_time(false);
+    eprintln!("new leader after {fast:?} with fast failover, {slow:?} without");
+    assert!(fast < Duration::from_millis(2_200), "fast failover took {fast:?}");
+    assert!(slow >= Duration::from_millis(2_400), "openraft alone took {slow:?}: the control cannot fail the bound");
 }
