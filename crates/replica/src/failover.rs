@@ -16,23 +16,27 @@
 //!    another leader, and this node's log is the most up to date of
 //!    theirs (then the lowest id), so exactly one survivor stands.
 //!
-//! Then it stands once, through openraft's own election
-//! (`Raft::trigger().elect()`). Every safety check, the voters' lease
+//! Then it stands, through openraft's own election
+//! (`Raft::trigger().elect()`), and again every 25 ms up to four times
+//! while it is a candidate nobody answered (a voter whose lease outlasts
+//! this node's refuses it). Every safety check, the voters' lease
 //! included, stays openraft's: this only chooses when one node asks. If
-//! the attempt fails, openraft's timers elect as they would have.
+//! it does not win, openraft's timers elect as they would have.
 
 use crate::network::admin_call;
 use crate::shared::Shared;
 use crate::types::{AdminReply, AdminRequest, NodeId, TypeConfig};
-use openraft::Raft;
-use std::sync::atomic::{AtomicBool, Ordering};
+use openraft::{Raft, ServerState};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long past its own lease this node waits before standing: a voter's
 /// lease counts from when it took the last heartbeat, which may be a
 /// little after this node took its own.
 const PAST_LEASE: Duration = Duration::from_millis(20);
+/// How often, and how long apart, a refused candidate stands again.
+const STAND_AGAIN_TIMES: usize = 4;
+const STAND_AGAIN_AFTER: Duration = Duration::from_millis(25);
 /// How long the other voters have to say where their logs end, and the
 /// lost leader to take a connection.
 const ASK_TIMEOUT: Duration = Duration::from_millis(100);
@@ -46,45 +50,44 @@ fn stands_before(a: Standing, b: Standing) -> bool {
     a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
 }
 
-/// Called when the connection on which `leader` sent this node appends
-/// has closed: once the lease since the last append is out, if no leader
-/// has spoken since, a majority of the voters answers, and this node's log
-/// is the most up to date of theirs, stands for election once.
-pub(crate) async fn leader_lost(raft: Raft<TypeConfig>, shared: Arc<Shared>, leader: NodeId, lease: Duration) {
+/// Notes that a connection on which `leader` sent this node appends has
+/// closed, for [`watch`].
+pub(crate) fn connection_closed(shared: &Shared, leader: NodeId) {
+    *shared.leader_connection_closed.lock() = Some((Instant::now(), leader));
     // A leader has several connections to each follower (replication,
-    // heartbeats, votes), which close together: one of them decides.
-    if shared.leader_lost_pending.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    let _pending = Pending(&shared.leader_lost_pending);
-    decide(&raft, &shared, leader, lease).await;
+    // heartbeats, votes), which close together: one permit covers them.
+    shared.leader_connection_notify.notify_one();
 }
 
-/// Clears the pending flag however [`leader_lost`] ends.
-struct Pending<'a>(&'a AtomicBool);
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
-}
-
-async fn decide(raft: &Raft<TypeConfig>, shared: &Shared, leader: NodeId, lease: Duration) {
-    let started = tokio::time::Instant::now();
-    let mut heard = *shared.last_append.lock();
+/// Runs for the node's life: after each closed leader connection, once
+/// the lease since the last append is out, if no leader has spoken since,
+/// the leader's port refuses connections, a majority of the voters
+/// answers, and this node's log is the most up to date of theirs, stands
+/// for election once.
+pub(crate) async fn watch(raft: Raft<TypeConfig>, shared: Arc<Shared>, lease: Duration) {
     loop {
+        shared.leader_connection_notify.notified().await;
+        decide(&raft, &shared, lease).await;
+    }
+}
+
+async fn decide(raft: &Raft<TypeConfig>, shared: &Shared, lease: Duration) {
+    let mut heard = *shared.last_append.lock();
+    let leader = loop {
         tokio::time::sleep_until((heard + lease + PAST_LEASE).into()).await;
+        let Some((closed_at, leader)) = *shared.leader_connection_closed.lock() else { return };
         let last = *shared.last_append.lock();
         if last == heard {
-            break;
+            break leader;
         }
         // A leader spoke since: the closed connection was one it dropped.
-        // Watch a little longer, in case it is dying now.
-        if started.elapsed() > 3 * lease {
+        // Watch a little longer, in case it is dying now (a connection
+        // closing meanwhile extends the watch: it may be the death).
+        if closed_at.elapsed() > 3 * lease {
             return;
         }
         heard = last;
-    }
+    };
     let nobody_spoke = || *shared.last_append.lock() == heard;
     let metrics = raft.metrics().borrow().clone();
     if metrics.current_leader != Some(leader) {
@@ -130,10 +133,22 @@ async fn decide(raft: &Raft<TypeConfig>, shared: &Shared, leader: NodeId, lease:
     if heard_from <= membership.voter_ids().count() / 2 || !nobody_spoke() {
         return;
     }
-    if raft.metrics().borrow().current_leader == Some(leader) {
-        // If a voter's lease outlasted PAST_LEASE it refuses, and
-        // openraft's own timers elect a little later.
-        let _ = raft.trigger().elect().await;
+    if raft.metrics().borrow().current_leader != Some(leader) || raft.trigger().elect().await.is_err() {
+        return;
+    }
+    // A voter whose core took the dead leader's last append later than
+    // this node did still holds its lease and refuses; openraft would
+    // stand again only after a whole election timeout. Stand again
+    // shortly while this node is a candidate that nobody has answered.
+    for _ in 0..STAND_AGAIN_TIMES {
+        tokio::time::sleep(STAND_AGAIN_AFTER).await;
+        let metrics = raft.metrics().borrow().clone();
+        if metrics.state != ServerState::Candidate || metrics.current_leader.is_some() || !nobody_spoke() {
+            return;
+        }
+        if raft.trigger().elect().await.is_err() {
+            return;
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 
 use crate::types::{AdminReply, AdminRequest, NodeId, TypeConfig};
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
     VoteResponse,
@@ -202,7 +202,19 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
     }
 }
 
+/// How long the leader waits before it tries an unreachable peer again
+/// (openraft's default is 500 ms): a restarted node that hears from no
+/// leader for a lease plus its election timeout stands for election and,
+/// with a higher term, deposes the leader, so a peer coming back should
+/// hear from it soon. A refused connect on loopback costs microseconds;
+/// one to a silent host is bounded by `CONNECT_TIMEOUT`.
+const UNREACHABLE_BACKOFF: Duration = Duration::from_millis(50);
+
 impl RaftNetwork<TypeConfig> for TcpClient {
+    fn backoff(&self) -> Backoff {
+        Backoff::new(std::iter::repeat(UNREACHABLE_BACKOFF))
+    }
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
@@ -411,6 +423,10 @@ macro_rules! faulty_call {
 }
 
 impl<C: RaftNetwork<TypeConfig>> RaftNetwork<TypeConfig> for FaultyClient<C> {
+    fn backoff(&self) -> Backoff {
+        self.inner.backoff()
+    }
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,

@@ -451,8 +451,11 @@ impl ReplicatedDatabase {
             None => runtime.block_on(Raft::new(options.id, config, tcp, log_store, state_machine)),
         }
         .map_err(|error| ReplicaError::Raft(error.to_string()))?;
-        let lease = options.fast_failover.then(|| Duration::from_millis(options.election_timeout_ms.1));
-        runtime.spawn(serve(listener, raft.clone(), Arc::clone(&shared), addr.clone(), lease));
+        if options.fast_failover {
+            let lease = Duration::from_millis(options.election_timeout_ms.1);
+            runtime.spawn(crate::failover::watch(raft.clone(), Arc::clone(&shared), lease));
+        }
+        runtime.spawn(serve(listener, raft.clone(), Arc::clone(&shared), addr.clone(), options.fast_failover));
         runtime.spawn(propose(raft.clone(), Arc::clone(&shared), options.max_batch));
         runtime.spawn(monitor(raft.clone(), Arc::clone(&shared), options.control));
         let core = Arc::new(NodeCore {
@@ -957,15 +960,15 @@ fn step_down(shared: &Shared, control: Option<Control>) {
     leadership.clean = rolled_back;
 }
 
-/// Answers peers and `pmtx cluster` on `listener`. With `lease` (fast
-/// failover), a connection on which a leader sent appends that closes
-/// starts [`crate::failover::leader_lost`].
+/// Answers peers and `pmtx cluster` on `listener`. With fast failover, a
+/// connection on which a leader sent appends that closes wakes
+/// [`crate::failover::watch`].
 async fn serve(
     listener: tokio::net::TcpListener,
     raft: Raft<TypeConfig>,
     shared: Arc<Shared>,
     addr: String,
-    lease: Option<Duration>,
+    fast_failover: bool,
 ) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else { continue };
@@ -993,9 +996,9 @@ async fn serve(
                     break;
                 }
             }
-            if let (Some(leader), Some(lease)) = (leader_here, lease) {
+            if let (Some(leader), true) = (leader_here, fast_failover) {
                 if leader != shared.id {
-                    crate::failover::leader_lost(raft, shared, leader, lease).await;
+                    crate::failover::connection_closed(&shared, leader);
                 }
             }
         });

@@ -64,8 +64,11 @@ pub(crate) struct Shared {
     pub last_log: Mutex<Option<(u64, u64)>>,
     /// When this node last accepted an append (or heartbeat) from a leader.
     pub last_append: Mutex<Instant>,
-    /// A [`crate::failover::leader_lost`] is deciding whether to stand.
-    pub leader_lost_pending: std::sync::atomic::AtomicBool,
+    /// When a connection on which a leader sent appends last closed, and
+    /// that leader.
+    pub leader_connection_closed: Mutex<Option<(Instant, NodeId)>>,
+    /// Wakes [`crate::failover::watch`] after such a close.
+    pub leader_connection_notify: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -90,7 +93,8 @@ impl Shared {
             log_end: std::sync::atomic::AtomicU64::new(0),
             last_log: Mutex::new(None),
             last_append: Mutex::new(Instant::now()),
-            leader_lost_pending: std::sync::atomic::AtomicBool::new(false),
+            leader_connection_closed: Mutex::new(None),
+            leader_connection_notify: tokio::sync::Notify::new(),
         }
     }
 
