@@ -63,7 +63,7 @@ pub(crate) fn connection_closed(shared: &Shared, leader: NodeId) {
 /// the lease since the last append is out, if no leader has spoken since,
 /// the leader's port refuses connections, a majority of the voters
 /// answers, and this node's log is the most up to date of theirs, stands
-/// for election once.
+/// for election (again, shortly, while a voter's lease refuses it).
 pub(crate) async fn watch(raft: Raft<TypeConfig>, shared: Arc<Shared>, lease: Duration) {
     loop {
         shared.leader_connection_notify.notified().await;
