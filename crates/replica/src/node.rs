@@ -52,7 +52,7 @@ pub struct ReplicaOptions {
     /// When the leader's connection to this node closes, stand for
     /// election as soon as the leader lease (the longest election timeout)
     /// is out, if this node's log is the most up to date of the voters',
-    /// instead of waiting one more election timeout (see ARCHITECTURE.md,
+    /// instead of waiting one more election timeout (docs/replication.md,
     /// "Failover"). On by default.
     pub fast_failover: bool,
     /// Build a snapshot after this many entries since the last one.
